@@ -1,0 +1,45 @@
+# bgexec — PGXS build of the extension, plus wrapper targets for the daemon,
+# the test suites and the demo.  `make test` and `make demo` are the two
+# commands a fresh Debian 12 machine needs (they install missing packages).
+
+EXTENSION   = bgexec
+MODULE_big  = bgexec
+OBJS        = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
+DATA        = $(sort $(wildcard sql/bgexec--*.sql))
+PG_CPPFLAGS = -I$(CURDIR)/include
+PG_CFLAGS   = -Wall -Werror -Wno-declaration-after-statement
+
+# pg_regress suites, in order (one file per API area).
+REGRESS      = setup lifecycle idempotency fencing retries stop suspend \
+               reconcile deadlines validation caps security events purge upgrade
+REGRESS_OPTS = --inputdir=test --outputdir=build/regress
+ISOLATION      = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=build/isolation
+
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+endif
+
+.PHONY: deps daemon test demo bench
+
+# Installs the Debian packages the build, tests and demo need (no-op when present).
+deps:
+	scripts/deps.sh
+
+# Builds the C++ daemon (CMake project in daemon/).
+daemon:
+	scripts/build-daemon.sh
+
+# Every suite against a throwaway cluster; non-zero exit on any failure.
+test:
+	scripts/test.sh
+
+# A workflow end to end on a throwaway cluster with two workers.
+demo:
+	scripts/demo.sh
+
+# The benchmark on a throwaway cluster; results in bench/.
+bench:
+	scripts/bench.sh

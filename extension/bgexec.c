@@ -1,0 +1,161 @@
+/*-------------------------------------------------------------------------
+ *
+ * bgexec.c
+ *	  Module entry point of the bgexec extension: GUCs, the watchdog
+ *	  registration and the small SQL-callable helpers.
+ *
+ * The job tables and the queue logic live in the SQL install script; this
+ * module only holds what is better written in C (see STYLE.md): payload
+ * validation (validate.c), the in-server watchdog (watchdog.c) and the
+ * identity of the caller (here).
+ *
+ * extension/bgexec.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "bgexec/bgexec.h"
+
+PG_MODULE_MAGIC;
+
+/* GUC variables; defaults here must match the boot values in _PG_init. */
+int			bgexec_max_payload_bytes = 1024 * 1024;
+bool		bgexec_notify_events = true;
+int			bgexec_watchdog_interval = 1000;
+int			bgexec_retention = -1;
+int			bgexec_retention_batch = 1000;
+char	   *bgexec_database = NULL;
+bool		bgexec_watchdog_enabled = true;
+
+void		_PG_init(void);
+
+PG_FUNCTION_INFO_V1(bgexec_caller);
+
+/*
+ * Module load: defines the bgexec.* GUCs and, when loaded from
+ * shared_preload_libraries, registers the watchdog background worker.
+ *
+ * Runs once per process that loads the library.  The PGC_POSTMASTER
+ * settings are only meaningful in the postmaster (preload); a backend that
+ * loads the module later still defines them so SHOW works.
+ */
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("bgexec.max_payload_bytes",
+							"Maximum size of a job payload.",
+							"Measured on the uncompressed jsonb value as stored "
+							"(what pg_column_size reports before compression), "
+							"not on its text form.",
+							&bgexec_max_payload_bytes,
+							1024 * 1024,
+							1024,
+							(int) MaxAllocSize,
+							PGC_SUSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bgexec.notify_events",
+							 "Sends NOTIFY bgexec_events for every job event.",
+							 "Event tails (CLI, SSE) wake on it; turn it off to "
+							 "save the NOTIFY commit lock when nobody tails.",
+							 &bgexec_notify_events,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgexec.watchdog_interval",
+							"Time between two runs of the in-server watchdog.",
+							NULL,
+							&bgexec_watchdog_interval,
+							1000,
+							10,
+							60 * 60 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgexec.retention",
+							"Age after which the watchdog purges finished jobs.",
+							"Terminal jobs whose finished_at is older than this "
+							"are deleted with their events; -1 turns purging off.",
+							&bgexec_retention,
+							-1,
+							-1,
+							INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgexec.retention_batch",
+							"Maximum number of jobs purged per watchdog run.",
+							"Keeps each purge transaction short.",
+							&bgexec_retention_batch,
+							1000,
+							1,
+							INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("bgexec.database",
+							   "Database the watchdog connects to.",
+							   "The extension bgexec must be installed there; "
+							   "the watchdog idles while it is not.",
+							   &bgexec_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bgexec.watchdog",
+							 "Starts the in-server watchdog background worker.",
+							 "Only read when bgexec is in shared_preload_libraries.",
+							 &bgexec_watchdog_enabled,
+							 true,
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("bgexec");
+
+	if (process_shared_preload_libraries_in_progress && bgexec_watchdog_enabled)
+		bgexec_watchdog_register();
+}
+
+/*
+ * bgexec._caller() returns name: the role the session acts as.
+ *
+ * This is GetOuterUserId(): the session user, or the target of SET ROLE.
+ * A SECURITY DEFINER function changes only CurrentUserId (through
+ * SetUserIdAndSecContext) and leaves the outer user alone, and SET ROLE is
+ * refused inside one, so from within the SECURITY DEFINER client functions
+ * this still names the role that called them, where current_user names the
+ * function's owner.  Checked by experiment on PostgreSQL 15: for a SECURITY
+ * DEFINER function owned by postgres, called by alice it returns alice,
+ * after SET ROLE bob it returns bob, after RESET ROLE alice again, and a
+ * SECURITY DEFINER function owned by a third role, called from the first,
+ * does not change it either.
+ *
+ * That role becomes bgexec.job.owner, which row-level security compares
+ * with the reader; takes no locks, reads the syscache only.
+ */
+Datum
+bgexec_caller(PG_FUNCTION_ARGS)
+{
+	char	   *rolname = GetUserNameFromId(GetOuterUserId(), false);
+	Name		result = (Name) palloc0(NAMEDATALEN);
+
+	namestrcpy(result, rolname);
+	PG_RETURN_NAME(result);
+}

@@ -1,0 +1,836 @@
+/*-------------------------------------------------------------------------
+ *
+ * validate.c
+ *	  bgexec._validate_payload(kind, payload): the submit-time check of a
+ *	  job payload, and of the workflow DAG when kind = 'workflow'.
+ *
+ * A payload that passes is safe for every worker to plan from: a workflow
+ * has 1..BGEXEC_WORKFLOW_MAX_STEPS steps with unique, well-formed ids,
+ * exactly one kind per step, well-typed fields, "needs" that name other
+ * existing steps (each at most once), and no cycle.  Rejecting these at
+ * submit time keeps them from turning into failed jobs long after the
+ * caller has gone; the worker still treats the payload as untrusted input.
+ *
+ * Every check raises at the first failure and does nothing else; all run
+ * on the binary jsonb (no text re-parsing).  Cost: O(size of the payload)
+ * to walk it, plus O(n + e) for n steps and e "needs" edges (one hash
+ * lookup per edge, Kahn's algorithm for cycles).
+ *
+ * extension/validate.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/varlena.h"
+
+#include "bgexec/bgexec.h"
+#include "bgexec/protocol.h"
+
+PG_FUNCTION_INFO_V1(bgexec_validate_payload);
+
+/* Keys a step object may have; the order fixes the order of the checks. */
+typedef enum StepKey
+{
+	SK_ID,
+	SK_NEEDS,
+	SK_ACTION,
+	SK_WITH,
+	SK_RUN,
+	SK_SQL,
+	SK_PARAMS,
+	SK_SLEEP,
+	SK_APPROVAL,
+	SK_TIMEOUT,
+	SK_ENV,
+	SK_NAME,
+	SK_COUNT
+} StepKey;
+
+static const char *const step_key_names[SK_COUNT] = {
+	"id", "needs", "action", "with", "run", "sql", "params",
+	"sleep", "approval", "timeout", "env", "name"
+};
+
+/* The step kinds: a step has exactly one of these keys. */
+static const StepKey step_kinds[] = {
+	SK_ACTION, SK_RUN, SK_SQL, SK_SLEEP, SK_APPROVAL
+};
+
+#define STEP_KEYS_HINT \
+	"A step may have the keys \"id\", \"needs\", \"action\", \"with\", " \
+	"\"run\", \"sql\", \"params\", \"sleep\", \"approval\", \"timeout\", " \
+	"\"env\" and \"name\"."
+#define STEP_KIND_HINT \
+	"Give the step exactly one of \"action\", \"run\", \"sql\", \"sleep\" " \
+	"or \"approval\"."
+
+/* Hash table entry: one per step, keyed by its id. */
+typedef struct StepEntry
+{
+	char		id[BGEXEC_STEP_ID_MAX_LEN + 1]; /* key, NUL-terminated */
+	int			index;			/* position in "steps" */
+	int			named_by;		/* last step whose "needs" named this one */
+} StepEntry;
+
+/* What pass 2 learns about one step. */
+typedef struct WorkflowStep
+{
+	JsonbContainer *obj;		/* the step object */
+	const char *id;				/* its (valid) id, NUL-terminated */
+	bool		has[SK_COUNT];	/* which keys are present */
+	JsonbValue	val[SK_COUNT];	/* their values, when present */
+	int		   *needs;			/* indexes of the steps it needs */
+	int			nneeds;
+} WorkflowStep;
+
+static void validate_workflow(JsonbContainer *root);
+static void validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps,
+						  Numeric zero);
+static void check_no_cycle(WorkflowStep *steps, int nsteps);
+static StepEntry *lookup_step(HTAB *ids, const char *name, int len);
+static const char *closest_step_id(WorkflowStep *steps, int nsteps,
+								   const char *name, int len);
+static bool is_valid_step_id(const char *s, int len);
+static bool jbv_is_object(const JsonbValue *v);
+static bool jbv_is_array(const JsonbValue *v);
+static bool jbv_is_nonempty_string(const JsonbValue *v);
+static int	jbv_numeric_cmp(const JsonbValue *v, Numeric zero);
+static char *jbv_cstring(const JsonbValue *v);
+static bool key_equals(const JsonbValue *key, const char *name);
+
+/*
+ * bgexec._validate_payload(kind text, payload jsonb) returns void.
+ *
+ * Raises on the first rule the payload breaks; returns nothing otherwise.
+ * Pure function of its arguments and bgexec.max_payload_bytes: takes no
+ * locks and reads no table.  NULL arguments are rejected rather than let
+ * through, so the function is safe to declare either STRICT or not.
+ */
+Datum
+bgexec_validate_payload(PG_FUNCTION_ARGS)
+{
+	text	   *kind;
+	Jsonb	   *payload;
+	Size		size;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("kind must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload must not be null"),
+				 errhint("Pass '{}' for a job without a payload.")));
+
+	/*
+	 * The size is that of the uncompressed binary jsonb, header included:
+	 * what the value occupies once detoasted.  toast_raw_datum_size() reads
+	 * it from the toast pointer or compression header, so an oversized
+	 * payload is refused before it is decompressed or walked, and the limit
+	 * bounds the memory every later step (the worker's claim, the events)
+	 * spends on it.  It differs from octet_length(payload::text) by the
+	 * per-item overhead of jsonb.
+	 */
+	size = toast_raw_datum_size(PG_GETARG_DATUM(1));
+	if (size > (Size) bgexec_max_payload_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload is %zu bytes, over bgexec.max_payload_bytes (%d)",
+						size, bgexec_max_payload_bytes),
+				 errhint("Store large data elsewhere and pass a reference to it, "
+						 "or raise bgexec.max_payload_bytes.")));
+
+	payload = PG_GETARG_JSONB_P(1);
+	if (!JB_ROOT_IS_OBJECT(payload))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("payload must be a JSON object")));
+
+	kind = PG_GETARG_TEXT_PP(0);
+	if (VARSIZE_ANY_EXHDR(kind) == strlen(BGEXEC_KIND_WORKFLOW) &&
+		memcmp(VARDATA_ANY(kind), BGEXEC_KIND_WORKFLOW,
+			   strlen(BGEXEC_KIND_WORKFLOW)) == 0)
+		validate_workflow(&payload->root);
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * Checks a workflow payload: top-level keys, then every step (pass 1: ids;
+ * pass 2: keys, kinds, fields, needs), then the absence of cycles.
+ *
+ * Everything is allocated in the caller's memory context, including the
+ * id hash table, so an error frees it all with that context.
+ */
+static void
+validate_workflow(JsonbContainer *root)
+{
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	JsonbValue	v;
+	JsonbValue	steps_val;
+	bool		have_steps = false;
+	JsonbContainer *steps_c;
+	int			nsteps;
+	WorkflowStep *steps;
+	HASHCTL		ctl;
+	HTAB	   *ids;
+	Numeric		zero;
+
+	/* Top-level keys: only input, steps, name, description. */
+	it = JsonbIteratorInit(root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		JsonbValue	key;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = v;
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+
+		if (key_equals(&key, "steps"))
+		{
+			steps_val = v;
+			have_steps = true;
+		}
+		else if (key_equals(&key, "input"))
+			 /* any JSON value */ ;
+		else if (key_equals(&key, "name") || key_equals(&key, "description"))
+		{
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow \"%s\" must be a string",
+								jbv_cstring(&key))));
+		}
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow payload has unknown key \"%s\"",
+							jbv_cstring(&key)),
+					 errhint("A workflow payload may have the keys \"input\", "
+							 "\"steps\", \"name\" and \"description\".")));
+	}
+
+	if (!have_steps)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow payload has no \"steps\""),
+				 errhint("Give \"steps\" as an array of step objects.")));
+	if (!jbv_is_array(&steps_val))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow \"steps\" must be an array")));
+	steps_c = steps_val.val.binary.data;
+	nsteps = JsonContainerSize(steps_c);
+	if (nsteps == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow \"steps\" must not be empty")));
+	if (nsteps > BGEXEC_WORKFLOW_MAX_STEPS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow has %d steps, over the limit of %d",
+						nsteps, BGEXEC_WORKFLOW_MAX_STEPS),
+				 errhint("Split the work into several workflows.")));
+
+	steps = (WorkflowStep *) palloc0(sizeof(WorkflowStep) * nsteps);
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = BGEXEC_STEP_ID_MAX_LEN + 1;
+	ctl.entrysize = sizeof(StepEntry);
+	ctl.hcxt = CurrentMemoryContext;
+	ids = hash_create("bgexec workflow step ids", nsteps, &ctl,
+					  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+
+	/* Pass 1: every step is an object with a valid, unique id. */
+	for (int i = 0; i < nsteps; i++)
+	{
+		JsonbValue *step = getIthJsonbValueFromContainer(steps_c, i);
+		JsonbValue	idv;
+		char		key[BGEXEC_STEP_ID_MAX_LEN + 1];
+		StepEntry  *entry;
+		bool		found;
+
+		if (!jbv_is_object(step))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow steps[%d] must be a JSON object", i)));
+		steps[i].obj = step->val.binary.data;
+
+		if (getKeyJsonValueFromContainer(steps[i].obj, "id", 2, &idv) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow steps[%d] has no \"id\"", i),
+					 errhint("Give every step an \"id\" that other steps can "
+							 "name in \"needs\".")));
+		if (idv.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow steps[%d]: \"id\" must be a string", i)));
+		if (!is_valid_step_id(idv.val.string.val, idv.val.string.len))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow steps[%d]: \"%s\" is not a valid step id",
+							i, jbv_cstring(&idv)),
+					 errhint("A step id has 1 to %d characters: a letter or "
+							 "underscore, then letters, digits, underscores "
+							 "or hyphens.", BGEXEC_STEP_ID_MAX_LEN)));
+
+		memcpy(key, idv.val.string.val, idv.val.string.len);
+		key[idv.val.string.len] = '\0';
+		entry = (StepEntry *) hash_search(ids, key, HASH_ENTER, &found);
+		if (found)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step id \"%s\" is used more than once",
+							key),
+					 errdetail("steps[%d] and steps[%d] have the same id.",
+							   entry->index, i),
+					 errhint("Give every step a distinct \"id\".")));
+		entry->index = i;
+		entry->named_by = -1;
+		steps[i].id = entry->id;
+	}
+
+	/* Pass 2: keys, kind and fields of each step; resolve "needs". */
+	zero = int64_to_numeric(0);
+	for (int i = 0; i < nsteps; i++)
+		validate_step(steps, i, ids, nsteps, zero);
+
+	check_no_cycle(steps, nsteps);
+
+	hash_destroy(ids);
+}
+
+/*
+ * Checks the keys, the kind and the fields of steps[i], and resolves its
+ * "needs" into steps[i].needs (indexes), refusing a step that needs itself,
+ * an unknown step, or the same step twice.
+ *
+ * Needs pass 1 done (all ids in the hash).  The "named_by" mark of each
+ * entry detects a repeated name in O(1), so the whole pass is O(n + e).
+ */
+static void
+validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero)
+{
+	WorkflowStep *s = &steps[i];
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	JsonbValue	v;
+	StepKey		kinds[lengthof(step_kinds)];
+	int			nkinds = 0;
+
+	/* Unknown keys, and remember the value of each known one. */
+	it = JsonbIteratorInit(s->obj);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		JsonbValue	key;
+		int			k;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = v;
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+
+		for (k = 0; k < SK_COUNT; k++)
+			if (key_equals(&key, step_key_names[k]))
+				break;
+		if (k == SK_COUNT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\" has unknown key \"%s\"",
+							s->id, jbv_cstring(&key)),
+					 errhint(STEP_KEYS_HINT)));
+		s->has[k] = true;
+		s->val[k] = v;
+	}
+
+	/* Exactly one kind. */
+	for (int k = 0; k < lengthof(step_kinds); k++)
+		if (s->has[step_kinds[k]])
+			kinds[nkinds++] = step_kinds[k];
+	if (nkinds == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\" has no kind", s->id),
+				 errhint(STEP_KIND_HINT)));
+	if (nkinds > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\" has more than one kind: \"%s\" and \"%s\"",
+						s->id, step_key_names[kinds[0]],
+						step_key_names[kinds[1]]),
+				 errhint(STEP_KIND_HINT)));
+
+	/* The kind's own value. */
+	switch (kinds[0])
+	{
+		case SK_ACTION:
+			if (!jbv_is_nonempty_string(&s->val[SK_ACTION]))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"action\" must be a non-empty string",
+								s->id)));
+			break;
+		case SK_RUN:
+			{
+				JsonbContainer *argv;
+
+				if (!jbv_is_array(&s->val[SK_RUN]) ||
+					JsonContainerSize(s->val[SK_RUN].val.binary.data) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("workflow step \"%s\": \"run\" must be a non-empty array of strings",
+									s->id),
+							 errhint("Give the program and its arguments, as in [\"wc\", \"-l\", \"file\"].")));
+				argv = s->val[SK_RUN].val.binary.data;
+				for (int j = 0; j < (int) JsonContainerSize(argv); j++)
+				{
+					JsonbValue *arg = getIthJsonbValueFromContainer(argv, j);
+
+					if (arg->type != jbvString)
+						ereport(ERROR,
+								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+								 errmsg("workflow step \"%s\": \"run\"[%d] must be a string",
+										s->id, j)));
+					if (j == 0 && arg->val.string.len == 0)
+						ereport(ERROR,
+								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+								 errmsg("workflow step \"%s\": \"run\"[0], the program, must not be empty",
+										s->id)));
+				}
+			}
+			break;
+		case SK_SQL:
+			if (!jbv_is_nonempty_string(&s->val[SK_SQL]))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"sql\" must be a non-empty string",
+								s->id)));
+			break;
+		case SK_SLEEP:
+			if (s->val[SK_SLEEP].type != jbvNumeric ||
+				jbv_numeric_cmp(&s->val[SK_SLEEP], zero) < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"sleep\" must be a number of seconds >= 0",
+								s->id)));
+			break;
+		case SK_APPROVAL:
+			{
+				JsonbValue *a = &s->val[SK_APPROVAL];
+
+				if (a->type == jbvBool && a->val.boolean)
+					break;
+				if (!jbv_is_object(a))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("workflow step \"%s\": \"approval\" must be true or an object",
+									s->id),
+							 errhint("Use true, or an object such as {\"prompt\": \"load the rows?\"}.")));
+				it = JsonbIteratorInit(a->val.binary.data);
+				while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+				{
+					JsonbValue	key;
+
+					if (tok != WJB_KEY)
+						continue;
+					key = v;
+					tok = JsonbIteratorNext(&it, &v, true);
+					Assert(tok == WJB_VALUE);
+					if (!key_equals(&key, "prompt"))
+						ereport(ERROR,
+								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+								 errmsg("workflow step \"%s\": \"approval\" has unknown key \"%s\"",
+										s->id, jbv_cstring(&key)),
+								 errhint("\"approval\" may only have the key \"prompt\".")));
+					if (v.type != jbvString)
+						ereport(ERROR,
+								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+								 errmsg("workflow step \"%s\": \"approval\" \"prompt\" must be a string",
+										s->id)));
+				}
+			}
+			break;
+		default:
+			elog(ERROR, "unexpected step kind %d", (int) kinds[0]);
+	}
+
+	/* Fields tied to one kind. */
+	if (s->has[SK_WITH] && kinds[0] != SK_ACTION)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\": \"with\" is only allowed with \"action\"",
+						s->id)));
+	if (s->has[SK_PARAMS])
+	{
+		if (kinds[0] != SK_SQL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\": \"params\" is only allowed with \"sql\"",
+							s->id)));
+		if (!jbv_is_array(&s->val[SK_PARAMS]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\": \"params\" must be an array",
+							s->id)));
+	}
+
+	/* Fields any step may have. */
+	if (s->has[SK_TIMEOUT] &&
+		(s->val[SK_TIMEOUT].type != jbvNumeric ||
+		 jbv_numeric_cmp(&s->val[SK_TIMEOUT], zero) <= 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\": \"timeout\" must be a number of seconds > 0",
+						s->id)));
+	if (s->has[SK_NAME] && s->val[SK_NAME].type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\": \"name\" must be a string",
+						s->id)));
+	if (s->has[SK_ENV])
+	{
+		if (!jbv_is_object(&s->val[SK_ENV]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\": \"env\" must be an object of strings",
+							s->id)));
+		it = JsonbIteratorInit(s->val[SK_ENV].val.binary.data);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			JsonbValue	key;
+
+			if (tok != WJB_KEY)
+				continue;
+			key = v;
+			tok = JsonbIteratorNext(&it, &v, true);
+			Assert(tok == WJB_VALUE);
+
+			/* execve() splits "NAME=value" at the first '=' */
+			if (key.val.string.len == 0 ||
+				memchr(key.val.string.val, '=', key.val.string.len) != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"env\" has an invalid variable name \"%s\"",
+								s->id, jbv_cstring(&key)),
+						 errhint("A variable name must not be empty and must not contain \"=\".")));
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"env\" variable \"%s\" must be a string",
+								s->id, jbv_cstring(&key))));
+		}
+	}
+
+	/* "needs": other existing steps, each named once. */
+	if (s->has[SK_NEEDS])
+	{
+		JsonbContainer *needs;
+		int			n;
+
+		if (!jbv_is_array(&s->val[SK_NEEDS]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\": \"needs\" must be an array of step ids",
+							s->id)));
+		needs = s->val[SK_NEEDS].val.binary.data;
+		n = JsonContainerSize(needs);
+		s->needs = (int *) palloc(sizeof(int) * Max(n, 1));
+		for (int j = 0; j < n; j++)
+		{
+			JsonbValue *name = getIthJsonbValueFromContainer(needs, j);
+			StepEntry  *entry;
+
+			if (name->type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"needs\"[%d] must be a string",
+								s->id, j)));
+			entry = lookup_step(ids, name->val.string.val, name->val.string.len);
+			if (entry == NULL)
+			{
+				const char *close = closest_step_id(steps, nsteps,
+													name->val.string.val,
+													name->val.string.len);
+
+				if (close != NULL)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("workflow step \"%s\": \"needs\" names unknown step \"%s\"",
+									s->id, jbv_cstring(name)),
+							 errhint("Did you mean \"%s\"?", close)));
+				else
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("workflow step \"%s\": \"needs\" names unknown step \"%s\"",
+									s->id, jbv_cstring(name)),
+							 errhint("Each entry of \"needs\" must be the \"id\" of another step.")));
+			}
+			if (entry->index == i)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\" needs itself", s->id),
+						 errhint("Remove \"%s\" from its own \"needs\".", s->id)));
+			if (entry->named_by == i)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"needs\" names step \"%s\" more than once",
+								s->id, entry->id),
+						 errhint("List each step once in \"needs\".")));
+			entry->named_by = i;
+			s->needs[s->nneeds++] = entry->index;
+		}
+	}
+}
+
+/*
+ * Refuses a workflow whose "needs" edges form a cycle, naming the steps of
+ * one cycle in the order they would have to run ("a -> b": b needs a).
+ *
+ * Kahn's algorithm, O(n + e): repeatedly take a step whose needs are all
+ * taken.  Steps left over all wait on another left-over step, so walking
+ * "needs" among them from any one must come back to a visited step.
+ */
+static void
+check_no_cycle(WorkflowStep *steps, int nsteps)
+{
+	int		   *indeg = (int *) palloc0(sizeof(int) * nsteps);
+	int		   *first = (int *) palloc0(sizeof(int) * (nsteps + 1));
+	int		   *dependents;
+	int		   *queue = (int *) palloc(sizeof(int) * nsteps);
+	int			nedges = 0;
+	int			head = 0;
+	int			tail = 0;
+	int		   *pos;
+	int		   *path;
+	int			len = 0;
+	int			v;
+	int			start;
+	int			cycle_len;
+	int			lowest;
+	StringInfoData buf;
+
+	/* Reverse the "needs" lists into a CSR list of dependents per step. */
+	for (int i = 0; i < nsteps; i++)
+	{
+		indeg[i] = steps[i].nneeds;
+		nedges += steps[i].nneeds;
+		for (int j = 0; j < steps[i].nneeds; j++)
+			first[steps[i].needs[j] + 1]++;
+	}
+	for (int i = 0; i < nsteps; i++)
+		first[i + 1] += first[i];
+	dependents = (int *) palloc(sizeof(int) * Max(nedges, 1));
+	{
+		int		   *fill = (int *) palloc(sizeof(int) * nsteps);
+
+		memcpy(fill, first, sizeof(int) * nsteps);
+		for (int i = 0; i < nsteps; i++)
+			for (int j = 0; j < steps[i].nneeds; j++)
+				dependents[fill[steps[i].needs[j]]++] = i;
+	}
+
+	for (int i = 0; i < nsteps; i++)
+		if (indeg[i] == 0)
+			queue[tail++] = i;
+	while (head < tail)
+	{
+		int			u = queue[head++];
+
+		for (int k = first[u]; k < first[u + 1]; k++)
+			if (--indeg[dependents[k]] == 0)
+				queue[tail++] = dependents[k];
+	}
+	if (tail == nsteps)
+		return;
+
+	/*
+	 * A cycle exists.  From the first left-over step, follow a left-over
+	 * need until a step repeats; the repeated suffix of the walk is a cycle.
+	 */
+	pos = (int *) palloc(sizeof(int) * nsteps);
+	path = (int *) palloc(sizeof(int) * nsteps);
+	for (int i = 0; i < nsteps; i++)
+		pos[i] = -1;
+	for (v = 0; indeg[v] == 0; v++)
+		 /* find the first left-over step */ ;
+	while (pos[v] < 0)
+	{
+		int			next = -1;
+
+		pos[v] = len;
+		path[len++] = v;
+		for (int j = 0; j < steps[v].nneeds; j++)
+			if (indeg[steps[v].needs[j]] > 0)
+			{
+				next = steps[v].needs[j];
+				break;
+			}
+		if (next < 0)
+			elog(ERROR, "workflow cycle search lost its way at step %d", v);
+		v = next;
+	}
+	start = pos[v];
+	cycle_len = len - start;
+
+	/*
+	 * path[start..len-1] is a chain of "needs"; print it reversed (run
+	 * order), beginning at the step listed first in "steps".
+	 */
+	lowest = start;
+	for (int k = start; k < len; k++)
+		if (path[k] < path[lowest])
+			lowest = k;
+	initStringInfo(&buf);
+	for (int n = 0; n <= cycle_len; n++)
+	{
+		int			k = start + ((lowest - start - n) % cycle_len + cycle_len) % cycle_len;
+
+		if (n > 0)
+			appendStringInfoString(&buf, " -> ");
+		if (n == 16 && cycle_len > 16)
+		{
+			/* keep the message readable: elide the middle of long cycles */
+			appendStringInfoString(&buf, "... -> ");
+			n = cycle_len;
+			k = lowest;
+		}
+		appendStringInfoString(&buf, steps[path[k]].id);
+	}
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("workflow steps form a cycle: %s", buf.data),
+			 errdetail("Step \"%s\" needs step \"%s\", and so on around the cycle of %d steps.",
+					   steps[path[lowest > start ? lowest - 1 : len - 1]].id,
+					   steps[path[lowest]].id,
+					   cycle_len),
+			 errhint("Remove one of the \"needs\" entries on the cycle.")));
+}
+
+/* Returns the hash entry of the step named by a (not NUL-terminated) string, or NULL. */
+static StepEntry *
+lookup_step(HTAB *ids, const char *name, int len)
+{
+	char		key[BGEXEC_STEP_ID_MAX_LEN + 1];
+
+	if (!is_valid_step_id(name, len))
+		return NULL;
+	memcpy(key, name, len);
+	key[len] = '\0';
+	return (StepEntry *) hash_search(ids, key, HASH_FIND, NULL);
+}
+
+/*
+ * Returns the step id closest to an unknown name, for a "did you mean"
+ * hint, or NULL if none is close.  Error path only: O(n) distances.
+ */
+static const char *
+closest_step_id(WorkflowStep *steps, int nsteps, const char *name, int len)
+{
+	const char *best = NULL;
+	int			max_d;
+	int			best_d;
+
+	/* varstr_levenshtein refuses strings over 255 bytes when untrusted */
+	if (len == 0 || len > 2 * BGEXEC_STEP_ID_MAX_LEN)
+		return NULL;
+	max_d = Max(2, len / 3);
+	best_d = max_d + 1;
+	for (int i = 0; i < nsteps; i++)
+	{
+		int			d = varstr_levenshtein_less_equal(name, len, steps[i].id,
+													  strlen(steps[i].id),
+													  1, 1, 1, max_d, false);
+
+		if (d < best_d)
+		{
+			best = steps[i].id;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+/* Checks a step id against ^[A-Za-z_][A-Za-z0-9_-]{0,62}$ (ASCII only). */
+static bool
+is_valid_step_id(const char *s, int len)
+{
+	if (len < 1 || len > BGEXEC_STEP_ID_MAX_LEN)
+		return false;
+	if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') ||
+		  s[0] == '_'))
+		return false;
+	for (int i = 1; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			  (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* True if v is a JSON object (a nested container, as the jsonb API returns it). */
+static bool
+jbv_is_object(const JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data);
+}
+
+/* True if v is a JSON array. */
+static bool
+jbv_is_array(const JsonbValue *v)
+{
+	return v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
+}
+
+/* True if v is a JSON string of at least one byte. */
+static bool
+jbv_is_nonempty_string(const JsonbValue *v)
+{
+	return v->type == jbvString && v->val.string.len > 0;
+}
+
+/* Compares a jbvNumeric value with zero: <0, 0 or >0.  JSON has no NaN. */
+static int
+jbv_numeric_cmp(const JsonbValue *v, Numeric zero)
+{
+	Assert(v->type == jbvNumeric);
+	return DatumGetInt32(DirectFunctionCall2(numeric_cmp,
+											 NumericGetDatum(v->val.numeric),
+											 NumericGetDatum(zero)));
+}
+
+/* Returns a palloc'd NUL-terminated copy of a jbvString (for messages). */
+static char *
+jbv_cstring(const JsonbValue *v)
+{
+	Assert(v->type == jbvString);
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* True if the object key equals the NUL-terminated name. */
+static bool
+key_equals(const JsonbValue *key, const char *name)
+{
+	size_t		len = strlen(name);
+
+	return key->type == jbvString && key->val.string.len == len &&
+		memcmp(key->val.string.val, name, len) == 0;
+}

@@ -1,0 +1,346 @@
+/*-------------------------------------------------------------------------
+ *
+ * watchdog.c
+ *	  The "bgexec watchdog" background worker: runs bgexec.reconcile() and
+ *	  retention on a timer inside the server, so that expired leases and
+ *	  deadlines are recovered even when no worker host is alive (DESIGN §6).
+ *
+ * The worker connects to bgexec.database as the bootstrap superuser and,
+ * every bgexec.watchdog_interval, runs
+ *
+ *		SELECT bgexec.reconcile()						-- always
+ *		SELECT bgexec._retention($1, $2)				-- if bgexec.retention >= 0
+ *
+ * each in its own transaction, provided the extension bgexec exists in that
+ * database (checked every tick: it may be created or dropped at any time).
+ * Both functions are safe to run concurrently with the daemons' own
+ * reconcile timers (invariant 2), so this worker needs no coordination.
+ *
+ * Errors.  An ERROR in a tick (a serialization failure, a lock timeout, a
+ * broken reconcile()) is caught, reported to the server log, and its
+ * transaction aborted; the worker stays up and retries, backing off
+ * exponentially (interval * 2^errors, capped at max(interval, 60 s)) while
+ * errors persist, so that a broken function does not flood the log.  Exiting
+ * on error instead would also work (the postmaster restarts the worker after
+ * 10 s), but it would stall lease recovery for every transient error and
+ * pay a new connection each time.  FATAL errors (SIGTERM, a missing
+ * database) still end the process, and the postmaster restarts it after
+ * bgw_restart_time.
+ *
+ * extension/watchdog.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "datatype/timestamp.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "bgexec/bgexec.h"
+
+#define WATCHDOG_NAME			"bgexec watchdog"
+#define WATCHDOG_RESTART_SECS	10
+#define WATCHDOG_MAX_BACKOFF_MS	(60 * 1000)
+
+/* The queries; the ::bigint casts let the SQL side return int or bigint. */
+#define RECONCILE_QUERY		"SELECT bgexec.reconcile()::bigint"
+#define RETENTION_QUERY		"SELECT bgexec._retention($1, $2)::bigint"
+
+/* What one transaction of a tick does. */
+typedef enum WatchdogTask
+{
+	WATCHDOG_RECONCILE,
+	WATCHDOG_RETENTION
+} WatchdogTask;
+
+/* Whether the extension was found on the last tick, to log only changes. */
+typedef enum ExtensionState
+{
+	EXT_UNKNOWN,
+	EXT_ABSENT,
+	EXT_PRESENT
+} ExtensionState;
+
+/* Saved plans (SPI_keepplan), prepared on first use; they outlive ticks. */
+static SPIPlanPtr reconcile_plan = NULL;
+static SPIPlanPtr retention_plan = NULL;
+
+static ExtensionState extension_state = EXT_UNKNOWN;
+
+static bool watchdog_run(WatchdogTask task);
+static void watchdog_task_body(WatchdogTask task);
+static int64 watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
+						   Oid *argtypes, Datum *values);
+
+/*
+ * Registers the watchdog as a static background worker.
+ *
+ * Must be called from _PG_init while shared_preload_libraries is being
+ * processed (the postmaster is the only process that may register one).
+ */
+void
+bgexec_watchdog_register(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = WATCHDOG_RESTART_SECS;
+	strlcpy(worker.bgw_library_name, "bgexec", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "bgexec_watchdog_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, WATCHDOG_NAME, BGW_MAXLEN);
+	strlcpy(worker.bgw_type, WATCHDOG_NAME, BGW_MAXLEN);
+	worker.bgw_main_arg = (Datum) 0;
+	worker.bgw_notify_pid = 0;
+
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * Entry point of the watchdog process: connect, then tick forever.
+ *
+ * Ticks start bgexec.watchdog_interval apart (measured start to start); a
+ * SIGHUP wakes the loop to reload the configuration but does not cause an
+ * extra tick.  Exits through die() on SIGTERM, or with the postmaster.
+ */
+void
+bgexec_watchdog_main(Datum main_arg)
+{
+	MemoryContext loop_cxt;
+	TimestampTz next_tick;
+	int			consecutive_errors = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGINT, StatementCancelHandler);	/* pg_cancel_backend: abort a tick */
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(bgexec_database, NULL, 0);
+
+	/*
+	 * The watchdog runs as a superuser: resolve nothing through a schema a
+	 * user can write.  Its queries name bgexec.* explicitly.
+	 */
+	SetConfigOption("application_name", WATCHDOG_NAME,
+					PGC_USERSET, PGC_S_SESSION);
+	SetConfigOption("search_path", "pg_catalog",
+					PGC_USERSET, PGC_S_SESSION);
+
+	ereport(LOG,
+			(errmsg("bgexec watchdog started in database \"%s\"",
+					bgexec_database)));
+
+	loop_cxt = AllocSetContextCreate(TopMemoryContext,
+									 "bgexec watchdog loop",
+									 ALLOCSET_DEFAULT_SIZES);
+
+	next_tick = GetCurrentTimestamp();
+	for (;;)
+	{
+		long		delay_ms;
+
+		CHECK_FOR_INTERRUPTS();
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		delay_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												   next_tick);
+		if (delay_ms > 0)
+		{
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 delay_ms,
+							 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			continue;
+		}
+
+		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(loop_cxt);
+
+		{
+			bool		ok = watchdog_run(WATCHDOG_RECONCILE);
+
+			if (bgexec_retention >= 0 && extension_state == EXT_PRESENT)
+				ok = watchdog_run(WATCHDOG_RETENTION) && ok;
+
+			if (ok)
+				consecutive_errors = 0;
+			else if (consecutive_errors < 30)
+				consecutive_errors++;
+		}
+
+		/* Next start: one interval on, longer while ticks keep failing. */
+		{
+			int64		wait_ms = bgexec_watchdog_interval;
+
+			if (consecutive_errors > 0)
+			{
+				int64		cap = Max((int64) bgexec_watchdog_interval,
+									  (int64) WATCHDOG_MAX_BACKOFF_MS);
+
+				wait_ms = Min(wait_ms << Min(consecutive_errors, 20), cap);
+			}
+			next_tick = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													wait_ms);
+		}
+	}
+}
+
+/*
+ * Runs one task of a tick in its own transaction; returns false if it
+ * raised an ERROR, which is then logged and rolled back.
+ *
+ * Caller's memory context must not be a transaction context (it is the loop
+ * context); it is current again on return.  On error, AbortCurrentTransaction
+ * releases every lock, snapshot and SPI connection the task held.
+ */
+static bool
+watchdog_run(WatchdogTask task)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+
+		watchdog_task_body(task);
+
+		PopActiveSnapshot();
+		SPI_finish();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		/* Same order as the error recovery of a regular backend. */
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(caller_cxt);
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+		ok = false;
+	}
+	PG_END_TRY();
+
+	MemoryContextSwitchTo(caller_cxt);
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return ok;
+}
+
+/*
+ * Does one task inside the transaction watchdog_run opened: nothing if the
+ * extension is absent, else the query, and logs what it changed.
+ *
+ * Locks: whatever bgexec.reconcile() / bgexec._retention() take (row locks
+ * on the jobs they change); this code itself takes none beyond the
+ * catalog lookup of the extension.
+ */
+static void
+watchdog_task_body(WatchdogTask task)
+{
+	bool		present = OidIsValid(get_extension_oid("bgexec", true));
+	ExtensionState state = present ? EXT_PRESENT : EXT_ABSENT;
+
+	if (state != extension_state)
+	{
+		if (state == EXT_PRESENT)
+			ereport(LOG,
+					(errmsg("bgexec watchdog: extension bgexec found in database \"%s\", reconciling every %d ms",
+							bgexec_database, bgexec_watchdog_interval)));
+		else
+			ereport(extension_state == EXT_UNKNOWN ? DEBUG1 : LOG,
+					(errmsg("bgexec watchdog: extension bgexec is not installed in database \"%s\", idle",
+							bgexec_database)));
+		extension_state = state;
+	}
+	if (!present)
+		return;
+
+	if (task == WATCHDOG_RECONCILE)
+	{
+		int64		n = watchdog_exec(&reconcile_plan, RECONCILE_QUERY,
+									  0, NULL, NULL);
+
+		ereport(n > 0 ? LOG : DEBUG1,
+				(errmsg("bgexec watchdog reconciled " INT64_FORMAT " jobs", n)));
+	}
+	else
+	{
+		Interval   *older_than = (Interval *) palloc0(sizeof(Interval));
+		Oid			argtypes[2] = {INTERVALOID, INT4OID};
+		Datum		values[2];
+		int64		n;
+
+		older_than->time = (int64) bgexec_retention * USECS_PER_SEC;
+		values[0] = IntervalPGetDatum(older_than);
+		values[1] = Int32GetDatum(bgexec_retention_batch);
+		n = watchdog_exec(&retention_plan, RETENTION_QUERY,
+						  2, argtypes, values);
+
+		ereport(n > 0 ? LOG : DEBUG1,
+				(errmsg("bgexec watchdog purged " INT64_FORMAT " finished jobs", n)));
+	}
+}
+
+/*
+ * Executes a one-row bigint query through a saved plan (prepared on first
+ * use), returning its value, 0 for NULL.
+ *
+ * Caller holds an SPI connection and an active snapshot.  A saved plan
+ * survives DROP/CREATE EXTENSION: the plan cache re-analyzes it.
+ */
+static int64
+watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
+			  Oid *argtypes, Datum *values)
+{
+	int			rc;
+	bool		isnull;
+	Datum		d;
+
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(query, nargs, argtypes);
+
+		if (p == NULL)
+			elog(ERROR, "SPI_prepare(\"%s\") failed: %s",
+				 query, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(p) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		*plan = p;
+	}
+
+	pgstat_report_activity(STATE_RUNNING, query);
+	rc = SPI_execute_plan(*plan, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "\"%s\" failed: %s", query, SPI_result_code_string(rc));
+
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}

@@ -1,0 +1,32 @@
+/*-------------------------------------------------------------------------
+ *
+ * bgexec.h
+ *	  Declarations internal to the bgexec extension module.
+ *
+ * The GUC variables are defined and registered in bgexec.c (_PG_init);
+ * every other file only reads them.  The daemon never includes this
+ * header: what it shares with the extension lives in protocol.h.
+ *
+ * include/bgexec/bgexec.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BGEXEC_BGEXEC_H
+#define BGEXEC_BGEXEC_H
+
+#include "fmgr.h"
+
+/* GUC variables (see _PG_init for defaults, units and contexts). */
+extern int	bgexec_max_payload_bytes;
+extern bool bgexec_notify_events;
+extern int	bgexec_watchdog_interval;
+extern int	bgexec_retention;
+extern int	bgexec_retention_batch;
+extern char *bgexec_database;
+extern bool bgexec_watchdog_enabled;
+
+/* watchdog.c */
+extern void bgexec_watchdog_register(void);
+extern PGDLLEXPORT void bgexec_watchdog_main(Datum main_arg);
+
+#endif							/* BGEXEC_BGEXEC_H */

@@ -1,0 +1,1142 @@
+/* bgexec 0.1.0 — durable background jobs and workflows.
+ *
+ * All single-flight logic lives here: who may run a job (claim), whose lease
+ * is alive (heartbeat, reconcile), which write wins (finish, append_event).
+ * A lease is CURRENT while job.status = 'running' AND job.lease = <it>; every
+ * worker write names its lease and changes nothing when it is not current
+ * (DESIGN.md §1.3).  Expiry only makes a lease revocable: reconcile() revokes
+ * expired leases, so at any instant at most one lease per job is current
+ * (§1.2).  Every time comparison uses now() — the database clock (§1.4).
+ *
+ * Script order: roles, types, tables, indexes, C functions, internal
+ * helpers, worker functions, client functions, views, grants.
+ */
+
+\echo Use "CREATE EXTENSION bgexec" to load this file. \quit
+
+-- Roles are cluster-wide; create them once, keep them across DROP EXTENSION.
+DO $roles$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'bgexec_client') THEN
+		CREATE ROLE bgexec_client NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'bgexec_worker') THEN
+		CREATE ROLE bgexec_worker NOLOGIN;
+	END IF;
+END
+$roles$;
+
+/* ---------------------------------------------------------------- types */
+
+CREATE TYPE bgexec.job_status AS ENUM (
+	'queued', 'running', 'suspended',
+	'completed', 'failed', 'cancelled', 'timed_out');
+COMMENT ON TYPE bgexec.job_status IS
+	'job states; completed, failed, cancelled and timed_out are terminal';
+
+/* --------------------------------------------------------------- tables */
+
+CREATE SEQUENCE bgexec.lease_seq AS bigint CACHE 1;
+COMMENT ON SEQUENCE bgexec.lease_seq IS
+	'source of fencing tokens: every claim takes a fresh, never reused lease';
+
+CREATE TABLE bgexec.queue (
+	name                 text PRIMARY KEY,
+	paused               boolean NOT NULL DEFAULT false,
+	max_queued           int,
+	max_running          int,
+	max_running_per_key  int,
+	retry_base           interval NOT NULL DEFAULT '1 second',
+	retry_cap            interval NOT NULL DEFAULT '10 minutes',
+	CONSTRAINT queue_name_valid CHECK (name ~ '^[A-Za-z0-9_.:-]{1,63}$'),
+	CONSTRAINT queue_caps_positive CHECK (
+		coalesce(max_queued, 1) >= 0 AND coalesce(max_running, 1) >= 0
+		AND coalesce(max_running_per_key, 1) >= 0),
+	CONSTRAINT queue_backoff_sane CHECK (
+		retry_base > interval '0' AND retry_cap >= retry_base)
+);
+COMMENT ON TABLE bgexec.queue IS
+	'per-queue settings; a queue without a row has no caps and default backoff';
+
+CREATE TABLE bgexec.job (
+	id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	queue              text NOT NULL DEFAULT 'default',
+	kind               text NOT NULL,
+	owner              name NOT NULL,
+	priority           int NOT NULL DEFAULT 0,
+	status             bgexec.job_status NOT NULL DEFAULT 'queued',
+	payload            jsonb NOT NULL DEFAULT '{}',
+	result             jsonb,
+	error              jsonb,
+	attempt            int NOT NULL DEFAULT 0,
+	max_attempts       int NOT NULL DEFAULT 1,
+	run_after          timestamptz NOT NULL DEFAULT now(),
+	timeout            interval,
+	deadline           timestamptz,
+	idempotency_key    text,
+	concurrency_key    text,
+	lease              bigint,
+	lease_owner        text,
+	lease_expires_at   timestamptz,
+	stop_requested_at  timestamptz,
+	last_seq           int NOT NULL DEFAULT 0,
+	created_at         timestamptz NOT NULL DEFAULT now(),
+	started_at         timestamptz,
+	finished_at        timestamptz,
+	CONSTRAINT job_kind_valid CHECK (kind ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+	CONSTRAINT job_queue_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,63}$'),
+	CONSTRAINT job_attempts_valid CHECK (max_attempts >= 1 AND attempt >= 0),
+	CONSTRAINT job_timeout_positive CHECK (timeout IS NULL OR timeout > interval '0'),
+	-- invariant 2: a running job holds exactly one lease; no other state holds one
+	CONSTRAINT job_running_has_lease CHECK (
+		(status = 'running') = (lease IS NOT NULL AND lease_expires_at IS NOT NULL
+		                        AND lease_owner IS NOT NULL)),
+	-- invariant 5: terminal states, and only they, carry finished_at
+	CONSTRAINT job_terminal_has_finished_at CHECK (
+		(status IN ('completed', 'failed', 'cancelled', 'timed_out')) = (finished_at IS NOT NULL)),
+	CONSTRAINT job_completed_has_result CHECK (status <> 'completed' OR result IS NOT NULL)
+) WITH (fillfactor = 70,
+        autovacuum_vacuum_scale_factor = 0.02,
+        autovacuum_vacuum_cost_delay = 0,
+        autovacuum_analyze_scale_factor = 0.05);
+COMMENT ON TABLE bgexec.job IS
+	'one row per submitted job; status moves only through the bgexec functions';
+
+CREATE TABLE bgexec.job_event (
+	job_id      bigint NOT NULL REFERENCES bgexec.job (id) ON DELETE CASCADE,
+	seq         int NOT NULL,
+	kind        text NOT NULL,
+	data        jsonb NOT NULL DEFAULT '{}',
+	created_at  timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (job_id, seq),
+	-- invariant 6: seq counts from 1
+	CONSTRAINT job_event_seq_positive CHECK (seq >= 1),
+	CONSTRAINT job_event_kind_valid CHECK (kind IN (
+		'started', 'step_started', 'step_completed', 'step_failed', 'log',
+		'progress', 'stop_requested', 'suspended', 'resumed', 'retry_scheduled',
+		'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out'))
+) WITH (autovacuum_vacuum_scale_factor = 0.05);
+COMMENT ON TABLE bgexec.job_event IS
+	'append-only event log per job; seq is gapless (1, 2, 3, ...) and is every reader''s resume cursor';
+
+CREATE TABLE bgexec.worker (
+	id            text PRIMARY KEY,
+	host          text,
+	pid           int,
+	queues        text[] NOT NULL DEFAULT '{}',
+	concurrency   int NOT NULL DEFAULT 1,
+	info          jsonb NOT NULL DEFAULT '{}',
+	started_at    timestamptz NOT NULL DEFAULT now(),
+	heartbeat_at  timestamptz NOT NULL DEFAULT now(),
+	stopped_at    timestamptz,
+	CONSTRAINT worker_concurrency_positive CHECK (concurrency >= 1)
+) WITH (fillfactor = 50);
+COMMENT ON TABLE bgexec.worker IS 'worker daemons, upserted by register_worker, kept fresh by heartbeat';
+
+/* -------------------------------------------------------------- indexes */
+
+-- The claim scan: only queued rows are indexed, so the index stays the size
+-- of the runnable set whatever the size of the finished history.
+CREATE INDEX job_runnable_idx ON bgexec.job (queue, priority DESC, run_after, id)
+	WHERE status = 'queued';
+-- Heartbeat, append_event and finish look jobs up by lease (running only).
+CREATE UNIQUE INDEX job_lease_idx ON bgexec.job (lease) WHERE status = 'running';
+-- reconcile: expired leases and passed deadlines among running jobs.
+CREATE INDEX job_running_expiry_idx ON bgexec.job (lease_expires_at) WHERE status = 'running';
+CREATE INDEX job_running_deadline_idx ON bgexec.job (deadline)
+	WHERE status = 'running' AND deadline IS NOT NULL;
+-- Per-key fairness caps count running jobs by key.
+CREATE INDEX job_running_key_idx ON bgexec.job (queue, concurrency_key)
+	WHERE status = 'running';
+-- Idempotency is scoped per owner (invariant: one row per owner + key).
+CREATE UNIQUE INDEX job_idempotency_idx ON bgexec.job (owner, idempotency_key)
+	WHERE idempotency_key IS NOT NULL;
+-- purge / retention walk terminal jobs by age.
+CREATE INDEX job_finished_idx ON bgexec.job (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX job_owner_idx ON bgexec.job (owner, id);
+
+/* ---------------------------------------------------------- C functions */
+
+CREATE FUNCTION bgexec._caller() RETURNS name
+	AS 'MODULE_PATHNAME', 'bgexec_caller'
+	LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._caller() IS
+	'the role the session acts as (SET ROLE target or session user), even inside SECURITY DEFINER functions';
+
+CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
+	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._validate_payload(text, jsonb) IS
+	'raises 22023/54000 naming the field when a payload (or workflow DAG) is invalid';
+
+/* ----------------------------------------------------- internal helpers */
+
+-- _can_see: the caller owns the job, or is a superuser.
+CREATE FUNCTION bgexec._can_see(job_owner name) RETURNS boolean
+	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	SELECT job_owner = bgexec._caller()
+	    OR coalesce((SELECT rolsuper FROM pg_catalog.pg_roles
+	                  WHERE rolname = bgexec._caller()), false)
+$$;
+
+/* _event: appends one event to a job the caller has already locked (by the
+ * UPDATE that bumped last_seq), and wakes event tails.  The caller passes the
+ * seq it reserved, so the seq is gapless: reservation and insert commit or
+ * roll back together (invariant 6). */
+CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb)
+	RETURNS int
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+BEGIN
+	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+	VALUES (p_job, p_seq, p_kind, coalesce(p_data, '{}'));
+	IF coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
+		PERFORM pg_catalog.pg_notify('bgexec_events', p_job::text || ':' || p_seq::text);
+	END IF;
+	RETURN p_seq;
+END
+$$;
+
+-- _backoff: exponential backoff with full jitter on the DB clock:
+-- uniform in [0, min(cap, base * 2^(attempt-1))].
+CREATE FUNCTION bgexec._backoff(p_queue text, p_attempt int) RETURNS interval
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	SELECT random() * least(
+	         coalesce(q.retry_cap, interval '10 minutes'),
+	         coalesce(q.retry_base, interval '1 second')
+	           * power(2, least(greatest(p_attempt, 1) - 1, 30)))
+	  FROM (SELECT 1) one
+	  LEFT JOIN bgexec.queue q ON q.name = p_queue
+$$;
+
+-- _is_terminal: true for the four terminal statuses.
+CREATE FUNCTION bgexec._is_terminal(s bgexec.job_status) RETURNS boolean
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$ SELECT s IN ('completed', 'failed', 'cancelled', 'timed_out') $$;
+
+-- _check_interval: raises 22023 naming the field unless iv is positive.
+CREATE FUNCTION bgexec._check_positive(field text, iv interval) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	AS $$
+BEGIN
+	IF iv IS NULL OR iv <= interval '0' THEN
+		RAISE EXCEPTION '% must be a positive interval', field
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+/* _submit_one: the body of submit() for an already identified owner.
+ * Locks: with a max_queued cap, an advisory lock per queue serializes
+ * admission so the cap is exact under concurrency.  Idempotency: the unique
+ * index (owner, idempotency_key) makes a concurrent duplicate wait for the
+ * first and then return its id. */
+CREATE FUNCTION bgexec._submit_one(
+	p_owner name, p_kind text, p_payload jsonb, p_queue text, p_priority int,
+	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
+	p_idempotency_key text, p_concurrency_key text)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_id bigint;
+	v_cap int;
+	v_depth bigint;
+BEGIN
+	IF p_kind IS NULL OR p_kind !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+		RAISE EXCEPTION 'kind must be 1-128 characters of letters, digits, _ . : -'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('kind was %L', p_kind);
+	END IF;
+	IF p_queue IS NULL OR p_queue !~ '^[A-Za-z0-9_.:-]{1,63}$' THEN
+		RAISE EXCEPTION 'queue must be 1-63 characters of letters, digits, _ . : -'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('queue was %L', p_queue);
+	END IF;
+	IF p_payload IS NULL THEN
+		RAISE EXCEPTION 'payload must be a JSON object'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF p_priority IS NULL THEN
+		RAISE EXCEPTION 'priority must not be null'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF p_max_attempts IS NULL OR p_max_attempts < 1 THEN
+		RAISE EXCEPTION 'max_attempts must be at least 1'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('max_attempts was %s', coalesce(p_max_attempts::text, 'null'));
+	END IF;
+	IF p_timeout IS NOT NULL AND p_timeout <= interval '0' THEN
+		RAISE EXCEPTION 'timeout must be a positive interval'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('timeout was %s', p_timeout);
+	END IF;
+	IF p_idempotency_key IS NOT NULL AND length(p_idempotency_key) NOT BETWEEN 1 AND 512 THEN
+		RAISE EXCEPTION 'idempotency_key must be 1-512 characters'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM bgexec._validate_payload(p_kind, p_payload);
+
+	-- Same owner + same key: the existing job, nothing inserted.
+	IF p_idempotency_key IS NOT NULL THEN
+		SELECT id INTO v_id FROM bgexec.job
+		 WHERE owner = p_owner AND idempotency_key = p_idempotency_key;
+		IF FOUND THEN
+			RETURN v_id;
+		END IF;
+	END IF;
+
+	SELECT max_queued INTO v_cap FROM bgexec.queue WHERE name = p_queue;
+	IF v_cap IS NOT NULL THEN
+		PERFORM pg_catalog.pg_advisory_xact_lock(
+			pg_catalog.hashtext('bgexec.queue'), pg_catalog.hashtext(p_queue));
+		SELECT count(*) INTO v_depth FROM (
+			SELECT 1 FROM bgexec.job
+			 WHERE queue = p_queue AND status = 'queued' LIMIT v_cap) d;
+		IF v_depth >= v_cap THEN
+			RAISE EXCEPTION 'queue "%" is full (max_queued %)', p_queue, v_cap
+				USING ERRCODE = 'configuration_limit_exceeded',
+				      HINT = 'retry later, or raise the cap with bgexec.configure_queue()';
+		END IF;
+	END IF;
+
+	INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
+	                        run_after, timeout, idempotency_key, concurrency_key)
+	VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, p_max_attempts,
+	        coalesce(p_run_after, now()), p_timeout, p_idempotency_key, p_concurrency_key)
+	ON CONFLICT (owner, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING id INTO v_id;
+
+	IF v_id IS NULL THEN
+		-- A concurrent submit with the same key committed first: return its job.
+		SELECT id INTO STRICT v_id FROM bgexec.job
+		 WHERE owner = p_owner AND idempotency_key = p_idempotency_key;
+		RETURN v_id;
+	END IF;
+
+	-- Identical payloads coalesce within a transaction: one wake-up per queue.
+	PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+	RETURN v_id;
+END
+$$;
+
+/* _terminal: moves a locked, non-terminal job to a terminal status with its
+ * result/error and exactly one terminal event, in the caller's transaction
+ * (invariant 5).  The caller must hold the row lock and must have checked the
+ * job is not terminal. */
+CREATE FUNCTION bgexec._terminal(p_job bigint, p_status bgexec.job_status,
+                                 p_result jsonb, p_error jsonb)
+	RETURNS bgexec.job_status
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_seq int;
+BEGIN
+	UPDATE bgexec.job
+	   SET status = p_status,
+	       result = p_result,
+	       error = p_error,
+	       finished_at = now(),
+	       lease = NULL, lease_owner = NULL, lease_expires_at = NULL,
+	       last_seq = last_seq + 1
+	 WHERE id = p_job AND NOT bgexec._is_terminal(status)
+	RETURNING last_seq INTO v_seq;
+	IF v_seq IS NULL THEN
+		RETURN NULL;
+	END IF;
+	PERFORM bgexec._event(p_job, v_seq, p_status::text,
+		CASE WHEN p_status = 'completed' THEN jsonb_build_object('result', p_result)
+		     ELSE coalesce(jsonb_build_object('error', p_error), '{}') END);
+	RETURN p_status;
+END
+$$;
+
+/* _retention: deletes up to p_batch terminal jobs finished before
+ * now() - p_older_than (events go with them, ON DELETE CASCADE).  Used by the
+ * watchdog (bgexec.retention) in small batches so vacuum keeps up. */
+CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000)
+	RETURNS bigint
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	WITH doomed AS (
+		SELECT id FROM bgexec.job
+		 WHERE finished_at < now() - p_older_than
+		 ORDER BY finished_at
+		 LIMIT p_batch
+		   FOR UPDATE SKIP LOCKED),
+	gone AS (DELETE FROM bgexec.job j USING doomed WHERE j.id = doomed.id RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+
+/* ----------------------------------------------------- worker functions */
+
+CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
+                                       concurrency int, info jsonb DEFAULT '{}')
+	RETURNS void
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+BEGIN
+	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
+		RAISE EXCEPTION 'worker_id must be 1-200 characters'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF concurrency IS NULL OR concurrency < 1 THEN
+		RAISE EXCEPTION 'concurrency must be at least 1'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	INSERT INTO bgexec.worker AS w (id, host, pid, queues, concurrency, info,
+	                                started_at, heartbeat_at, stopped_at)
+	VALUES (worker_id, info->>'host', (info->>'pid')::int, coalesce(queues, '{}'),
+	        concurrency, coalesce(info, '{}'), now(), now(), NULL)
+	ON CONFLICT (id) DO UPDATE
+	   SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+	       concurrency = excluded.concurrency, info = excluded.info,
+	       started_at = now(), heartbeat_at = now(), stopped_at = NULL;
+END
+$$;
+COMMENT ON FUNCTION bgexec.register_worker(text, text[], int, jsonb) IS
+	'upserts a worker row (host and pid are read from info)';
+
+CREATE FUNCTION bgexec.deregister_worker(worker_id text) RETURNS void
+	LANGUAGE sql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	UPDATE bgexec.worker SET stopped_at = now() WHERE id = worker_id
+$$;
+COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
+	'marks a worker stopped (clean shutdown); its running leases are left to expire or finish';
+
+/* claim: up to max_jobs runnable jobs, each leased to worker_id.
+ *
+ * Runnable: status 'queued', run_after <= now(), queue not paused.  Order:
+ * priority desc, run_after, id.  Rows are locked FOR UPDATE SKIP LOCKED, so
+ * concurrent claimers take distinct jobs and never wait for each other
+ * (invariant 2).  For queues with max_running or max_running_per_key, an
+ * advisory lock per queue (taken in name order, so claimers cannot deadlock)
+ * serializes claimers of that queue; the running counts are read after the
+ * lock, in a fresh READ COMMITTED snapshot, so the caps are never exceeded.
+ * Each claimed job gets a fresh lease from lease_seq, attempt + 1, a
+ * 'started' event and, when it has a timeout, a deadline on the DB clock. */
+CREATE FUNCTION bgexec.claim(worker_id text, queues text[], max_jobs int,
+                             lease_for interval DEFAULT '30 seconds')
+	RETURNS TABLE (job_id bigint, lease bigint, queue text, kind text, owner name,
+	               payload jsonb, attempt int, max_attempts int,
+	               deadline timestamptz, lease_expires_at timestamptz,
+	               completed_steps jsonb)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_active text[];
+	v_capped text[];
+	v_ids bigint[] := '{}';
+	v_q record;
+	v_running int;
+	v_budget int;
+	v_key_counts jsonb := '{}';
+	v_queue_counts jsonb := '{}';
+	v_caps jsonb := '{}';
+	v_c record;
+	v_k text;
+BEGIN
+	IF worker_id IS NULL OR worker_id = '' THEN
+		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF max_jobs IS NULL OR max_jobs < 1 THEN
+		RAISE EXCEPTION 'max_jobs must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	PERFORM bgexec._check_positive('lease_for', lease_for);
+
+	SELECT coalesce(array_agg(DISTINCT qn) FILTER (WHERE NOT coalesce(q.paused, false)), '{}'),
+	       coalesce(array_agg(DISTINCT qn ORDER BY qn)
+	                FILTER (WHERE NOT coalesce(q.paused, false)
+	                        AND (q.max_running IS NOT NULL OR q.max_running_per_key IS NOT NULL)), '{}')
+	  INTO v_active, v_capped
+	  FROM unnest(claim.queues) AS qn
+	  LEFT JOIN bgexec.queue q ON q.name = qn;
+
+	IF cardinality(v_active) = 0 THEN
+		RETURN;
+	END IF;
+
+	IF cardinality(v_capped) = 0 THEN
+		-- Fast path: one index scan, SKIP LOCKED, no caps to count.
+		SELECT coalesce(array_agg(c.id), '{}') INTO v_ids FROM (
+			SELECT j.id FROM bgexec.job j
+			 WHERE j.status = 'queued' AND j.queue = ANY (v_active)
+			   AND j.run_after <= now()
+			 ORDER BY j.priority DESC, j.run_after, j.id
+			 LIMIT max_jobs
+			   FOR UPDATE SKIP LOCKED) c;
+	ELSE
+		-- Serialize claimers of capped queues, in name order (no deadlock).
+		FOR v_q IN SELECT qn FROM unnest(v_capped) AS qn ORDER BY qn LOOP
+			PERFORM pg_catalog.pg_advisory_xact_lock(
+				pg_catalog.hashtext('bgexec.claim'), pg_catalog.hashtext(v_q.qn));
+		END LOOP;
+		-- Fresh snapshot (new statement): running counts include claims that
+		-- committed while we waited for the lock.
+		FOR v_q IN
+			SELECT q.name, q.max_running, q.max_running_per_key,
+			       (SELECT count(*) FROM bgexec.job r
+			         WHERE r.queue = q.name AND r.status = 'running')::int AS running
+			  FROM bgexec.queue q WHERE q.name = ANY (v_capped)
+		LOOP
+			v_caps := v_caps || jsonb_build_object(v_q.name, jsonb_build_object(
+				'max_running', v_q.max_running, 'per_key', v_q.max_running_per_key));
+			v_queue_counts := v_queue_counts || jsonb_build_object(v_q.name, v_q.running);
+		END LOOP;
+		FOR v_q IN
+			SELECT r.queue, r.concurrency_key, count(*)::int AS n FROM bgexec.job r
+			 WHERE r.queue = ANY (v_capped) AND r.status = 'running'
+			   AND r.concurrency_key IS NOT NULL
+			 GROUP BY 1, 2
+		LOOP
+			v_key_counts := v_key_counts
+				|| jsonb_build_object(v_q.queue || E'\x1f' || v_q.concurrency_key, v_q.n);
+		END LOOP;
+
+		-- Walk candidates in claim order; rows rejected by a cap stay locked
+		-- (and so skipped by others) only until this transaction ends.
+		FOR v_c IN
+			SELECT j.id, j.queue AS q, j.concurrency_key AS k FROM bgexec.job j
+			 WHERE j.status = 'queued' AND j.queue = ANY (v_active)
+			   AND j.run_after <= now()
+			 ORDER BY j.priority DESC, j.run_after, j.id
+			 LIMIT max_jobs * 4 + 100
+			   FOR UPDATE SKIP LOCKED
+		LOOP
+			IF v_caps ? v_c.q THEN
+				v_running := (v_queue_counts->>v_c.q)::int;
+				v_budget := (v_caps->v_c.q->>'max_running')::int;
+				CONTINUE WHEN v_budget IS NOT NULL AND v_running >= v_budget;
+				IF v_c.k IS NOT NULL AND v_caps->v_c.q->>'per_key' IS NOT NULL THEN
+					v_k := v_c.q || E'\x1f' || v_c.k;
+					CONTINUE WHEN coalesce((v_key_counts->>v_k)::int, 0)
+					              >= (v_caps->v_c.q->>'per_key')::int;
+					v_key_counts := v_key_counts
+						|| jsonb_build_object(v_k, coalesce((v_key_counts->>v_k)::int, 0) + 1);
+				END IF;
+				v_queue_counts := v_queue_counts || jsonb_build_object(v_c.q, v_running + 1);
+			END IF;
+			v_ids := v_ids || v_c.id;
+			EXIT WHEN cardinality(v_ids) >= max_jobs;
+		END LOOP;
+	END IF;
+
+	IF cardinality(v_ids) = 0 THEN
+		RETURN;
+	END IF;
+
+	RETURN QUERY
+	WITH claimed AS (
+		UPDATE bgexec.job j
+		   SET status = 'running',
+		       lease = nextval('bgexec.lease_seq'),
+		       lease_owner = claim.worker_id,
+		       lease_expires_at = now() + claim.lease_for,
+		       attempt = j.attempt + 1,
+		       started_at = now(),
+		       deadline = now() + j.timeout,
+		       last_seq = j.last_seq + 1
+		 WHERE j.id = ANY (v_ids) AND j.status = 'queued'
+		RETURNING j.*)
+	SELECT c.id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt,
+	       c.max_attempts, c.deadline, c.lease_expires_at,
+	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_steps(c.id) ELSE '{}'::jsonb END
+	  FROM claimed c
+	 ORDER BY c.priority DESC, c.run_after, c.id;
+
+	-- The 'started' events, in a statement of their own (it sees the claim).
+	PERFORM bgexec._event(j.id, j.last_seq, 'started',
+	          jsonb_build_object('attempt', j.attempt, 'worker', claim.worker_id,
+	                             'lease', j.lease))
+	   FROM bgexec.job j
+	  WHERE j.id = ANY (v_ids) AND j.status = 'running' AND j.lease_owner = claim.worker_id
+	  ORDER BY j.id;
+END
+$$;
+COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
+	'leases up to max_jobs runnable jobs to a worker (FOR UPDATE SKIP LOCKED; caps respected)';
+
+/* heartbeat: one statement extends every listed lease that is still current
+ * and reports what the worker must do with each: ok, stop (a stop was
+ * requested) or lost (the lease is no longer current: abandon the run and
+ * write nothing more).  Also refreshes worker.heartbeat_at. */
+CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
+                                 lease_for interval DEFAULT '30 seconds')
+	RETURNS TABLE (lease bigint, action text)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+BEGIN
+	PERFORM bgexec._check_positive('lease_for', lease_for);
+	UPDATE bgexec.worker SET heartbeat_at = now(), stopped_at = NULL
+	 WHERE id = heartbeat.worker_id;
+	RETURN QUERY
+	WITH ext AS (
+		UPDATE bgexec.job j
+		   SET lease_expires_at = now() + heartbeat.lease_for
+		 WHERE j.lease = ANY (heartbeat.leases) AND j.status = 'running'
+		   AND j.lease_owner = heartbeat.worker_id
+		RETURNING j.lease, j.stop_requested_at)
+	SELECT l.l, CASE WHEN ext.lease IS NULL THEN 'lost'
+	                 WHEN ext.stop_requested_at IS NOT NULL THEN 'stop'
+	                 ELSE 'ok' END
+	  FROM unnest(heartbeat.leases) AS l(l)
+	  LEFT JOIN ext ON ext.lease = l.l
+	 ORDER BY l.l;
+END
+$$;
+COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval) IS
+	'extends all of a worker''s current leases in one statement; returns ok/stop/lost per lease';
+
+/* append_events: appends a batch of events under a lease; returns the last
+ * seq, or NULL (and writes nothing) when the lease is not current
+ * (invariant 3).  The job row lock taken by the UPDATE serializes appends, so
+ * seqs are gapless (invariant 6).  Workers may not write terminal or
+ * DB-owned kinds. */
+CREATE FUNCTION bgexec.append_events(job_id bigint, lease bigint, events jsonb)
+	RETURNS int
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_n int;
+	v_last int;
+	v_bad text;
+BEGIN
+	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
+		RAISE EXCEPTION 'events must be a JSON array of {"kind", "data"} objects'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	v_n := jsonb_array_length(events);
+	SELECT e->>'kind' INTO v_bad FROM jsonb_array_elements(events) e
+	 WHERE jsonb_typeof(e) <> 'object'
+	    OR coalesce(e->>'kind', '') NOT IN ('step_started', 'step_completed', 'step_failed',
+	                                         'log', 'progress')
+	 LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'event kind % cannot be appended by a worker', coalesce(quote_literal(v_bad), 'null')
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'workers append step_started, step_completed, step_failed, log or progress';
+	END IF;
+	IF v_n = 0 THEN
+		SELECT j.last_seq INTO v_last FROM bgexec.job j
+		 WHERE j.id = append_events.job_id AND j.lease = append_events.lease
+		   AND j.status = 'running';
+		RETURN v_last;
+	END IF;
+	UPDATE bgexec.job j SET last_seq = j.last_seq + v_n
+	 WHERE j.id = append_events.job_id AND j.lease = append_events.lease
+	   AND j.status = 'running'
+	RETURNING j.last_seq INTO v_last;
+	IF v_last IS NULL THEN
+		RETURN NULL;
+	END IF;
+	PERFORM bgexec._event(append_events.job_id, v_last - v_n + e.ord::int,
+	                      e.v->>'kind', coalesce(e.v->'data', '{}'))
+	   FROM jsonb_array_elements(events) WITH ORDINALITY AS e(v, ord)
+	  ORDER BY e.ord;
+	RETURN v_last;
+END
+$$;
+COMMENT ON FUNCTION bgexec.append_events(bigint, bigint, jsonb) IS
+	'appends a batch of events under a lease; NULL and nothing written when the lease is not current';
+
+CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data jsonb DEFAULT '{}')
+	RETURNS int
+	LANGUAGE sql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	SELECT bgexec.append_events(job_id, lease,
+	         jsonb_build_array(jsonb_build_object('kind', kind, 'data', coalesce(data, '{}'))))
+$$;
+COMMENT ON FUNCTION bgexec.append_event(bigint, bigint, text, jsonb) IS
+	'appends one event under a lease; returns its seq, or NULL when the lease is not current';
+
+/* finish: the guarded terminal write.  Applies only while status='running'
+ * AND lease=$lease (invariant 3) — so of finish and reconcile, or two
+ * finishes, exactly one wins and writes exactly one terminal event
+ * (invariant 5).  Returns the new status, or NULL when refused. */
+CREATE FUNCTION bgexec.finish(job_id bigint, lease bigint, outcome bgexec.job_status,
+                              body jsonb DEFAULT NULL)
+	RETURNS bgexec.job_status
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	j bgexec.job;
+	v_seq int;
+	v_delay interval;
+BEGIN
+	IF outcome IS NULL OR outcome IN ('queued', 'running') THEN
+		RAISE EXCEPTION 'outcome must be completed, failed, cancelled, timed_out or suspended'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('outcome was %s', coalesce(outcome::text, 'null'));
+	END IF;
+
+	SELECT * INTO j FROM bgexec.job x
+	 WHERE x.id = finish.job_id AND x.lease = finish.lease AND x.status = 'running'
+	   FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NULL;  -- lease not current: refused, nothing changed
+	END IF;
+
+	IF outcome = 'suspended' THEN
+		-- Release the lease; a resume does not use up an attempt.
+		UPDATE bgexec.job x
+		   SET status = 'suspended', lease = NULL, lease_owner = NULL,
+		       lease_expires_at = NULL, deadline = NULL,
+		       attempt = x.attempt - 1, last_seq = x.last_seq + 1
+		 WHERE x.id = j.id
+		RETURNING x.last_seq INTO v_seq;
+		PERFORM bgexec._event(j.id, v_seq, 'suspended', coalesce(body, '{}'));
+		RETURN 'suspended';
+	END IF;
+
+	IF outcome = 'failed' AND j.attempt < j.max_attempts
+	   AND j.stop_requested_at IS NULL
+	   AND coalesce(body->>'retryable', 'true') <> 'false' THEN
+		v_delay := bgexec._backoff(j.queue, j.attempt);
+		UPDATE bgexec.job x
+		   SET status = 'queued', lease = NULL, lease_owner = NULL,
+		       lease_expires_at = NULL, deadline = NULL, error = body,
+		       run_after = now() + v_delay, last_seq = x.last_seq + 1
+		 WHERE x.id = j.id
+		RETURNING x.last_seq INTO v_seq;
+		PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
+			jsonb_build_object('attempt', j.attempt, 'error', body,
+			                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
+		PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+		RETURN 'queued';
+	END IF;
+
+	RETURN bgexec._terminal(j.id, outcome,
+		CASE WHEN outcome = 'completed' THEN coalesce(body, '{}') END,
+		CASE WHEN outcome = 'completed' THEN NULL ELSE body END);
+END
+$$;
+COMMENT ON FUNCTION bgexec.finish(bigint, bigint, bgexec.job_status, jsonb) IS
+	'guarded terminal write under a lease; NULL when the lease is not current';
+
+/* reconcile: the watchdog.  Running jobs whose lease expired: queued with
+ * backoff when attempts remain (and no stop was requested), else failed with
+ * error.reason 'worker_lost' (cancelled if a stop was requested).  Running
+ * jobs past their deadline: timed_out.  Rows are taken FOR UPDATE SKIP
+ * LOCKED, and the state is re-checked under the lock, so racing reconcilers
+ * (or a racing finish) never both act on a job: one terminal event per job. */
+CREATE FUNCTION bgexec.reconcile() RETURNS int
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	j record;
+	v_n int := 0;
+	v_seq int;
+	v_delay interval;
+	v_err jsonb;
+BEGIN
+	FOR j IN
+		SELECT x.* FROM bgexec.job x
+		 WHERE x.status = 'running'
+		   AND (x.lease_expires_at < now() OR x.deadline < now())
+		 ORDER BY x.id
+		   FOR UPDATE SKIP LOCKED
+	LOOP
+		v_n := v_n + 1;
+		IF j.deadline < now() THEN
+			PERFORM bgexec._terminal(j.id, 'timed_out', NULL,
+				jsonb_build_object('reason', 'timeout', 'message',
+					format('job exceeded its timeout of %s', j.timeout),
+					'attempt', j.attempt));
+			CONTINUE;
+		END IF;
+		-- The lease expired: the worker is gone (or partitioned away).
+		v_err := jsonb_build_object('reason', 'worker_lost', 'worker', j.lease_owner,
+		                            'attempt', j.attempt,
+		                            'message', format('lease of worker %s expired', j.lease_owner));
+		UPDATE bgexec.job x SET last_seq = x.last_seq + 1 WHERE x.id = j.id
+		RETURNING x.last_seq INTO v_seq;
+		PERFORM bgexec._event(j.id, v_seq, 'worker_lost', v_err);
+		IF j.stop_requested_at IS NOT NULL THEN
+			PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
+				v_err || jsonb_build_object('message', 'stop requested; worker lost'));
+		ELSIF j.attempt < j.max_attempts THEN
+			v_delay := bgexec._backoff(j.queue, j.attempt);
+			UPDATE bgexec.job x
+			   SET status = 'queued', lease = NULL, lease_owner = NULL,
+			       lease_expires_at = NULL, deadline = NULL, error = v_err,
+			       run_after = now() + v_delay, last_seq = x.last_seq + 1
+			 WHERE x.id = j.id
+			RETURNING x.last_seq INTO v_seq;
+			PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
+				jsonb_build_object('attempt', j.attempt, 'error', v_err,
+				                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
+			PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+		ELSE
+			PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
+		END IF;
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION bgexec.reconcile() IS
+	'watchdog: requeues or fails jobs whose lease expired, times out jobs past their deadline; returns how many';
+
+/* _completed_steps: step id → output for steps completed in earlier runs
+ * (step_completed events), plus the approval step answered by resume. */
+CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	SELECT coalesce(jsonb_object_agg(s.step, s.output), '{}')
+	  FROM (SELECT DISTINCT ON (step) step, output FROM (
+	          SELECT e.data->>'step' AS step,
+	                 coalesce(e.data->'output', 'null') AS output, e.seq
+	            FROM bgexec.job_event e
+	           WHERE e.job_id = p_job AND e.kind = 'step_completed'
+	             AND e.data ? 'step'
+	          UNION ALL
+	          SELECT e.data->>'step', coalesce(e.data->'input', 'null'), e.seq
+	            FROM bgexec.job_event e
+	           WHERE e.job_id = p_job AND e.kind = 'resumed'
+	             AND e.data->>'step' IS NOT NULL) all_steps
+	         ORDER BY step, seq DESC) s
+$$;
+
+/* ----------------------------------------------------- client functions */
+
+CREATE FUNCTION bgexec.submit(
+	kind text, payload jsonb DEFAULT '{}', queue text DEFAULT 'default',
+	priority int DEFAULT 0, run_after timestamptz DEFAULT now(),
+	max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
+	idempotency_key text DEFAULT NULL, concurrency_key text DEFAULT NULL)
+	RETURNS bigint
+	LANGUAGE sql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	SELECT bgexec._submit_one(bgexec._caller(), kind, payload, queue, priority,
+	                          run_after, max_attempts, timeout, idempotency_key,
+	                          concurrency_key)
+$$;
+COMMENT ON FUNCTION bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text) IS
+	'enqueues a job owned by the caller (transactional; idempotent per owner + idempotency_key)';
+
+CREATE FUNCTION bgexec.submit_many(jobs jsonb) RETURNS SETOF bigint
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_owner name := bgexec._caller();
+	v_bad text;
+BEGIN
+	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
+		RAISE EXCEPTION 'jobs must be a JSON array of objects'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT k INTO v_bad FROM jsonb_array_elements(jobs) e, jsonb_object_keys(
+	         CASE WHEN jsonb_typeof(e) = 'object' THEN e ELSE '{"?": 0}' END) k
+	 WHERE k NOT IN ('kind', 'payload', 'queue', 'priority', 'run_after', 'max_attempts',
+	                 'timeout', 'idempotency_key', 'concurrency_key')
+	 LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'jobs: unknown field %', quote_literal(v_bad)
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'each element must be an object with the arguments of bgexec.submit';
+	END IF;
+	RETURN QUERY
+	SELECT bgexec._submit_one(v_owner, e->>'kind', coalesce(e->'payload', '{}'),
+	                          coalesce(e->>'queue', 'default'),
+	                          coalesce((e->>'priority')::int, 0),
+	                          coalesce((e->>'run_after')::timestamptz, now()),
+	                          coalesce((e->>'max_attempts')::int, 1),
+	                          (e->>'timeout')::interval,
+	                          e->>'idempotency_key', e->>'concurrency_key')
+	  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
+	 ORDER BY ord;
+END
+$$;
+COMMENT ON FUNCTION bgexec.submit_many(jsonb) IS
+	'bulk submit: an array of objects with submit''s arguments; returns the ids in order';
+
+-- _visible_job: locks and returns a job the caller may act on, or raises P0002.
+CREATE FUNCTION bgexec._visible_job(p_job bigint) RETURNS bgexec.job
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	j bgexec.job;
+BEGIN
+	SELECT * INTO j FROM bgexec.job WHERE id = p_job FOR UPDATE;
+	IF NOT FOUND OR NOT bgexec._can_see(j.owner) THEN
+		RAISE EXCEPTION 'job % does not exist', p_job
+			USING ERRCODE = 'no_data_found';
+	END IF;
+	RETURN j;
+END
+$$;
+
+/* stop: queued/suspended → cancelled now; running → stop requested (the
+ * worker holding the lease is told via NOTIFY bgexec_stop and heartbeat
+ * 'stop'); terminal → no-op.  Returns the status after the call. */
+CREATE FUNCTION bgexec.stop(job_id bigint) RETURNS bgexec.job_status
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	j bgexec.job := bgexec._visible_job(job_id);
+	v_seq int;
+BEGIN
+	IF j.status IN ('queued', 'suspended') THEN
+		RETURN bgexec._terminal(j.id, 'cancelled', NULL,
+			jsonb_build_object('reason', 'stopped', 'message', 'stopped by ' || bgexec._caller()));
+	ELSIF j.status = 'running' THEN
+		IF j.stop_requested_at IS NULL THEN
+			UPDATE bgexec.job x SET stop_requested_at = now(), last_seq = x.last_seq + 1
+			 WHERE x.id = j.id
+			RETURNING x.last_seq INTO v_seq;
+			PERFORM bgexec._event(j.id, v_seq, 'stop_requested',
+				jsonb_build_object('by', bgexec._caller()));
+			PERFORM pg_catalog.pg_notify('bgexec_stop', j.id::text);
+		END IF;
+		RETURN 'running';
+	END IF;
+	RETURN j.status;
+END
+$$;
+COMMENT ON FUNCTION bgexec.stop(bigint) IS
+	'cancels a queued/suspended job, asks the worker of a running one to stop; no-op on terminal jobs';
+
+/* resume: suspended → queued; the input becomes the output of the approval
+ * step that suspended the job.  The attempt is not used up. */
+CREATE FUNCTION bgexec.resume(job_id bigint, input jsonb DEFAULT NULL) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	j bgexec.job := bgexec._visible_job(job_id);
+	v_seq int;
+	v_step text;
+BEGIN
+	IF j.status <> 'suspended' THEN
+		RETURN false;
+	END IF;
+	SELECT e.data->>'step' INTO v_step FROM bgexec.job_event e
+	 WHERE e.job_id = j.id AND e.kind = 'suspended'
+	 ORDER BY e.seq DESC LIMIT 1;
+	UPDATE bgexec.job x
+	   SET status = 'queued', run_after = now(), last_seq = x.last_seq + 1
+	 WHERE x.id = j.id
+	RETURNING x.last_seq INTO v_seq;
+	PERFORM bgexec._event(j.id, v_seq, 'resumed',
+		jsonb_build_object('input', coalesce(input, 'null'), 'step', v_step,
+		                   'by', bgexec._caller()));
+	PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION bgexec.resume(bigint, jsonb) IS
+	'resumes a suspended job; the input becomes the waiting approval step''s output';
+
+/* retry: failed/cancelled/timed_out → queued with a fresh attempt budget
+ * (manual re-run, dead-letter redrive).  Completed steps are not re-run. */
+CREATE FUNCTION bgexec.retry(job_id bigint) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	j bgexec.job := bgexec._visible_job(job_id);
+	v_seq int;
+BEGIN
+	IF j.status NOT IN ('failed', 'cancelled', 'timed_out') THEN
+		RETURN false;
+	END IF;
+	UPDATE bgexec.job x
+	   SET status = 'queued', attempt = 0, run_after = now(), finished_at = NULL,
+	       result = NULL, stop_requested_at = NULL, deadline = NULL,
+	       last_seq = x.last_seq + 1
+	 WHERE x.id = j.id
+	RETURNING x.last_seq INTO v_seq;
+	PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
+		jsonb_build_object('manual', true, 'by', bgexec._caller(),
+		                   'previous_status', j.status));
+	PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+	RETURN true;
+END
+$$;
+COMMENT ON FUNCTION bgexec.retry(bigint) IS
+	're-queues a failed, cancelled or timed_out job with a fresh attempt budget';
+
+CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0)
+	RETURNS SETOF bgexec.job_event
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_owner name;
+BEGIN
+	SELECT owner INTO v_owner FROM bgexec.job WHERE id = events.job_id;
+	IF NOT FOUND OR NOT bgexec._can_see(v_owner) THEN
+		RAISE EXCEPTION 'job % does not exist', events.job_id
+			USING ERRCODE = 'no_data_found';
+	END IF;
+	RETURN QUERY
+	SELECT e.* FROM bgexec.job_event e
+	 WHERE e.job_id = events.job_id AND e.seq > coalesce(after_seq, 0)
+	 ORDER BY e.seq;
+END
+$$;
+COMMENT ON FUNCTION bgexec.events(bigint, int) IS
+	'replays a job''s events after a seq, in seq order (the resume cursor of every reader)';
+
+CREATE FUNCTION bgexec.purge(older_than interval) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_n bigint;
+BEGIN
+	IF older_than IS NULL OR older_than < interval '0' THEN
+		RAISE EXCEPTION 'older_than must be a non-negative interval'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	WITH gone AS (
+		DELETE FROM bgexec.job j
+		 WHERE j.finished_at < now() - older_than
+		   AND bgexec._can_see(j.owner)
+		RETURNING 1)
+	SELECT count(*) INTO v_n FROM gone;
+	RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION bgexec.purge(interval) IS
+	'deletes the caller''s terminal jobs (all, for a superuser) finished before now() - older_than, with their events';
+
+CREATE FUNCTION bgexec.configure_queue(
+	name text, paused boolean DEFAULT NULL, max_queued int DEFAULT NULL,
+	max_running int DEFAULT NULL, max_running_per_key int DEFAULT NULL,
+	retry_base interval DEFAULT NULL, retry_cap interval DEFAULT NULL)
+	RETURNS bgexec.queue
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	q bgexec.queue;
+BEGIN
+	INSERT INTO bgexec.queue AS x (name) VALUES (configure_queue.name)
+	ON CONFLICT ON CONSTRAINT queue_pkey DO NOTHING;
+	UPDATE bgexec.queue x
+	   SET paused = coalesce(configure_queue.paused, x.paused),
+	       max_queued = CASE WHEN configure_queue.max_queued < 0 THEN NULL
+	                         ELSE coalesce(configure_queue.max_queued, x.max_queued) END,
+	       max_running = CASE WHEN configure_queue.max_running < 0 THEN NULL
+	                          ELSE coalesce(configure_queue.max_running, x.max_running) END,
+	       max_running_per_key = CASE WHEN configure_queue.max_running_per_key < 0 THEN NULL
+	                          ELSE coalesce(configure_queue.max_running_per_key, x.max_running_per_key) END,
+	       retry_base = coalesce(configure_queue.retry_base, x.retry_base),
+	       retry_cap = coalesce(configure_queue.retry_cap, x.retry_cap)
+	 WHERE x.name = configure_queue.name
+	RETURNING x.* INTO q;
+	IF NOT q.paused THEN
+		PERFORM pg_catalog.pg_notify('bgexec_jobs', q.name);
+	END IF;
+	RETURN q;
+END
+$$;
+COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interval, interval) IS
+	'creates or changes a queue''s settings (NULL keeps a setting; a negative cap removes it); administrators only';
+
+/* ---------------------------------------------------------------- views */
+
+CREATE VIEW bgexec.queue_stats AS
+	SELECT n.name AS queue,
+	       coalesce(q.paused, false) AS paused,
+	       count(j.id) FILTER (WHERE j.status = 'queued') AS queued,
+	       count(j.id) FILTER (WHERE j.status = 'running') AS running,
+	       count(j.id) FILTER (WHERE j.status = 'suspended') AS suspended,
+	       count(j.id) FILTER (WHERE j.status = 'completed') AS completed,
+	       count(j.id) FILTER (WHERE j.status = 'failed') AS failed,
+	       count(j.id) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+	       count(j.id) FILTER (WHERE j.status = 'timed_out') AS timed_out,
+	       now() - min(j.run_after) FILTER (WHERE j.status = 'queued' AND j.run_after <= now())
+	           AS oldest_queued_age,
+	       q.max_queued, q.max_running, q.max_running_per_key
+	  FROM (SELECT name FROM bgexec.queue UNION SELECT DISTINCT queue FROM bgexec.job) n
+	  LEFT JOIN bgexec.queue q ON q.name = n.name
+	  LEFT JOIN bgexec.job j ON j.queue = n.name
+	 GROUP BY n.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key;
+COMMENT ON VIEW bgexec.queue_stats IS
+	'per queue: job counts by status (fleet-wide, all owners), age of the oldest runnable job, caps';
+
+CREATE VIEW bgexec.worker_stats AS
+	SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.started_at, w.heartbeat_at,
+	       w.stopped_at,
+	       (w.stopped_at IS NULL
+	        AND EXISTS (SELECT 1 FROM bgexec.job r
+	                     WHERE r.status = 'running' AND r.lease_owner = w.id
+	                       AND r.lease_expires_at > now())
+	        OR w.stopped_at IS NULL AND w.heartbeat_at > now() - interval '1 minute') AS alive,
+	       (SELECT count(*) FROM bgexec.job r
+	         WHERE r.status = 'running' AND r.lease_owner = w.id) AS in_flight
+	  FROM bgexec.worker w;
+COMMENT ON VIEW bgexec.worker_stats IS
+	'per worker: liveness (heartbeat within a minute or a live lease) and jobs in flight';
+
+/* ---------------------------------------------------------------- grants */
+
+-- Row-level security: a client reading the tables directly sees only its own
+-- jobs and their events.  Functions write as the extension owner (which
+-- bypasses RLS) and check ownership themselves through _caller().
+ALTER TABLE bgexec.job ENABLE ROW LEVEL SECURITY;
+ALTER TABLE bgexec.job_event ENABLE ROW LEVEL SECURITY;
+CREATE POLICY job_owner_read ON bgexec.job FOR SELECT
+	USING (owner = current_user);
+CREATE POLICY job_event_owner_read ON bgexec.job_event FOR SELECT
+	USING (EXISTS (SELECT 1 FROM bgexec.job j
+	                WHERE j.id = job_event.job_id AND j.owner = current_user));
+
+-- Functions are executable by PUBLIC by default; every bgexec function is
+-- revoked from PUBLIC and granted to exactly the role that needs it, so the
+-- SECURITY DEFINER functions cannot be reached by unrelated roles.
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA bgexec FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA bgexec FROM PUBLIC;
+REVOKE ALL ON SCHEMA bgexec FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA bgexec TO bgexec_client, bgexec_worker;
+GRANT USAGE ON TYPE bgexec.job_status TO bgexec_client, bgexec_worker;
+-- Clients read (never write) their own rows, under RLS.
+GRANT SELECT ON bgexec.job, bgexec.job_event TO bgexec_client;
+GRANT SELECT ON bgexec.queue_stats, bgexec.worker_stats, bgexec.queue TO bgexec_client, bgexec_worker;
+
+GRANT EXECUTE ON FUNCTION
+	bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text),
+	bgexec.submit_many(jsonb),
+	bgexec.stop(bigint),
+	bgexec.resume(bigint, jsonb),
+	bgexec.retry(bigint),
+	bgexec.events(bigint, int),
+	bgexec.purge(interval),
+	bgexec._caller(),
+	bgexec._can_see(name)
+	TO bgexec_client;
+
+GRANT EXECUTE ON FUNCTION
+	bgexec.register_worker(text, text[], int, jsonb),
+	bgexec.deregister_worker(text),
+	bgexec.claim(text, text[], int, interval),
+	bgexec.heartbeat(text, bigint[], interval),
+	bgexec.append_event(bigint, bigint, text, jsonb),
+	bgexec.append_events(bigint, bigint, jsonb),
+	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),
+	bgexec.reconcile()
+	TO bgexec_worker;

@@ -1,0 +1,42 @@
+-- caps: max_queued (admission), max_running (fleet), max_running_per_key (fairness).
+\set SHOW_CONTEXT never
+SELECT (bgexec.configure_queue('capq', max_queued => 2)).name;
+SELECT bgexec.submit('noop', queue => 'capq') > 0, bgexec.submit('noop', queue => 'capq') > 0;
+-- the queue is full: 53400, naming the queue and its cap, nothing written
+SELECT * FROM try($q$SELECT bgexec.submit('noop', queue => 'capq')$q$);
+SELECT count(*) FROM bgexec.job WHERE queue = 'capq';
+-- a running job frees a queued slot
+SELECT count(*) FROM bgexec.claim('w', '{capq}', 1);
+SELECT bgexec.submit('noop', queue => 'capq') > 0 AS admitted;
+-- an idempotent re-submit of an existing job is not refused by the cap
+SELECT (bgexec.configure_queue('capq', max_queued => -1)).name;
+SELECT bgexec.submit('noop', queue => 'capq', idempotency_key => 'cap-k') AS ck \gset
+SELECT (bgexec.configure_queue('capq', max_queued => 1)).name;
+SELECT bgexec.submit('noop', queue => 'capq', idempotency_key => 'cap-k') = :ck AS deduped;
+-- max_running: never more running than the cap
+SELECT (bgexec.configure_queue('runq', max_running => 2)).name;
+SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'runq') FROM generate_series(1, 5)) s;
+SELECT count(*) FROM bgexec.claim('w', '{runq}', 10);
+SELECT count(*) FROM bgexec.claim('w', '{runq}', 10);
+SELECT id AS r1, lease AS l1 FROM bgexec.job WHERE queue = 'runq' AND status = 'running' ORDER BY id LIMIT 1 \gset
+SELECT bgexec.finish(:r1, :l1, 'completed', '{}');
+SELECT count(*) FROM bgexec.claim('w', '{runq}', 10);
+SELECT count(*) FROM bgexec.job WHERE queue = 'runq' AND status = 'running';
+-- max_running_per_key: at most 1 running per key; other keys and keyless jobs still run
+SELECT (bgexec.configure_queue('keyq', max_running_per_key => 1)).name;
+SELECT bgexec.submit('noop', queue => 'keyq', concurrency_key => 'tenant-a'),
+       bgexec.submit('noop', queue => 'keyq', concurrency_key => 'tenant-a'),
+       bgexec.submit('noop', queue => 'keyq', concurrency_key => 'tenant-b'),
+       bgexec.submit('noop', queue => 'keyq') \gset
+SELECT count(*) FROM bgexec.claim('w', '{keyq}', 10);
+SELECT concurrency_key, count(*) FROM bgexec.job WHERE queue = 'keyq' AND status = 'running'
+ GROUP BY 1 ORDER BY 1 NULLS LAST;
+SELECT count(*) FROM bgexec.claim('w', '{keyq}', 10);
+-- capped and uncapped queues claimed together
+SELECT bgexec.submit('noop', queue => 'freeq') > 0;
+SELECT queue, count(*) FROM bgexec.claim('w', '{keyq,freeq}', 10) GROUP BY 1 ORDER BY 1;
+SELECT queue, queued, running, max_queued, max_running, max_running_per_key
+  FROM bgexec.queue_stats WHERE queue IN ('capq', 'runq', 'keyq') ORDER BY queue;
+-- negative: a bad queue name or backoff in configure_queue
+SELECT bgexec.configure_queue('bad name');
+SELECT bgexec.configure_queue('q2', retry_base => '0 s');

@@ -1,0 +1,37 @@
+-- fencing: every worker write names its lease; a stale lease changes nothing.
+\set SHOW_CONTEXT never
+SELECT bgexec.submit('noop', queue => 'fence', max_attempts => 2) AS j \gset
+SELECT lease AS l1 FROM bgexec.claim('w1', '{fence}', 1) \gset
+-- the worker vanishes; reconcile re-queues (attempts left); another worker claims
+SELECT expire_lease(:j);
+SELECT bgexec.reconcile();
+UPDATE bgexec.job SET run_after = now() WHERE id = :j;
+SELECT lease AS l2 FROM bgexec.claim('w2', '{fence}', 1) \gset
+SELECT :l1 <> :l2 AS fresh_lease;
+-- the stale worker (lease l1) is refused everywhere and changes nothing
+SELECT last_seq AS before_seq FROM bgexec.job WHERE id = :j \gset
+SELECT bgexec.append_event(:j, :l1, 'log', '{"lines": ["stale"]}') IS NULL AS event_refused;
+SELECT bgexec.append_events(:j, :l1, '[{"kind": "progress", "data": {}}]') IS NULL AS events_refused;
+SELECT bgexec.finish(:j, :l1, 'completed', '{"stale": true}') IS NULL AS finish_refused;
+SELECT lease = :l1 AS same_lease, action FROM bgexec.heartbeat('w1', ARRAY[:l1]::bigint[]);
+SELECT status, lease = :l2 AS current_lease, last_seq = :before_seq AS unchanged, result
+  FROM bgexec.job WHERE id = :j;
+-- the current worker finishes: failed, last attempt → terminal
+SELECT bgexec.finish(:j, :l2, 'failed', '{"message": "boom"}');
+-- a stale worker can never flip FAILED back to COMPLETED
+SELECT bgexec.finish(:j, :l2, 'completed', '{}') IS NULL AS refused_after_terminal;
+SELECT bgexec.finish(:j, :l1, 'completed', '{}') IS NULL AS refused_stale;
+SELECT status, error->>'message' AS error, result FROM bgexec.job WHERE id = :j;
+SELECT event_kinds(:j), gapless(:j), terminal_events(:j);
+-- heartbeat: one statement for many leases; ok, stop, lost
+SELECT count(bgexec.submit('noop', queue => 'hb')) FROM generate_series(1, 3);
+SELECT bgexec.register_worker('w3', '{hb}', 3);
+SELECT array_agg(lease ORDER BY lease) AS ls FROM bgexec.claim('w3', '{hb}', 3) \gset
+SELECT bgexec.stop(id) FROM bgexec.job WHERE lease = (:'ls'::bigint[])[2];
+SELECT lease_expires_at AS exp_before FROM bgexec.job WHERE lease = (:'ls'::bigint[])[1] \gset
+SELECT pg_sleep(0.01);
+SELECT action FROM bgexec.heartbeat('w3', :'ls'::bigint[] || ARRAY[-1]::bigint[]) ORDER BY lease;
+SELECT lease_expires_at > :'exp_before' AS extended FROM bgexec.job WHERE lease = (:'ls'::bigint[])[1];
+-- another worker cannot heartbeat leases it does not own
+SELECT DISTINCT action FROM bgexec.heartbeat('intruder', :'ls'::bigint[]);
+SELECT heartbeat_at IS NOT NULL AS seen FROM bgexec.worker WHERE id = 'w3';

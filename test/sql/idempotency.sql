@@ -1,0 +1,26 @@
+-- idempotency: same owner + same key → the existing job, nothing inserted.
+\set SHOW_CONTEXT never
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'k1') AS a \gset
+SELECT bgexec.submit('noop', '{"other": true}', queue => 'idem', idempotency_key => 'k1') AS b \gset
+SELECT :a = :b AS same_job;
+SELECT count(*), max(payload::text) FROM bgexec.job WHERE idempotency_key = 'k1';
+-- a different key is a different job
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'k2') <> :a AS new_job;
+-- the key survives the job finishing: still deduplicated
+SELECT lease AS l FROM bgexec.claim('w', '{idem}', 1) \gset
+SELECT bgexec.finish(:a, :l, 'completed', '{}');
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'k1') = :a AS still_same;
+-- the key is scoped per owner: another role gets its own job
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'k1') <> :a AS alice_own_job;
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'k1') AS alice_again \gset
+RESET ROLE;
+SELECT count(*) FROM bgexec.job WHERE idempotency_key = 'k1';
+SELECT owner, count(*) FROM bgexec.job WHERE idempotency_key = 'k1' GROUP BY owner ORDER BY owner;
+-- negative: an empty key is refused
+SELECT bgexec.submit('noop', idempotency_key => '');
+-- submit is transactional: rolled back, nothing remains and the key is free
+BEGIN;
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'rolled') IS NOT NULL AS submitted;
+ROLLBACK;
+SELECT count(*) FROM bgexec.job WHERE idempotency_key = 'rolled';

@@ -1,0 +1,66 @@
+-- lifecycle: submit → claim → events → finish; the happy path and its invariants.
+\set SHOW_CONTEXT never
+SELECT bgexec.submit('noop') AS j1 \gset
+SELECT bgexec.submit('noop', '{"x": 1}', queue => 'other', priority => 5) AS j2 \gset
+SELECT status, queue, kind, owner = current_user AS mine, attempt, max_attempts, lease IS NULL AS no_lease
+  FROM bgexec.job WHERE id IN (:j1, :j2) ORDER BY id;
+-- claim takes only the requested queues, highest priority first
+SELECT count(*) FROM bgexec.claim('w1', '{nosuchqueue}', 10);
+SELECT job_id = :j1 AS is_j1, kind, payload, attempt, completed_steps, deadline IS NULL AS no_deadline,
+       lease_expires_at > now() AS leased
+  FROM bgexec.claim('w1', '{default}', 10) \gset c_
+SELECT :'c_is_j1', :'c_kind', :'c_attempt', :'c_completed_steps';
+SELECT lease AS l1 FROM bgexec.job WHERE id = :j1 \gset
+SELECT status, lease_owner, attempt, started_at IS NOT NULL AS started FROM bgexec.job WHERE id = :j1;
+-- a claimed job is not claimed again
+SELECT count(*) FROM bgexec.claim('w2', '{default}', 10);
+-- events under the lease get the next seqs
+SELECT bgexec.append_event(:j1, :l1, 'progress', '{"pct": 50}');
+SELECT bgexec.append_events(:j1, :l1, '[{"kind": "log", "data": {"lines": ["a"]}}, {"kind": "log", "data": {"lines": ["b"]}}]');
+SELECT bgexec.finish(:j1, :l1, 'completed', '{"ok": true}');
+SELECT status, result, error, finished_at IS NOT NULL AS finished, lease IS NULL AS released
+  FROM bgexec.job WHERE id = :j1;
+SELECT seq, kind, data - 'lease' AS data FROM bgexec.events(:j1) ORDER BY seq;
+SELECT seq, kind FROM bgexec.events(:j1, after_seq => 3) ORDER BY seq;
+SELECT gapless(:j1), terminal_events(:j1);
+-- a second finish under the same lease is refused and changes nothing
+SELECT bgexec.finish(:j1, :l1, 'failed', '{"message": "late"}') IS NULL AS refused;
+SELECT status, result FROM bgexec.job WHERE id = :j1;
+-- priority order across queues: higher priority first, then run_after, then id
+SELECT bgexec.submit('noop', queue => 'other', priority => 1) AS j3 \gset
+SELECT bgexec.submit('noop', queue => 'other', priority => 9) AS j4 \gset
+SELECT array_agg(job_id ORDER BY ord) = ARRAY[:j4, :j2, :j3]::bigint[] AS priority_order
+  FROM (SELECT job_id, row_number() OVER () AS ord FROM bgexec.claim('w1', '{other}', 10)) c;
+-- run_after in the future: not claimable yet
+SELECT bgexec.submit('noop', queue => 'later', run_after => now() + interval '1 hour') AS j5 \gset
+SELECT count(*) FROM bgexec.claim('w1', '{later}', 10);
+-- paused queues are skipped
+SELECT bgexec.submit('noop', queue => 'paused_q') AS j6 \gset
+SELECT paused FROM bgexec.configure_queue('paused_q', paused => true);
+SELECT count(*) FROM bgexec.claim('w1', '{paused_q}', 10);
+SELECT paused FROM bgexec.configure_queue('paused_q', paused => false);
+SELECT count(*) FROM bgexec.claim('w1', '{paused_q}', 10);
+-- batch claim: at most max_jobs
+SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'batch') FROM generate_series(1, 5)) s;
+SELECT count(*) FROM bgexec.claim('w1', '{batch}', 3);
+SELECT count(*) FROM bgexec.claim('w1', '{batch}', 3);
+-- every claim takes a fresh, unique lease
+SELECT count(DISTINCT lease) = count(*) AS unique_leases FROM bgexec.job WHERE status = 'running';
+-- submit_many: one statement, ids in order
+SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "many"}, {"kind": "noop", "queue": "many", "priority": 3}]');
+SELECT kind, priority FROM bgexec.job WHERE queue = 'many' ORDER BY id;
+-- negative: submit_many with an unknown field
+SELECT bgexec.submit_many('[{"kind": "noop", "prio": 3}]');
+-- negative: claim with max_jobs < 1 or a non-positive lease
+SELECT * FROM bgexec.claim('w1', '{default}', 0);
+SELECT * FROM bgexec.claim('w1', '{default}', 1, '0 s');
+-- negative: finish with a non-terminal outcome
+SELECT bgexec.finish(:j1, :l1, 'running', NULL);
+-- negative: a worker cannot append DB-owned event kinds
+SELECT bgexec.append_event(:j1, :l1, 'completed', '{}');
+-- register_worker / deregister_worker / worker_stats
+SELECT bgexec.register_worker('w1', '{default,other}', 4, '{"host": "h1", "pid": 42}');
+SELECT id, host, pid, queues, concurrency, alive, in_flight > 0 AS busy FROM bgexec.worker_stats ORDER BY id;
+SELECT bgexec.deregister_worker('w1');
+SELECT id, stopped_at IS NOT NULL AS stopped, alive FROM bgexec.worker_stats ORDER BY id;
+SELECT queue, queued, running, completed FROM bgexec.queue_stats ORDER BY queue;

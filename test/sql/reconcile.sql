@@ -1,0 +1,31 @@
+-- reconcile: expired leases → queued (attempts left) or failed/worker_lost; at-most-once by default.
+\set SHOW_CONTEXT never
+SELECT bgexec.submit('noop', queue => 'rc') AS once \gset
+SELECT bgexec.submit('noop', queue => 'rc', max_attempts => 2) AS twice \gset
+SELECT count(*) FROM bgexec.claim('w', '{rc}', 2);
+-- live leases are left alone
+SELECT bgexec.reconcile();
+SELECT expire_lease(:once), expire_lease(:twice);
+SELECT bgexec.reconcile();
+-- at-most-once (max_attempts = 1): failed, worker_lost, never re-run
+SELECT status, error->>'reason' AS reason, error->>'worker' AS worker FROM bgexec.job WHERE id = :once;
+SELECT event_kinds(:once), terminal_events(:once);
+-- retry-safe (max_attempts = 2): queued again with backoff
+SELECT status, attempt, error->>'reason' AS reason, lease IS NULL AS released FROM bgexec.job WHERE id = :twice;
+SELECT event_kinds(:twice), terminal_events(:twice);
+-- second run expires too: now out of attempts → failed
+UPDATE bgexec.job SET run_after = now() WHERE id = :twice;
+SELECT count(*) FROM bgexec.claim('w', '{rc}', 2);
+SELECT expire_lease(:twice);
+SELECT bgexec.reconcile();
+SELECT status, attempt, error->>'reason' AS reason FROM bgexec.job WHERE id = :twice;
+SELECT gapless(:once), gapless(:twice), terminal_events(:twice);
+-- reconcile again: nothing left to do
+SELECT bgexec.reconcile();
+-- a heartbeat before reconcile keeps the lease: extended, so nothing to reconcile
+SELECT bgexec.submit('noop', queue => 'rc') AS hb \gset
+SELECT lease AS l FROM bgexec.claim('w', '{rc}', 1) \gset
+SELECT expire_lease(:hb);
+SELECT action FROM bgexec.heartbeat('w', ARRAY[:l]::bigint[]);
+SELECT bgexec.reconcile();
+SELECT status FROM bgexec.job WHERE id = :hb;

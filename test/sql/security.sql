@@ -1,0 +1,58 @@
+-- security: clients see, stop, resume and dedupe only their own jobs; no table is writable.
+\set SHOW_CONTEXT never
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'sec', idempotency_key => 'shared-key') AS a \gset
+SELECT current_user, count(*) FROM bgexec.job WHERE queue = 'sec' GROUP BY 1;
+RESET ROLE;
+SET ROLE regress_bob;
+-- bob cannot see alice's job, by table or by function (P0002: no such job, for him)
+SELECT count(*) FROM bgexec.job WHERE id = :a;
+SELECT count(*) FROM bgexec.job_event WHERE job_id = :a;
+\set VERBOSITY sqlstate
+SELECT * FROM bgexec.events(:a);
+-- bob cannot stop, resume or retry it (it "does not exist" for him)
+SELECT bgexec.stop(:a);
+SELECT bgexec.resume(:a);
+SELECT bgexec.retry(:a);
+\set VERBOSITY default
+-- bob's same idempotency key is his own job, not alice's
+SELECT bgexec.submit('noop', queue => 'sec', idempotency_key => 'shared-key') <> :a AS bob_own;
+-- no table is writable by clients directly
+INSERT INTO bgexec.job (kind, owner) VALUES ('noop', 'regress_bob');
+UPDATE bgexec.job SET status = 'completed' WHERE id = :a;
+DELETE FROM bgexec.job_event;
+INSERT INTO bgexec.queue (name) VALUES ('mine');
+-- clients cannot call worker functions
+SELECT * FROM bgexec.claim('bob', '{sec}', 1);
+SELECT bgexec.finish(:a, 1, 'completed', '{}');
+SELECT bgexec.reconcile();
+-- nor administer queues
+SELECT bgexec.configure_queue('sec', paused => true);
+RESET ROLE;
+-- the worker role claims and finishes, but is not a client
+SET ROLE regress_worker;
+SELECT owner FROM bgexec.claim('worker-1', '{sec}', 1) ORDER BY job_id LIMIT 1;
+SELECT bgexec.submit('noop');
+SELECT count(*) FROM bgexec.job;
+RESET ROLE;
+-- alice still sees and stops her own job
+SET ROLE regress_alice;
+SELECT status FROM bgexec.job WHERE id = :a;
+SELECT bgexec.stop(:a);
+SELECT seq, kind FROM bgexec.events(:a) ORDER BY seq;
+RESET ROLE;
+-- a role outside bgexec_client cannot use the API at all
+CREATE ROLE regress_outsider;
+SET ROLE regress_outsider;
+SELECT bgexec.submit('noop');
+RESET ROLE;
+DROP ROLE regress_outsider;
+-- every SECURITY DEFINER function pins search_path
+SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'bgexec' AND p.prosecdef
+   AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, bgexec'], false)
+ ORDER BY 1;
+-- no bgexec function is executable by PUBLIC
+SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'bgexec' AND has_function_privilege('public', p.oid, 'EXECUTE')
+ ORDER BY 1;

@@ -1,0 +1,37 @@
+-- setup: the extension, two client roles, a worker role.
+\set SHOW_CONTEXT never
+CREATE EXTENSION bgexec;
+SELECT extname, extversion, extrelocatable FROM pg_extension WHERE extname = 'bgexec';
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'regress_alice') THEN
+		CREATE ROLE regress_alice LOGIN IN ROLE bgexec_client;
+		CREATE ROLE regress_bob LOGIN IN ROLE bgexec_client;
+		CREATE ROLE regress_worker LOGIN IN ROLE bgexec_worker;
+	END IF;
+END $$;
+-- helper for the tests: make every lease of a job expire now (as if the worker vanished)
+CREATE FUNCTION expire_lease(bigint) RETURNS void LANGUAGE sql
+	AS $$ UPDATE bgexec.job SET lease_expires_at = now() - interval '1 second' WHERE id = $1 $$;
+-- helper: the event kinds of a job, in seq order, and whether seqs are gapless
+CREATE FUNCTION event_kinds(bigint) RETURNS text LANGUAGE sql
+	AS $$ SELECT string_agg(kind, ',' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $1 $$;
+CREATE FUNCTION gapless(bigint) RETURNS boolean LANGUAGE sql
+	AS $$ SELECT coalesce(bool_and(seq = rn), true) AND
+	             (SELECT last_seq FROM bgexec.job WHERE id = $1) = count(*)
+	        FROM (SELECT seq, row_number() OVER (ORDER BY seq) AS rn
+	                FROM bgexec.job_event WHERE job_id = $1) s $$;
+CREATE FUNCTION terminal_events(bigint) RETURNS bigint LANGUAGE sql
+	AS $$ SELECT count(*) FROM bgexec.job_event WHERE job_id = $1
+	       AND kind IN ('completed', 'failed', 'cancelled', 'timed_out') $$;
+GRANT EXECUTE ON FUNCTION expire_lease(bigint), event_kinds(bigint), gapless(bigint),
+	terminal_events(bigint) TO PUBLIC;
+-- helper: runs a statement that must fail; shows its SQLSTATE and message
+CREATE FUNCTION try(stmt text) RETURNS TABLE (sqlstate text, message text) LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE stmt;
+	RETURN QUERY SELECT 'none'::text, 'no error'::text;
+EXCEPTION WHEN OTHERS THEN
+	RETURN QUERY SELECT SQLSTATE::text, SQLERRM;
+END $$;
+GRANT EXECUTE ON FUNCTION try(text) TO PUBLIC;

@@ -1,0 +1,35 @@
+-- suspend/resume: an approval step releases the lease; resume re-queues without using an attempt.
+\set SHOW_CONTEXT never
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "gate", "approval": {"prompt": "go?"}}, {"id": "after", "needs": ["gate"], "sleep": 0}]}', queue => 'sus') AS j \gset
+SELECT lease AS l, attempt FROM bgexec.claim('w', '{sus}', 1) \gset
+SELECT bgexec.append_event(:j, :l, 'step_started', '{"step": "gate"}');
+SELECT bgexec.finish(:j, :l, 'suspended', '{"step": "gate", "prompt": "go?"}');
+SELECT status, lease IS NULL AS released, attempt FROM bgexec.job WHERE id = :j;
+-- the old lease is dead
+SELECT action FROM bgexec.heartbeat('w', ARRAY[:l]::bigint[]);
+SELECT bgexec.append_event(:j, :l, 'log', '{}') IS NULL AS refused;
+-- suspended jobs are not claimable and not reconciled
+SELECT count(*) FROM bgexec.claim('w', '{sus}', 1);
+SELECT bgexec.reconcile();
+-- resume: the input becomes the approval step's output
+SELECT bgexec.resume(:j, '{"approved": true}');
+SELECT bgexec.resume(:j, '{"approved": true}');  -- not suspended any more: false
+SELECT status FROM bgexec.job WHERE id = :j;
+SELECT attempt, completed_steps FROM bgexec.claim('w', '{sus}', 1);
+SELECT event_kinds(:j), gapless(:j);
+SELECT data - 'by' AS resumed FROM bgexec.job_event WHERE job_id = :j AND kind = 'resumed';
+-- a suspended job can be stopped
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "g", "approval": true}]}', queue => 'sus') AS k \gset
+SELECT lease AS l FROM bgexec.claim('w', '{sus}', 1) \gset
+SELECT bgexec.finish(:k, :l, 'suspended', '{"step": "g"}');
+SELECT bgexec.stop(:k);
+SELECT bgexec.resume(:k);
+-- completed steps of earlier runs are handed to the next run
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}, {"id": "b", "needs": ["a"], "sleep": 0}]}', queue => 'sus', max_attempts => 2) AS m \gset
+SELECT lease AS l FROM bgexec.claim('w', '{sus}', 1) \gset
+SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": {"n": 1}}');
+SELECT bgexec.finish(:m, :l, 'failed', '{"message": "b broke"}');
+UPDATE bgexec.job SET run_after = now() WHERE id = :m;
+SELECT attempt, completed_steps FROM bgexec.claim('w', '{sus}', 1);
+-- negative: resume of a job that does not exist
+SELECT bgexec.resume(-1);

@@ -1,0 +1,36 @@
+-- upgrade: drop + create gives the same catalog (fingerprint), and roles survive.
+\set SHOW_CONTEXT never
+CREATE FUNCTION catalog_fingerprint() RETURNS TABLE (k text, v text) LANGUAGE sql AS $$
+SELECT 'fn', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') ' ||
+       pg_get_function_result(p.oid) || ' ' || p.provolatile::text || p.prosecdef::text || p.proisstrict::text
+  FROM pg_proc p WHERE p.pronamespace = 'bgexec'::regnamespace
+UNION ALL
+SELECT 'col', c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text
+  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+ WHERE c.relnamespace = 'bgexec'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'con', conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = 'bgexec'::regnamespace
+UNION ALL
+SELECT 'idx', pg_get_indexdef(indexrelid)
+  FROM pg_index WHERE indrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'bgexec'::regnamespace)
+UNION ALL
+SELECT 'policy', tablename || ' ' || policyname || ' ' || cmd || ' ' || coalesce(qual, '')
+  FROM pg_policies WHERE schemaname = 'bgexec'
+$$;
+CREATE TEMP TABLE fp AS SELECT * FROM catalog_fingerprint();
+SELECT k, count(*) FROM fp GROUP BY k ORDER BY k;
+-- the public API of DESIGN.md §3, with its signatures
+SELECT v FROM fp WHERE k = 'fn' AND v NOT LIKE '\_%' ORDER BY v;
+SELECT v FROM fp WHERE k IN ('idx', 'policy') ORDER BY v;
+DROP EXTENSION bgexec CASCADE;
+SELECT count(*) AS objects_left FROM pg_class WHERE relnamespace = 'bgexec'::regnamespace;
+SELECT count(*) AS functions_left FROM pg_proc WHERE pronamespace = 'bgexec'::regnamespace;
+SELECT rolname FROM pg_roles WHERE rolname IN ('bgexec_client', 'bgexec_worker') ORDER BY 1;
+CREATE EXTENSION bgexec;
+-- symmetric difference of the fingerprints: none
+(SELECT * FROM fp EXCEPT ALL SELECT * FROM catalog_fingerprint())
+UNION ALL
+(SELECT * FROM catalog_fingerprint() EXCEPT ALL SELECT * FROM fp);
+-- the extension cannot be relocated
+ALTER EXTENSION bgexec SET SCHEMA public;
