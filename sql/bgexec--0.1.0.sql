@@ -184,8 +184,12 @@ $$;
 /* _event: appends one event to a job the caller has already locked (by the
  * UPDATE that bumped last_seq), and wakes event tails.  The caller passes the
  * seq it reserved, so the seq is gapless: reservation and insert commit or
- * roll back together (invariant 6). */
-CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb)
+ * roll back together (invariant 6).  NOTIFY bgexec_events "job:seq" means
+ * "the job's log now reaches seq"; readers replay from their own cursor, so a
+ * batch notifies once, for its last event (p_notify false for the others):
+ * NOTIFY per event cost 2.5x the throughput of 10-event batches (README). */
+CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb,
+                              p_notify boolean DEFAULT true)
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec
@@ -193,7 +197,7 @@ CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb
 BEGIN
 	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
 	VALUES (p_job, p_seq, p_kind, coalesce(p_data, '{}'));
-	IF coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
+	IF p_notify AND coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
 		PERFORM pg_catalog.pg_notify('bgexec_events', p_job::text || ':' || p_seq::text);
 	END IF;
 	RETURN p_seq;
@@ -644,7 +648,7 @@ BEGIN
 		RETURN NULL;
 	END IF;
 	PERFORM bgexec._event(append_events.job_id, v_last - v_n + e.ord::int,
-	                      e.v->>'kind', coalesce(e.v->'data', '{}'))
+	                      e.v->>'kind', coalesce(e.v->'data', '{}'), e.ord = v_n)
 	   FROM jsonb_array_elements(events) WITH ORDINALITY AS e(v, ord)
 	  ORDER BY e.ord;
 	RETURN v_last;

@@ -1,0 +1,465 @@
+#include "config.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "duration.hpp"
+
+namespace bgexec::core {
+
+namespace {
+
+// How a setting's text or JSON value is interpreted.
+enum class Kind { text, queues, concurrency, positive_seconds, nonneg_seconds, boolean, actions, bytes, config };
+
+// One worker setting under its three spellings: flag, variable, file key.
+struct Setting {
+  std::string_view flag;
+  std::string_view env;
+  std::string_view key;  // empty: not allowed in the config file
+  Kind kind;
+  std::string WorkerConfig::*text_member = nullptr;
+  double WorkerConfig::*seconds_member = nullptr;
+};
+
+constexpr int min_concurrency = 1;
+constexpr int max_concurrency = 1024;
+
+const Setting settings[] = {
+    {"--db", "BGEXEC_DB", "db", Kind::text, &WorkerConfig::db},
+    {"--id", "BGEXEC_ID", "id", Kind::text, &WorkerConfig::id},
+    {"--queue", "BGEXEC_QUEUES", "queues", Kind::queues},
+    {"--concurrency", "BGEXEC_CONCURRENCY", "concurrency", Kind::concurrency},
+    {"--lease", "BGEXEC_LEASE", "lease", Kind::positive_seconds, nullptr, &WorkerConfig::lease_s},
+    {"--allow-run", "BGEXEC_ALLOW_RUN", "allow_run", Kind::boolean},
+    {"--config", "BGEXEC_CONFIG", "", Kind::config},
+    {"--action", "BGEXEC_ACTIONS", "actions", Kind::actions},
+    {"--grace", "BGEXEC_GRACE", "grace", Kind::nonneg_seconds, nullptr, &WorkerConfig::grace_s},
+    {"--secrets-dir", "BGEXEC_SECRETS_DIR", "secrets_dir", Kind::text, &WorkerConfig::secrets_dir},
+    {"--poll", "BGEXEC_POLL", "poll", Kind::positive_seconds, nullptr, &WorkerConfig::poll_s},
+    {"--reconcile-interval", "BGEXEC_RECONCILE_INTERVAL", "reconcile_interval", Kind::positive_seconds,
+     nullptr, &WorkerConfig::reconcile_s},
+    {"--kill-grace", "BGEXEC_KILL_GRACE", "kill_grace", Kind::nonneg_seconds, nullptr,
+     &WorkerConfig::kill_grace_s},
+    {"--log-cap", "BGEXEC_LOG_CAP", "log_cap", Kind::bytes},
+};
+
+// Looks a setting up by its flag spelling.
+const Setting* find_flag(std::string_view flag) {
+  for (const auto& s : settings) {
+    if (s.flag == flag) return &s;
+  }
+  return nullptr;
+}
+
+// Looks a setting up by its config-file key.
+const Setting* find_key(std::string_view key) {
+  for (const auto& s : settings) {
+    if (!s.key.empty() && s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+// Strips spaces and tabs from both ends (for comma-separated lists).
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Splits on ',' and trims each item; empty items are errors.
+std::vector<std::string> split_list(std::string_view text, const std::string& label) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    std::string item = trim(text.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (item.empty()) throw ConfigError(label + ": empty item in \"" + std::string(text) + "\"");
+    out.push_back(std::move(item));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// Parses "name=path"; both sides must be non-empty.
+std::pair<std::string, std::string> parse_action(std::string_view text, const std::string& label) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
+    throw ConfigError(label + ": expected NAME=PATH, got \"" + std::string(text) + "\"");
+  }
+  return {trim(text.substr(0, eq)), trim(text.substr(eq + 1))};
+}
+
+// Accepts 1/true/yes/on and 0/false/no/off, case-insensitively.
+bool parse_bool(std::string_view text, const std::string& label) {
+  std::string lower(text);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
+  throw ConfigError(label + ": expected 1/true/yes or 0/false/no, got \"" + std::string(text) + "\"");
+}
+
+// Parses a whole string as an unsigned decimal integer.
+std::optional<unsigned long long> parse_unsigned(std::string_view text) {
+  unsigned long long v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// Range checks shared by text and JSON sources.
+int checked_concurrency(std::optional<long long> v, const std::string& label, const std::string& shown) {
+  if (!v || *v < min_concurrency || *v > max_concurrency) {
+    throw ConfigError(label + ": expected an integer from 1 to 1024, got " + shown);
+  }
+  return static_cast<int>(*v);
+}
+
+// Seconds must be finite and > 0 (positive kinds) or >= 0.
+double checked_seconds(std::optional<double> v, Kind kind, const std::string& label, const std::string& shown) {
+  if (kind == Kind::positive_seconds) {
+    if (!v || !(*v > 0)) throw ConfigError(label + ": expected a duration greater than 0, got " + shown);
+  } else if (!v || !(*v >= 0)) {
+    throw ConfigError(label + ": expected a duration of 0 or more, got " + shown);
+  }
+  return *v;
+}
+
+// Byte caps must be at least 1.
+std::size_t checked_bytes(std::optional<unsigned long long> v, const std::string& label, const std::string& shown) {
+  if (!v || *v < 1 || *v > std::numeric_limits<std::size_t>::max()) {
+    throw ConfigError(label + ": expected a positive number of bytes, got " + shown);
+  }
+  return static_cast<std::size_t>(*v);
+}
+
+// Applies one textual value (from a flag or variable). Lists (queues,
+// actions) replace/merge as the source dictates: the caller handles --queue.
+void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, const std::string& label) {
+  const std::string shown = "\"" + std::string(value) + "\"";
+  switch (s.kind) {
+    case Kind::text:
+      cfg.*(s.text_member) = std::string(value);
+      break;
+    case Kind::queues:
+      cfg.queues = split_list(value, label);
+      break;
+    case Kind::concurrency: {
+      std::optional<long long> v;
+      if (const auto u = parse_unsigned(value); u && *u <= static_cast<unsigned long long>(max_concurrency)) {
+        v = static_cast<long long>(*u);
+      }
+      cfg.concurrency = checked_concurrency(v, label, shown);
+      break;
+    }
+    case Kind::positive_seconds:
+    case Kind::nonneg_seconds:
+      cfg.*(s.seconds_member) = checked_seconds(parse_seconds(value), s.kind, label, shown);
+      break;
+    case Kind::boolean:
+      cfg.allow_run = parse_bool(value, label);
+      break;
+    case Kind::actions:
+      for (const auto& item : split_list(value, label)) {
+        auto [name, path] = parse_action(item, label);
+        cfg.actions.insert_or_assign(std::move(name), std::move(path));
+      }
+      break;
+    case Kind::bytes:
+      cfg.log_cap_bytes = checked_bytes(parse_unsigned(value), label, shown);
+      break;
+    case Kind::config:
+      break;
+  }
+}
+
+// Applies one config-file entry, insisting on the key's JSON type.
+void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, const std::string& label) {
+  const auto wrong_type = [&](const char* expected) {
+    return ConfigError(label + ": expected " + expected + ", got " + v.dump());
+  };
+  switch (s.kind) {
+    case Kind::text:
+      if (!v.is_string()) throw wrong_type("a string");
+      cfg.*(s.text_member) = v.get<std::string>();
+      break;
+    case Kind::queues: {
+      if (!v.is_array() || v.empty()) throw wrong_type("a non-empty array of queue names");
+      std::vector<std::string> queues;
+      for (const auto& q : v) {
+        if (!q.is_string() || q.get_ref<const std::string&>().empty()) {
+          throw wrong_type("a non-empty array of queue names");
+        }
+        queues.push_back(q.get<std::string>());
+      }
+      cfg.queues = std::move(queues);
+      break;
+    }
+    case Kind::concurrency: {
+      if (!v.is_number_integer()) throw wrong_type("an integer");
+      std::optional<long long> n;
+      if (v.is_number_unsigned()) {
+        const auto u = v.get<unsigned long long>();
+        if (u <= static_cast<unsigned long long>(max_concurrency)) n = static_cast<long long>(u);
+      } else {
+        n = v.get<long long>();
+      }
+      cfg.concurrency = checked_concurrency(n, label, v.dump());
+      break;
+    }
+    case Kind::positive_seconds:
+    case Kind::nonneg_seconds:
+      if (!v.is_number()) throw wrong_type("a number of seconds");
+      cfg.*(s.seconds_member) = checked_seconds(v.get<double>(), s.kind, label, v.dump());
+      break;
+    case Kind::boolean:
+      if (!v.is_boolean()) throw wrong_type("true or false");
+      cfg.allow_run = v.get<bool>();
+      break;
+    case Kind::actions:
+      if (!v.is_object()) throw wrong_type("an object of name: path");
+      for (const auto& [name, path] : v.items()) {
+        if (name.empty() || !path.is_string() || path.get_ref<const std::string&>().empty()) {
+          throw wrong_type("an object of name: path");
+        }
+        cfg.actions.insert_or_assign(name, path.get<std::string>());
+      }
+      break;
+    case Kind::bytes: {
+      std::optional<unsigned long long> n;
+      if (v.is_number_unsigned()) n = v.get<unsigned long long>();
+      else if (!v.is_number_integer()) throw wrong_type("an integer number of bytes");
+      cfg.log_cap_bytes = checked_bytes(n, label, v.dump());
+      break;
+    }
+    case Kind::config:
+      break;
+  }
+}
+
+// Reads and applies the JSON config file; unknown keys are errors so typos
+// never pass silently.
+void apply_file(WorkerConfig& cfg, const std::string& path) {
+  const std::string where = "config file " + path;
+  std::ifstream in(path);
+  if (!in) throw ConfigError(where + ": cannot be read");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(buf.str(), nullptr, false);
+  if (doc.is_discarded()) throw ConfigError(where + ": not valid JSON");
+  if (!doc.is_object()) throw ConfigError(where + ": must be a JSON object");
+  for (const auto& [key, value] : doc.items()) {
+    const Setting* s = find_key(key);
+    if (s == nullptr) throw ConfigError(where + ": unknown key \"" + key + "\"");
+    apply_json(cfg, *s, value, where + ": key \"" + key + "\"");
+  }
+}
+
+// One flag occurrence from the command line, validated for existence.
+struct FlagValue {
+  const Setting* setting;
+  std::string value;
+};
+
+// Splits the command line into known flags with their values.
+std::vector<FlagValue> scan_flags(const std::vector<std::string>& args) {
+  std::vector<FlagValue> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") continue;
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      throw ConfigError("unexpected argument \"" + arg + "\"");
+    }
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const Setting* s = find_flag(name);
+    if (s == nullptr) throw ConfigError("unknown flag " + name);
+    if (s->kind == Kind::boolean) {
+      out.push_back({s, eq == std::string::npos ? "true" : arg.substr(eq + 1)});
+      continue;
+    }
+    if (eq != std::string::npos) {
+      out.push_back({s, arg.substr(eq + 1)});
+    } else if (i + 1 < args.size()) {
+      out.push_back({s, args[++i]});
+    } else {
+      throw ConfigError(name + " requires a value");
+    }
+  }
+  return out;
+}
+
+// An environment variable's value, treating empty as unset.
+std::optional<std::string> env_value(const std::map<std::string, std::string>& env, std::string_view name) {
+  const auto it = env.find(std::string(name));
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+// Whether `name` is a value-taking option according to the lookup map.
+std::optional<std::string> match_option(const std::string& name, const std::set<std::string>& names) {
+  for (const auto& n : names) {
+    if (n == name) return n;
+    if (!n.empty() && n[0] != '-' && (name == "--" + n || (n.size() == 1 && name == "-" + n))) return n;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Layers sources from weakest to strongest: defaults (the struct), file,
+// environment, flags. Flags are scanned first so an unknown flag is reported
+// before any file is read.
+WorkerConfig parse_worker_config(const std::vector<std::string>& args,
+                                 const std::map<std::string, std::string>& env) {
+  const std::vector<FlagValue> flags = scan_flags(args);
+  WorkerConfig cfg;
+
+  std::optional<std::string> config_path = env_value(env, "BGEXEC_CONFIG");
+  for (const auto& f : flags) {
+    if (f.setting->kind == Kind::config) {
+      if (f.value.empty()) throw ConfigError("--config requires a file name");
+      config_path = f.value;
+    }
+  }
+  if (config_path) apply_file(cfg, *config_path);
+
+  for (const auto& s : settings) {
+    if (s.kind == Kind::config) continue;
+    if (const auto v = env_value(env, s.env)) apply_text(cfg, s, *v, std::string(s.env));
+  }
+
+  std::vector<std::string> flag_queues;
+  for (const auto& f : flags) {
+    const std::string label(f.setting->flag);
+    if (f.setting->kind == Kind::queues) {
+      for (auto& q : split_list(f.value, label)) flag_queues.push_back(std::move(q));
+    } else if (f.setting->kind == Kind::actions) {
+      auto [name, path] = parse_action(f.value, label);
+      cfg.actions.insert_or_assign(std::move(name), std::move(path));
+    } else {
+      apply_text(cfg, *f.setting, f.value, label);
+    }
+  }
+  if (!flag_queues.empty()) cfg.queues = std::move(flag_queues);
+  return cfg;
+}
+
+// Skips the value of value-taking flags so `--id --help` is not a help
+// request; stops at "--".
+bool help_requested(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") return false;
+    if (arg == "-h" || arg == "--help") return true;
+    const Setting* s = find_flag(arg);
+    if (s != nullptr && s->kind != Kind::boolean) ++i;
+  }
+  return false;
+}
+
+// Kept next to the settings table so every flag, variable and default is
+// documented in one place.
+std::string worker_usage() {
+  return R"(Usage: bgexec worker [FLAGS]
+
+Claims jobs from PostgreSQL and runs them. Precedence: flags > environment >
+config file > defaults. Every flag accepts both "--flag value" and
+"--flag=value". Durations are seconds ("30", "1.5") or take a unit ("500ms",
+"30s", "5m", "2h").
+
+  --db CONNINFO              libpq connection string, passed verbatim (PG*
+                             variables and service= work). Env BGEXEC_DB.
+                             Defaults to "" (libpq defaults / PG* env).
+  --id NAME                  Worker id. Env BGEXEC_ID. Defaults to host:pid.
+  --queue Q                  Queue to claim from; repeatable or comma-separated;
+                             replaces env/file queues. Env BGEXEC_QUEUES
+                             (comma-separated). Defaults to "default".
+  --concurrency N            Jobs run at once, 1..1024. Env BGEXEC_CONCURRENCY.
+                             Defaults to 10.
+  --lease SECONDS            Lease length, > 0; heartbeats renew it.
+                             Env BGEXEC_LEASE. Defaults to 30.
+  --allow-run                Permit "run" steps (arbitrary argv).
+                             Env BGEXEC_ALLOW_RUN (1/true/yes, 0/false/no).
+                             Defaults to off.
+  --config FILE              JSON config file with keys db, id, queues,
+                             concurrency, lease, allow_run, actions, grace,
+                             secrets_dir, poll, reconcile_interval, kill_grace,
+                             log_cap. Env BGEXEC_CONFIG. Defaults to none.
+  --action NAME=PATH         Executable run for action NAME; repeatable, merged
+                             over env/file. Env BGEXEC_ACTIONS
+                             (name=path,name=path). Defaults to none.
+  --grace SECONDS            Drain time after SIGTERM, >= 0. Env BGEXEC_GRACE.
+                             Defaults to 30.
+  --secrets-dir DIR          Directory holding one file per secret
+                             ({{secrets.NAME}}). Env BGEXEC_SECRETS_DIR.
+                             Defaults to none.
+  --poll SECONDS             Poll interval when no NOTIFY arrives, > 0.
+                             Env BGEXEC_POLL. Defaults to 1.
+  --reconcile-interval SECONDS
+                             How often reconcile() runs, > 0.
+                             Env BGEXEC_RECONCILE_INTERVAL. Defaults to 5.
+  --kill-grace SECONDS       Delay between TERM and KILL for step processes,
+                             >= 0. Env BGEXEC_KILL_GRACE. Defaults to 0.5.
+  --log-cap BYTES            Cap on output captured per job, >= 1.
+                             Env BGEXEC_LOG_CAP. Defaults to 1048576 (1 MiB).
+  -h, --help                 Show this help.
+
+Env BGEXEC_LOG_LEVEL (debug, info, warn, error) sets log verbosity.
+Defaults to info.
+)";
+}
+
+// Single pass; options match by the spelling the caller registered.
+ParsedArgs parse_args(const std::vector<std::string>& args, const std::set<std::string>& value_options,
+                      const std::set<std::string>& bool_flags) {
+  ParsedArgs out;
+  bool only_positional = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (only_positional) {
+      out.positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      only_positional = true;
+      continue;
+    }
+    const bool looks_numeric = arg.size() > 1 && arg[0] == '-' &&
+                               ((arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.');
+    if (arg.empty() || arg[0] != '-' || arg == "-" || looks_numeric) {
+      out.positional.push_back(arg);
+      continue;
+    }
+    const std::size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
+    const std::string name = arg.substr(0, eq);
+    if (const auto key = match_option(name, value_options)) {
+      if (eq != std::string::npos) {
+        out.options[*key].push_back(arg.substr(eq + 1));
+      } else if (i + 1 < args.size()) {
+        out.options[*key].push_back(args[++i]);
+      } else {
+        throw ConfigError("option " + name + " requires a value");
+      }
+    } else if (const auto flag = match_option(name, bool_flags)) {
+      if (eq != std::string::npos) throw ConfigError("option " + name + " takes no value");
+      out.flags.insert(*flag);
+    } else {
+      throw ConfigError("unknown option " + name);
+    }
+  }
+  return out;
+}
+
+}  // namespace bgexec::core

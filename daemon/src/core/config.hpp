@@ -1,0 +1,69 @@
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bgexec::core {
+
+// Settings of `bgexec worker`. Member defaults are the documented defaults.
+struct WorkerConfig {
+  std::string db;                               // libpq conninfo, passed verbatim ("" = PG* env)
+  std::string id;                               // worker id; "" = caller fills host:pid
+  std::vector<std::string> queues{"default"};   // queues to claim from
+  int concurrency = 10;                         // job slots, 1..1024
+  double lease_s = 30;                          // lease length per claim/heartbeat
+  bool allow_run = false;                       // permit `run` (arbitrary argv) steps
+  std::map<std::string, std::string> actions;   // action name -> executable path
+  double grace_s = 30;                          // drain time after SIGTERM
+  std::string secrets_dir;                      // directory of secret files ("" = none)
+  double poll_s = 1.0;                          // fallback poll interval
+  double reconcile_s = 5.0;                     // reconcile() timer
+  double kill_grace_s = 0.5;                    // TERM -> KILL delay for step processes
+  std::size_t log_cap_bytes = 1 << 20;          // per-job cap on captured output
+};
+
+// Bad configuration; the message names the flag, variable or key at fault.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Builds the worker's configuration from its arguments (without the program
+// name and "worker") and the environment. Precedence: flags > environment >
+// config file (--config FILE, else BGEXEC_CONFIG) > defaults. --queue given
+// on the command line replaces queues from env/file; --action/BGEXEC_ACTIONS
+// entries merge over the file's actions by name. Empty environment variables
+// count as unset. -h/--help is accepted and ignored (check help_requested()
+// first). Throws ConfigError naming the culprit on any bad input.
+WorkerConfig parse_worker_config(const std::vector<std::string>& args,
+                                 const std::map<std::string, std::string>& env);
+
+// True when args contain -h or --help (before any "--").
+bool help_requested(const std::vector<std::string>& args);
+
+// Help text for `bgexec worker`: every flag, its variable and its default.
+std::string worker_usage();
+
+// Result of parse_args(). Option keys are spelled exactly as in the sets
+// given to parse_args() (with or without the leading "--").
+struct ParsedArgs {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> options;
+  std::set<std::string> flags;
+};
+
+// Generic parser for the client subcommands. Accepts `--opt value`,
+// `--opt=value` (repeatable; values kept in order), boolean `--flag`, and
+// positionals (anything not starting with '-', a lone "-", a negative number,
+// and everything after "--"). Set entries may be written "--name", "name"
+// or "-n". Throws ConfigError on an unknown option, a missing value, or a
+// value given to a boolean flag.
+ParsedArgs parse_args(const std::vector<std::string>& args,
+                      const std::set<std::string>& value_options,
+                      const std::set<std::string>& bool_flags);
+
+}  // namespace bgexec::core

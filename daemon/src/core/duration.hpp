@@ -1,0 +1,20 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace bgexec::core {
+
+// Parses a non-negative duration: a bare number of seconds ("30", "1.5") or a
+// number with one unit suffix: ms, s, m, h ("500ms", "30s", "5m", "2h").
+// Returns nullopt for anything else (empty, negative, non-finite, junk), so
+// callers can name the offending flag or key in their own error message.
+std::optional<double> parse_seconds(std::string_view text);
+
+// Renders seconds as a PostgreSQL interval literal ("30 seconds",
+// "0.5 seconds"), microsecond precision, locale-independent, for passing as
+// an `interval` query parameter. Throws std::invalid_argument on NaN/inf.
+std::string to_pg_interval(double seconds);
+
+}  // namespace bgexec::core

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <chrono>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace bgexec::core {
+
+using LogFields = std::initializer_list<std::pair<std::string_view, std::string>>;
+
+// Writes one logfmt line to stderr, e.g.
+//   ts=2026-11-29T09:00:00.123Z level=info msg="claimed jobs" n=3
+// if `level` is at or above the global minimum. Thread-safe: lines from
+// concurrent callers never interleave (mutex + a single write(2) per line).
+void log(std::string_view level, std::string_view msg, LogFields fields = {});
+
+// The line log() would write (with trailing '\n'), stamped with the current
+// time. Exposed for tests and for callers that route lines elsewhere.
+std::string format_line(std::string_view level, std::string_view msg, LogFields fields = {});
+
+// Same, with an explicit timestamp so output is deterministic.
+std::string format_line(std::chrono::system_clock::time_point ts, std::string_view level,
+                        std::string_view msg, LogFields fields = {});
+
+// Quotes and escapes a value when logfmt needs it (empty, or contains space,
+// '"', '=', '\\' or a control character); returns it unchanged otherwise.
+std::string logfmt_value(std::string_view value);
+
+// Sets the global minimum level: "debug", "info", "warn" (or "warning"),
+// "error". Returns false and changes nothing for an unknown name. Defaults to
+// info; the caller reads BGEXEC_LOG_LEVEL.
+bool set_level(std::string_view level);
+
+// Whether a line at `level` would be written now. Unknown level names are
+// always written (never hide a message because of a typo in its level).
+bool level_enabled(std::string_view level);
+
+}  // namespace bgexec::core

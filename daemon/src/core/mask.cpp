@@ -1,0 +1,143 @@
+#include "mask.hpp"
+
+#include <algorithm>
+
+namespace bgexec::core {
+
+namespace {
+
+constexpr std::string_view mask_text = "***";
+
+// Drops a trailing partial UTF-8 sequence from `kept` when `next` (the
+// first byte cut away) is a continuation byte, so a cut line never ends in
+// half a character. Non-UTF-8 input is left as is.
+void trim_partial_utf8(std::string& kept, unsigned char next) {
+  if ((next & 0xC0) != 0x80) return;
+  std::size_t at = kept.size();
+  while (at > 0 && kept.size() - at < 3 && (static_cast<unsigned char>(kept[at - 1]) & 0xC0) == 0x80) {
+    --at;
+  }
+  if (at > 0 && (static_cast<unsigned char>(kept[at - 1]) & 0xC0) == 0xC0) kept.resize(at - 1);
+}
+
+}  // namespace
+
+// Keeps secrets_ sorted by descending length (ties: lexical, for a stable
+// order) so mask() tries the longest candidate first at each offset.
+void Masker::add(std::string secret) {
+  if (secret.empty()) return;
+  if (std::find(secrets_.begin(), secrets_.end(), secret) != secrets_.end()) return;
+  secrets_.push_back(std::move(secret));
+  std::sort(secrets_.begin(), secrets_.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() > b.size() : a < b;
+  });
+}
+
+// Single left-to-right pass: at each offset the longest matching secret is
+// replaced and skipped, so overlapping secrets leave no fragment behind.
+std::string Masker::mask(std::string_view text) const {
+  if (secrets_.empty()) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    bool matched = false;
+    for (const auto& secret : secrets_) {
+      if (secret.size() <= text.size() - i && text.compare(i, secret.size(), secret) == 0) {
+        out += mask_text;
+        i += secret.size();
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) out.push_back(text[i++]);
+  }
+  return out;
+}
+
+// Recurses through objects and arrays; scalars other than strings are only
+// rewritten when their JSON text actually contains a secret.
+nlohmann::json Masker::mask_json(const nlohmann::json& value) const {
+  if (secrets_.empty()) return value;
+  switch (value.type()) {
+    case nlohmann::json::value_t::string:
+      return mask(value.get_ref<const std::string&>());
+    case nlohmann::json::value_t::object: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& [key, item] : value.items()) out[mask(key)] = mask_json(item);
+      return out;
+    }
+    case nlohmann::json::value_t::array: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : value) out.push_back(mask_json(item));
+      return out;
+    }
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::json::value_t::number_float:
+    case nlohmann::json::value_t::boolean: {
+      const std::string text = value.dump();
+      std::string masked = mask(text);
+      if (masked != text) return masked;
+      return value;
+    }
+    default:
+      return value;
+  }
+}
+
+// No secrets registered.
+bool Masker::empty() const { return secrets_.empty(); }
+
+// A zero cap would make every line "truncated"; clamp to one byte.
+LineSplitter::LineSplitter(std::size_t max_line) : max_line_(std::max<std::size_t>(max_line, 1)) {}
+
+// Drops one trailing '\r' (CRLF output) and stores the line.
+void LineSplitter::emit(std::vector<std::string>& out, std::string line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  out.push_back(std::move(line));
+}
+
+// Buffers at most max_line_ bytes; on overflow emits the kept prefix with the
+// marker at once and discards input until the line's '\n', so memory stays
+// bounded whatever the child writes.
+std::vector<std::string> LineSplitter::feed(std::string_view chunk) {
+  std::vector<std::string> lines;
+  while (!chunk.empty()) {
+    const std::size_t nl = chunk.find('\n');
+    const std::string_view piece = chunk.substr(0, nl);
+    if (discarding_) {
+      if (nl == std::string_view::npos) return lines;
+      discarding_ = false;
+    } else if (buffer_.size() + piece.size() > max_line_) {
+      const std::size_t room = max_line_ - buffer_.size();
+      buffer_.append(piece.substr(0, room));
+      trim_partial_utf8(buffer_, static_cast<unsigned char>(piece[room]));
+      buffer_ += truncation_marker;
+      lines.push_back(std::move(buffer_));
+      buffer_.clear();
+      discarding_ = nl == std::string_view::npos;
+      if (discarding_) return lines;
+    } else if (nl == std::string_view::npos) {
+      buffer_.append(piece);
+      return lines;
+    } else {
+      buffer_.append(piece);
+      emit(lines, std::move(buffer_));
+      buffer_.clear();
+    }
+    chunk.remove_prefix(nl + 1);
+  }
+  return lines;
+}
+
+// The partial last line at EOF; the splitter is reusable afterwards.
+std::string LineSplitter::flush() {
+  std::string rest = std::move(buffer_);
+  buffer_.clear();
+  discarding_ = false;
+  if (!rest.empty() && rest.back() == '\r') rest.pop_back();
+  return rest;
+}
+
+}  // namespace bgexec::core

@@ -1,0 +1,251 @@
+#include "template.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+#include <system_error>
+
+namespace bgexec::core {
+
+namespace {
+
+// One `{{ ... }}` occurrence inside a string.
+struct Placeholder {
+  std::size_t begin;  // offset of "{{"
+  std::size_t end;    // offset just past "}}"
+  std::string expr;   // trimmed inner text
+};
+
+// Strips ASCII whitespace from both ends.
+std::string_view trim(std::string_view s) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Finds every complete placeholder in order; an opening "{{" with no "}}"
+// after it ends the scan, leaving the rest as literal text.
+std::vector<Placeholder> scan(std::string_view text) {
+  std::vector<Placeholder> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t open = text.find("{{", pos);
+    if (open == std::string_view::npos) break;
+    const std::size_t close = text.find("}}", open + 2);
+    if (close == std::string_view::npos) break;
+    out.push_back({open, close + 2, std::string(trim(text.substr(open + 2, close - open - 2)))});
+    pos = close + 2;
+  }
+  return out;
+}
+
+// Splits on '.', keeping empty segments so "input..a" is detectably wrong.
+std::vector<std::string> split_path(std::string_view expr) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = expr.find('.', start);
+    parts.emplace_back(expr.substr(start, dot == std::string_view::npos ? dot : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+// Joins segments [from, to) with '.', for error messages.
+std::string join(const std::vector<std::string>& parts, std::size_t from, std::size_t to) {
+  std::string out;
+  for (std::size_t i = from; i < to; ++i) {
+    if (i > from) out.push_back('.');
+    out += parts[i];
+  }
+  return out;
+}
+
+// Parses an array index segment: decimal digits only, no sign.
+std::optional<std::size_t> parse_index(const std::string& seg) {
+  if (seg.empty() || !std::all_of(seg.begin(), seg.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  std::size_t idx = 0;
+  const auto [end, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), idx);
+  if (ec != std::errc{} || end != seg.data() + seg.size()) return std::nullopt;
+  return idx;
+}
+
+// Builds the error for one expression: `template {{EXPR}}: WHAT`.
+TemplateError error_for(const std::string& expr, const std::string& what) {
+  return TemplateError("template {{" + expr + "}}: " + what);
+}
+
+// Walks parts[from..] through objects (by key) and arrays (by index). On a
+// miss, throws naming `owner` and the path up to the failing segment.
+const nlohmann::json& walk(const nlohmann::json& root, const std::vector<std::string>& parts,
+                           std::size_t from, const std::string& expr, const std::string& owner) {
+  const nlohmann::json* cur = &root;
+  for (std::size_t i = from; i < parts.size(); ++i) {
+    const std::string& seg = parts[i];
+    const nlohmann::json* next = nullptr;
+    if (cur->is_object()) {
+      const auto it = cur->find(seg);
+      if (it != cur->end()) next = &*it;
+    } else if (cur->is_array()) {
+      const auto idx = parse_index(seg);
+      if (idx && *idx < cur->size()) next = &(*cur)[*idx];
+    }
+    if (next == nullptr) {
+      throw error_for(expr, owner + " \"" + join(parts, from, i + 1) + "\"");
+    }
+    cur = next;
+  }
+  return *cur;
+}
+
+// Resolves one trimmed expression to its JSON value; records secrets used.
+nlohmann::json evaluate(const std::string& expr, const TemplateContext& ctx,
+                        std::vector<std::string>* secrets_used) {
+  if (expr.empty()) throw error_for(expr, "empty expression");
+  const std::vector<std::string> parts = split_path(expr);
+  if (std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
+    if (parts[0] != "secrets") throw error_for(expr, "empty path segment");
+  }
+  const std::string& root = parts[0];
+
+  if (root == "input") {
+    return walk(ctx.input, parts, 1, expr, "input has no field");
+  }
+
+  if (root == "steps") {
+    if (parts.size() < 3) {
+      throw error_for(expr, "expected steps.ID.output or steps.ID.stdout");
+    }
+    const std::string& id = parts[1];
+    const nlohmann::json* step = nullptr;
+    if (ctx.steps.is_object()) {
+      const auto it = ctx.steps.find(id);
+      if (it != ctx.steps.end()) step = &*it;
+    }
+    if (step == nullptr || !step->is_object()) {
+      throw error_for(expr, "step \"" + id + "\" has not completed (or does not exist)");
+    }
+    if (parts[2] == "output") {
+      static const nlohmann::json null_output;
+      const auto it = step->find("output");
+      const nlohmann::json& output = it != step->end() ? *it : null_output;
+      return walk(output, parts, 3, expr, "step \"" + id + "\" has no output");
+    }
+    if (parts[2] == "stdout") {
+      if (parts.size() > 3) throw error_for(expr, "steps.ID.stdout takes no path");
+      const auto it = step->find("stdout");
+      if (it == step->end() || !it->is_string()) {
+        throw error_for(expr, "step \"" + id + "\" has no stdout");
+      }
+      std::string out = it->get<std::string>();
+      if (!out.empty() && out.back() == '\n') {
+        out.pop_back();
+        if (!out.empty() && out.back() == '\r') out.pop_back();
+      }
+      return out;
+    }
+    throw error_for(expr, "unknown step field \"" + parts[2] + "\" (expected output or stdout)");
+  }
+
+  if (root == "secrets") {
+    const std::string name = expr.size() > 8 ? expr.substr(8) : std::string();
+    if (name.empty()) throw error_for(expr, "expected secrets.NAME");
+    std::optional<std::string> value;
+    if (ctx.secret) value = ctx.secret(name);
+    if (!value) throw error_for(expr, "secret " + name + " is not available");
+    if (secrets_used != nullptr) secrets_used->push_back(*value);
+    return *value;
+  }
+
+  throw error_for(expr, "unknown root \"" + root + "\" (expected input, steps or secrets)");
+}
+
+// Renders one string: a lone placeholder keeps its value's type; otherwise
+// the placeholders are spliced into the surrounding text.
+nlohmann::json render_string(const std::string& text, const TemplateContext& ctx,
+                             std::vector<std::string>* secrets_used) {
+  const std::vector<Placeholder> found = scan(text);
+  if (found.empty()) return text;
+  if (found.size() == 1 && found[0].begin == 0 && found[0].end == text.size()) {
+    return evaluate(found[0].expr, ctx, secrets_used);
+  }
+  std::string out;
+  std::size_t pos = 0;
+  for (const auto& ph : found) {
+    out.append(text, pos, ph.begin - pos);
+    const nlohmann::json v = evaluate(ph.expr, ctx, secrets_used);
+    if (v.is_string()) {
+      out += v.get_ref<const std::string&>();
+    } else {
+      out += v.dump();
+    }
+    pos = ph.end;
+  }
+  out.append(text, pos, std::string::npos);
+  return out;
+}
+
+// Calls fn(parts) for every placeholder expression in every string of value.
+template <typename Fn>
+void for_each_expr(const nlohmann::json& value, const Fn& fn) {
+  if (value.is_string()) {
+    for (const auto& ph : scan(value.get_ref<const std::string&>())) fn(split_path(ph.expr));
+  } else if (value.is_structured()) {
+    for (const auto& item : value) for_each_expr(item, fn);
+  }
+}
+
+// Appends s to out unless already present (keeps first-appearance order).
+void add_unique(std::vector<std::string>& out, const std::string& s) {
+  if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+}
+
+}  // namespace
+
+// Recurses through containers, copying keys and rendering string leaves.
+nlohmann::json render(const nlohmann::json& value, const TemplateContext& ctx,
+                      std::vector<std::string>* secrets_used) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::string:
+      return render_string(value.get_ref<const std::string&>(), ctx, secrets_used);
+    case nlohmann::json::value_t::object: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& [key, item] : value.items()) out[key] = render(item, ctx, secrets_used);
+      return out;
+    }
+    case nlohmann::json::value_t::array: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : value) out.push_back(render(item, ctx, secrets_used));
+      return out;
+    }
+    default:
+      return value;
+  }
+}
+
+// Collects parts[1] of every `steps.ID...` expression.
+std::vector<std::string> referenced_steps(const nlohmann::json& value) {
+  std::vector<std::string> ids;
+  for_each_expr(value, [&](const std::vector<std::string>& parts) {
+    if (parts.size() >= 2 && parts[0] == "steps" && !parts[1].empty()) add_unique(ids, parts[1]);
+  });
+  return ids;
+}
+
+// Collects the NAME of every `secrets.NAME` expression (dots allowed in NAME).
+std::vector<std::string> referenced_secrets(const nlohmann::json& value) {
+  std::vector<std::string> names;
+  for_each_expr(value, [&](const std::vector<std::string>& parts) {
+    if (parts.size() >= 2 && parts[0] == "secrets") {
+      const std::string name = join(parts, 1, parts.size());
+      if (!name.empty()) add_unique(names, name);
+    }
+  });
+  return names;
+}
+
+}  // namespace bgexec::core

@@ -1,0 +1,314 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace bgexec::core {
+namespace {
+
+using Args = std::vector<std::string>;
+using Env = std::map<std::string, std::string>;
+
+// A JSON file in a fresh temp directory, removed with the object.
+class TempConfig {
+ public:
+  explicit TempConfig(const std::string& content) {
+    char dir_template[] = "/tmp/bgexec-config-test-XXXXXX";
+    const char* dir = ::mkdtemp(dir_template);
+    if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = dir;
+    path_ = dir_ + "/worker.json";
+    std::ofstream(path_) << content;
+  }
+  ~TempConfig() {
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
+// Returns the ConfigError message, or "" when parsing succeeds.
+std::string error_of(const Args& args, const Env& env = {}) {
+  try {
+    parse_worker_config(args, env);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WorkerConfig, Defaults) {
+  const WorkerConfig c = parse_worker_config({}, {});
+  EXPECT_EQ(c.db, "");
+  EXPECT_EQ(c.id, "");
+  EXPECT_EQ(c.queues, Args{"default"});
+  EXPECT_EQ(c.concurrency, 10);
+  EXPECT_EQ(c.lease_s, 30);
+  EXPECT_FALSE(c.allow_run);
+  EXPECT_TRUE(c.actions.empty());
+  EXPECT_EQ(c.grace_s, 30);
+  EXPECT_EQ(c.secrets_dir, "");
+  EXPECT_EQ(c.poll_s, 1.0);
+  EXPECT_EQ(c.reconcile_s, 5.0);
+  EXPECT_EQ(c.kill_grace_s, 0.5);
+  EXPECT_EQ(c.log_cap_bytes, std::size_t{1} << 20);
+}
+
+TEST(WorkerConfig, AllFlagsBothSpellings) {
+  const WorkerConfig c = parse_worker_config(
+      {"--db", "host=x dbname=y", "--id=w1", "--queue", "a", "--queue=b,c", "--concurrency", "64",
+       "--lease=45", "--allow-run", "--action", "export=/bin/export", "--action=load=/bin/load",
+       "--grace", "2m", "--secrets-dir=/run/secrets", "--poll", "250ms", "--reconcile-interval=10",
+       "--kill-grace", "0", "--log-cap=4096"},
+      {});
+  EXPECT_EQ(c.db, "host=x dbname=y");
+  EXPECT_EQ(c.id, "w1");
+  EXPECT_EQ(c.queues, (Args{"a", "b", "c"}));
+  EXPECT_EQ(c.concurrency, 64);
+  EXPECT_EQ(c.lease_s, 45);
+  EXPECT_TRUE(c.allow_run);
+  EXPECT_EQ(c.actions, (Env{{"export", "/bin/export"}, {"load", "/bin/load"}}));
+  EXPECT_EQ(c.grace_s, 120);
+  EXPECT_EQ(c.secrets_dir, "/run/secrets");
+  EXPECT_DOUBLE_EQ(c.poll_s, 0.25);
+  EXPECT_EQ(c.reconcile_s, 10);
+  EXPECT_EQ(c.kill_grace_s, 0);
+  EXPECT_EQ(c.log_cap_bytes, 4096u);
+}
+
+TEST(WorkerConfig, Environment) {
+  const WorkerConfig c = parse_worker_config(
+      {}, {{"BGEXEC_DB", "service=jobs"},
+           {"BGEXEC_ID", "env-worker"},
+           {"BGEXEC_QUEUES", "q1, q2"},
+           {"BGEXEC_CONCURRENCY", "3"},
+           {"BGEXEC_LEASE", "12.5"},
+           {"BGEXEC_ALLOW_RUN", "yes"},
+           {"BGEXEC_ACTIONS", "a=/x/a,b=/x/b"},
+           {"BGEXEC_GRACE", "0"},
+           {"BGEXEC_SECRETS_DIR", "/s"},
+           {"BGEXEC_POLL", "2"},
+           {"BGEXEC_RECONCILE_INTERVAL", "1m"},
+           {"BGEXEC_KILL_GRACE", "1"},
+           {"BGEXEC_LOG_CAP", "100"},
+           {"UNRELATED", "ignored"}});
+  EXPECT_EQ(c.db, "service=jobs");
+  EXPECT_EQ(c.id, "env-worker");
+  EXPECT_EQ(c.queues, (Args{"q1", "q2"}));
+  EXPECT_EQ(c.concurrency, 3);
+  EXPECT_EQ(c.lease_s, 12.5);
+  EXPECT_TRUE(c.allow_run);
+  EXPECT_EQ(c.actions, (Env{{"a", "/x/a"}, {"b", "/x/b"}}));
+  EXPECT_EQ(c.grace_s, 0);
+  EXPECT_EQ(c.secrets_dir, "/s");
+  EXPECT_EQ(c.poll_s, 2);
+  EXPECT_EQ(c.reconcile_s, 60);
+  EXPECT_EQ(c.kill_grace_s, 1);
+  EXPECT_EQ(c.log_cap_bytes, 100u);
+}
+
+TEST(WorkerConfig, BooleanEnvSpellings) {
+  for (const char* yes : {"1", "true", "TRUE", "yes"}) {
+    EXPECT_TRUE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", yes}}).allow_run) << yes;
+  }
+  for (const char* no : {"0", "false", "no", "No"}) {
+    EXPECT_FALSE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", no}}).allow_run) << no;
+  }
+  EXPECT_NE(error_of({}, {{"BGEXEC_ALLOW_RUN", "maybe"}}).find("BGEXEC_ALLOW_RUN"), std::string::npos);
+  // A flag beats the environment, including in the "off" direction.
+  EXPECT_FALSE(parse_worker_config({"--allow-run=false"}, {{"BGEXEC_ALLOW_RUN", "1"}}).allow_run);
+}
+
+TEST(WorkerConfig, EmptyEnvIsUnset) {
+  const WorkerConfig c = parse_worker_config({}, {{"BGEXEC_CONCURRENCY", ""}, {"BGEXEC_QUEUES", ""}});
+  EXPECT_EQ(c.concurrency, 10);
+  EXPECT_EQ(c.queues, Args{"default"});
+}
+
+TEST(WorkerConfig, ConfigFile) {
+  TempConfig file(R"({"db": "dbname=f", "id": "file-w", "queues": ["fq"], "concurrency": 7,
+                      "lease": 20, "allow_run": true, "actions": {"x": "/f/x"}, "grace": 1.5,
+                      "secrets_dir": "/fs", "poll": 0.5, "reconcile_interval": 9,
+                      "kill_grace": 2, "log_cap": 2048})");
+  const WorkerConfig c = parse_worker_config({"--config", file.path()}, {});
+  EXPECT_EQ(c.db, "dbname=f");
+  EXPECT_EQ(c.id, "file-w");
+  EXPECT_EQ(c.queues, Args{"fq"});
+  EXPECT_EQ(c.concurrency, 7);
+  EXPECT_EQ(c.lease_s, 20);
+  EXPECT_TRUE(c.allow_run);
+  EXPECT_EQ(c.actions, (Env{{"x", "/f/x"}}));
+  EXPECT_EQ(c.grace_s, 1.5);
+  EXPECT_EQ(c.secrets_dir, "/fs");
+  EXPECT_EQ(c.poll_s, 0.5);
+  EXPECT_EQ(c.reconcile_s, 9);
+  EXPECT_EQ(c.kill_grace_s, 2);
+  EXPECT_EQ(c.log_cap_bytes, 2048u);
+  // BGEXEC_CONFIG names the file too.
+  EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_CONFIG", file.path()}}).id, "file-w");
+}
+
+TEST(WorkerConfig, PrecedenceFlagsOverEnvOverFile) {
+  TempConfig file(R"({"db": "file", "id": "file", "concurrency": 2, "lease": 5,
+                      "queues": ["file-q"], "actions": {"a": "/file/a", "b": "/file/b", "c": "/file/c"}})");
+  const Env env{{"BGEXEC_CONFIG", file.path()},
+                {"BGEXEC_ID", "env"},
+                {"BGEXEC_CONCURRENCY", "3"},
+                {"BGEXEC_QUEUES", "env-q"},
+                {"BGEXEC_ACTIONS", "b=/env/b,c=/env/c"}};
+  const WorkerConfig c = parse_worker_config({"--concurrency=4", "--action", "c=/flag/c"}, env);
+  EXPECT_EQ(c.db, "file");         // only the file sets it
+  EXPECT_EQ(c.id, "env");          // env over file
+  EXPECT_EQ(c.concurrency, 4);     // flag over env over file
+  EXPECT_EQ(c.lease_s, 5);         // file over default
+  EXPECT_EQ(c.queues, Args{"env-q"});
+  EXPECT_EQ(c.actions, (Env{{"a", "/file/a"}, {"b", "/env/b"}, {"c", "/flag/c"}}));
+
+  // --queue on the command line replaces env and file queues.
+  EXPECT_EQ(parse_worker_config({"--queue", "cli"}, env).queues, Args{"cli"});
+  // Last --config wins and --config beats BGEXEC_CONFIG.
+  TempConfig other(R"({"db": "other"})");
+  EXPECT_EQ(parse_worker_config({"--config", other.path()}, env).db, "other");
+  // Repeated scalar flags: the last one wins.
+  EXPECT_EQ(parse_worker_config({"--id", "one", "--id", "two"}, {}).id, "two");
+}
+
+TEST(WorkerConfig, FileUnknownKey) {
+  TempConfig file(R"({"db": "x", "concurency": 5})");
+  const std::string msg = error_of({"--config=" + file.path()});
+  EXPECT_NE(msg.find("unknown key \"concurency\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find(file.path()), std::string::npos) << msg;
+}
+
+TEST(WorkerConfig, FileWrongTypes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"db": 5})", "\"db\""},
+      {R"({"queues": "q"})", "\"queues\""},
+      {R"({"queues": []})", "\"queues\""},
+      {R"({"queues": [1]})", "\"queues\""},
+      {R"({"concurrency": "5"})", "\"concurrency\""},
+      {R"({"concurrency": 2.5})", "\"concurrency\""},
+      {R"({"concurrency": 0})", "\"concurrency\""},
+      {R"({"concurrency": 5000})", "\"concurrency\""},
+      {R"({"lease": "30"})", "\"lease\""},
+      {R"({"lease": 0})", "\"lease\""},
+      {R"({"allow_run": 1})", "\"allow_run\""},
+      {R"({"actions": ["a"]})", "\"actions\""},
+      {R"({"actions": {"a": 1}})", "\"actions\""},
+      {R"({"grace": -1})", "\"grace\""},
+      {R"({"log_cap": -5})", "\"log_cap\""},
+      {R"({"log_cap": 1.5})", "\"log_cap\""},
+  };
+  for (const auto& [content, key] : cases) {
+    TempConfig file(content);
+    const std::string msg = error_of({"--config", file.path()});
+    EXPECT_NE(msg.find("key " + key), std::string::npos) << content << " -> " << msg;
+  }
+}
+
+TEST(WorkerConfig, FileNotReadableOrInvalid) {
+  EXPECT_NE(error_of({"--config", "/nonexistent/bgexec.json"}).find("cannot be read"), std::string::npos);
+  TempConfig bad("{not json");
+  EXPECT_NE(error_of({"--config", bad.path()}).find("not valid JSON"), std::string::npos);
+  TempConfig arr("[1]");
+  EXPECT_NE(error_of({"--config", arr.path()}).find("JSON object"), std::string::npos);
+}
+
+TEST(WorkerConfig, BadFlagValuesNameTheFlag) {
+  EXPECT_NE(error_of({"--concurrency", "0"}).find("--concurrency"), std::string::npos);
+  EXPECT_NE(error_of({"--concurrency", "1025"}).find("--concurrency"), std::string::npos);
+  EXPECT_NE(error_of({"--concurrency=ten"}).find("--concurrency"), std::string::npos);
+  EXPECT_NE(error_of({"--concurrency", "-3"}).find("--concurrency"), std::string::npos);
+  EXPECT_NE(error_of({"--lease", "0"}).find("--lease"), std::string::npos);
+  EXPECT_NE(error_of({"--lease", "soon"}).find("--lease"), std::string::npos);
+  EXPECT_NE(error_of({"--grace", "-1"}).find("--grace"), std::string::npos);
+  EXPECT_NE(error_of({"--poll", "0"}).find("--poll"), std::string::npos);
+  EXPECT_NE(error_of({"--reconcile-interval", "x"}).find("--reconcile-interval"), std::string::npos);
+  EXPECT_NE(error_of({"--kill-grace", "1y"}).find("--kill-grace"), std::string::npos);
+  EXPECT_NE(error_of({"--log-cap", "0"}).find("--log-cap"), std::string::npos);
+  EXPECT_NE(error_of({"--log-cap", "1MB"}).find("--log-cap"), std::string::npos);
+  EXPECT_NE(error_of({"--action", "noequals"}).find("--action"), std::string::npos);
+  EXPECT_NE(error_of({"--action", "=/bin/x"}).find("--action"), std::string::npos);
+  EXPECT_NE(error_of({"--queue", "a,,b"}).find("--queue"), std::string::npos);
+  EXPECT_NE(error_of({"--allow-run=perhaps"}).find("--allow-run"), std::string::npos);
+  EXPECT_NE(error_of({}, {{"BGEXEC_LEASE", "-2"}}).find("BGEXEC_LEASE"), std::string::npos);
+  EXPECT_NE(error_of({}, {{"BGEXEC_ACTIONS", "a=/x,broken"}}).find("BGEXEC_ACTIONS"), std::string::npos);
+}
+
+TEST(WorkerConfig, UnknownFlagsAndMissingValues) {
+  EXPECT_NE(error_of({"--concurency", "3"}).find("--concurency"), std::string::npos);
+  EXPECT_NE(error_of({"--db"}).find("--db requires a value"), std::string::npos);
+  EXPECT_NE(error_of({"stray"}).find("\"stray\""), std::string::npos);
+  EXPECT_NE(error_of({"-x"}).find("\"-x\""), std::string::npos);
+  // Help flags are tolerated by the parser (the caller checks them first).
+  EXPECT_EQ(error_of({"--help"}), "");
+}
+
+TEST(WorkerConfig, HelpRequested) {
+  EXPECT_TRUE(help_requested({"--help"}));
+  EXPECT_TRUE(help_requested({"--queue", "q", "-h"}));
+  EXPECT_FALSE(help_requested({}));
+  EXPECT_FALSE(help_requested({"--id", "--help"}));  // the value of --id
+  EXPECT_FALSE(help_requested({"--", "--help"}));
+  EXPECT_TRUE(help_requested({"--allow-run", "--help"}));
+}
+
+TEST(WorkerConfig, UsageDocumentsEveryFlag) {
+  const std::string usage = worker_usage();
+  for (const char* needle :
+       {"--db", "BGEXEC_DB", "--id", "BGEXEC_ID", "--queue", "BGEXEC_QUEUES", "--concurrency",
+        "BGEXEC_CONCURRENCY", "Defaults to 10.", "--lease", "BGEXEC_LEASE", "Defaults to 30.", "--allow-run",
+        "BGEXEC_ALLOW_RUN", "--config", "BGEXEC_CONFIG", "--action", "BGEXEC_ACTIONS", "--grace",
+        "BGEXEC_GRACE", "--secrets-dir", "BGEXEC_SECRETS_DIR", "--poll", "BGEXEC_POLL", "Defaults to 1.",
+        "--reconcile-interval", "BGEXEC_RECONCILE_INTERVAL", "Defaults to 5.", "--kill-grace",
+        "BGEXEC_KILL_GRACE", "Defaults to 0.5.", "--log-cap", "BGEXEC_LOG_CAP", "1048576"}) {
+    EXPECT_NE(usage.find(needle), std::string::npos) << needle;
+  }
+}
+
+TEST(ParseArgs, MixedArguments) {
+  const ParsedArgs p = parse_args({"kind", "--queue", "q1", "--after=5", "--follow", "{\"a\":1}", "--queue=q2"},
+                                  {"--queue", "after"}, {"--follow", "json"});
+  EXPECT_EQ(p.positional, (Args{"kind", "{\"a\":1}"}));
+  EXPECT_EQ(p.options.at("--queue"), (Args{"q1", "q2"}));
+  EXPECT_EQ(p.options.at("after"), Args{"5"});
+  EXPECT_EQ(p.flags, (std::set<std::string>{"--follow"}));
+}
+
+TEST(ParseArgs, PositionalForms) {
+  const ParsedArgs p = parse_args({"-", "-5", "--", "--queue", "x"}, {"--queue"}, {});
+  EXPECT_EQ(p.positional, (Args{"-", "-5", "--queue", "x"}));
+  EXPECT_TRUE(p.options.empty());
+}
+
+TEST(ParseArgs, ShortOptions) {
+  const ParsedArgs p = parse_args({"-n", "3", "-f"}, {"n"}, {"-f"});
+  EXPECT_EQ(p.options.at("n"), Args{"3"});
+  EXPECT_TRUE(p.flags.count("-f"));
+}
+
+TEST(ParseArgs, Errors) {
+  EXPECT_THROW(parse_args({"--nope"}, {"--queue"}, {}), ConfigError);
+  EXPECT_THROW(parse_args({"--queue"}, {"--queue"}, {}), ConfigError);
+  EXPECT_THROW(parse_args({"--follow=yes"}, {}, {"--follow"}), ConfigError);
+  try {
+    parse_args({"--bogus=1"}, {}, {});
+    FAIL() << "no exception";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--bogus"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace bgexec::core

@@ -1,0 +1,59 @@
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <limits>
+
+#include "core/duration.hpp"
+
+namespace bgexec::core {
+namespace {
+
+TEST(ParseSeconds, BareNumbers) {
+  EXPECT_EQ(parse_seconds("30"), 30.0);
+  EXPECT_EQ(parse_seconds("1.5"), 1.5);
+  EXPECT_EQ(parse_seconds("0"), 0.0);
+}
+
+TEST(ParseSeconds, Units) {
+  EXPECT_DOUBLE_EQ(*parse_seconds("500ms"), 0.5);
+  EXPECT_EQ(parse_seconds("30s"), 30.0);
+  EXPECT_EQ(parse_seconds("5m"), 300.0);
+  EXPECT_EQ(parse_seconds("2h"), 7200.0);
+  EXPECT_EQ(parse_seconds("1.5m"), 90.0);
+}
+
+TEST(ParseSeconds, RejectsJunk) {
+  EXPECT_FALSE(parse_seconds(""));
+  EXPECT_FALSE(parse_seconds("abc"));
+  EXPECT_FALSE(parse_seconds("s"));
+  EXPECT_FALSE(parse_seconds("-1"));
+  EXPECT_FALSE(parse_seconds("10x"));
+  EXPECT_FALSE(parse_seconds("10 s"));
+  EXPECT_FALSE(parse_seconds("5mm"));
+  EXPECT_FALSE(parse_seconds("1e3"));
+  EXPECT_FALSE(parse_seconds("nan"));
+  EXPECT_FALSE(parse_seconds("inf"));
+  EXPECT_FALSE(parse_seconds("3d"));
+}
+
+TEST(ToPgInterval, Formats) {
+  EXPECT_EQ(to_pg_interval(30), "30 seconds");
+  EXPECT_EQ(to_pg_interval(0.5), "0.5 seconds");
+  EXPECT_EQ(to_pg_interval(0), "0 seconds");
+  EXPECT_EQ(to_pg_interval(1.25), "1.25 seconds");
+  EXPECT_EQ(to_pg_interval(0.000001), "0.000001 seconds");
+  EXPECT_EQ(to_pg_interval(86400), "86400 seconds");
+}
+
+TEST(ToPgInterval, RoundsToMicroseconds) {
+  EXPECT_EQ(to_pg_interval(1.0000004), "1 seconds");
+  EXPECT_EQ(to_pg_interval(-0.0000001), "0 seconds");
+}
+
+TEST(ToPgInterval, RejectsNonFinite) {
+  EXPECT_THROW(to_pg_interval(std::numeric_limits<double>::infinity()), std::invalid_argument);
+  EXPECT_THROW(to_pg_interval(std::numeric_limits<double>::quiet_NaN()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace bgexec::core

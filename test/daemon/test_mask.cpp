@@ -1,0 +1,153 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/mask.hpp"
+
+namespace bgexec::core {
+namespace {
+
+using nlohmann::json;
+
+TEST(Masker, EmptyIsIdentity) {
+  Masker m;
+  EXPECT_TRUE(m.empty());
+  EXPECT_EQ(m.mask("nothing secret here"), "nothing secret here");
+  m.add("");
+  EXPECT_TRUE(m.empty());  // empty secrets are ignored
+}
+
+TEST(Masker, MasksEveryOccurrence) {
+  Masker m;
+  m.add("hunter2");
+  EXPECT_FALSE(m.empty());
+  EXPECT_EQ(m.mask("pw=hunter2 again hunter2!"), "pw=*** again ***!");
+  EXPECT_EQ(m.mask("hunter"), "hunter");
+}
+
+TEST(Masker, LongestFirst) {
+  Masker m;
+  m.add("abc");
+  m.add("abcdef");
+  // If "abc" were applied first, "def" would leak.
+  EXPECT_EQ(m.mask("x abcdef y abc"), "x *** y ***");
+}
+
+TEST(Masker, OverlappingSecrets) {
+  Masker m;
+  m.add("token-123");
+  m.add("123-xyz");
+  EXPECT_EQ(m.mask("token-123-xyz"), "***-xyz");
+  EXPECT_EQ(m.mask("a123-xyz"), "a***");
+}
+
+TEST(Masker, DuplicatesAndSingleChar) {
+  Masker m;
+  m.add("k");
+  m.add("k");
+  EXPECT_EQ(m.mask("kick"), "***ic***");
+}
+
+TEST(Masker, MaskJsonRecursesIncludingKeys) {
+  Masker m;
+  m.add("s3cret");
+  const json in = {
+      {"password", "s3cret"},
+      {"s3cret", 1},
+      {"list", {"a s3cret b", 2, nullptr, true}},
+      {"nested", {{"deep", "xs3cretx"}}},
+  };
+  const json out = m.mask_json(in);
+  EXPECT_EQ(out["password"], "***");
+  EXPECT_TRUE(out.contains("***"));
+  EXPECT_FALSE(out.contains("s3cret"));
+  EXPECT_EQ(out["list"], json({"a *** b", 2, nullptr, true}));
+  EXPECT_EQ(out["nested"]["deep"], "x***x");
+  EXPECT_EQ(out.dump().find("s3cret"), std::string::npos);
+}
+
+TEST(Masker, MaskJsonNumericSecret) {
+  Masker m;
+  m.add("4242");
+  const json out = m.mask_json({{"pin", 4242}, {"other", 17}});
+  EXPECT_EQ(out["pin"], "***");
+  EXPECT_EQ(out["other"], 17);  // untouched numbers keep their type
+}
+
+TEST(LineSplitter, SplitsAcrossChunks) {
+  LineSplitter s;
+  EXPECT_TRUE(s.feed("hel").empty());
+  EXPECT_EQ(s.feed("lo\nwor"), std::vector<std::string>{"hello"});
+  EXPECT_EQ(s.feed("ld\n\nlast"), (std::vector<std::string>{"world", ""}));
+  EXPECT_EQ(s.flush(), "last");
+  EXPECT_EQ(s.flush(), "");
+}
+
+TEST(LineSplitter, StripsCarriageReturn) {
+  LineSplitter s;
+  EXPECT_EQ(s.feed("a\r\nb\r"), std::vector<std::string>{"a"});
+  EXPECT_EQ(s.feed("\n"), std::vector<std::string>{"b"});
+}
+
+TEST(LineSplitter, SecretSplitAcrossReadsIsMasked) {
+  Masker m;
+  m.add("topsecret");
+  LineSplitter s;
+  std::vector<std::string> lines;
+  for (const char* chunk : {"value=tops", "ecret done\n"}) {
+    for (auto& l : s.feed(chunk)) lines.push_back(m.mask(l));
+  }
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "value=*** done");
+}
+
+TEST(LineSplitter, TruncatesLongLines) {
+  LineSplitter s(8);
+  EXPECT_EQ(s.feed("12345678\n"), std::vector<std::string>{"12345678"});  // exactly at cap
+  std::vector<std::string> got = s.feed("123456789abc");
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "12345678\u2026[truncated]");
+  // The rest of the long line is dropped up to its newline.
+  EXPECT_TRUE(s.feed("more junk").empty());
+  EXPECT_EQ(s.feed("tail\nnext\n"), std::vector<std::string>{"next"});
+  EXPECT_EQ(s.flush(), "");
+}
+
+TEST(LineSplitter, TruncatesWithinOneChunk) {
+  LineSplitter s(4);
+  EXPECT_EQ(s.feed("abcdefgh\nok\n"),
+            (std::vector<std::string>{std::string("abcd") + "\u2026[truncated]", "ok"}));
+}
+
+TEST(LineSplitter, TruncationAccumulatedAcrossChunks) {
+  LineSplitter s(5);
+  EXPECT_TRUE(s.feed("abc").empty());
+  EXPECT_EQ(s.feed("def\n"), std::vector<std::string>{std::string("abcde") + "\u2026[truncated]"});
+}
+
+TEST(LineSplitter, TruncationKeepsUtf8Whole) {
+  LineSplitter s(4);
+  // "ab" + "é" (2 bytes) + "é": the cap falls inside the second "é".
+  const auto out = s.feed("ab\xc3\xa9\xc3\xa9\n");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], std::string("ab\xc3\xa9") + "\u2026[truncated]");
+  LineSplitter t(3);
+  const auto cut = t.feed("ab\xc3\xa9z\n");
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_EQ(cut[0], std::string("ab") + "\u2026[truncated]");
+}
+
+TEST(LineSplitter, DefaultCapIs64KiB) {
+  LineSplitter s;
+  const std::string big(64 * 1024, 'x');
+  EXPECT_EQ(s.feed(big + "\n"), std::vector<std::string>{big});
+  const auto out = s.feed(big + "y\n");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], big + "\u2026[truncated]");
+}
+
+}  // namespace
+}  // namespace bgexec::core

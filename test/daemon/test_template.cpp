@@ -1,0 +1,172 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/template.hpp"
+
+namespace bgexec::core {
+namespace {
+
+using nlohmann::json;
+
+TemplateContext make_ctx() {
+  TemplateContext ctx;
+  ctx.input = json::parse(R"({"day": "2026-11-29", "n": 3, "cfg": {"deep": {"x": true}}, "list": [10, 20]})");
+  ctx.steps = json::parse(R"({
+    "extract": {"output": {"path": "/tmp/o.csv", "items": [{"name": "a"}, {"name": "b"}], "count": 2},
+                "stdout": "ignored\n"},
+    "count":   {"output": null, "stdout": "42\n\n"},
+    "crlf":    {"output": "plain", "stdout": "7\r\n"},
+    "bare":    {}
+  })");
+  const std::map<std::string, std::string> secrets{{"token", "t0k3n"}, {"db.pass", "pw"}};
+  ctx.secret = [secrets](const std::string& name) -> std::optional<std::string> {
+    const auto it = secrets.find(name);
+    if (it == secrets.end()) return std::nullopt;
+    return it->second;
+  };
+  return ctx;
+}
+
+// Returns render()'s TemplateError message, or "" when it succeeds.
+std::string error_of(const json& value, const TemplateContext& ctx) {
+  try {
+    render(value, ctx);
+  } catch (const TemplateError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Template, PlainValuesUntouched) {
+  const auto ctx = make_ctx();
+  const json v = {{"a", 1}, {"b", "no templates"}, {"c", nullptr}, {"d", {true, 2.5}}};
+  EXPECT_EQ(render(v, ctx), v);
+}
+
+TEST(Template, WholeExpressionKeepsType) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(render("{{input.n}}", ctx), json(3));
+  EXPECT_EQ(render("{{ input.cfg }}", ctx), json::parse(R"({"deep": {"x": true}})"));
+  EXPECT_EQ(render("{{input.cfg.deep.x}}", ctx), json(true));
+  EXPECT_EQ(render("{{input}}", ctx), ctx.input);
+  EXPECT_EQ(render("{{steps.extract.output}}", ctx), ctx.steps["extract"]["output"]);
+  EXPECT_EQ(render("{{steps.extract.output.count}}", ctx), json(2));
+  EXPECT_EQ(render("{{steps.count.output}}", ctx), json(nullptr));
+  EXPECT_EQ(render("{{steps.bare.output}}", ctx), json(nullptr));  // no output recorded
+}
+
+TEST(Template, ArrayIndexes) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(render("{{steps.extract.output.items.1.name}}", ctx), json("b"));
+  EXPECT_EQ(render("{{input.list.0}}", ctx), json(10));
+  EXPECT_NE(error_of("{{input.list.2}}", ctx).find("input has no field \"list.2\""), std::string::npos);
+  EXPECT_NE(error_of("{{input.list.-1}}", ctx).find("list.-1"), std::string::npos);
+  EXPECT_NE(error_of("{{input.list.x}}", ctx).find("list.x"), std::string::npos);
+}
+
+TEST(Template, EmbeddedExpressions) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(render("day={{input.day}} n={{ input.n }}", ctx), json("day=2026-11-29 n=3"));
+  EXPECT_EQ(render("cfg {{input.cfg}}", ctx), json(R"(cfg {"deep":{"x":true}})"));
+  EXPECT_EQ(render("{{input.n}}{{input.n}}", ctx), json("33"));
+  EXPECT_EQ(render(" {{input.n}}", ctx), json(" 3"));  // not exactly one expression
+  EXPECT_EQ(render("v={{steps.count.output}}", ctx), json("v=null"));
+}
+
+TEST(Template, Stdout) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(render("{{steps.count.stdout}}", ctx), json("42\n"));  // only ONE newline trimmed
+  EXPECT_EQ(render("load {{steps.crlf.stdout}} rows?", ctx), json("load 7 rows?"));
+  EXPECT_NE(error_of("{{steps.bare.stdout}}", ctx).find("step \"bare\" has no stdout"), std::string::npos);
+}
+
+TEST(Template, RecursesIntoContainersButNotKeys) {
+  const auto ctx = make_ctx();
+  const json v = json::parse(R"({"{{input.day}}": ["{{input.n}}", {"p": "x{{steps.extract.output.path}}"}]})");
+  const json expected = json::parse(R"({"{{input.day}}": [3, {"p": "x/tmp/o.csv"}]})");
+  EXPECT_EQ(render(v, ctx), expected);
+}
+
+TEST(Template, UnclosedBracesAreLiteral) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(render("a {{ b", ctx), json("a {{ b"));
+  EXPECT_EQ(render("{{input.n}} and {{ open", ctx), json("3 and {{ open"));
+  EXPECT_EQ(render("}} {", ctx), json("}} {"));
+}
+
+TEST(Template, MissingOutputPathNamesExpression) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(error_of("{{steps.extract.output.missing}}", ctx),
+            "template {{steps.extract.output.missing}}: step \"extract\" has no output \"missing\"");
+  EXPECT_EQ(error_of("{{ steps.extract.output.path.more }}", ctx),
+            "template {{steps.extract.output.path.more}}: step \"extract\" has no output \"path.more\"");
+}
+
+TEST(Template, MissingStepAndBadExpressions) {
+  const auto ctx = make_ctx();
+  EXPECT_NE(error_of("{{steps.nope.output}}", ctx).find("template {{steps.nope.output}}: step \"nope\""),
+            std::string::npos);
+  EXPECT_NE(error_of("{{steps.extract}}", ctx).find("template {{steps.extract}}"), std::string::npos);
+  EXPECT_NE(error_of("{{steps.extract.result}}", ctx).find("\"result\""), std::string::npos);
+  EXPECT_NE(error_of("{{env.HOME}}", ctx).find("template {{env.HOME}}: unknown root \"env\""),
+            std::string::npos);
+  EXPECT_NE(error_of("{{}}", ctx).find("empty expression"), std::string::npos);
+  EXPECT_NE(error_of("{{input..day}}", ctx).find("empty path segment"), std::string::npos);
+  EXPECT_NE(error_of("{{input.nope}}", ctx).find("input has no field \"nope\""), std::string::npos);
+  // Errors inside nested containers still surface.
+  EXPECT_NE(error_of(json::parse(R"({"a": [{"b": "{{input.zzz}}"}]})"), ctx).find("zzz"), std::string::npos);
+}
+
+TEST(Template, NonObjectStepsContext) {
+  TemplateContext ctx;
+  EXPECT_NE(error_of("{{steps.a.output}}", ctx).find("step \"a\""), std::string::npos);
+  EXPECT_NE(error_of("{{input.a}}", ctx).find("input has no field \"a\""), std::string::npos);
+  EXPECT_EQ(render("{{input}}", ctx), json(nullptr));
+}
+
+TEST(Template, SecretsAreResolvedAndReported) {
+  const auto ctx = make_ctx();
+  std::vector<std::string> used;
+  const json out = render(json::parse(R"({"h": "Bearer {{secrets.token}}", "p": "{{ secrets.db.pass }}"})"),
+                          ctx, &used);
+  EXPECT_EQ(out["h"], "Bearer t0k3n");
+  EXPECT_EQ(out["p"], "pw");
+  EXPECT_EQ(used, (std::vector<std::string>{"t0k3n", "pw"}));
+  // Without an out-parameter, rendering still works.
+  EXPECT_EQ(render("{{secrets.token}}", ctx), json("t0k3n"));
+}
+
+TEST(Template, MissingSecret) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(error_of("{{secrets.nope}}", ctx), "template {{secrets.nope}}: secret nope is not available");
+  TemplateContext no_resolver;
+  EXPECT_NE(error_of("{{secrets.token}}", no_resolver).find("secret token is not available"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{secrets}}", ctx).find("secrets.NAME"), std::string::npos);
+}
+
+TEST(Template, ReferencedSteps) {
+  const json v = json::parse(R"({
+    "with": {"a": "{{steps.extract.output.path}}", "b": ["{{ steps.count.stdout }}", "x{{steps.extract.output}}"]},
+    "c": "{{input.day}} {{secrets.token}} {{ unclosed",
+    "{{steps.keyonly.output}}": 1
+  })");
+  const auto ids = referenced_steps(v);
+  // Object iteration is by key; compare as a set-like sorted vector.
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()), (std::set<std::string>{"extract", "count"}));
+  EXPECT_EQ(ids.size(), 2u);
+  EXPECT_EQ(referenced_steps(json("{{steps.a.output}} {{steps.b.stdout}} {{steps.a.output}}")),
+            (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(referenced_steps(json("{{steps}} plain")).empty());
+  EXPECT_EQ(referenced_secrets(v), std::vector<std::string>{"token"});
+}
+
+}  // namespace
+}  // namespace bgexec::core
