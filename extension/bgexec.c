@@ -44,9 +44,9 @@ PG_FUNCTION_INFO_V1(bgexec_caller);
  * Module load: defines the bgexec.* GUCs and, when loaded from
  * shared_preload_libraries, registers the watchdog background worker.
  *
- * Runs once per process that loads the library.  The PGC_POSTMASTER
- * settings are only meaningful in the postmaster (preload); a backend that
- * loads the module later still defines them so SHOW works.
+ * Runs once per process that loads the library: in the postmaster when
+ * preloaded (backends inherit the definitions), else in each backend on
+ * the first call of one of its functions.
  */
 void
 _PG_init(void)
@@ -108,13 +108,21 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 
+	/*
+	 * The watchdog settings are read once, by the postmaster.  PostgreSQL
+	 * refuses to define a PGC_POSTMASTER variable in a backend that loads
+	 * the module on first use (FATAL), so without preloading they are
+	 * defined as PGC_SIGHUP instead: still visible and settable in
+	 * postgresql.conf without a warning, and inert, since no watchdog runs.
+	 */
 	DefineCustomStringVariable("bgexec.database",
 							   "Database the watchdog connects to.",
 							   "The extension bgexec must be installed there; "
 							   "the watchdog idles while it is not.",
 							   &bgexec_database,
 							   "postgres",
-							   PGC_POSTMASTER,
+							   process_shared_preload_libraries_in_progress ?
+							   PGC_POSTMASTER : PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
 
@@ -123,7 +131,8 @@ _PG_init(void)
 							 "Only read when bgexec is in shared_preload_libraries.",
 							 &bgexec_watchdog_enabled,
 							 true,
-							 PGC_POSTMASTER,
+							 process_shared_preload_libraries_in_progress ?
+							 PGC_POSTMASTER : PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
 

@@ -205,7 +205,9 @@ validate_workflow(JsonbContainer *root)
 			have_steps = true;
 		}
 		else if (key_equals(&key, "input"))
-			 /* any JSON value */ ;
+		{
+			/* any JSON value: the workflow's input, as given */
+		}
 		else if (key_equals(&key, "name") || key_equals(&key, "description"))
 		{
 			if (v.type != jbvString)
@@ -666,8 +668,9 @@ check_no_cycle(WorkflowStep *steps, int nsteps)
 	path = (int *) palloc(sizeof(int) * nsteps);
 	for (int i = 0; i < nsteps; i++)
 		pos[i] = -1;
-	for (v = 0; indeg[v] == 0; v++)
-		 /* find the first left-over step */ ;
+	v = 0;
+	while (indeg[v] == 0)
+		v++;
 	while (pos[v] < 0)
 	{
 		int			next = -1;

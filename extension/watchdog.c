@@ -81,6 +81,7 @@ static SPIPlanPtr retention_plan = NULL;
 
 static ExtensionState extension_state = EXT_UNKNOWN;
 
+static int64 watchdog_delay_ms(int consecutive_errors);
 static bool watchdog_run(WatchdogTask task);
 static void watchdog_task_body(WatchdogTask task);
 static int64 watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
@@ -115,15 +116,17 @@ bgexec_watchdog_register(void)
 /*
  * Entry point of the watchdog process: connect, then tick forever.
  *
- * Ticks start bgexec.watchdog_interval apart (measured start to start); a
- * SIGHUP wakes the loop to reload the configuration but does not cause an
- * extra tick.  Exits through die() on SIGTERM, or with the postmaster.
+ * A tick starts bgexec.watchdog_interval after the previous one ended
+ * (longer while ticks keep failing, see watchdog_delay_ms).  A SIGHUP wakes
+ * the loop to reload the configuration; the new interval applies to the
+ * wait in progress, and no extra tick runs.  Exits through die() on
+ * SIGTERM, or with the postmaster.
  */
 void
 bgexec_watchdog_main(Datum main_arg)
 {
 	MemoryContext loop_cxt;
-	TimestampTz next_tick;
+	TimestampTz last_tick_end = 0;	/* 0: tick at once */
 	int			consecutive_errors = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -150,11 +153,16 @@ bgexec_watchdog_main(Datum main_arg)
 									 "bgexec watchdog loop",
 									 ALLOCSET_DEFAULT_SIZES);
 
-	next_tick = GetCurrentTimestamp();
 	for (;;)
 	{
-		long		delay_ms;
+		bool		ok;
 
+		/*
+		 * A cancel (pg_cancel_backend) is meant for a running tick; between
+		 * ticks there is nothing to cancel, and outside PG_TRY the ERROR it
+		 * would raise here would end the process.  Drop it.
+		 */
+		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
 
 		if (ConfigReloadPending)
@@ -163,48 +171,52 @@ bgexec_watchdog_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
-		delay_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-												   next_tick);
-		if (delay_ms > 0)
+		if (last_tick_end != 0)
 		{
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 delay_ms,
-							 PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			continue;
+			TimestampTz due = TimestampTzPlusMilliseconds(last_tick_end,
+														  watchdog_delay_ms(consecutive_errors));
+			long		delay_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+																   due);
+
+			if (delay_ms > 0)
+			{
+				(void) WaitLatch(MyLatch,
+								 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 delay_ms,
+								 PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				continue;
+			}
 		}
 
 		MemoryContextReset(loop_cxt);
 		MemoryContextSwitchTo(loop_cxt);
 
-		{
-			bool		ok = watchdog_run(WATCHDOG_RECONCILE);
+		ok = watchdog_run(WATCHDOG_RECONCILE);
+		if (bgexec_retention >= 0 && extension_state == EXT_PRESENT)
+			ok = watchdog_run(WATCHDOG_RETENTION) && ok;
 
-			if (bgexec_retention >= 0 && extension_state == EXT_PRESENT)
-				ok = watchdog_run(WATCHDOG_RETENTION) && ok;
-
-			if (ok)
-				consecutive_errors = 0;
-			else if (consecutive_errors < 30)
-				consecutive_errors++;
-		}
-
-		/* Next start: one interval on, longer while ticks keep failing. */
-		{
-			int64		wait_ms = bgexec_watchdog_interval;
-
-			if (consecutive_errors > 0)
-			{
-				int64		cap = Max((int64) bgexec_watchdog_interval,
-									  (int64) WATCHDOG_MAX_BACKOFF_MS);
-
-				wait_ms = Min(wait_ms << Min(consecutive_errors, 20), cap);
-			}
-			next_tick = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													wait_ms);
-		}
+		if (ok)
+			consecutive_errors = 0;
+		else if (consecutive_errors < 30)
+			consecutive_errors++;
+		last_tick_end = GetCurrentTimestamp();
 	}
+}
+
+/*
+ * Returns the wait before the next tick: bgexec.watchdog_interval, doubled
+ * for each consecutive failed tick, capped at max(interval, 60 s).
+ */
+static int64
+watchdog_delay_ms(int consecutive_errors)
+{
+	int64		wait_ms = bgexec_watchdog_interval;
+	int64		cap = Max(wait_ms, (int64) WATCHDOG_MAX_BACKOFF_MS);
+
+	if (consecutive_errors > 0)
+		wait_ms = Min(wait_ms << Min(consecutive_errors, 20), cap);
+	return wait_ms;
 }
 
 /*
