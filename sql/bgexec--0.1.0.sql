@@ -239,7 +239,8 @@ $$;
  * Locks: with a max_queued cap, an advisory lock per queue serializes
  * admission so the cap is exact under concurrency.  Idempotency: the unique
  * index (owner, idempotency_key) makes a concurrent duplicate wait for the
- * first and then return its id. */
+ * first and then return its id — before any cap check, so a client retrying
+ * with its key gets its job back even from a full queue. */
 CREATE FUNCTION bgexec._submit_one(
 	p_owner name, p_kind text, p_payload jsonb, p_queue text, p_priority int,
 	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
@@ -300,16 +301,10 @@ BEGIN
 	IF v_cap IS NOT NULL THEN
 		PERFORM pg_catalog.pg_advisory_xact_lock(
 			pg_catalog.hashtext('bgexec.queue'), pg_catalog.hashtext(p_queue));
-		SELECT count(*) INTO v_depth FROM (
-			SELECT 1 FROM bgexec.job
-			 WHERE queue = p_queue AND status = 'queued' LIMIT v_cap) d;
-		IF v_depth >= v_cap THEN
-			RAISE EXCEPTION 'queue "%" is full (max_queued %)', p_queue, v_cap
-				USING ERRCODE = 'configuration_limit_exceeded',
-				      HINT = 'retry later, or raise the cap with bgexec.configure_queue()';
-		END IF;
 	END IF;
 
+	-- Insert first, count after: a concurrent duplicate key waits here for the
+	-- first submitter and then returns its job, even when the queue is full.
 	INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 	                        run_after, timeout, idempotency_key, concurrency_key)
 	VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, p_max_attempts,
@@ -322,6 +317,18 @@ BEGIN
 		SELECT id INTO STRICT v_id FROM bgexec.job
 		 WHERE owner = p_owner AND idempotency_key = p_idempotency_key;
 		RETURN v_id;
+	END IF;
+
+	IF v_cap IS NOT NULL THEN
+		-- Under the queue's lock, so concurrent submitters count one another.
+		SELECT count(*) INTO v_depth FROM (
+			SELECT 1 FROM bgexec.job
+			 WHERE queue = p_queue AND status = 'queued' LIMIT v_cap + 1) d;
+		IF v_depth > v_cap THEN
+			RAISE EXCEPTION 'queue "%" is full (max_queued %)', p_queue, v_cap
+				USING ERRCODE = 'configuration_limit_exceeded',
+				      HINT = 'retry later, or raise the cap with bgexec.configure_queue()';
+		END IF;
 	END IF;
 
 	-- Identical payloads coalesce within a transaction: one wake-up per queue.
