@@ -7,9 +7,15 @@ PKGS=(
   build-essential make cmake pkg-config g++
   postgresql-15 postgresql-server-dev-15 postgresql-client-15 libpq-dev
   libboost1.81-dev nlohmann-json3-dev libgtest-dev googletest
-  procps psmisc curl jq
+  procps psmisc curl jq python3
+  chromium
   ${BGEXEC_EXTRA_PKGS:-}
 )
+# Node.js runs the HTTP tests (eventsource, playwright-core); any install with
+# npm will do (this machine kind ships NodeSource's), else Debian's.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PKGS+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

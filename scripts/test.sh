@@ -9,10 +9,11 @@ ROOT=$PWD
 
 scripts/deps.sh || exit 1
 
-SUITES=${BGEXEC_SUITES:-"regress isolation unit e2e"}
+SUITES=${BGEXEC_SUITES:-"regress isolation unit e2e http"}
 # Without the daemon sources (an extension-only checkout) skip its suites.
 [[ -f daemon/CMakeLists.txt ]] || SUITES=${SUITES//unit/}
 [[ -f daemon/CMakeLists.txt ]] || SUITES=${SUITES//e2e/}
+[[ -f daemon/CMakeLists.txt ]] || SUITES=${SUITES//http/}
 PORT=${BGEXEC_TEST_PORT:-55432}
 WORK=$(mktemp -d /tmp/bgexec-test.XXXXXX)
 source scripts/lib/cluster.sh
@@ -30,7 +31,7 @@ trap cleanup EXIT
 
 echo "== build extension"
 make -s >/dev/null && make -s install >/dev/null || { echo "extension build failed"; exit 1; }
-if [[ " $SUITES " == *" unit "* || " $SUITES " == *" e2e "* ]]; then
+if [[ " $SUITES " == *" unit "* || " $SUITES " == *" e2e "* || " $SUITES " == *" http "* ]]; then
   echo "== build daemon"
   scripts/build-daemon.sh || { echo "daemon build failed"; exit 1; }
 fi
@@ -64,6 +65,11 @@ if [[ " $SUITES " == *" e2e "* ]]; then
     echo "== e2e $(basename "$t")"
     timeout 600 bash "$t"; result "e2e/$(basename "$t" .sh)" $?
   done
+fi
+
+if [[ " $SUITES " == *" http "* ]]; then
+  echo "== http (bgexec serve)"
+  timeout 900 test/http/run.sh 2>&1 | tail -n 60; result http "${PIPESTATUS[0]}"
 fi
 
 echo

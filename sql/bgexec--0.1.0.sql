@@ -1103,6 +1103,18 @@ CREATE VIEW bgexec.worker_stats AS
 COMMENT ON VIEW bgexec.worker_stats IS
 	'per worker: liveness (heartbeat within a minute or a live lease) and jobs in flight';
 
+/* ------------------------------------------------------------- pg_dump */
+
+-- Jobs, events, queue settings and workers are user data: pg_dump must keep
+-- them (invariant 1 survives a dump and restore), with the sequences.
+SELECT pg_catalog.pg_extension_config_dump('bgexec.job', '');
+SELECT pg_catalog.pg_extension_config_dump('bgexec.job_event', '');
+SELECT pg_catalog.pg_extension_config_dump('bgexec.queue', '');
+SELECT pg_catalog.pg_extension_config_dump('bgexec.worker', '');
+SELECT pg_catalog.pg_extension_config_dump('bgexec.lease_seq', '');
+SELECT pg_catalog.pg_extension_config_dump(
+	pg_catalog.pg_get_serial_sequence('bgexec.job', 'id'), '');
+
 /* ---------------------------------------------------------------- grants */
 
 -- Row-level security: a client reading the tables directly sees only its own

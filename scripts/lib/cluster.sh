@@ -11,6 +11,8 @@ cluster_start() {
   mkdir -p "$dir"
   local as=()
   if [[ $(id -u) -eq 0 ]]; then
+    # mktemp -d makes 0700 directories: let the postgres user through.
+    chmod a+x "$(dirname "$dir")"
     chown postgres:postgres "$dir"
     chmod 755 "$dir"
     as=(runuser -u postgres --)

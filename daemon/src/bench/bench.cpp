@@ -1,0 +1,780 @@
+// `bgexec bench` (see bench.hpp and bench/README.md).
+//
+// Phases, each on its own queue (bench-<pid>-<phase>) so they never mix:
+//   reference  pgbench, one-row UPDATE at 16 clients on a scratch table
+//   enqueue    N noop jobs through bgexec.submit_many in batches
+//   drain      W `bgexec worker` processes x C slots burn the backlog down;
+//              commits (pg_stat_database) and WAL bytes around it
+//   pickup     jobs submitted one at a time to idle workers; started_at - created_at
+//   rss        an idle worker with 64 slots, then with 64 sleeping jobs in flight
+//   scaling    (--scaling) claim latency and drain rate, empty vs 1M finished
+//              + 100k queued rows, at 1/4/16/64 workers
+// Every drain ends with the exactly-once check (missing, duplicates).
+#include "bench/bench.hpp"
+
+#include "bench/procs.hpp"
+#include "core/config.hpp"
+#include "pg/sync.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace bgexec::bench {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* usage_text = R"(usage: bgexec bench [options]
+
+A burn-down benchmark against a given database (bgexec installed; a superuser
+for the reference table and the --scaling history).  Prints a table.
+
+  --db CONNINFO          database (else BGEXEC_DB, else libpq PG* variables)
+  --jobs N               jobs to enqueue and drain (default 20000)
+  --batch N              jobs per submit_many call (default 1000)
+  --enqueue-clients N    connections enqueueing in parallel (default 1)
+  --workers W            worker processes for the drain and pickup (default 2)
+  --concurrency C        slots per worker (default 16)
+  --pickup-jobs N        jobs submitted one at a time to idle workers (default 500)
+  --pickup-gap-ms MS     gap between those submits (default 5)
+  --ref-clients N        pgbench clients of the reference (default 16)
+  --ref-seconds S        pgbench duration (default 10)
+  --pgbench PATH         default /usr/lib/postgresql/15/bin/pgbench
+  --skip-reference       no pgbench run (ratios are then omitted)
+  --skip-rss             no worker memory measurement
+  --scaling              also run the scaling mode
+  --scaling-jobs N       jobs drained per scaling run (default 5000)
+  --scaling-workers LIST worker counts (default 1,4,16,64)
+  --scaling-concurrency C  slots per worker in scaling runs (default 4)
+  --history N            finished jobs for the loaded state (default 1000000)
+  --backlog N            queued jobs for the loaded state (default 100000)
+  --claim-iterations N   claim+finish round trips per state (default 1000)
+  --json FILE            write the figures as JSON
+  --log-dir DIR          keep worker logs there (default: discarded)
+  --keep                 leave the bench's jobs in the database (default: deleted)
+)";
+
+// Benchmark settings; member defaults are the documented defaults.
+struct Options {
+  std::string db;
+  int jobs = 20000;
+  int batch = 1000;
+  int enqueue_clients = 1;
+  int workers = 2;
+  int concurrency = 16;
+  int pickup_jobs = 500;
+  double pickup_gap_ms = 5;
+  int ref_clients = 16;
+  double ref_seconds = 10;
+  std::string pgbench = "/usr/lib/postgresql/15/bin/pgbench";
+  bool skip_reference = false;
+  bool skip_rss = false;
+  bool scaling = false;
+  int scaling_jobs = 5000;
+  std::vector<int> scaling_workers{1, 4, 16, 64};
+  int scaling_concurrency = 4;
+  long history = 1000000;
+  long backlog = 100000;
+  int claim_iterations = 1000;
+  std::string json_path;
+  std::string log_dir;
+  bool keep = false;
+};
+
+// Progress lines on stderr; the table goes to stdout.
+void note(const std::string& s) {
+  std::cerr << "bench: " << s << std::endl;
+}
+
+double secs_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double to_d(const std::string& s) { return s.empty() ? 0.0 : std::strtod(s.c_str(), nullptr); }
+long long to_ll(const std::string& s) { return s.empty() ? 0 : std::strtoll(s.c_str(), nullptr, 10); }
+
+// p-quantile of an unsorted sample (nearest rank).
+double quantile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto idx = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) ;
+  return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
+}
+
+double round3(double x) { return std::round(x * 1000) / 1000; }
+
+// The bench's own process: names its queues and worker ids.
+std::string tag() {
+  static std::string t = "bench-" + std::to_string(::getpid());
+  return t;
+}
+
+// ------------------------------------------------------------- workers
+
+// A set of `bgexec worker` processes, stopped by pid when it goes out of scope.
+class WorkerSet {
+ public:
+  WorkerSet(const Options& o, const std::string& queue, int n, int concurrency, const std::string& phase) {
+    std::string exe = self_exe();
+    for (int i = 0; i < n; ++i) {
+      std::string id = tag() + "-" + phase + "-" + std::to_string(i);
+      std::vector<std::string> argv = {exe, "worker", "--id", id, "--queue", queue,
+                                       "--concurrency", std::to_string(concurrency)};
+      if (!o.db.empty()) {
+        argv.push_back("--db");
+        argv.push_back(o.db);
+      }
+      std::string log = o.log_dir.empty() ? "" : o.log_dir + "/" + id + ".log";
+      pids_.push_back(spawn(argv, {"BGEXEC_LOG_LEVEL=warn"}, log));
+      ids_.push_back(id);
+    }
+  }
+  ~WorkerSet() { stop(); }
+  WorkerSet(const WorkerSet&) = delete;
+  WorkerSet& operator=(const WorkerSet&) = delete;
+
+  void stop() {
+    if (!pids_.empty()) stop_pids(pids_);
+    pids_.clear();
+  }
+  const std::vector<pid_t>& pids() const { return pids_; }
+
+  // Waits until every worker registered in bgexec.worker (or times out).
+  void wait_registered(pg::SyncConnection& c, double timeout_s = 30) {
+    std::string arr = "{";
+    for (std::size_t i = 0; i < ids_.size(); ++i) arr += (i ? ",\"" : "\"") + ids_[i] + "\"";
+    arr += "}";
+    auto t0 = Clock::now();
+    while (secs_since(t0) < timeout_s) {
+      auto n = to_ll(c.scalar("SELECT count(*) FROM bgexec.worker WHERE id = ANY ($1::text[]) AND stopped_at IS NULL",
+                              {arr}));
+      if (n >= static_cast<long long>(ids_.size())) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    throw std::runtime_error("workers did not register within " + std::to_string(timeout_s) + " s");
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+  std::vector<std::string> ids_;
+};
+
+// ------------------------------------------------------------- phases
+
+// Enqueues `n` noop jobs into `queue` with submit_many in batches, from
+// `clients` connections in parallel; returns the elapsed seconds.
+double enqueue(const Options& o, const std::string& queue, long n, int batch, int clients,
+               const std::string& kind = "noop", const json& payload = json::object()) {
+  json one = {{"kind", kind}, {"queue", queue}};
+  if (!payload.empty()) one["payload"] = payload;
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<std::size_t>(clients));
+  std::vector<std::unique_ptr<pg::SyncConnection>> conns;
+  for (int i = 0; i < clients; ++i) conns.push_back(std::make_unique<pg::SyncConnection>(o.db));
+  auto t0 = Clock::now();
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        long share = n / clients + (t < n % clients ? 1 : 0);
+        while (share > 0) {
+          long b = std::min<long>(share, batch);
+          json arr = json::array();
+          for (long i = 0; i < b; ++i) arr.push_back(one);
+          auto got = to_ll(conns[static_cast<std::size_t>(t)]->scalar(
+              "SELECT count(*) FROM bgexec.submit_many($1::jsonb)", {arr.dump()}));
+          if (got != b) throw std::runtime_error("submit_many returned " + std::to_string(got) + " ids");
+          share -= b;
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(t)] = e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  double el = secs_since(t0);
+  for (auto& e : errors)
+    if (!e.empty()) throw std::runtime_error("enqueue: " + e);
+  return el;
+}
+
+// Counts of the exactly-once check for a queue that received `expected` jobs.
+struct Check {
+  long long jobs = 0, completed = 0, missing = 0, duplicates = 0;
+};
+
+// Every job completed, exactly one `started` event per attempt, exactly one
+// terminal event, attempt = 1 (noop jobs have max_attempts 1: a second
+// attempt would be a second claim).
+Check check_exactly_once(pg::SyncConnection& c, const std::string& queue, long long expected) {
+  auto r = c.exec(R"(
+    WITH j AS (SELECT id, status, attempt FROM bgexec.job WHERE queue = $1),
+    e AS (SELECT ev.job_id,
+                 count(*) FILTER (WHERE ev.kind = 'started') AS started,
+                 count(*) FILTER (WHERE ev.kind IN ('completed', 'failed', 'cancelled', 'timed_out')) AS terminal
+            FROM bgexec.job_event ev WHERE ev.job_id IN (SELECT id FROM j) GROUP BY ev.job_id)
+    SELECT count(*),
+           count(*) FILTER (WHERE j.status = 'completed' AND coalesce(e.started, 0) >= 1
+                              AND coalesce(e.terminal, 0) >= 1),
+           coalesce(sum(greatest(coalesce(e.started, 0) - j.attempt, 0)
+                        + greatest(coalesce(e.terminal, 0) - 1, 0)
+                        + greatest(j.attempt - 1, 0)), 0)
+      FROM j LEFT JOIN e ON e.job_id = j.id)",
+                  {queue});
+  Check k;
+  k.jobs = to_ll(r.get(0, 0).value_or("0"));
+  k.completed = to_ll(r.get(0, 1).value_or("0"));
+  k.duplicates = to_ll(r.get(0, 2).value_or("0"));
+  k.missing = expected - k.completed;
+  return k;
+}
+
+// Database-wide counters read around a drain.
+struct Counters {
+  long long commits = 0;
+  std::string lsn;
+};
+
+Counters read_counters(pg::SyncConnection& c) {
+  c.exec("SELECT pg_stat_clear_snapshot()");
+  auto r = c.exec("SELECT xact_commit, pg_current_wal_lsn() FROM pg_stat_database WHERE datname = current_database()");
+  return {to_ll(r.get(0, 0).value_or("0")), r.get(0, 1).value_or("0/0")};
+}
+
+// Result of one drain.
+struct Drain {
+  double seconds = 0, jobs_per_s = 0;
+  long long commits = 0;
+  double wal_bytes = 0;
+  Check check;
+};
+
+// Drains `n` jobs already queued in `queue` with `w` workers x `c` slots.
+// Timed on the database clock, from just before the workers start to the
+// last finished_at.  Commits: pg_stat_database.xact_commit delta, read after
+// the workers exited (their backends flush stats on exit), minus the
+// monitor's own statements.  WAL: pg_current_wal_lsn delta at completion.
+Drain drain(const Options& o, const std::string& queue, long long n, int w, int c, const std::string& phase) {
+  Drain d;
+  pg::SyncConnection stats(o.db);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // earlier sessions' stats flushed
+  Counters before = read_counters(stats);
+  long long monitor_stmts = 0;
+  std::string lsn_after;
+  {
+    auto mon = std::make_unique<pg::SyncConnection>(o.db);
+    std::string t0 = mon->scalar("SELECT clock_timestamp()");
+    ++monitor_stmts;
+    WorkerSet ws(o, queue, w, c, phase);
+    auto last_progress = Clock::now();
+    long long last_left = -1;
+    for (;;) {
+      // Both partial indexes (runnable, running) keep this cheap while draining.
+      auto left = to_ll(mon->scalar(
+          "SELECT (SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status = 'queued')"
+          " + (SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status = 'running')",
+          {queue}));
+      ++monitor_stmts;
+      if (left == 0) break;
+      if (left != last_left) {
+        last_left = left;
+        last_progress = Clock::now();
+      } else if (secs_since(last_progress) > 60) {
+        note("drain stalled with " + std::to_string(left) + " jobs left");
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    lsn_after = mon->scalar("SELECT pg_current_wal_lsn()");
+    ++monitor_stmts;
+    d.seconds = to_d(mon->scalar(
+        "SELECT extract(epoch FROM max(finished_at) - $2::timestamptz) FROM bgexec.job WHERE queue = $1",
+        {queue, t0}));
+    ++monitor_stmts;
+    d.wal_bytes = to_d(mon->scalar("SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)", {lsn_after, before.lsn}));
+    ++monitor_stmts;
+    ws.stop();
+  }  // monitor session ends: its stats are flushed
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  Counters after = read_counters(stats);
+  d.commits = after.commits - before.commits - monitor_stmts - 1;  // -1: the stats session's own read
+  d.jobs_per_s = d.seconds > 0 ? static_cast<double>(n) / d.seconds : 0;
+  d.check = check_exactly_once(stats, queue, n);
+  return d;
+}
+
+// Reference: pgbench TPS of a one-row UPDATE at `clients` clients on a
+// 1000-row scratch table, created and dropped here.
+double reference_tps(const Options& o) {
+  pg::SyncConnection c(o.db);
+  std::string table = "bench_ref_" + std::to_string(::getpid());
+  c.exec("SET client_min_messages = warning");
+  c.exec("DROP TABLE IF EXISTS " + table);
+  c.exec("CREATE TABLE " + table + " (id int PRIMARY KEY, v bigint NOT NULL DEFAULT 0)");
+  c.exec("INSERT INTO " + table + " (id) SELECT g FROM generate_series(1, 1000) g");
+  c.exec("VACUUM ANALYZE " + table);
+  char script[] = "/tmp/bgexec-bench-ref.XXXXXX";
+  int fd = ::mkstemp(script);
+  if (fd < 0) throw std::runtime_error("cannot create the pgbench script");
+  std::string body = "\\set id random(1, 1000)\nUPDATE " + table + " SET v = v + 1 WHERE id = :id;\n";
+  if (::write(fd, body.data(), body.size()) != static_cast<ssize_t>(body.size())) {
+    ::close(fd);
+    throw std::runtime_error("cannot write the pgbench script");
+  }
+  ::close(fd);
+  std::vector<std::string> argv = {o.pgbench, "-n", "-c", std::to_string(o.ref_clients), "-j", "2",
+                                   "-T", std::to_string(static_cast<int>(std::max(1.0, o.ref_seconds))),
+                                   "-f", script};
+  if (!o.db.empty()) argv.push_back(o.db);
+  int code = 0;
+  std::string out;
+  try {
+    out = run_capture(argv, code);
+  } catch (...) {
+    ::unlink(script);
+    c.exec("DROP TABLE IF EXISTS " + table);
+    throw;
+  }
+  ::unlink(script);
+  c.exec("DROP TABLE IF EXISTS " + table);
+  std::smatch m;
+  static const std::regex tps_re(R"(tps = ([0-9.]+) \(without initial connection time\))");
+  if (code != 0 || !std::regex_search(out, m, tps_re))
+    throw std::runtime_error("pgbench failed (exit " + std::to_string(code) + "): " + out);
+  return std::strtod(m[1].str().c_str(), nullptr);
+}
+
+// Pickup latency: `n` jobs submitted one at a time, `gap_ms` apart, to idle
+// workers; percentiles of started_at - created_at (both the DB clock).
+json pickup(const Options& o, Check& check) {
+  std::string queue = tag() + "-pickup";
+  pg::SyncConnection c(o.db);
+  WorkerSet ws(o, queue, o.workers, o.concurrency, "pickup");
+  ws.wait_registered(c);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // LISTEN in place, first claim done
+  auto gap = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(o.pickup_gap_ms));
+  auto next = Clock::now();
+  for (int i = 0; i < o.pickup_jobs; ++i) {
+    c.exec("SELECT bgexec.submit('noop', '{}'::jsonb, $1)", {queue});
+    next += gap;
+    std::this_thread::sleep_until(next);
+  }
+  auto t0 = Clock::now();
+  while (to_ll(c.scalar("SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running')",
+                        {queue})) > 0 &&
+         secs_since(t0) < 60)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ws.stop();
+  auto r = c.exec(
+      "SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms), max(ms), min(ms)"
+      "  FROM (SELECT extract(epoch FROM started_at - created_at) * 1000 AS ms"
+      "          FROM bgexec.job WHERE queue = $1 AND started_at IS NOT NULL) s",
+      {queue});
+  std::string arr = r.get(0, 0).value_or("{0,0,0}");
+  std::vector<double> p;
+  std::stringstream ss(arr.substr(1, arr.size() - 2));
+  for (std::string x; std::getline(ss, x, ',');) p.push_back(to_d(x));
+  while (p.size() < 3) p.push_back(0);
+  check = check_exactly_once(c, queue, o.pickup_jobs);
+  return {{"p50", round3(p[0])}, {"p95", round3(p[1])}, {"p99", round3(p[2])},
+          {"max", round3(to_d(r.get(0, 1).value_or("0")))}, {"min", round3(to_d(r.get(0, 2).value_or("0")))}};
+}
+
+// Worker memory: RSS of an idle worker with 64 slots, then with 64 jobs in
+// flight (each a workflow whose one step sleeps), per job in flight.
+json worker_rss(const Options& o) {
+  const int slots = 64;
+  std::string queue = tag() + "-rss";
+  pg::SyncConnection c(o.db);
+  WorkerSet ws(o, queue, 1, slots, "rss");
+  ws.wait_registered(c);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  long idle = rss_kib(ws.pids()[0]);
+  json payload = {{"steps", json::array({{{"id", "nap"}, {"sleep", 4}}})}};
+  enqueue(o, queue, slots, slots, 1, "workflow", payload);
+  auto t0 = Clock::now();
+  long long running = 0;
+  while (secs_since(t0) < 10) {
+    running = to_ll(c.scalar("SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status = 'running'", {queue}));
+    if (running >= slots) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  long busy = rss_kib(ws.pids()[0]);
+  while (to_ll(c.scalar("SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running')",
+                        {queue})) > 0 &&
+         secs_since(t0) < 30)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ws.stop();
+  double per_job = running > 0 ? static_cast<double>(busy - idle) / static_cast<double>(running) : 0;
+  return {{"slots", slots}, {"idle_rss_kib", idle}, {"busy_rss_kib", busy}, {"in_flight", running},
+          {"per_job_kib", round3(per_job)}};
+}
+
+// Claim latency: `iters` round trips of claim(1 job) then finish, from one
+// session with no worker running; per-call client-side latency in ms.
+json claim_latency(const Options& o, const std::string& queue, int iters, Check* check) {
+  pg::SyncConnection c(o.db);
+  std::vector<double> claim_ms, finish_ms;
+  std::string worker = tag() + "-claimer";
+  c.exec("SELECT bgexec.register_worker($1, ARRAY[$2], 1, '{}'::jsonb)", {worker, queue});
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = Clock::now();
+    auto r = c.exec("SELECT job_id, lease FROM bgexec.claim($1, ARRAY[$2], 1, '30 seconds')", {worker, queue});
+    auto t1 = Clock::now();
+    if (r.rows() != 1) throw std::runtime_error("claim returned " + std::to_string(r.rows()) + " rows");
+    auto st = c.scalar("SELECT bgexec.finish($1, $2, 'completed', '{}'::jsonb)",
+                       {r.get(0, 0), r.get(0, 1)});
+    auto t2 = Clock::now();
+    if (st != "completed") throw std::runtime_error("finish returned \"" + st + "\"");
+    claim_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    finish_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
+  if (check) *check = check_exactly_once(c, queue, iters);
+  return {{"claim_p50_ms", round3(quantile(claim_ms, 0.5))}, {"claim_p99_ms", round3(quantile(claim_ms, 0.99))},
+          {"finish_p50_ms", round3(quantile(finish_ms, 0.5))}, {"finish_p99_ms", round3(quantile(finish_ms, 0.99))},
+          {"iterations", iters}};
+}
+
+// Loads the history: `history` completed jobs with their started/completed
+// events (direct inserts: generation, not measurement), and `backlog` queued
+// jobs through submit_many; then VACUUM ANALYZE, as autovacuum would.
+void load_state(const Options& o, const std::string& history_q, const std::string& backlog_q) {
+  pg::SyncConnection c(o.db);
+  auto t0 = Clock::now();
+  const long chunk = 200000;
+  for (long done = 0; done < o.history; done += chunk) {
+    long n = std::min(chunk, o.history - done);
+    c.exec("BEGIN");
+    c.exec(R"(
+      WITH ins AS (
+        INSERT INTO bgexec.job (queue, kind, owner, status, payload, result, attempt, run_after,
+                                created_at, started_at, finished_at, last_seq)
+        SELECT $1, 'noop', current_user, 'completed', '{}', '{}', 1, ts, ts, ts, ts + interval '1 ms', 2
+          FROM (SELECT now() - interval '2 days' + g * interval '100 ms' AS ts
+                  FROM generate_series(1, $2::int) g) s
+        RETURNING id, started_at, finished_at)
+      INSERT INTO bgexec.job_event (job_id, seq, kind, data, created_at)
+      SELECT id, 1, 'started', jsonb_build_object('attempt', 1, 'worker', 'history', 'lease', 0), started_at FROM ins
+      UNION ALL
+      SELECT id, 2, 'completed', '{"result": {}}', finished_at FROM ins)",
+           {history_q, std::to_string(n)});
+    c.exec("COMMIT");
+  }
+  note("history: " + std::to_string(o.history) + " finished jobs in " + std::to_string(secs_since(t0)) + " s");
+  double el = enqueue(o, backlog_q, o.backlog, o.batch, 1);
+  note("backlog: " + std::to_string(o.backlog) + " queued jobs in " + std::to_string(el) + " s");
+  c.exec("VACUUM ANALYZE bgexec.job");
+  c.exec("VACUUM ANALYZE bgexec.job_event");
+}
+
+// Sizes of the hot tables, for the record.
+json table_sizes(pg::SyncConnection& c) {
+  auto r = c.exec(
+      "SELECT (SELECT count(*) FROM bgexec.job), (SELECT count(*) FROM bgexec.job WHERE status = 'queued'),"
+      " (SELECT count(*) FROM bgexec.job_event),"
+      " pg_total_relation_size('bgexec.job'), pg_total_relation_size('bgexec.job_event')");
+  return {{"jobs", to_ll(r.get(0, 0).value_or("0"))}, {"queued", to_ll(r.get(0, 1).value_or("0"))},
+          {"events", to_ll(r.get(0, 2).value_or("0"))}, {"job_bytes", to_ll(r.get(0, 3).value_or("0"))},
+          {"job_event_bytes", to_ll(r.get(0, 4).value_or("0"))}};
+}
+
+// One scaling state: claim latency, then a drain per worker count.
+json scaling_state(const Options& o, const std::string& state, const std::string& claim_queue,
+                   bool claim_queue_prefilled, long long& bad) {
+  json out;
+  pg::SyncConnection c(o.db);
+  out["tables"] = table_sizes(c);
+  if (!claim_queue_prefilled) enqueue(o, claim_queue, o.claim_iterations, o.batch, 1);
+  Check ck;
+  out["claim"] = claim_latency(o, claim_queue, o.claim_iterations, claim_queue_prefilled ? nullptr : &ck);
+  note(state + ": claim p50 " + out["claim"]["claim_p50_ms"].dump() + " ms, p99 " +
+       out["claim"]["claim_p99_ms"].dump() + " ms");
+  out["drain"] = json::array();
+  for (int w : o.scaling_workers) {
+    std::string q = tag() + "-s-" + state + "-" + std::to_string(w);
+    enqueue(o, q, o.scaling_jobs, o.batch, 1);
+    Drain d = drain(o, q, o.scaling_jobs, w, o.scaling_concurrency, "s" + state + std::to_string(w));
+    bad += d.check.missing + d.check.duplicates;
+    note(state + ": " + std::to_string(w) + " workers: " + std::to_string(static_cast<long>(d.jobs_per_s)) +
+         " jobs/s, missing " + std::to_string(d.check.missing) + ", duplicates " + std::to_string(d.check.duplicates));
+    out["drain"].push_back({{"workers", w}, {"concurrency", o.scaling_concurrency}, {"jobs", o.scaling_jobs},
+                            {"jobs_per_s", std::round(d.jobs_per_s)}, {"seconds", round3(d.seconds)},
+                            {"commits_per_job", round3(static_cast<double>(d.commits) / o.scaling_jobs)},
+                            {"wal_bytes_per_job", std::round(d.wal_bytes / o.scaling_jobs)},
+                            {"missing", d.check.missing}, {"duplicates", d.check.duplicates}});
+  }
+  return out;
+}
+
+json run_scaling(const Options& o, long long& bad) {
+  json out;
+  {
+    pg::SyncConnection c(o.db);
+    // "Empty" means without the bench's own earlier rows.
+    c.exec("DELETE FROM bgexec.job WHERE queue LIKE 'bench-%'");
+    c.exec("VACUUM ANALYZE bgexec.job");
+    c.exec("VACUUM ANALYZE bgexec.job_event");
+  }
+  out["empty"] = scaling_state(o, "empty", tag() + "-claim-empty", false, bad);
+  std::string backlog_q = tag() + "-backlog";
+  load_state(o, tag() + "-history", backlog_q);
+  // Loaded: claims come from the 100k-deep backlog queue itself.
+  out["loaded"] = scaling_state(o, "loaded", backlog_q, true, bad);
+  double e99 = out["empty"]["claim"]["claim_p99_ms"].get<double>();
+  double l99 = out["loaded"]["claim"]["claim_p99_ms"].get<double>();
+  out["claim_p99_loaded_over_empty"] = e99 > 0 ? round3(l99 / e99) : 0;
+  return out;
+}
+
+// ------------------------------------------------------------- options
+
+int to_int(const std::string& flag, const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || x < lo || x > hi)
+    throw core::ConfigError(flag + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+  return static_cast<int>(x);
+}
+
+double to_pos(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= 0)) throw core::ConfigError(flag + " must be a non-negative number");
+  return x;
+}
+
+Options parse_options(const std::vector<std::string>& args) {
+  static const std::set<std::string> values = {
+      "--db", "--jobs", "--batch", "--enqueue-clients", "--workers", "--concurrency", "--pickup-jobs",
+      "--pickup-gap-ms", "--ref-clients", "--ref-seconds", "--pgbench", "--scaling-jobs", "--scaling-workers",
+      "--scaling-concurrency", "--history", "--backlog", "--claim-iterations", "--json", "--log-dir"};
+  static const std::set<std::string> flags = {"--skip-reference", "--skip-rss", "--scaling", "--keep"};
+  auto p = core::parse_args(args, values, flags);
+  if (!p.positional.empty()) throw core::ConfigError("unexpected argument \"" + p.positional[0] + "\"");
+  Options o;
+  if (const char* e = std::getenv("BGEXEC_DB"); e && *e) o.db = e;
+  auto get = [&](const std::string& k) -> const std::string* {
+    auto it = p.options.find(k);
+    return it == p.options.end() || it->second.empty() ? nullptr : &it->second.back();
+  };
+  if (auto v = get("--db")) o.db = *v;
+  if (auto v = get("--jobs")) o.jobs = to_int("--jobs", *v, 1, 100000000);
+  if (auto v = get("--batch")) o.batch = to_int("--batch", *v, 1, 100000);
+  if (auto v = get("--enqueue-clients")) o.enqueue_clients = to_int("--enqueue-clients", *v, 1, 64);
+  if (auto v = get("--workers")) o.workers = to_int("--workers", *v, 1, 256);
+  if (auto v = get("--concurrency")) o.concurrency = to_int("--concurrency", *v, 1, 1024);
+  if (auto v = get("--pickup-jobs")) o.pickup_jobs = to_int("--pickup-jobs", *v, 1, 1000000);
+  if (auto v = get("--pickup-gap-ms")) o.pickup_gap_ms = to_pos("--pickup-gap-ms", *v);
+  if (auto v = get("--ref-clients")) o.ref_clients = to_int("--ref-clients", *v, 1, 256);
+  if (auto v = get("--ref-seconds")) o.ref_seconds = to_pos("--ref-seconds", *v);
+  if (auto v = get("--pgbench")) o.pgbench = *v;
+  if (auto v = get("--scaling-jobs")) o.scaling_jobs = to_int("--scaling-jobs", *v, 1, 100000000);
+  if (auto v = get("--scaling-concurrency")) o.scaling_concurrency = to_int("--scaling-concurrency", *v, 1, 1024);
+  if (auto v = get("--history")) o.history = to_int("--history", *v, 0, 100000000);
+  if (auto v = get("--backlog")) o.backlog = to_int("--backlog", *v, 0, 100000000);
+  if (auto v = get("--claim-iterations")) o.claim_iterations = to_int("--claim-iterations", *v, 1, 10000000);
+  if (auto v = get("--json")) o.json_path = *v;
+  if (auto v = get("--log-dir")) o.log_dir = *v;
+  if (auto v = get("--scaling-workers")) {
+    o.scaling_workers.clear();
+    std::stringstream ss(*v);
+    for (std::string x; std::getline(ss, x, ',');) o.scaling_workers.push_back(to_int("--scaling-workers", x, 1, 256));
+  }
+  o.skip_reference = p.flags.count("--skip-reference") > 0;
+  o.skip_rss = p.flags.count("--skip-rss") > 0;
+  o.scaling = p.flags.count("--scaling") > 0;
+  o.keep = p.flags.count("--keep") > 0;
+  if (o.scaling && o.backlog < o.claim_iterations)
+    throw core::ConfigError("--backlog must be at least --claim-iterations");
+  return o;
+}
+
+// ------------------------------------------------------------- report
+
+std::string fmt(double x, int prec = 0) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, x);
+  return buf;
+}
+
+void print_table(const json& r) {
+  auto row = [](const std::string& k, const std::string& v, const std::string& target = "") {
+    std::printf("  %-40s %14s   %s\n", k.c_str(), v.c_str(), target.c_str());
+  };
+  std::printf("\nbgexec bench  (%s)\n", r["config"]["summary"].get<std::string>().c_str());
+  row("metric", "value", "target");
+  if (r.contains("reference_update_tps")) row("reference UPDATE tps (pgbench)", fmt(r["reference_update_tps"], 0));
+  row("enqueue jobs/s", fmt(r["enqueue_jobs_per_s"], 0));
+  if (r.contains("enqueue_over_reference"))
+    row("  enqueue / reference", fmt(r["enqueue_over_reference"], 2) + "x", ">= 5x");
+  row("drain jobs/s", fmt(r["drain_jobs_per_s"], 0));
+  if (r.contains("drain_over_reference"))
+    row("  drain / reference", fmt(r["drain_over_reference"], 2) + "x", ">= 2.4x");
+  row("commits per job (drain)", fmt(r["commits_per_job"], 2));
+  row("WAL bytes per job (drain)", fmt(r["wal_bytes_per_job"], 0));
+  row("pickup p50 ms", fmt(r["pickup_ms"]["p50"], 2), "<= 0.7");
+  row("pickup p95 ms", fmt(r["pickup_ms"]["p95"], 2));
+  row("pickup p99 ms", fmt(r["pickup_ms"]["p99"], 2), "<= 2");
+  row("missing", std::to_string(r["missing"].get<long long>()), "0");
+  row("duplicates", std::to_string(r["duplicates"].get<long long>()), "0");
+  if (r.contains("worker_rss")) {
+    const auto& m = r["worker_rss"];
+    row("idle worker RSS, 64 slots (KiB)", std::to_string(m["idle_rss_kib"].get<long>()), "<= 20480");
+    row("RSS per job in flight (KiB)", fmt(m["per_job_kib"], 1), "<= 200");
+  }
+  if (r.contains("scaling")) {
+    const auto& s = r["scaling"];
+    for (const char* st : {"empty", "loaded"}) {
+      const auto& x = s[st];
+      std::printf("\n  scaling: %s (jobs %lld, queued %lld, events %lld)\n", st, x["tables"]["jobs"].get<long long>(),
+                  x["tables"]["queued"].get<long long>(), x["tables"]["events"].get<long long>());
+      row("claim p50 / p99 ms", fmt(x["claim"]["claim_p50_ms"], 3) + " / " + fmt(x["claim"]["claim_p99_ms"], 3));
+      row("finish p50 / p99 ms", fmt(x["claim"]["finish_p50_ms"], 3) + " / " + fmt(x["claim"]["finish_p99_ms"], 3));
+      for (const auto& d : x["drain"])
+        row("drain " + std::to_string(d["workers"].get<int>()) + " workers x " +
+                std::to_string(d["concurrency"].get<int>()) + " jobs/s (miss/dup)",
+            fmt(d["jobs_per_s"], 0) + " (" + std::to_string(d["missing"].get<long long>()) + "/" +
+                std::to_string(d["duplicates"].get<long long>()) + ")",
+            "0/0");
+    }
+    row("claim p99 loaded / empty", fmt(s["claim_p99_loaded_over_empty"], 2) + "x", "<= 2x");
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& args) {
+  if (core::help_requested(args)) {
+    std::cout << usage_text;
+    return 0;
+  }
+  Options o;
+  try {
+    o = parse_options(args);
+  } catch (const std::exception& e) {
+    std::cerr << "bgexec bench: " << e.what() << "\n";
+    return 2;
+  }
+  install_interrupt_handler();
+  json r;
+  long long bad = 0;
+  try {
+    pg::SyncConnection c(o.db);
+    c.exec("SET client_min_messages = warning");
+    c.exec("CREATE EXTENSION IF NOT EXISTS bgexec");
+    auto settings = c.exec(
+        "SELECT current_setting('server_version'), current_setting('fsync'),"
+        " current_setting('synchronous_commit'), current_setting('shared_buffers'),"
+        " current_setting('wal_level'), current_setting('max_connections')");
+    r["config"] = {{"jobs", o.jobs}, {"batch", o.batch}, {"enqueue_clients", o.enqueue_clients},
+                   {"workers", o.workers}, {"concurrency", o.concurrency}, {"pickup_jobs", o.pickup_jobs},
+                   {"pickup_gap_ms", o.pickup_gap_ms}, {"ref_clients", o.ref_clients},
+                   {"ref_seconds", o.ref_seconds}, {"cpus", std::thread::hardware_concurrency()},
+                   {"server_version", settings.get(0, 0).value_or("")},
+                   {"fsync", settings.get(0, 1).value_or("")},
+                   {"synchronous_commit", settings.get(0, 2).value_or("")},
+                   {"shared_buffers", settings.get(0, 3).value_or("")},
+                   {"wal_level", settings.get(0, 4).value_or("")}};
+    r["config"]["summary"] = "N=" + std::to_string(o.jobs) + " W=" + std::to_string(o.workers) +
+                             " C=" + std::to_string(o.concurrency) + ", PG " + settings.get(0, 0).value_or("") +
+                             ", fsync=" + settings.get(0, 1).value_or("") +
+                             ", synchronous_commit=" + settings.get(0, 2).value_or("") +
+                             ", shared_buffers=" + settings.get(0, 3).value_or("") + ", " +
+                             std::to_string(std::thread::hardware_concurrency()) + " CPUs";
+
+    if (!o.skip_reference) {
+      note("reference: pgbench one-row UPDATE, " + std::to_string(o.ref_clients) + " clients, " +
+           fmt(o.ref_seconds) + " s");
+      r["reference_update_tps"] = std::round(reference_tps(o));
+      note("reference: " + r["reference_update_tps"].dump() + " tps");
+    }
+
+    std::string dq = tag() + "-drain";
+    note("enqueue: " + std::to_string(o.jobs) + " jobs in batches of " + std::to_string(o.batch));
+    double el = enqueue(o, dq, o.jobs, o.batch, o.enqueue_clients);
+    r["enqueue_jobs_per_s"] = std::round(o.jobs / el);
+    note("enqueue: " + r["enqueue_jobs_per_s"].dump() + " jobs/s");
+
+    note("drain: " + std::to_string(o.workers) + " workers x " + std::to_string(o.concurrency));
+    Drain d = drain(o, dq, o.jobs, o.workers, o.concurrency, "drain");
+    r["drain_jobs_per_s"] = std::round(d.jobs_per_s);
+    r["drain_seconds"] = round3(d.seconds);
+    r["commits_per_job"] = round3(static_cast<double>(d.commits) / o.jobs);
+    r["wal_bytes_per_job"] = std::round(d.wal_bytes / o.jobs);
+    note("drain: " + r["drain_jobs_per_s"].dump() + " jobs/s, " + r["commits_per_job"].dump() + " commits/job, " +
+         r["wal_bytes_per_job"].dump() + " WAL bytes/job");
+
+    note("pickup: " + std::to_string(o.pickup_jobs) + " jobs, one every " + fmt(o.pickup_gap_ms, 1) + " ms");
+    Check pk;
+    r["pickup_ms"] = pickup(o, pk);
+    note("pickup: " + r["pickup_ms"].dump());
+
+    r["exactly_once"] = {{"drain", {{"jobs", d.check.jobs}, {"completed", d.check.completed},
+                                    {"missing", d.check.missing}, {"duplicates", d.check.duplicates}}},
+                         {"pickup", {{"jobs", pk.jobs}, {"completed", pk.completed},
+                                     {"missing", pk.missing}, {"duplicates", pk.duplicates}}}};
+    r["missing"] = d.check.missing + pk.missing;
+    r["duplicates"] = d.check.duplicates + pk.duplicates;
+    bad += d.check.missing + pk.missing + d.check.duplicates + pk.duplicates;
+
+    if (r.contains("reference_update_tps") && r["reference_update_tps"].get<double>() > 0) {
+      double ref = r["reference_update_tps"].get<double>();
+      r["drain_over_reference"] = round3(r["drain_jobs_per_s"].get<double>() / ref);
+      r["enqueue_over_reference"] = round3(r["enqueue_jobs_per_s"].get<double>() / ref);
+    }
+
+    if (!o.skip_rss) {
+      note("rss: one worker with 64 slots, idle then 64 jobs in flight");
+      r["worker_rss"] = worker_rss(o);
+    }
+
+    if (o.scaling) {
+      note("scaling: claim latency and drain rate, empty vs loaded");
+      r["scaling"] = run_scaling(o, bad);
+    }
+
+    if (!o.keep) {
+      pg::SyncConnection k(o.db);
+      k.exec("DELETE FROM bgexec.job WHERE queue LIKE $1", {tag() + "-%"});
+      k.exec("DELETE FROM bgexec.worker WHERE id LIKE $1", {tag() + "-%"});
+    }
+  } catch (const pg::Error& e) {
+    std::cerr << "bgexec bench: database error: " << e.what() << " (SQLSTATE " << e.sqlstate() << ")\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "bgexec bench: " << e.what() << "\n";
+    return 3;
+  }
+
+  print_table(r);
+  if (!o.json_path.empty()) {
+    std::ofstream f(o.json_path);
+    f << r.dump(2) << "\n";
+    if (!f) {
+      std::cerr << "bgexec bench: cannot write " << o.json_path << "\n";
+      return 3;
+    }
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+}  // namespace bgexec::bench

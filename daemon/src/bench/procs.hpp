@@ -1,0 +1,36 @@
+#pragma once
+// Child processes of the benchmark: `bgexec worker` processes (the same
+// binary) and pgbench.  Every child is tracked by pid and stopped by pid.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace bgexec::bench {
+
+// Path of the running binary (/proc/self/exe resolved).
+std::string self_exe();
+
+// Starts argv[0] with argv, the current environment plus `extra_env`
+// ("NAME=value"), stdout/stderr appended to `log_path` ("" = /dev/null).
+// Returns the pid; throws std::runtime_error when the spawn fails.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+            const std::string& log_path);
+
+// Runs argv to completion and returns its stdout (stderr is appended to it);
+// `exit_code` receives the exit status (-1 when killed by a signal).
+std::string run_capture(const std::vector<std::string>& argv, int& exit_code);
+
+// SIGTERM to each pid, waits up to `grace_s`, then SIGKILL; reaps all.
+void stop_pids(const std::vector<pid_t>& pids, double grace_s = 10);
+
+// Resident set size of a process in KiB (VmRSS), -1 when unknown.
+long rss_kib(pid_t pid);
+
+// Registers pids killed (SIGKILL) if the bench is interrupted (SIGINT/SIGTERM).
+void track(pid_t pid);
+void untrack(pid_t pid);
+void install_interrupt_handler();
+
+}  // namespace bgexec::bench

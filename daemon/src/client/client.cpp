@@ -1,0 +1,415 @@
+// Client subcommands: submit, status, tail, stop, resume, retry, queues.
+// Each runs one coroutine on an io_context over one pg::Connection.
+#include "client/client.hpp"
+
+#include "core/config.hpp"
+#include "core/duration.hpp"
+#include "pg/connection.hpp"
+#include "util/event.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+namespace bgexec::client {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+using namespace boost::asio::experimental::awaitable_operators;
+
+namespace {
+
+const std::set<std::string> commands = {"submit", "status", "tail", "stop", "resume", "retry", "queues"};
+
+constexpr const char* usage_text = R"(usage:
+  bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
+                [--timeout DUR] [--run-after TIMESTAMP|+DUR] [--idempotency-key K]
+                [--concurrency-key K] [--wait | --follow]
+  bgexec status ID
+  bgexec tail ID [--from SEQ]
+  bgexec stop ID
+  bgexec resume ID [JSON|@FILE]
+  bgexec retry ID
+  bgexec queues
+Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
+DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
+end quietly, --follow shows steps and logs live.  tail exits after a terminal or
+suspended event.
+Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or the action
+was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.
+)";
+
+struct Usage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+bool terminal(const std::string& kind) {
+  return kind == "completed" || kind == "failed" || kind == "cancelled" || kind == "timed_out";
+}
+
+int exit_for(const std::string& status) {
+  if (status == "completed") return ok;
+  if (status == "suspended") return suspended;
+  if (terminal(status)) return job_failed;
+  return ok;
+}
+
+// JSON argument: inline text, @FILE, or @- for stdin.
+json parse_json_arg(const std::string& arg) {
+  std::string text = arg;
+  if (!arg.empty() && arg[0] == '@') {
+    std::stringstream ss;
+    if (arg == "@-") {
+      ss << std::cin.rdbuf();
+    } else {
+      std::ifstream f(arg.substr(1));
+      if (!f) throw Usage("cannot read " + arg.substr(1));
+      ss << f.rdbuf();
+    }
+    text = ss.str();
+  }
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw Usage("invalid JSON: " + text.substr(0, 80));
+  return j;
+}
+
+std::int64_t parse_id(const std::string& s) {
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end || v <= 0) throw Usage("invalid job id \"" + s + "\"");
+  return v;
+}
+
+std::string short_json(const json& j, std::size_t max = 300) {
+  std::string s = j.dump();
+  if (s.size() > max) s = s.substr(0, max) + "...";
+  return s;
+}
+
+struct Session {
+  pg::Connection conn;
+  bool json_out = false;
+  bool live = false;  // --follow display (vs quiet --wait)
+};
+
+// One readable line per event (logs: one line per log line).
+void print_event(const json& e, bool as_json) {
+  if (as_json) {
+    std::cout << e.dump() << std::endl;
+    return;
+  }
+  const std::string kind = e.value("kind", "");
+  const json& d = e["data"];
+  auto step = d.is_object() && d.contains("step") && d["step"].is_string() ? d["step"].get<std::string>() : "";
+  std::ostringstream os;
+  os << "[" << e.value("seq", 0) << "] ";
+  if (kind == "started") {
+    os << "started (attempt " << d.value("attempt", 0) << ", worker " << d.value("worker", "?") << ")";
+  } else if (kind == "step_started") {
+    os << "> " << step;
+  } else if (kind == "step_completed") {
+    os << "ok " << step << " " << short_json(d.value("output", json()));
+  } else if (kind == "step_failed") {
+    os << "FAILED " << step << ": " << short_json(d.value("error", json()));
+  } else if (kind == "log") {
+    std::string prefix = "  " + step + "|" + d.value("stream", "") + "| ";
+    bool first = true;
+    for (auto& l : d.value("lines", json::array())) {
+      if (!first) os << "\n";
+      os << prefix << (l.is_string() ? l.get<std::string>() : l.dump());
+      first = false;
+    }
+    std::cout << os.str().substr(os.str().find(']') + 2) << std::endl;
+    return;
+  } else if (kind == "progress") {
+    os << "progress " << step << " " << short_json(d.value("progress", d));
+  } else if (kind == "suspended") {
+    os << "suspended at " << step << ": " << d.value("prompt", json("")).dump() << "  (bgexec resume "
+       << e.value("job_id", 0) << " JSON)";
+  } else if (kind == "completed") {
+    os << "completed " << short_json(d.value("result", json()), 2000);
+  } else if (terminal(kind)) {
+    const json& err = d.value("error", json());
+    os << kind << ": " << (err.is_object() && err.contains("message") ? err["message"].dump() : short_json(err));
+  } else {
+    os << kind << " " << short_json(d);
+  }
+  std::cout << os.str() << std::endl;
+}
+
+json row_event(const pg::Result& r, int i) {
+  json e = {{"job_id", std::stoll(r.get(i, "job_id").value_or("0"))},
+            {"seq", std::stoi(r.get(i, "seq").value_or("0"))},
+            {"kind", r.get(i, "kind").value_or("")},
+            {"created_at", r.get(i, "created_at").value_or("")}};
+  auto d = json::parse(r.get(i, "data").value_or("{}"), nullptr, false);
+  e["data"] = d.is_discarded() ? json::object() : d;
+  return e;
+}
+
+// Follows a job's events after `from`: LISTEN first, then replay, then live
+// (notifications, with a 1 s poll as a fallback); filtering by seq makes the
+// seam gapless and duplicate-free.  Returns the exit code of the ending event.
+asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
+  co_await s.conn.query("LISTEN bgexec_events");
+  int last = from;
+  std::string ending;
+  bool checked_status = false;
+  const pg::Params status_params = {std::to_string(id)};
+  for (;;) {
+    pg::Params params = {std::to_string(id), std::to_string(last)};
+    auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2)", params);
+    for (int i = 0; i < r.rows(); ++i) {
+      json e = row_event(r, i);
+      if (e["seq"].get<int>() <= last) continue;
+      last = e["seq"].get<int>();
+      if (print) print_event(e, s.json_out);
+      std::string k = e["kind"];
+      ending = terminal(k) || k == "suspended" ? k : "";  // a later `resumed` reopens it
+    }
+    if (!ending.empty()) co_return exit_for(ending);
+    if (!checked_status) {
+      // Started after the end (e.g. --from past the last event): the job row says how it ended.
+      checked_status = true;
+      auto st = co_await s.conn.query("SELECT status::text, last_seq FROM bgexec.job WHERE id = $1", status_params);
+      if (st.rows() == 0) co_return not_found;
+      std::string status = st.get(0, 0).value_or("");
+      if ((terminal(status) || status == "suspended") && std::stoi(st.get(0, 1).value_or("0")) <= last)
+        co_return exit_for(status);
+    }
+    asio::steady_timer poll(co_await asio::this_coro::executor, std::chrono::seconds(1));
+    // Wake on our job's notification or after the poll interval.
+    for (bool mine = false; !mine;) {
+      auto res = co_await (s.conn.wait_notifications() ||
+                           poll.async_wait(asio::as_tuple(asio::use_awaitable)));
+      if (res.index() == 1) break;
+      for (auto& n : std::get<0>(res)) {
+        auto colon = n.payload.find(':');
+        if (n.payload.substr(0, colon) == std::to_string(id)) mine = true;
+      }
+    }
+  }
+}
+
+asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.empty() || a.positional.size() > 2) throw Usage("submit takes KIND [JSON|@FILE]");
+  json payload = a.positional.size() > 1 ? parse_json_arg(a.positional[1]) : json::object();
+  auto opt = [&](const std::string& k) -> std::optional<std::string> {
+    auto it = a.options.find(k);
+    if (it == a.options.end() || it->second.empty()) return std::nullopt;
+    return it->second.back();
+  };
+  std::optional<std::string> timeout, run_after, run_in;
+  if (auto t = opt("--timeout")) {
+    auto secs = core::parse_seconds(*t);
+    timeout = secs ? core::to_pg_interval(*secs) : *t;
+  }
+  if (auto t = opt("--run-after")) {
+    if (!t->empty() && (*t)[0] == '+') {
+      auto secs = core::parse_seconds(t->substr(1));
+      if (!secs) throw Usage("--run-after +DUR: bad duration " + *t);
+      run_in = core::to_pg_interval(*secs);
+    } else {
+      run_after = *t;
+    }
+  }
+  pg::Params p = {a.positional[0],
+                  payload.dump(),
+                  opt("--queue").value_or("default"),
+                  opt("--priority").value_or("0"),
+                  run_after,
+                  run_in,
+                  opt("--max-attempts").value_or("1"),
+                  timeout,
+                  opt("--idempotency-key"),
+                  opt("--concurrency-key")};
+  auto r = co_await s.conn.query(
+      "SELECT bgexec.submit($1, $2::jsonb, queue => $3, priority => $4::int,"
+      " run_after => coalesce($5::timestamptz, now() + coalesce($6::interval, '0')),"
+      " max_attempts => $7::int, timeout => $8::interval, idempotency_key => $9,"
+      " concurrency_key => $10)",
+      p);
+  std::int64_t id = std::stoll(r.get(0, 0).value_or("0"));
+  bool wait = a.flags.count("--wait"), follow_flag = a.flags.count("--follow");
+  if (s.json_out && !follow_flag) {
+    if (!wait) std::cout << json{{"id", id}}.dump() << std::endl;
+  } else if (follow_flag) {
+    std::cout << (s.json_out ? json{{"id", id}}.dump() : "submitted job " + std::to_string(id)) << std::endl;
+  } else if (!wait) {
+    std::cout << id << std::endl;
+  }
+  if (!wait && !follow_flag) co_return ok;
+  int code = co_await follow(s, id, 0, follow_flag);
+  if (wait && !follow_flag) {
+    pg::Params ip = {std::to_string(id)};
+    auto st = co_await s.conn.query("SELECT status::text, result, error FROM bgexec.job WHERE id = $1", ip);
+    std::string status = st.get(0, 0).value_or("?");
+    if (s.json_out) {
+      json out = {{"id", id}, {"status", status}};
+      out["result"] = json::parse(st.get(0, 1).value_or("null"));
+      out["error"] = json::parse(st.get(0, 2).value_or("null"));
+      std::cout << out.dump() << std::endl;
+    } else {
+      std::cout << id << " " << status << std::endl;
+    }
+  }
+  co_return code;
+}
+
+asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage("status takes ID");
+  pg::Params p = {std::to_string(parse_id(a.positional[0]))};
+  auto r = co_await s.conn.query(
+      "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
+      " lease_owner AS worker, created_at, started_at, finished_at, run_after, deadline, last_seq,"
+      " payload, result, error FROM bgexec.job WHERE id = $1",
+      p);
+  if (r.rows() == 0) {
+    std::cerr << "bgexec: job " << a.positional[0] << " not found\n";
+    co_return not_found;
+  }
+  json row = r.to_json()[0];
+  if (s.json_out) {
+    std::cout << row.dump() << std::endl;
+  } else {
+    for (auto& [k, v] : row.items()) {
+      if (v.is_null()) continue;
+      std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : short_json(v, 2000)) << "\n";
+    }
+    std::cout << std::flush;
+  }
+  co_return exit_for(row.value("status", ""));
+}
+
+asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage("tail takes ID");
+  int from = 0;
+  if (auto it = a.options.find("--from"); it != a.options.end() && !it->second.empty())
+    from = std::stoi(it->second.back());
+  co_return co_await follow(s, parse_id(a.positional[0]), from, true);
+}
+
+asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
+  if (cmd == "resume" ? (a.positional.empty() || a.positional.size() > 2) : a.positional.size() != 1)
+    throw Usage(cmd + (cmd == "resume" ? " takes ID [JSON]" : " takes ID"));
+  std::int64_t id = parse_id(a.positional[0]);
+  pg::Params p = {std::to_string(id)};
+  std::string sql;
+  if (cmd == "stop") {
+    sql = "SELECT bgexec.stop($1)::text";
+  } else if (cmd == "retry") {
+    sql = "SELECT bgexec.retry($1)::text";
+  } else {
+    sql = "SELECT bgexec.resume($1, $2::jsonb)::text";
+    p.push_back(a.positional.size() > 1 ? parse_json_arg(a.positional[1]).dump() : std::optional<std::string>());
+  }
+  auto r = co_await s.conn.query(sql, p);
+  std::string v = r.get(0, 0).value_or("");
+  int code = ok;
+  std::string msg;
+  if (cmd == "stop") {
+    msg = v == "running" ? "stop requested (the worker ends it as cancelled)" : v;
+    if (v != "running" && v != "cancelled") code = job_failed;  // already finished otherwise
+  } else if (v == "true") {
+    msg = cmd == "resume" ? "resumed" : "queued again";
+  } else {
+    msg = cmd == "resume" ? "not suspended" : "not failed, cancelled or timed out";
+    code = job_failed;
+  }
+  if (s.json_out) std::cout << json{{"id", id}, {"result", v}, {"ok", code == ok}}.dump() << std::endl;
+  else std::cout << "job " << id << ": " << msg << std::endl;
+  co_return code;
+}
+
+asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs&) {
+  auto r = co_await s.conn.query("SELECT * FROM bgexec.queue_stats ORDER BY queue");
+  json rows = r.to_json();
+  if (s.json_out) {
+    std::cout << rows.dump() << std::endl;
+    co_return ok;
+  }
+  const char* cols[] = {"queue", "paused", "queued", "running", "suspended", "completed", "failed", "cancelled", "timed_out"};
+  for (const char* c : cols) std::cout << c << (std::string(c) == "queue" ? "\t\t" : "\t");
+  std::cout << "oldest_queued_age\n";
+  for (auto& row : rows) {
+    for (const char* c : cols) {
+      auto& v = row[c];
+      std::cout << (v.is_string() ? v.get<std::string>() : v.dump()) << (std::string(c) == "queue" ? "\t\t" : "\t");
+    }
+    auto& age = row["oldest_queued_age"];
+    std::cout << (age.is_string() ? age.get<std::string>() : "-") << "\n";
+  }
+  std::cout << std::flush;
+  co_return ok;
+}
+
+}  // namespace
+
+bool is_command(const std::string& cmd) { return commands.count(cmd) > 0; }
+
+int run(const std::string& cmd, const std::vector<std::string>& args,
+        const std::map<std::string, std::string>& env) {
+  for (auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::cout << usage_text;
+      return ok;
+    }
+  }
+  core::ParsedArgs parsed;
+  try {
+    parsed = core::parse_args(args,
+                              {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
+                               "--max-attempts", "--timeout", "--run-after", "--from"},
+                              {"--json", "--wait", "--follow"});
+  } catch (const std::exception& e) {
+    std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
+    return usage;
+  }
+  std::string conninfo;
+  if (auto it = parsed.options.find("--db"); it != parsed.options.end() && !it->second.empty())
+    conninfo = it->second.back();
+  else if (auto e = env.find("BGEXEC_DB"); e != env.end())
+    conninfo = e->second;
+
+  asio::io_context io;
+  Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0};
+  int code = db_error;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<int> {
+        if (cmd == "submit") co_return co_await cmd_submit(s, parsed);
+        if (cmd == "status") co_return co_await cmd_status(s, parsed);
+        if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
+        if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
+        co_return co_await cmd_simple(s, cmd, parsed);
+      },
+      [&](std::exception_ptr e, int rc) {
+        code = rc;
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const Usage& u) {
+          std::cerr << "bgexec " << cmd << ": " << u.what() << "\n";
+          code = usage;
+        } catch (const pg::Error& pe) {
+          std::cerr << "bgexec " << cmd << ": " << pe.what() << " (SQLSTATE " << pe.sqlstate() << ")\n";
+          code = pe.sqlstate() == "P0002" ? not_found : db_error;
+        } catch (const std::exception& ex) {
+          std::cerr << "bgexec " << cmd << ": " << ex.what() << "\n";
+          code = db_error;
+        }
+      });
+  io.run();
+  s.conn.close();
+  return code;
+}
+
+}  // namespace bgexec::client

@@ -1,0 +1,18 @@
+#pragma once
+// Client subcommands: submit, status, tail, stop, resume, retry, queues.
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bgexec::client {
+
+// Exit codes (documented in `bgexec --help`).
+enum Exit : int { ok = 0, job_failed = 1, usage = 2, db_error = 3, not_found = 4, suspended = 5 };
+
+bool is_command(const std::string& cmd);
+// Runs one client subcommand; returns the process exit code.
+int run(const std::string& cmd, const std::vector<std::string>& args,
+        const std::map<std::string, std::string>& env);
+
+}  // namespace bgexec::client

@@ -1,0 +1,245 @@
+#pragma once
+// The dashboard served at GET /: one HTML page, a stylesheet and a small
+// vanilla script, embedded as raw strings (no build step, no npm).  The page
+// talks to the same /v1 API as any client, with the bearer token kept in
+// localStorage; the live event stream uses EventSource with ?token= because
+// browsers cannot add an Authorization header to it.
+
+namespace bgexec::http::assets {
+
+inline constexpr const char* index_html = R"BGX(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>bgexec</title>
+<link rel="stylesheet" href="/app.css">
+</head>
+<body>
+<header>
+  <h1><a href="#/">bgexec</a></h1>
+  <form id="token-form">
+    <label>token <input id="token" type="password" autocomplete="off" placeholder="bearer token"></label>
+    <button id="save-token" type="submit">use</button>
+  </form>
+  <span id="status-line"></span>
+</header>
+<main>
+  <section id="home">
+    <h2>Queues</h2>
+    <table id="queues"><thead><tr><th>queue</th><th>paused</th><th>queued</th><th>running</th><th>suspended</th>
+      <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th></tr></thead>
+      <tbody></tbody></table>
+    <h2>Recent jobs</h2>
+    <form id="filters">
+      <label>queue <input id="f-queue" placeholder="any"></label>
+      <label>status <select id="f-status"><option value="">any</option><option>queued</option><option>running</option>
+        <option>suspended</option><option>completed</option><option>failed</option><option>cancelled</option>
+        <option>timed_out</option></select></label>
+      <button type="submit">filter</button>
+    </form>
+    <table id="jobs"><thead><tr><th>id</th><th>kind</th><th>queue</th><th>status</th><th>attempt</th><th>created</th></tr></thead>
+      <tbody></tbody></table>
+    <button id="more" hidden>older</button>
+  </section>
+  <section id="job" hidden>
+    <h2>Job <span id="job-id"></span> <span id="job-status" class="status"></span></h2>
+    <div class="actions">
+      <button id="btn-stop">stop</button>
+      <button id="btn-resume">resume</button>
+      <button id="btn-retry">retry</button>
+      <input id="resume-input" placeholder='resume input JSON, e.g. {"approved": true}'>
+    </div>
+    <dl id="job-fields"></dl>
+    <h3>Steps</h3>
+    <table id="steps"><thead><tr><th>step</th><th>state</th><th>output / error</th></tr></thead><tbody></tbody></table>
+    <h3>Events <span id="stream-state"></span></h3>
+    <ol id="events"></ol>
+  </section>
+</main>
+<script src="/app.js"></script>
+</body>
+</html>
+)BGX";
+
+inline constexpr const char* app_css = R"BGX(
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #222; }
+header { display: flex; gap: 1em; align-items: center; padding: .5em 1em; background: #1f2937; color: #fff; }
+header a { color: #fff; text-decoration: none; }
+header h1 { font-size: 1.2em; margin: 0; }
+main { padding: 1em; }
+table { border-collapse: collapse; margin-bottom: 1em; }
+th, td { border-bottom: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
+tr[data-id] { cursor: pointer; }
+tr[data-id]:hover { background: #f3f4f6; }
+.status { font-size: .8em; padding: .1em .5em; border-radius: .5em; background: #e5e7eb; }
+.s-completed { background: #bbf7d0; } .s-failed, .s-timed_out { background: #fecaca; }
+.s-running { background: #bfdbfe; } .s-cancelled { background: #e5e7eb; } .s-suspended { background: #fde68a; }
+#events { font-family: ui-monospace, monospace; font-size: 12px; }
+#events li { white-space: pre-wrap; }
+.actions { display: flex; gap: .5em; margin-bottom: 1em; }
+#resume-input { flex: 1; max-width: 30em; }
+.error { color: #b91c1c; }
+dl { display: grid; grid-template-columns: max-content auto; gap: .1em 1em; }
+dt { color: #666; } dd { margin: 0; font-family: ui-monospace, monospace; white-space: pre-wrap; }
+)BGX";
+
+inline constexpr const char* app_js = R"BGX('use strict';
+// bgexec dashboard: vanilla JS over the /v1 API.
+const $ = (s) => document.querySelector(s);
+let token = localStorage.getItem('bgexec.token') || '';
+let source = null;      // EventSource of the open job page
+let beforeCursor = null;
+let refreshTimer = null;
+
+function esc(v) {
+  return String(v ?? '').replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
+}
+function say(msg, isError) {
+  const el = $('#status-line');
+  el.textContent = msg || '';
+  el.className = isError ? 'error' : '';
+}
+async function api(method, path, body) {
+  const opts = {method, headers: {'Authorization': 'Bearer ' + token}};
+  if (body !== undefined) { opts.headers['Content-Type'] = 'application/json'; opts.body = JSON.stringify(body); }
+  const res = await fetch(path, opts);
+  const data = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const e = new Error((data.error && data.error.message) || res.statusText);
+    e.status = res.status;
+    throw e;
+  }
+  return data;
+}
+
+async function loadQueues() {
+  const {queues} = await api('GET', '/v1/queues');
+  $('#queues tbody').innerHTML = queues.map((q) => `<tr data-queue="${esc(q.queue)}"><td>${esc(q.queue)}</td><td>${q.paused ? 'yes' : ''}</td>
+    <td class="c-queued">${q.queued}</td><td class="c-running">${q.running}</td><td>${q.suspended}</td><td class="c-completed">${q.completed}</td>
+    <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
+    <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td></tr>`).join('');
+}
+function jobRow(j) {
+  return `<tr data-id="${j.id}"><td>${j.id}</td><td>${esc(j.kind)}</td><td>${esc(j.queue)}</td>
+    <td><span class="status s-${esc(j.status)}">${esc(j.status)}</span></td><td>${j.attempt}/${j.max_attempts}</td>
+    <td>${esc(j.created_at)}</td></tr>`;
+}
+async function loadJobs(append) {
+  const q = new URLSearchParams({limit: '50'});
+  if ($('#f-queue').value) q.set('queue', $('#f-queue').value);
+  if ($('#f-status').value) q.set('status', $('#f-status').value);
+  if (append && beforeCursor) q.set('before', beforeCursor);
+  const {jobs, next_before} = await api('GET', '/v1/jobs?' + q);
+  const html = jobs.map(jobRow).join('');
+  if (append) $('#jobs tbody').insertAdjacentHTML('beforeend', html); else $('#jobs tbody').innerHTML = html;
+  beforeCursor = next_before;
+  $('#more').hidden = next_before == null;
+}
+async function refreshHome() {
+  try { await Promise.all([loadQueues(), loadJobs(false)]); say(''); } catch (e) { say(e.message, true); }
+}
+
+function renderJob(j) {
+  $('#job-status').textContent = j.status;
+  $('#job-status').className = 'status s-' + j.status;
+  const fields = ['kind', 'queue', 'owner', 'priority', 'attempt', 'max_attempts', 'created_at', 'started_at',
+    'finished_at', 'payload', 'result', 'error'];
+  $('#job-fields').innerHTML = fields.map((f) => `<dt>${f}</dt><dd id="f-${f}">${esc(typeof j[f] === 'object' && j[f] !== null ? JSON.stringify(j[f], null, 1) : j[f])}</dd>`).join('');
+  $('#btn-stop').disabled = !['queued', 'running', 'suspended'].includes(j.status);
+  $('#btn-resume').disabled = j.status !== 'suspended';
+  $('#btn-retry').disabled = !['failed', 'cancelled', 'timed_out'].includes(j.status);
+}
+const steps = new Map();
+function renderSteps() {
+  $('#steps tbody').innerHTML = [...steps.entries()].map(([id, s]) =>
+    `<tr data-step="${esc(id)}"><td>${esc(id)}</td><td>${esc(s.state)}</td><td>${esc(s.detail ? JSON.stringify(s.detail) : '')}</td></tr>`).join('');
+}
+function onEvent(ev) {
+  const li = document.createElement('li');
+  li.dataset.seq = ev.seq;
+  li.dataset.kind = ev.kind;
+  li.textContent = `#${ev.seq} ${ev.created_at} ${ev.kind} ${JSON.stringify(ev.data)}`;
+  $('#events').appendChild(li);
+  const d = ev.data || {};
+  if (ev.kind.startsWith('step_') && d.step) {
+    const state = ev.kind.slice(5);
+    steps.set(d.step, {state, detail: d.output ?? d.error ?? null});
+    renderSteps();
+  }
+}
+const endKinds = ['completed', 'failed', 'cancelled', 'timed_out', 'suspended'];
+async function showJob(id) {
+  $('#home').hidden = true; $('#job').hidden = false;
+  $('#job-id').textContent = id;
+  $('#events').innerHTML = ''; steps.clear(); renderSteps();
+  if (source) { source.close(); source = null; }
+  try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); return; }
+  follow(id, 0);
+}
+function follow(id, after) {
+  if (source) source.close();
+  source = new EventSource(`/v1/jobs/${id}/events?token=${encodeURIComponent(token)}&after=${after}`);
+  $('#stream-state').textContent = '(live)';
+  const handler = async (m) => {
+    const ev = JSON.parse(m.data);
+    onEvent(ev);
+    if (endKinds.includes(ev.kind)) {
+      source.close(); source = null;
+      $('#stream-state').textContent = '(ended)';
+    }
+    try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); }
+  };
+  for (const k of ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
+    'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out']) {
+    source.addEventListener(k, handler);
+  }
+  source.onerror = () => { if (source && source.readyState === EventSource.CLOSED) $('#stream-state').textContent = '(closed)'; };
+}
+function lastSeq() {
+  const items = $('#events').children;
+  return items.length ? Number(items[items.length - 1].dataset.seq) : 0;
+}
+async function act(what) {
+  const id = $('#job-id').textContent;
+  let body;
+  if (what === 'resume' && $('#resume-input').value.trim()) {
+    try { body = JSON.parse($('#resume-input').value); } catch (e) { say('resume input is not JSON', true); return; }
+  }
+  try {
+    const r = await api('POST', `/v1/jobs/${id}/${what}`, body);
+    say(`${what}: ${JSON.stringify(r)}`);
+    renderJob(await api('GET', '/v1/jobs/' + id));
+    if (!source && (what === 'resume' || what === 'retry')) follow(id, lastSeq());
+  } catch (e) { say(`${what}: ${e.message}`, true); }
+}
+
+function route() {
+  clearInterval(refreshTimer);
+  const m = location.hash.match(/^#\/jobs\/(\d+)$/);
+  if (m) { showJob(m[1]); return; }
+  if (source) { source.close(); source = null; }
+  $('#home').hidden = false; $('#job').hidden = true;
+  refreshHome();
+  refreshTimer = setInterval(refreshHome, 3000);
+}
+
+$('#token').value = token;
+$('#token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  token = $('#token').value.trim();
+  localStorage.setItem('bgexec.token', token);
+  route();
+});
+$('#filters').addEventListener('submit', (e) => { e.preventDefault(); loadJobs(false).catch((x) => say(x.message, true)); });
+$('#more').addEventListener('click', () => loadJobs(true).catch((x) => say(x.message, true)));
+$('#jobs tbody').addEventListener('click', (e) => {
+  const tr = e.target.closest('tr[data-id]');
+  if (tr) location.hash = '#/jobs/' + tr.dataset.id;
+});
+for (const a of ['stop', 'resume', 'retry']) $('#btn-' + a).addEventListener('click', () => act(a));
+window.addEventListener('hashchange', route);
+if (token) route(); else say('enter a token');
+)BGX";
+
+}  // namespace bgexec::http::assets

@@ -1,0 +1,657 @@
+// The HTTP gateway (see gateway.hpp and README-http.md).
+#include "http/gateway.hpp"
+
+#include "core/logfmt.hpp"
+#include "http/assets.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace bgexec::http {
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t max_body = 1 << 20;       // 413 above 1 MiB
+constexpr auto idle_timeout = 120s;             // keep-alive connection idle limit
+constexpr auto keepalive_every = 15s;           // SSE comment while idle
+constexpr auto poll_every = 3s;                 // SSE safety net when a NOTIFY is missed
+constexpr int replay_batch = 1000;              // events per bgexec.events() fetch
+
+// A request-level failure with its HTTP status and the SQLSTATE reported in the body.
+struct HttpError {
+  bhttp::status status;
+  std::string sqlstate;
+  std::string message;
+};
+
+// Maps a database error to the HTTP status the README documents.
+bhttp::status status_for(const std::string& st) {
+  if (st == "P0002") return bhttp::status::not_found;
+  if (st == "22023" || st == "22P02" || st == "54000" || st == "23514" || st == "22007" ||
+      st == "22008" || st == "22003" || st == "22001" || st == "23502")
+    return bhttp::status::unprocessable_entity;
+  if (st == "53400") return bhttp::status::too_many_requests;
+  if (st == "42501") return bhttp::status::forbidden;
+  if (st.rfind("08", 0) == 0 || st == "57P01" || st == "57P02" || st == "57P03" || st == "53300")
+    return bhttp::status::service_unavailable;
+  return bhttp::status::internal_server_error;
+}
+
+Response make_json(unsigned version, bhttp::status status, const json& body) {
+  Response res{status, version};
+  res.set(bhttp::field::server, "bgexec");
+  res.set(bhttp::field::content_type, "application/json");
+  res.set(bhttp::field::cache_control, "no-store");
+  res.body() = body.dump() + "\n";
+  return res;
+}
+
+Response make_error(unsigned version, const HttpError& e) {
+  auto res = make_json(version, e.status,
+                       json{{"error", {{"sqlstate", e.sqlstate}, {"message", e.message}}}});
+  if (e.status == bhttp::status::too_many_requests) res.set(bhttp::field::retry_after, "5");
+  if (e.status == bhttp::status::unauthorized)
+    res.set(bhttp::field::www_authenticate, "Bearer realm=\"bgexec\"");
+  return res;
+}
+
+HttpError from_pg(const pg::Error& e) {
+  std::string msg = e.what();
+  if (auto p = msg.find("ERROR:  "); p == 0) msg = msg.substr(8);
+  if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
+  auto status = status_for(e.sqlstate());
+  if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;
+  return {status, e.sqlstate(), msg};
+}
+
+HttpError http_error(bhttp::status status, std::string sqlstate, std::string message) {
+  return HttpError{status, std::move(sqlstate), std::move(message)};
+}
+HttpError bad_request(std::string msg) { return {bhttp::status::bad_request, "08P01", std::move(msg)}; }
+HttpError invalid(std::string msg) {
+  return {bhttp::status::unprocessable_entity, "22023", std::move(msg)};
+}
+HttpError not_found(std::string msg) { return {bhttp::status::not_found, "P0002", std::move(msg)}; }
+
+int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes a query component ('+' is a space).
+std::string url_decode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() + 0 && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+      out += static_cast<char>(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_query(std::string_view q) {
+  std::map<std::string, std::string> out;
+  while (!q.empty()) {
+    auto amp = q.find('&');
+    auto part = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view{} : q.substr(amp + 1);
+    if (part.empty()) continue;
+    auto eq = part.find('=');
+    if (eq == std::string_view::npos)
+      out[url_decode(part)] = "";
+    else
+      out[url_decode(part.substr(0, eq))] = url_decode(part.substr(eq + 1));
+  }
+  return out;
+}
+
+// Strict decimal parse of the whole string.
+std::optional<std::int64_t> parse_int(std::string_view s) {
+  std::int64_t v = 0;
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Splits "/v1/jobs/42/stop" into segments.
+std::vector<std::string> segments(std::string_view path) {
+  std::vector<std::string> out;
+  while (!path.empty()) {
+    if (path.front() == '/') {
+      path.remove_prefix(1);
+      continue;
+    }
+    auto slash = path.find('/');
+    out.emplace_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash);
+  }
+  return out;
+}
+
+bool is_stream_end(std::string_view kind) {
+  return kind == "completed" || kind == "failed" || kind == "cancelled" || kind == "timed_out" ||
+         kind == "suspended";
+}
+
+std::string sse_event(const json& ev) {
+  std::string out = "id: " + ev.at("seq").dump() + "\n";
+  out += "event: " + ev.at("kind").get<std::string>() + "\n";
+  out += "data: " + ev.dump() + "\n\n";
+  return out;
+}
+
+// {k: v} and {k1: v1, k2: v2}, built outside coroutines (GCC 12 miscompiles
+// braced JSON initializers holding string literals inside coroutine frames).
+json kv(const std::string& k, json v) {
+  json o = json::object();
+  o[k] = std::move(v);
+  return o;
+}
+json kv(const std::string& k1, json v1, const std::string& k2, json v2) {
+  json o = kv(k1, std::move(v1));
+  o[k2] = std::move(v2);
+  return o;
+}
+
+// Statement parameters, built outside coroutines (an initializer_list inside a
+// co_await expression trips the same GCC 12 bug).
+pg::Params args(std::optional<std::string> a) {
+  pg::Params p;
+  p.push_back(std::move(a));
+  return p;
+}
+pg::Params args(std::optional<std::string> a, std::optional<std::string> b) {
+  pg::Params p = args(std::move(a));
+  p.push_back(std::move(b));
+  return p;
+}
+
+const char* events_sql =
+    "SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1::bigint, $2::int) LIMIT 1000";
+
+// Translates a POST /v1/jobs body into one statement calling bgexec.submit
+// with named arguments (omitted fields keep submit's defaults).
+std::pair<std::string, pg::Params> build_submit(const std::string& text) {
+  auto body = json::parse(text, nullptr, false);
+  if (body.is_discarded()) throw bad_request("request body is not valid JSON");
+  if (!body.is_object()) throw bad_request("request body must be a JSON object");
+  static const std::set<std::string> known = {"kind", "payload", "queue", "priority",
+                                              "run_after", "max_attempts", "timeout",
+                                              "idempotency_key", "concurrency_key"};
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (!known.count(it.key())) throw bad_request("unknown field \"" + it.key() + "\"");
+  pg::Params params;
+  std::vector<std::string> args;
+  auto arg = [&](const std::string& name, std::string value, const std::string& expr) {
+    params.push_back(std::move(value));
+    std::string n = "$" + std::to_string(params.size());
+    std::string e = expr;
+    auto p = e.find('?');
+    e.replace(p, 1, n);
+    args.push_back(name + " => " + e);
+    return n;
+  };
+  auto str = [&](const char* f) -> std::optional<std::string> {
+    if (!body.contains(f) || body[f].is_null()) return std::nullopt;
+    if (!body[f].is_string()) throw invalid(std::string(f) + " must be a string");
+    return body[f].get<std::string>();
+  };
+  auto integer = [&](const char* f) -> std::optional<std::string> {
+    if (!body.contains(f) || body[f].is_null()) return std::nullopt;
+    if (!body[f].is_number_integer()) throw invalid(std::string(f) + " must be an integer");
+    return body[f].dump();
+  };
+  auto kind = str("kind");
+  if (!kind) throw invalid("kind is required");
+  arg("kind", *kind, "?::text");
+  if (body.contains("payload") && !body["payload"].is_null()) {
+    if (!body["payload"].is_object()) throw invalid("payload must be a JSON object");
+    arg("payload", body["payload"].dump(), "?::jsonb");
+  }
+  if (auto q = str("queue")) arg("queue", *q, "?::text");
+  if (auto p = integer("priority")) arg("priority", *p, "?::int");
+  if (auto r = str("run_after")) arg("run_after", *r, "?::timestamptz");
+  if (auto m = integer("max_attempts")) arg("max_attempts", *m, "?::int");
+  if (body.contains("timeout") && !body["timeout"].is_null()) {
+    const auto& t = body["timeout"];
+    if (t.is_number()) {
+      double secs = t.get<double>();
+      if (!std::isfinite(secs) || secs <= 0) throw invalid("timeout must be a positive interval");
+      arg("timeout", t.dump(), "make_interval(secs => ?::float8)");
+    } else if (t.is_string()) {
+      arg("timeout", t.get<std::string>(), "?::interval");
+    } else {
+      throw invalid("timeout must be a number of seconds or an interval string");
+    }
+  }
+  std::optional<std::string> key_param;
+  if (auto k = str("idempotency_key")) key_param = arg("idempotency_key", *k, "?::text");
+  if (auto c = str("concurrency_key")) arg("concurrency_key", *c, "?::text");
+  std::string call = "bgexec.submit(";
+  for (std::size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
+  call += ")";
+  // With an idempotency key, the job already owned under that key is read
+  // in the same statement (its snapshot predates the submit): non-null
+  // means submit returned an existing job (200), null that it created one (201).
+  std::string sql = key_param
+                        ? "SELECT (SELECT j.id FROM bgexec.job j WHERE j.owner = current_user"
+                          " AND j.idempotency_key = " + *key_param + "::text) AS existing, " +
+                              call + " AS id"
+                        : "SELECT NULL::bigint AS existing, " + call + " AS id";
+  return {sql, params};
+}
+
+}  // namespace
+
+Gateway::Gateway(asio::any_io_executor ex, GatewayConfig cfg)
+    : ex_(ex), cfg_(std::move(cfg)), pool_(ex, cfg_.conninfo, cfg_.pool_size),
+      notifier_(ex, cfg_.conninfo) {}
+
+asio::awaitable<void> Gateway::listen(asio::ip::tcp::acceptor& acceptor) {
+  for (;;) {
+    auto [ec, sock] = co_await acceptor.async_accept(use_tuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      core::log("warn", "accept failed", {{"error", ec.message()}});
+      asio::steady_timer t(ex_, 100ms);
+      co_await t.async_wait(use_tuple);
+      continue;
+    }
+    asio::co_spawn(ex_, session(std::move(sock)), asio::detached);
+  }
+}
+
+const std::string* Gateway::authenticate(const Request& req,
+                                         const std::map<std::string, std::string>& qs,
+                                         bool allow_query_token) const {
+  std::string token;
+  auto auth = req[bhttp::field::authorization];
+  if (auth.size() > 7 && beast::iequals(auth.substr(0, 7), "Bearer "))
+    token = std::string(auth.substr(7));
+  else if (allow_query_token)
+    if (auto it = qs.find("token"); it != qs.end()) token = it->second;
+  while (!token.empty() && token.back() == ' ') token.pop_back();
+  if (token.empty()) return nullptr;
+  auto it = cfg_.tokens.find(token);
+  return it == cfg_.tokens.end() ? nullptr : &it->second;
+}
+
+asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
+  beast::tcp_stream stream(std::move(sock));
+  beast::flat_buffer buf;
+  try {
+    for (;;) {
+      bhttp::request_parser<bhttp::string_body> parser;
+      parser.body_limit(max_body);
+      parser.header_limit(16 * 1024);
+      stream.expires_after(idle_timeout);
+      auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, use_tuple);
+      if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+          ec == asio::error::connection_reset || ec == asio::error::eof)
+        break;
+      if (ec) {
+        // Malformed or oversized request: answer once, then close (the rest of
+        // the byte stream cannot be trusted).
+        HttpError e = ec == bhttp::error::body_limit
+                          ? http_error(bhttp::status::payload_too_large, "54000",
+                                      "request body is larger than 1 MiB")
+                          : bad_request("malformed HTTP request: " + ec.message());
+        auto res = make_error(11, e);
+        res.keep_alive(false);
+        res.prepare_payload();
+        stream.expires_after(5s);
+        co_await bhttp::async_write(stream, res, use_tuple);
+        break;
+      }
+      const Request& req = parser.get();
+      std::string_view target = req.target();
+      auto qpos = target.find('?');
+      std::string path(target.substr(0, qpos));
+      auto qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
+      auto seg = segments(path);
+      if (req.method() == bhttp::verb::get && seg.size() == 4 && seg[0] == "v1" &&
+          seg[1] == "jobs" && seg[3] == "events") {
+        auto id = parse_int(seg[2]);
+        if (id && *id > 0) {
+          co_await stream_events(stream, req, *id, qs);
+          break;  // an event stream owns the connection until it ends
+        }
+      }
+      Response res;
+      try {
+        res = co_await route(req, path, qs);
+      } catch (const HttpError& e) {
+        res = make_error(req.version(), e);
+      } catch (const pg::Error& e) {
+        res = make_error(req.version(), from_pg(e));
+      } catch (const std::exception& e) {
+        core::log("error", "request failed", {{"path", path}, {"error", e.what()}});
+        res = make_error(req.version(), http_error(bhttp::status::internal_server_error, "XX000", e.what()));
+      }
+      if (req.method() == bhttp::verb::head) res.body().clear();
+      res.version(req.version());
+      res.keep_alive(req.keep_alive());
+      res.prepare_payload();
+      core::log("debug", "request", {{"method", std::string(req.method_string())}, {"path", path},
+                                     {"status", std::to_string(res.result_int())}});
+      stream.expires_after(30s);
+      auto [wec, wn] = co_await bhttp::async_write(stream, res, use_tuple);
+      if (wec || !res.keep_alive()) break;
+    }
+    stream.expires_after(2s);
+    beast::error_code ignored;
+    stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    // Drain what the client still sends so the close does not reset the reply.
+    std::array<char, 4096> sink{};
+    for (int i = 0; i < 256; ++i) {
+      auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+      if (ec) break;
+    }
+  } catch (const std::exception& e) {
+    core::log("warn", "connection failed", {{"error", e.what()}});
+  }
+}
+
+asio::awaitable<Response> Gateway::route(const Request& req, const std::string& path,
+                                         const std::map<std::string, std::string>& qs) {
+  const auto v = req.version();
+  const auto method = req.method();
+  const bool get = method == bhttp::verb::get || method == bhttp::verb::head;
+  auto seg = segments(path);
+
+  // Static dashboard and metrics: no token.
+  if (seg.empty() || (seg.size() == 1 && (seg[0] == "index.html" || seg[0] == "app.js" ||
+                                          seg[0] == "app.css"))) {
+    if (!get) throw http_error(bhttp::status::method_not_allowed, "08P01", "method not allowed");
+    std::string name = seg.empty() ? "index.html" : seg[0];
+    Response res{bhttp::status::ok, v};
+    res.set(bhttp::field::server, "bgexec");
+    res.set(bhttp::field::content_type, name == "app.js"    ? "text/javascript; charset=utf-8"
+                                        : name == "app.css" ? "text/css; charset=utf-8"
+                                                            : "text/html; charset=utf-8");
+    res.set(bhttp::field::cache_control, "no-cache");
+    res.body() = name == "app.js" ? assets::app_js : name == "app.css" ? assets::app_css : assets::index_html;
+    co_return res;
+  }
+  if (seg.size() == 1 && seg[0] == "metrics") {
+    if (!get) throw http_error(bhttp::status::method_not_allowed, "08P01", "method not allowed");
+    co_return co_await metrics(req);
+  }
+  if (seg.empty() || seg[0] != "v1") throw not_found("no such resource: " + path);
+
+  const std::string* role = authenticate(req, qs, false);
+  if (!role)
+    throw http_error(bhttp::status::unauthorized, "28000",
+                    "missing or unknown bearer token (Authorization: Bearer <token>)");
+
+  auto method_not_allowed = http_error(bhttp::status::method_not_allowed, "08P01", "method not allowed");
+
+  // GET /v1/queues
+  if (seg.size() == 2 && seg[1] == "queues") {
+    if (!get) throw method_not_allowed;
+    auto r = co_await pool_.query(
+        *role,
+        "SELECT *, extract(epoch FROM oldest_queued_age)::float8 AS oldest_queued_seconds "
+        "FROM bgexec.queue_stats ORDER BY queue",
+        {}, true);
+    co_return make_json(v, bhttp::status::ok, kv("queues", r.to_json()));
+  }
+  if (seg.size() < 2 || seg[1] != "jobs") throw not_found("no such resource: " + path);
+
+  if (seg.size() == 2) {
+    if (method == bhttp::verb::post) {
+      // POST /v1/jobs: the body mirrors bgexec.submit's named arguments.
+      auto [sql, params] = build_submit(req.body());
+      auto r = co_await pool_.query(*role, sql, params);
+      auto id = r.get(0, "id").value_or("0");
+      bool existed = r.get(0, "existing").has_value();
+      auto res = make_json(v, existed ? bhttp::status::ok : bhttp::status::created,
+                           existed ? kv("id", std::stoll(id), "deduplicated", true)
+                                   : kv("id", std::stoll(id)));
+      res.set(bhttp::field::location, "/v1/jobs/" + id);
+      co_return res;
+    }
+    if (!get) throw method_not_allowed;
+    // GET /v1/jobs?queue=&status=&limit=&before=
+    std::int64_t limit = 50;
+    pg::Params params(4);
+    for (const auto& [k, val] : qs) {
+      if (k == "queue") {
+        if (!val.empty()) params[0] = val;
+      } else if (k == "status") {
+        if (!val.empty()) params[1] = val;
+      } else if (k == "before") {
+        auto b = parse_int(val);
+        if (!b || *b < 1) throw invalid("before must be a positive job id");
+        params[2] = std::to_string(*b);
+      } else if (k == "limit") {
+        auto l = parse_int(val);
+        if (!l || *l < 1 || *l > 500) throw invalid("limit must be an integer from 1 to 500");
+        limit = *l;
+      } else {
+        throw bad_request("unknown query parameter \"" + k + "\"");
+      }
+    }
+    params[3] = std::to_string(limit + 1);
+    // Reads the table under row-level security: a tenant sees its own jobs.
+    auto r = co_await pool_.query(
+        *role,
+        "SELECT * FROM bgexec.job WHERE ($1::text IS NULL OR queue = $1::text)"
+        " AND ($2::bgexec.job_status IS NULL OR status = $2::bgexec.job_status)"
+        " AND ($3::bigint IS NULL OR id < $3::bigint) ORDER BY id DESC LIMIT $4::int",
+        params, true);
+    auto jobs = r.to_json();
+    json next = nullptr;
+    if (static_cast<std::int64_t>(jobs.size()) > limit) {
+      jobs.erase(jobs.end() - 1);
+      next = jobs.back()["id"];
+    }
+    co_return make_json(v, bhttp::status::ok, kv("jobs", jobs, "next_before", next));
+  }
+
+  auto id = parse_int(seg[2]);
+  if (!id || *id < 1) throw not_found("no such job: " + seg[2]);
+  const std::string id_s = std::to_string(*id);
+
+  if (seg.size() == 3) {
+    if (!get) throw method_not_allowed;
+    auto r = co_await pool_.query(*role, "SELECT * FROM bgexec.job WHERE id = $1::bigint", args(id_s), true);
+    if (r.rows() == 0) throw not_found("job " + id_s + " does not exist");
+    co_return make_json(v, bhttp::status::ok, r.to_json()[0]);
+  }
+  if (seg.size() == 4 && (seg[3] == "stop" || seg[3] == "resume" || seg[3] == "retry")) {
+    if (method != bhttp::verb::post) throw method_not_allowed;
+    if (seg[3] == "stop") {
+      auto r = co_await pool_.query(*role, "SELECT bgexec.stop($1::bigint)::text AS status", args(id_s));
+      co_return make_json(v, bhttp::status::ok, kv("id", *id, "status", r.get(0, 0).value_or("")));
+    }
+    bool ok = false;
+    if (seg[3] == "resume") {
+      std::optional<std::string> input;
+      auto b = std::string_view(req.body());
+      if (b.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+        auto j = json::parse(b, nullptr, false);
+        if (j.is_discarded()) throw bad_request("request body is not valid JSON");
+        input = j.dump();
+      }
+      auto r = co_await pool_.query(*role, "SELECT bgexec.resume($1::bigint, $2::jsonb) AS ok",
+                                    args(id_s, input));
+      ok = r.get(0, 0) == "t";
+      if (!ok) throw http_error(bhttp::status::conflict, "55000", "job " + id_s + " is not suspended");
+    } else {
+      auto r = co_await pool_.query(*role, "SELECT bgexec.retry($1::bigint) AS ok", args(id_s));
+      ok = r.get(0, 0) == "t";
+      if (!ok)
+        throw http_error(bhttp::status::conflict, "55000",
+                        "job " + id_s + " is not failed, cancelled or timed out");
+    }
+    co_return make_json(v, bhttp::status::ok, kv("id", *id, seg[3] == "resume" ? "resumed" : "retried", true));
+  }
+  throw not_found("no such resource: " + path);
+}
+
+asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Request& req,
+                                             std::int64_t job_id,
+                                             const std::map<std::string, std::string>& qs) {
+  auto reply_error = [&](const HttpError& e) -> asio::awaitable<void> {
+    auto res = make_error(req.version(), e);
+    res.keep_alive(false);
+    res.prepare_payload();
+    stream.expires_after(10s);
+    co_await bhttp::async_write(stream, res, use_tuple);
+  };
+  // Browsers' EventSource cannot send headers: ?token= is accepted here.
+  const std::string* role = authenticate(req, qs, true);
+  if (!role) {
+    co_await reply_error(http_error(bhttp::status::unauthorized, "28000", "missing or unknown bearer token"));
+    co_return;
+  }
+  // Resume point: Last-Event-ID (set by EventSource on reconnect) wins over ?after=.
+  std::int64_t cursor = 0;
+  std::string from(req["Last-Event-ID"]);
+  if (from.empty())
+    if (auto it = qs.find("after"); it != qs.end()) from = it->second;
+  if (!from.empty()) {
+    auto c = parse_int(from);
+    if (!c || *c < 0 || *c > std::numeric_limits<std::int32_t>::max()) {
+      co_await reply_error(bad_request("Last-Event-ID / after must be a non-negative integer"));
+      co_return;
+    }
+    cursor = *c;
+  }
+  const std::string id_s = std::to_string(job_id);
+
+  // Subscribe first and make sure LISTEN is in effect, then replay: an event
+  // committed after the replay's snapshot is then always announced, and one
+  // both replayed and announced is skipped because its seq <= cursor.
+  Subscription sub(notifier_, job_id);
+  co_await notifier_.wait_listening(5s);
+
+  bool ended = false;
+  std::string pending;  // serialized events not yet written
+  // Reads every event after the cursor (in batches); sets `ended` at a terminal or suspended event.
+  auto fetch = [&]() -> asio::awaitable<void> {
+    for (;;) {
+      auto r = co_await pool_.query(*role, events_sql, args(id_s, std::to_string(cursor)), true);
+      auto rows = r.to_json();
+      const bool more = static_cast<int>(rows.size()) >= replay_batch;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& ev = rows[i];
+        auto seq = ev.at("seq").get<std::int64_t>();
+        if (seq <= cursor) continue;  // never twice
+        pending += sse_event(ev);
+        cursor = seq;
+        // Only the job's newest event ends the stream: an old terminal event
+        // followed by a manual retry (or a resume after suspended) does not.
+        if (i + 1 == rows.size() && !more && is_stream_end(ev.at("kind").get<std::string>())) {
+          ended = true;
+          co_return;
+        }
+      }
+      if (!more) co_return;
+    }
+  };
+
+  std::optional<HttpError> failure;
+  try {
+    co_await fetch();
+    if (pending.empty() && !ended) {
+      // Nothing after the cursor: a job already at its end has nothing more to
+      // say; 204 tells EventSource not to reconnect.
+      auto r = co_await pool_.query(*role, "SELECT status::text, last_seq FROM bgexec.job WHERE id = $1::bigint",
+                                    args(id_s), true);
+      if (r.rows() == 0) throw pg::Error("P0002", "job " + id_s + " does not exist");
+      auto status = r.get(0, 0).value_or("");
+      auto last = parse_int(r.get(0, 1).value_or("0")).value_or(0);
+      if (last <= cursor && is_stream_end(status)) {
+        Response res{bhttp::status::no_content, req.version()};
+        res.set(bhttp::field::server, "bgexec");
+        res.keep_alive(false);
+        res.prepare_payload();
+        stream.expires_after(10s);
+        co_await bhttp::async_write(stream, res, use_tuple);
+        co_return;
+      }
+    }
+  } catch (const pg::Error& e) {
+    failure = from_pg(e);
+  }
+  if (failure) {
+    co_await reply_error(*failure);
+    co_return;
+  }
+
+  auto write = [&](std::string data) -> asio::awaitable<bool> {
+    stream.expires_after(30s);
+    auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data), use_tuple);
+    stream.expires_never();
+    co_return !ec;
+  };
+  std::string head =
+      "HTTP/1.1 200 OK\r\nServer: bgexec\r\nContent-Type: text/event-stream\r\n"
+      "Cache-Control: no-store\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n"
+      "retry: 2000\n\n";
+  if (!co_await write(head + pending)) co_return;
+  pending.clear();
+  core::log("debug", "event stream", {{"job_id", id_s}, {"after", std::to_string(cursor)},
+                                      {"streams", std::to_string(notifier_.subscribers())}});
+  auto last_write = std::chrono::steady_clock::now();
+  auto last_fetch = last_write;
+  while (!ended) {
+    auto now = std::chrono::steady_clock::now();
+    if (sub.seen() > cursor || now - last_fetch >= poll_every) {
+      // Cleared before the fetch: an announcement arriving during it is kept.
+      sub.clear();
+      last_fetch = now;
+      try {
+        co_await fetch();
+      } catch (const pg::Error& e) {
+        if (e.sqlstate() == "P0002") break;  // purged meanwhile
+        core::log("warn", "event fetch failed", {{"job_id", id_s}, {"error", e.what()}});
+      }
+      if (!pending.empty()) {
+        if (!co_await write(std::move(pending))) co_return;
+        pending.clear();
+        last_write = std::chrono::steady_clock::now();
+      }
+      continue;
+    }
+    if (now - last_write >= keepalive_every) {
+      if (!co_await write(": keepalive\n\n")) co_return;
+      last_write = now = std::chrono::steady_clock::now();
+      if (sub.seen() > cursor) continue;
+    }
+    auto until = std::min(last_fetch + poll_every, last_write + keepalive_every);
+    if (until > now) co_await sub.wait(until - now);
+  }
+  co_return;
+}
+
+}  // namespace bgexec::http

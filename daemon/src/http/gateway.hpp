@@ -1,0 +1,60 @@
+#pragma once
+// The HTTP gateway: one coroutine per TCP connection (HTTP/1.1 keep-alive),
+// requests answered as the bearer token's database role through Pool, event
+// streams woken by the shared Notifier.
+
+#include "http/notifier.hpp"
+#include "http/pool.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <map>
+#include <string>
+
+namespace bgexec::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+using Request = bhttp::request<bhttp::string_body>;
+using Response = bhttp::response<bhttp::string_body>;
+
+struct GatewayConfig {
+  std::string conninfo;
+  std::string host = "127.0.0.1";
+  unsigned short port = 8080;
+  std::map<std::string, std::string> tokens;  // bearer token -> database role
+  std::size_t pool_size = 4;
+};
+
+class Gateway {
+ public:
+  Gateway(asio::any_io_executor ex, GatewayConfig cfg);
+  // Accepts connections forever on the configured address.
+  asio::awaitable<void> listen(asio::ip::tcp::acceptor& acceptor);
+  Notifier& notifier() { return notifier_; }
+
+ private:
+  asio::awaitable<void> session(asio::ip::tcp::socket sock);
+  asio::awaitable<Response> handle(const Request& req);
+  asio::awaitable<Response> route(const Request& req, const std::string& path,
+                                  const std::map<std::string, std::string>& qs);
+  // Streams a job's events; writes its own response.  Returns when the stream ends.
+  asio::awaitable<void> stream_events(beast::tcp_stream& stream, const Request& req,
+                                      std::int64_t job_id,
+                                      const std::map<std::string, std::string>& qs);
+  asio::awaitable<Response> metrics(const Request& req);
+  const std::string* authenticate(const Request& req, const std::map<std::string, std::string>& qs,
+                                  bool allow_query_token) const;
+
+  asio::any_io_executor ex_;
+  GatewayConfig cfg_;
+  Pool pool_;
+  Notifier notifier_;
+};
+
+}  // namespace bgexec::http

@@ -1,0 +1,102 @@
+// LISTEN fan-out (see notifier.hpp).
+#include "http/notifier.hpp"
+
+#include "core/logfmt.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+namespace bgexec::http {
+
+Subscription::Subscription(Notifier& n, std::int64_t job_id)
+    : n_(n), job_id_(job_id), timer_(n.ex_, asio::steady_timer::time_point::max()) {
+  auto& l = n_.subs_[job_id_];
+  pos_ = l.insert(l.end(), this);
+  ++n_.count_;
+}
+
+Subscription::~Subscription() {
+  auto it = n_.subs_.find(job_id_);
+  if (it != n_.subs_.end()) {
+    it->second.erase(pos_);
+    if (it->second.empty()) n_.subs_.erase(it);
+  }
+  --n_.count_;
+}
+
+asio::awaitable<void> Subscription::wait(std::chrono::steady_clock::duration d) {
+  timer_.expires_after(d);
+  co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+void Subscription::wake(std::int64_t seq) {
+  seen_ = std::max(seen_, seq);
+  timer_.cancel();
+}
+
+Notifier::Notifier(asio::any_io_executor ex, std::string conninfo)
+    : ex_(ex), conn_(ex, std::move(conninfo), "http-listen") {}
+
+void Notifier::set_listening(bool on) {
+  listening_ = on;
+  if (!on) return;
+  for (auto& t : listen_waiters_) t->cancel();
+  listen_waiters_.clear();
+}
+
+asio::awaitable<bool> Notifier::wait_listening(std::chrono::steady_clock::duration d) {
+  if (listening_) co_return true;
+  auto t = std::make_shared<asio::steady_timer>(ex_, d);
+  auto it = listen_waiters_.insert(listen_waiters_.end(), t);
+  co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
+  if (!listening_) listen_waiters_.erase(it);
+  co_return listening_;
+}
+
+// Wakes the streams of the job named in a "job_id:seq" payload.
+void Notifier::dispatch(const std::string& payload) {
+  auto colon = payload.find(':');
+  if (colon == std::string::npos) return;
+  std::int64_t job = 0, seq = 0;
+  const char* b = payload.data();
+  if (std::from_chars(b, b + colon, job).ec != std::errc{}) return;
+  if (std::from_chars(b + colon + 1, b + payload.size(), seq).ec != std::errc{}) return;
+  auto it = subs_.find(job);
+  if (it == subs_.end()) return;
+  for (auto* s : it->second) s->wake(seq);
+}
+
+asio::awaitable<void> Notifier::run() {
+  auto backoff = std::chrono::milliseconds(200);
+  for (;;) {
+    try {
+      co_await conn_.connect();
+      co_await conn_.query("LISTEN bgexec_events");
+      set_listening(true);
+      backoff = std::chrono::milliseconds(200);
+      core::log("info", "listening", {{"channel", "bgexec_events"}});
+      // Notifications sent while we were not listening are lost: every
+      // stream refetches from its own cursor.
+      for (auto& [job, l] : subs_)
+        for (auto* s : l) s->wake(std::numeric_limits<std::int64_t>::max());
+      for (;;) {
+        auto batch = co_await conn_.wait_notifications();
+        for (const auto& n : batch)
+          if (n.channel == "bgexec_events") dispatch(n.payload);
+      }
+    } catch (const std::exception& e) {
+      set_listening(false);
+      core::log("warn", "listen connection lost", {{"error", e.what()}});
+    }
+    conn_.close();
+    asio::steady_timer t(ex_, backoff);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  }
+}
+
+}  // namespace bgexec::http

@@ -1,0 +1,99 @@
+// Role-switching connection pool (see pool.hpp).
+#include "http/pool.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace bgexec::http {
+
+namespace {
+const std::string unknown_role = "\x01";
+
+// The connection broke while switching roles, before the statement was sent.
+struct RoleSwitchLost : pg::Error {
+  explicit RoleSwitchLost(const pg::Error& e) : pg::Error(e) {}
+};
+// SET ROLE in function form: the role name is a parameter ("none" = RESET ROLE).
+const std::string set_role_sql = "SELECT pg_catalog.set_config('role', $1, false)";
+
+[[noreturn]] void role_error(const pg::Error& e) {
+  throw pg::Error("42501", "cannot act as the token's role: " + std::string(e.what()));
+}
+}  // namespace
+
+Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size) : ex_(ex) {
+  for (std::size_t i = 0; i < size; ++i) {
+    auto s = std::make_unique<Slot>();
+    s->conn = std::make_unique<pg::Connection>(ex, conninfo, "http-pool-" + std::to_string(i));
+    s->role = unknown_role;
+    slots_.push_back(std::move(s));
+  }
+}
+
+// Takes a free connection, waiting in FIFO order when all are checked out.
+asio::awaitable<Pool::Slot*> Pool::acquire() {
+  for (;;) {
+    for (auto& s : slots_)
+      if (!s->busy) {
+        s->busy = true;
+        co_return s.get();
+      }
+    auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
+    waiters_.push_back(t);
+    co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+}
+
+// Returns a connection and wakes the longest waiter.
+void Pool::release(Slot* s) {
+  s->busy = false;
+  if (!waiters_.empty()) {
+    auto t = waiters_.front();
+    waiters_.pop_front();
+    t->cancel();
+  }
+}
+
+// Sets the role when the session does not act as it already, then runs the statement.
+asio::awaitable<pg::Result> Pool::run(Slot& s, const std::string& role, const std::string& sql,
+                                      const pg::Params& params) {
+  if (s.role != role || !s.conn->connected()) {
+    s.role = unknown_role;
+    try {
+      pg::Params p{role.empty() ? std::string("none") : role};
+      co_await s.conn->query(set_role_sql, std::move(p));
+    } catch (const pg::Error& e) {
+      // Nothing ran yet: a lost connection is retried by the caller; any other
+      // failure means the token's role is missing or not granted to the gateway.
+      if (e.connection_lost()) throw RoleSwitchLost(e);
+      role_error(e);
+    }
+    s.role = role;
+  }
+  try {
+    co_return co_await s.conn->query(sql, params);
+  } catch (...) {
+    s.role = unknown_role;
+    throw;
+  }
+}
+
+asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql, pg::Params params,
+                                        bool idempotent) {
+  Slot* s = co_await acquire();
+  struct Release {
+    Pool* p;
+    Slot* s;
+    ~Release() { p->release(s); }
+  } guard{this, s};
+  try {
+    co_return co_await run(*s, role, sql, params);
+  } catch (const RoleSwitchLost&) {
+    // the statement never reached the server: always safe to retry
+  } catch (const pg::Error& e) {
+    if (!idempotent || !e.connection_lost()) throw;
+  }
+  co_return co_await run(*s, role, sql, params);
+}
+
+}  // namespace bgexec::http

@@ -1,0 +1,54 @@
+#pragma once
+// A small pool of database connections on which each statement runs as a
+// given role.  Each connection is checked out exclusively for the role switch
+// plus the statement, so two requests never interleave on one session.
+//
+// Role switching: `SELECT set_config('role', $1, false)` (the function form of
+// SET ROLE, so the role name travels as a parameter and needs no quoting),
+// with "none" meaning the gateway's own login role (RESET ROLE).  The role a
+// connection currently acts as is remembered, so a request for the same role
+// as the previous one costs no extra round trip; every checkout sets the role
+// it needs before anything else runs, so a role can never leak from one
+// request to the next, whatever failed in between.  The remembered role is
+// forgotten on any error (the server side may have reconnected or not).
+
+#include "pg/connection.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bgexec::http {
+
+namespace asio = boost::asio;
+
+class Pool {
+ public:
+  Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size);
+  // Runs `sql` as `role` ("" = the gateway's login role).  Throws pg::Error.
+  // With idempotent=true a statement that failed because the connection was
+  // lost (e.g. after a database restart) is retried once on a fresh connection.
+  asio::awaitable<pg::Result> query(const std::string& role, std::string sql, pg::Params params = {},
+                                    bool idempotent = false);
+
+ private:
+  struct Slot {
+    std::unique_ptr<pg::Connection> conn;
+    std::string role;  // role the session acts as; "\x01" = unknown
+    bool busy = false;
+  };
+  asio::awaitable<Slot*> acquire();
+  void release(Slot* s);
+  asio::awaitable<pg::Result> run(Slot& s, const std::string& role, const std::string& sql,
+                                  const pg::Params& params);
+
+  asio::any_io_executor ex_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
+};
+
+}  // namespace bgexec::http

@@ -1,0 +1,120 @@
+// bgexec: the worker daemon and the client subcommands, one binary.
+#include "bench/bench.hpp"
+#include "client/client.hpp"
+#include "core/config.hpp"
+#include "core/logfmt.hpp"
+#include "http/serve.hpp"
+#include "worker/worker.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+constexpr const char* usage_text = R"(usage: bgexec COMMAND [ARGS] [--help]
+
+Commands:
+  worker                 run jobs (see bgexec worker --help)
+  serve                  HTTP gateway: API, event streams, metrics, dashboard (see bgexec serve --help)
+  submit KIND [JSON|@FILE] [options]
+                         enqueue a job; --wait/--follow wait for its end
+  status ID              show a job
+  tail ID [--from SEQ]   print a job's events until it ends or suspends
+  stop ID                cancel a job (a running one is stopped by its worker)
+  resume ID [JSON]       resume a suspended job; JSON becomes the approval's output
+  retry ID               re-queue a failed, cancelled or timed-out job
+  queues                 per-queue counts
+  bench [options]        burn-down benchmark (see bgexec bench --help)
+  version                print the version
+
+Client commands take --db CONNINFO (else BGEXEC_DB, else libpq PG* variables)
+and --json (machine-readable output).
+
+Exit codes: 0 ok / job completed; 1 job failed, cancelled or timed out;
+2 usage error; 3 database error; 4 job not found; 5 job suspended (waits for resume).
+)";
+
+std::map<std::string, std::string> environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string s(*e);
+    auto eq = s.find('=');
+    if (eq != std::string::npos) env[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return env;
+}
+
+int run_worker(const std::vector<std::string>& args) {
+  if (bgexec::core::help_requested(args)) {
+    std::cout << bgexec::core::worker_usage();
+    return 0;
+  }
+  bgexec::core::WorkerConfig cfg;
+  try {
+    cfg = bgexec::core::parse_worker_config(args, environment());
+  } catch (const std::exception& e) {
+    std::cerr << "bgexec worker: " << e.what() << "\n";
+    return 2;
+  }
+  if (cfg.id.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    cfg.id = std::string(host) + ":" + std::to_string(::getpid());
+  }
+  boost::asio::io_context io;
+  bgexec::worker::Worker worker(io, cfg);
+  int code = 1;
+  boost::asio::co_spawn(io, worker.run(), [&](std::exception_ptr e, int rc) {
+    code = rc;
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        bgexec::core::log("error", "worker failed", {{"error", ex.what()}});
+      }
+      code = 1;
+    }
+    io.stop();
+  });
+  io.run();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // Coroutine frames still parked in the loop are not unwound: exit now.
+  std::_Exit(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  if (const char* lvl = std::getenv("BGEXEC_LOG_LEVEL")) bgexec::core::set_level(lvl);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << usage_text;
+    return args.empty() ? 2 : 0;
+  }
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "worker") return run_worker(args);
+  if (cmd == "bench") return bgexec::bench::run_bench(args);
+  if (cmd == "serve") return bgexec::http::run_serve(args);
+  if (cmd == "version" || cmd == "--version") {
+    std::cout << "bgexec " << BGEXEC_VERSION << "\n";
+    return 0;
+  }
+  if (bgexec::client::is_command(cmd)) return bgexec::client::run(cmd, args, environment());
+  std::cerr << "bgexec: unknown command \"" << cmd << "\"\n\n" << usage_text;
+  return 2;
+}

@@ -1,0 +1,310 @@
+// Asynchronous libpq connection (see connection.hpp).
+#include "pg/connection.hpp"
+
+#include "core/logfmt.hpp"
+
+#include <libpq-fe.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace bgexec::pg {
+
+namespace {
+
+constexpr int connect_timeout_s = 10;  // bound on one connection attempt
+
+constexpr unsigned oid_bool = 16, oid_int8 = 20, oid_int2 = 21, oid_int4 = 23, oid_oid = 26,
+                   oid_json = 114, oid_float4 = 700, oid_float8 = 701, oid_numeric = 1700,
+                   oid_jsonb = 3802;
+
+// Trims libpq's trailing newline and folds its multi-line messages into one line.
+std::string clean(const char* msg) {
+  std::string s = msg ? msg : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::string out;
+  for (char ch : s) {
+    if (ch == '\n' || ch == '\t') {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// Server notices (e.g. "terminating connection due to ...") go to the log as
+// logfmt lines instead of libpq's raw stderr default.
+void on_notice(void* arg, const char* message) {
+  const auto* name = static_cast<const std::string*>(arg);
+  core::log("warn", "server notice", {{"conn", *name}, {"notice", clean(message)}});
+}
+
+}  // namespace
+
+Error::Error(std::string sqlstate, const std::string& message)
+    : std::runtime_error(message), sqlstate_(std::move(sqlstate)) {}
+
+// Frees the PGresult.
+void Result::Deleter::operator()(pg_result* r) const { PQclear(r); }
+
+Result::Result(pg_result* r) : res_(r) {}
+
+int Result::rows() const { return res_ ? PQntuples(res_.get()) : 0; }
+int Result::columns() const { return res_ ? PQnfields(res_.get()) : 0; }
+std::string Result::column_name(int c) const { return PQfname(res_.get(), c); }
+
+int Result::column(std::string_view name) const {
+  for (int c = 0; c < columns(); ++c)
+    if (name == PQfname(res_.get(), c)) return c;
+  return -1;
+}
+
+bool Result::is_null(int r, int c) const { return PQgetisnull(res_.get(), r, c) != 0; }
+
+std::string_view Result::value(int r, int c) const {
+  return {PQgetvalue(res_.get(), r, c), static_cast<std::size_t>(PQgetlength(res_.get(), r, c))};
+}
+
+std::optional<std::string> Result::get(int r, int c) const {
+  if (c < 0 || r >= rows() || is_null(r, c)) return std::nullopt;
+  return std::string(value(r, c));
+}
+
+std::optional<std::string> Result::get(int r, std::string_view name) const {
+  return get(r, column(name));
+}
+
+nlohmann::json Result::to_json() const {
+  auto out = nlohmann::json::array();
+  for (int r = 0; r < rows(); ++r) {
+    auto row = nlohmann::json::object();
+    for (int c = 0; c < columns(); ++c) {
+      auto& cell = row[column_name(c)];
+      if (is_null(r, c)) continue;  // stays null
+      std::string v(value(r, c));
+      switch (PQftype(res_.get(), c)) {
+        case oid_bool: cell = (v == "t"); break;
+        case oid_int2: case oid_int4: case oid_int8: case oid_oid:
+        case oid_float4: case oid_float8: case oid_numeric:
+        case oid_json: case oid_jsonb: {
+          auto j = nlohmann::json::parse(v, nullptr, false);
+          cell = j.is_discarded() ? nlohmann::json(v) : j;
+          break;
+        }
+        default: cell = v;
+      }
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::string quote_ident(std::string_view ident) {
+  std::string out = "\"";
+  for (char ch : ident) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + '"';
+}
+
+Connection::Connection(asio::any_io_executor ex, std::string conninfo, std::string name)
+    : ex_(std::move(ex)), conninfo_(std::move(conninfo)), name_(std::move(name)) {}
+
+Connection::~Connection() { close(); }
+
+bool Connection::connected() const { return conn_ && PQstatus(conn_) == CONNECTION_OK; }
+
+void Connection::close() {
+  if (sd_) {
+    sd_->release();  // libpq owns the socket: never let Asio close it
+    sd_.reset();
+  }
+  fd_ = -1;
+  if (conn_) {
+    PQfinish(conn_);
+    conn_ = nullptr;
+  }
+}
+
+// Rebinds the stream descriptor when libpq's socket changed (connect, reconnect).
+void Connection::attach_socket() {
+  int fd = conn_ ? PQsocket(conn_) : -1;
+  if (fd == fd_ && sd_) return;
+  if (sd_) {
+    sd_->release();
+    sd_.reset();
+  }
+  fd_ = fd;
+  if (fd >= 0) sd_ = std::make_unique<asio::posix::stream_descriptor>(ex_, fd);
+}
+
+// Closes the connection and throws a class-08 error with libpq's message.
+void Connection::fail(const std::string& what) {
+  std::string msg = what + ": " + (conn_ ? clean(PQerrorMessage(conn_)) : std::string("not connected"));
+  close();
+  throw Error("08006", msg);
+}
+
+// Waits until the socket is readable (or writable).
+asio::awaitable<void> Connection::wait(bool write) {
+  if (!sd_) throw Error("08003", name_ + ": connection closed");
+  auto [ec] = co_await sd_->async_wait(
+      write ? asio::posix::descriptor_base::wait_write : asio::posix::descriptor_base::wait_read,
+      asio::as_tuple(asio::use_awaitable));
+  if (ec) throw Error("08003", name_ + ": connection closed (" + ec.message() + ")");
+}
+
+asio::awaitable<void> Connection::lock() {
+  if (!busy_) {
+    busy_ = true;
+    co_return;
+  }
+  auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
+  waiters_.push_back(t);
+  co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
+  // ownership was handed over by unlock(); busy_ stays true
+}
+
+void Connection::unlock() {
+  if (waiters_.empty()) {
+    busy_ = false;
+    return;
+  }
+  auto t = waiters_.front();
+  waiters_.pop_front();
+  t->cancel();
+}
+
+namespace {
+// Releases the statement lock when a query coroutine ends, however it ends.
+struct Unlock {
+  std::function<void()> f;
+  ~Unlock() { f(); }
+};
+}  // namespace
+
+asio::awaitable<void> Connection::connect() {
+  close();
+  conn_ = PQconnectStart(conninfo_.c_str());
+  if (!conn_) throw Error("08001", name_ + ": out of memory");
+  if (PQstatus(conn_) == CONNECTION_BAD) fail(name_ + ": connect");
+  // libpq's connect_timeout applies to blocking connects only: bound ours here.
+  asio::steady_timer timeout(ex_, std::chrono::seconds(connect_timeout_s));
+  auto state = std::make_shared<int>(0);  // 0 connecting, 1 timed out, 2 done
+  timeout.async_wait([this, state](const boost::system::error_code& ec) {
+    if (ec || *state != 0) return;  // finished first
+    *state = 1;
+    if (sd_) sd_->cancel();
+  });
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  for (;;) {
+    attach_socket();
+    if (st == PGRES_POLLING_OK) break;
+    if (st == PGRES_POLLING_FAILED) {
+      *state = 2;
+      fail(name_ + ": connect");
+    }
+    bool failed = *state == 1;
+    if (!failed) {
+      try {
+        co_await wait(st == PGRES_POLLING_WRITING);
+      } catch (const Error&) {
+        failed = true;
+      }
+    }
+    if (failed) {
+      bool timed_out = *state == 1;
+      *state = 2;
+      close();
+      throw Error("08001", name_ + (timed_out ? ": connect timed out" : ": connect interrupted"));
+    }
+    st = PQconnectPoll(conn_);
+  }
+  *state = 2;
+  if (PQsetnonblocking(conn_, 1) != 0) fail(name_ + ": setnonblocking");
+  PQsetNoticeProcessor(conn_, on_notice, &name_);
+}
+
+asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params) {
+  co_await lock();
+  Unlock guard{[this] { unlock(); }};
+  if (!connected()) co_await connect();
+
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                         values.data(), nullptr, nullptr, 0))
+    fail(name_ + ": send");
+  for (;;) {
+    int f = PQflush(conn_);
+    if (f == 0) break;
+    if (f < 0) fail(name_ + ": flush");
+    co_await wait(true);
+  }
+
+  Result last;
+  std::optional<Error> err;
+  for (;;) {
+    while (PQisBusy(conn_)) {
+      co_await wait(false);
+      if (!conn_ || !PQconsumeInput(conn_)) fail(name_ + ": read");
+    }
+    PGresult* r = PQgetResult(conn_);
+    if (!r) break;
+    Result res(r);
+    auto st = PQresultStatus(r);
+    if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
+      if (!err) {
+        const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        std::string state = code ? code : (PQstatus(conn_) == CONNECTION_BAD ? "08006" : "XX000");
+        err.emplace(state, clean(PQresultErrorMessage(r)));
+      }
+    } else {
+      last = std::move(res);
+    }
+  }
+  if (PQstatus(conn_) == CONNECTION_BAD) {
+    if (err && err->connection_lost()) {
+      close();
+      throw *err;
+    }
+    fail(name_ + ": connection lost");
+  }
+  if (err) throw *err;
+  co_return last;
+}
+
+std::vector<Notification> Connection::drain_notifies() {
+  std::vector<Notification> out;
+  while (PGnotify* n = PQnotifies(conn_)) {
+    out.push_back({n->relname ? n->relname : "", n->extra ? n->extra : ""});
+    PQfreemem(n);
+  }
+  return out;
+}
+
+asio::awaitable<std::vector<Notification>> Connection::wait_notifications() {
+  co_await lock();
+  Unlock guard{[this] { unlock(); }};
+  if (!connected()) co_await connect();
+  for (;;) {
+    auto out = drain_notifies();
+    if (!out.empty()) co_return out;
+    co_await wait(false);
+    if (!conn_ || !PQconsumeInput(conn_)) fail(name_ + ": read");
+  }
+}
+
+void Connection::cancel() {
+  if (!conn_) return;
+  if (PGcancel* c = PQgetCancel(conn_)) {
+    char buf[256];
+    PQcancel(c, buf, sizeof buf);
+    PQfreeCancel(c);
+  }
+}
+
+}  // namespace bgexec::pg

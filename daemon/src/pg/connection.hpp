@@ -1,0 +1,117 @@
+#pragma once
+// Asynchronous PostgreSQL connection: libpq in non-blocking mode behind an
+// Asio stream_descriptor.  The only place in the daemon that touches libpq.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace bgexec::pg {
+
+namespace asio = boost::asio;
+
+// A failed statement or connection; sqlstate is "08006" when the connection broke
+// without the server naming a state.
+class Error : public std::runtime_error {
+ public:
+  Error(std::string sqlstate, const std::string& message);
+  const std::string& sqlstate() const { return sqlstate_; }
+  // Class 08: the connection is gone; reconnect with backoff.
+  bool connection_lost() const { return sqlstate_.rfind("08", 0) == 0; }
+
+ private:
+  std::string sqlstate_;
+};
+
+// RAII owner of one PGresult (text format).
+class Result {
+ public:
+  Result() = default;
+  explicit Result(pg_result* r);
+  Result(Result&&) noexcept = default;
+  Result& operator=(Result&&) noexcept = default;
+
+  int rows() const;
+  int columns() const;
+  std::string column_name(int c) const;
+  // Column index by name, -1 when absent.
+  int column(std::string_view name) const;
+  bool is_null(int r, int c) const;
+  std::string_view value(int r, int c) const;
+  std::optional<std::string> get(int r, int c) const;
+  std::optional<std::string> get(int r, std::string_view name) const;
+  // Rows as a JSON array of objects; numbers, booleans and json/jsonb keep their type.
+  nlohmann::json to_json() const;
+
+ private:
+  struct Deleter {
+    void operator()(pg_result* r) const;
+  };
+  std::unique_ptr<pg_result, Deleter> res_;
+};
+
+using Params = std::vector<std::optional<std::string>>;
+
+struct Notification {
+  std::string channel;
+  std::string payload;
+};
+
+// Double-quotes an identifier (role names in SET LOCAL ROLE).
+std::string quote_ident(std::string_view ident);
+
+// One connection; statements are serialized in FIFO order (one at a time on
+// the wire).  Connects lazily.  All waits are asynchronous: nothing blocks
+// the event loop except close() of a broken socket and cancel() (PQcancel).
+class Connection {
+ public:
+  Connection(asio::any_io_executor ex, std::string conninfo, std::string name);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Opens a fresh connection (closing any old one).  Throws Error (class 08) on failure.
+  asio::awaitable<void> connect();
+  bool connected() const;
+  // Drops the connection; pending waits end with an Error.
+  void close();
+  // Runs one statement with text parameters; waits its turn.  Throws Error.
+  asio::awaitable<Result> query(const std::string& sql, const Params& params = {});
+  // Waits until notifications arrive (after LISTEN); throws Error when the connection breaks.
+  asio::awaitable<std::vector<Notification>> wait_notifications();
+  // Asks the server to cancel the statement in flight (PQcancel, brief blocking connect).
+  void cancel();
+  const std::string& name() const { return name_; }
+
+ private:
+  asio::awaitable<void> lock();
+  void unlock();
+  asio::awaitable<void> wait(bool write);
+  void attach_socket();
+  [[noreturn]] void fail(const std::string& what);
+  std::vector<Notification> drain_notifies();
+
+  asio::any_io_executor ex_;
+  std::string conninfo_;
+  std::string name_;
+  pg_conn* conn_ = nullptr;
+  std::unique_ptr<asio::posix::stream_descriptor> sd_;
+  int fd_ = -1;
+  bool busy_ = false;
+  std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
+};
+
+}  // namespace bgexec::pg

@@ -1,0 +1,59 @@
+// Blocking libpq connection for the benchmark driver (see sync.hpp).
+#include "pg/sync.hpp"
+
+#include <libpq-fe.h>
+
+#include <vector>
+
+namespace bgexec::pg {
+
+namespace {
+
+// Trims libpq's trailing newline from error messages.
+std::string clean(const char* msg) {
+  std::string s = msg ? msg : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+SyncConnection::SyncConnection(const std::string& conninfo) {
+  conn_ = PQconnectdb(conninfo.c_str());
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    std::string msg = clean(PQerrorMessage(conn_));
+    PQfinish(conn_);
+    conn_ = nullptr;
+    throw Error("08006", "cannot connect: " + msg);
+  }
+}
+
+SyncConnection::~SyncConnection() {
+  if (conn_) PQfinish(conn_);
+}
+
+Result SyncConnection::exec(const std::string& sql, const Params& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  PGresult* r = params.empty()
+                    ? PQexec(conn_, sql.c_str())
+                    : PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                   values.data(), nullptr, nullptr, 0);
+  Result res(r);
+  auto st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return res;
+  const char* code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  std::string msg = clean(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
+  if (msg.empty()) msg = clean(PQerrorMessage(conn_));
+  throw Error(code ? code : "08006", msg);
+}
+
+std::string SyncConnection::scalar(const std::string& sql, const Params& params) {
+  auto r = exec(sql, params);
+  return r.get(0, 0).value_or("");
+}
+
+int SyncConnection::backend_pid() const { return PQbackendPID(conn_); }
+
+}  // namespace bgexec::pg

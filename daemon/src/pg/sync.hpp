@@ -1,0 +1,31 @@
+#pragma once
+// A blocking PostgreSQL connection for drivers that own their thread (the
+// benchmark).  Never use it on the worker's event loop: every call blocks.
+
+#include "pg/connection.hpp"
+
+#include <string>
+
+namespace bgexec::pg {
+
+// One libpq connection in blocking mode; text parameters, text results.
+class SyncConnection {
+ public:
+  // Connects at once; throws Error (class 08) on failure.
+  explicit SyncConnection(const std::string& conninfo);
+  ~SyncConnection();
+  SyncConnection(const SyncConnection&) = delete;
+  SyncConnection& operator=(const SyncConnection&) = delete;
+
+  // Runs one statement (extended protocol when params are given); throws Error.
+  Result exec(const std::string& sql, const Params& params = {});
+  // Runs a statement and returns cell (0,0), or "" when NULL or no row.
+  std::string scalar(const std::string& sql, const Params& params = {});
+  // Server process id of this session (pg_backend_pid()).
+  int backend_pid() const;
+
+ private:
+  pg_conn* conn_ = nullptr;
+};
+
+}  // namespace bgexec::pg

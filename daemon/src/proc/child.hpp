@@ -1,0 +1,69 @@
+#pragma once
+// Child processes for step runners: posix_spawn into a new process group, with
+// non-blocking pipes wrapped in Asio descriptors and exit observed via SIGCHLD.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bgexec::proc {
+
+namespace asio = boost::asio;
+
+struct Exit {
+  int code = -1;    // exit status, -1 when killed by a signal
+  int signal = 0;   // terminating signal, 0 when exited normally
+  bool ok() const { return code == 0 && signal == 0; }
+  std::string describe() const;
+};
+
+// One spawned process, leader of its own process group.  The group is
+// SIGKILLed once the leader exits, so no stray descendant outlives a step.
+class Child {
+ public:
+  // Spawns argv (PATH lookup when argv[0] has no '/') with env; throws std::system_error.
+  static std::shared_ptr<Child> spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
+                                      const std::vector<std::string>& env);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool exited() const { return exited_; }
+  asio::posix::stream_descriptor& in() { return in_; }
+  asio::posix::stream_descriptor& out() { return out_; }
+  asio::posix::stream_descriptor& err() { return err_; }
+  // Waits until the leader has exited and been reaped.
+  asio::awaitable<Exit> wait();
+  // Sends sig to the whole process group (no-op once reaped).
+  void signal_group(int sig);
+  // Sends SIGTERM to the group, then SIGKILL after grace_s if the leader still runs.
+  void terminate(double grace_s);
+
+  // Installs the SIGCHLD handler on ex; call once before the first spawn.
+  static void init_reaper(asio::any_io_executor ex);
+  // SIGKILLs every live child's group (second signal, fatal exit).
+  static void kill_all();
+
+ private:
+  Child(asio::any_io_executor ex, pid_t pid, int in, int out, int err);
+  // Checks (without reaping first) whether the leader exited; kills the group, then reaps.
+  bool poll();
+  static void arm_reaper();
+
+  pid_t pid_;
+  asio::posix::stream_descriptor in_, out_, err_;
+  asio::steady_timer done_;
+  asio::steady_timer kill_timer_;
+  bool exited_ = false;
+  Exit exit_;
+};
+
+}  // namespace bgexec::proc

@@ -1,0 +1,599 @@
+// One claimed job: DAG scheduler and step runners (see job.hpp).
+#include "worker/job.hpp"
+
+#include "core/duration.hpp"
+#include "core/logfmt.hpp"
+#include "core/sqlstate.hpp"
+#include "proc/child.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <signal.h>
+
+#include <array>
+
+namespace bgexec::worker {
+
+using nlohmann::json;
+using namespace boost::asio::experimental::awaitable_operators;
+
+namespace {
+
+constexpr std::size_t capture_cap = 16 << 20;  // stdout kept for a step's output
+constexpr std::size_t batch_lines = 200;        // log lines per append_events batch
+constexpr auto flush_delay = std::chrono::milliseconds(250);
+
+// Captured stdout with one trailing newline trimmed (as {{steps.ID.stdout}} sees it).
+std::string trim_newline(std::string s) {
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  if (!s.empty() && s.back() == '\r') s.pop_back();
+  return s;
+}
+
+// A step's output from its stdout: the JSON value it printed, else the trimmed text
+// (null when it printed nothing).
+json parse_output(const std::string& out) {
+  std::string t = trim_newline(out);
+  if (t.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;
+  auto j = json::parse(t, nullptr, false);
+  return j.is_discarded() ? json(t) : j;
+}
+
+const char* const step_kinds[] = {"action", "run", "sql", "sleep", "approval"};
+
+// The step's kind (the one key of step_kinds it has); empty when none or several.
+std::string step_kind(const json& step) {
+  std::string kind;
+  for (const char* k : step_kinds) {
+    if (step.contains(k)) {
+      if (!kind.empty()) return "";
+      kind = k;
+    }
+  }
+  return kind;
+}
+
+std::string id_str(std::int64_t v) { return std::to_string(v); }
+
+// Writes a step's stdin and closes it (EPIPE from a child that never reads is ignored).
+asio::awaitable<void> feed_stdin(std::shared_ptr<proc::Child> c, std::shared_ptr<std::string> data) {
+  if (!data->empty())
+    co_await asio::async_write(c->in(), asio::buffer(*data), asio::as_tuple(asio::use_awaitable));
+  boost::system::error_code ignored;
+  c->in().close(ignored);
+}
+
+}  // namespace
+
+Job::Job(Worker& w, Claim c)
+    : w_(w), c_(std::move(c)), wake_(w.executor()), deadline_timer_(w.executor()),
+      flush_timer_(w.executor()) {}
+
+Job::~Job() = default;
+
+void Job::on_heartbeat(const std::string& action, Clock::time_point sent) {
+  if (!live()) return;
+  if (action == "ok" || action == "stop") {
+    c_.lease_expiry = std::max(c_.lease_expiry, sent + seconds(w_.config().lease_s));
+    if (action == "stop") request_stop(StopReason::stop);
+  } else {
+    abandon("lease lost");
+  }
+}
+
+void Job::request_stop(StopReason why) {
+  if (stop_ != StopReason::none || abandoned_ || finished_) return;
+  stop_ = why;
+  static const char* names[] = {"none", "stop requested", "deadline reached", "worker shutdown"};
+  core::log("info", "stopping job", {{"job_id", id_str(id())}, {"reason", names[static_cast<int>(why)]}});
+  kill_steps();
+  wake_.notify();
+}
+
+void Job::abandon(const std::string& why) {
+  if (abandoned_ || finished_) return;
+  abandoned_ = true;
+  core::log("warn", "abandoning job", {{"job_id", id_str(id())}, {"reason", why}});
+  kill_steps();
+  wake_.notify();
+}
+
+void Job::kill_steps() {
+  auto killers = killers_;  // a killer may unregister itself
+  for (auto& [id, k] : killers) k();
+}
+
+core::TemplateContext Job::context() {
+  core::TemplateContext ctx;
+  ctx.input = input_;
+  ctx.steps = outputs_;
+  ctx.secret = [this](const std::string& name) -> std::optional<std::string> {
+    auto v = w_.secret(name);
+    if (v) masker_.add(*v);
+    return v;
+  };
+  return ctx;
+}
+
+json Job::render(const json& v) {
+  std::vector<std::string> used;
+  json out = core::render(v, context(), &used);
+  for (auto& s : used) masker_.add(s);
+  return out;
+}
+
+// ---------------------------------------------------------------- writes
+
+asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, const pg::Params& params) {
+  if (abandoned_) throw Abandoned{};
+  pg::Result r;
+  try {
+    // Writing after the lease would have expired is pointless: the DB refuses it.
+    r = co_await w_.ctl_exec(sql, params, c_.lease_expiry);
+  } catch (const pg::Error& e) {
+    if (abandoned_) throw Abandoned{};
+    auto cls = core::classify(e.sqlstate());
+    if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry) {
+      abandon(std::string("database unreachable until the lease expired: ") + e.what());
+      throw Abandoned{};
+    }
+    throw;
+  }
+  if (abandoned_) throw Abandoned{};
+  co_return r.get(0, 0);
+}
+
+asio::awaitable<void> Job::append(const std::string& kind, const json& data) {
+  co_await flush_logs();
+  pg::Params arg1_ = {id_str(id()), id_str(lease()), kind, mask(data).dump()};
+  auto seq = co_await write("SELECT bgexec.append_event($1, $2, $3, $4::jsonb)", std::move(arg1_));
+  if (!seq) {
+    abandon("append_event refused: lease no longer current");
+    throw Abandoned{};
+  }
+}
+
+void Job::log_line(const std::string& id, const char* stream, std::string line) {
+  if (abandoned_) return;
+  std::string masked = masker_.mask(line);
+  // A stderr line "::progress JSON" becomes a progress event (same batch, same order).
+  static constexpr std::string_view progress_prefix = "::progress ";
+  if (std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
+    auto j = json::parse(masked.substr(progress_prefix.size()), nullptr, false);
+    if (!j.is_discarded()) {
+      pending_logs_.push_back({{"kind", "progress"}, {"data", {{"step", id}, {"progress", j}}}});
+      ++pending_lines_;
+      arm_flush();
+      return;
+    }
+  }
+  if (log_capped_) return;
+  if (log_bytes_ + masked.size() > w_.config().log_cap_bytes) {
+    log_capped_ = true;
+    masked = "[bgexec: log cap of " + std::to_string(w_.config().log_cap_bytes) +
+             " bytes reached; further output is not stored]";
+  }
+  log_bytes_ += masked.size();
+  if (!pending_logs_.empty()) {
+    auto& last = pending_logs_.back()["data"];
+    if (last["step"] == id && last["stream"] == stream) {
+      last["lines"].push_back(std::move(masked));
+      ++pending_lines_;
+      arm_flush();
+      return;
+    }
+  }
+  pending_logs_.push_back(
+      {{"kind", "log"}, {"data", {{"step", id}, {"stream", stream}, {"lines", json::array({masked})}}}});
+  ++pending_lines_;
+  arm_flush();
+}
+
+void Job::arm_flush() {
+  if (pending_lines_ >= batch_lines) flush_timer_.expires_after(std::chrono::milliseconds(0));
+  else if (flush_armed_) return;
+  else flush_timer_.expires_after(flush_delay);
+  flush_armed_ = true;
+  flush_timer_.async_wait([self = weak_from_this()](const boost::system::error_code& ec) {
+    auto job = self.lock();
+    if (ec || !job) return;
+    job->flush_armed_ = false;
+    asio::co_spawn(job->w_.executor(),
+                   [job]() -> asio::awaitable<void> {
+                     try {
+                       co_await job->flush_logs();
+                     } catch (const Abandoned&) {
+                     } catch (const std::exception& e) {
+                       core::log("warn", "log flush failed", {{"job_id", id_str(job->id())}, {"error", e.what()}});
+                     }
+                   },
+                   asio::detached);
+  });
+}
+
+asio::awaitable<void> Job::flush_logs() {
+  if (pending_logs_.empty() || abandoned_) co_return;
+  json batch = std::move(pending_logs_);
+  pending_logs_ = json::array();
+  pending_lines_ = 0;
+  pg::Params arg1_ = {id_str(id()), id_str(lease()), batch.dump()};
+  auto seq = co_await write("SELECT bgexec.append_events($1, $2, $3::jsonb)", std::move(arg1_));
+  if (!seq) {
+    abandon("append_events refused: lease no longer current");
+    throw Abandoned{};
+  }
+}
+
+asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) {
+  co_await flush_logs();
+  pg::Params arg1_ = {id_str(id()), id_str(lease()), outcome, mask(body).dump()};
+  auto st = co_await write("SELECT bgexec.finish($1, $2, $3::bgexec.job_status, $4::jsonb)", std::move(arg1_));
+  finished_ = true;
+  if (!st) {
+    core::log("warn", "finish refused: lease no longer current", {{"job_id", id_str(id())}, {"outcome", outcome}});
+  } else {
+    core::log("info", "job finished", {{"job_id", id_str(id())}, {"outcome", outcome}, {"status", *st}});
+  }
+}
+
+// ---------------------------------------------------------------- scheduler
+
+asio::awaitable<void> Job::run() {
+  core::log("info", "job claimed",
+            {{"job_id", id_str(id())}, {"kind", c_.kind}, {"attempt", std::to_string(c_.attempt)},
+             {"lease", id_str(lease())}});
+  if (c_.deadline) {
+    deadline_timer_.expires_at(*c_.deadline);
+    deadline_timer_.async_wait([self = weak_from_this()](const boost::system::error_code& ec) {
+      if (auto job = self.lock(); job && !ec) job->request_stop(StopReason::timeout);
+    });
+  }
+  std::optional<std::string> error;
+  try {
+    co_await execute();
+  } catch (const Abandoned&) {
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (error) {
+    // A bad payload or a fatal SQLSTATE fails this job, never the process.
+    core::log("error", "job error", {{"job_id", id_str(id())}, {"error", *error}});
+    kill_steps();
+    while (!running_.empty()) co_await wake_.wait();
+    if (!abandoned_ && !finished_) {
+      try {
+        nlohmann::json arg1_ = {{"message", *error}, {"retryable", false}};
+        co_await finish("failed", std::move(arg1_));
+      } catch (...) {
+      }
+    }
+  }
+  kill_steps();
+  while (!running_.empty()) co_await wake_.wait();  // steps end quickly once killed
+  deadline_timer_.cancel();
+  flush_timer_.cancel();
+  finished_ = true;
+}
+
+asio::awaitable<void> Job::execute() {
+  json steps;
+  auto payload = json::parse(c_.payload_text, nullptr, false);
+  if (payload.is_discarded() || !payload.is_object()) {
+    nlohmann::json arg1_ = {{"message", "payload is not a JSON object"}, {"retryable", false}};
+    co_await finish("failed", std::move(arg1_));
+    co_return;
+  }
+  if (c_.kind == "noop") {
+    co_await finish("completed", json::object());
+    co_return;
+  }
+  if (c_.kind == "workflow") {
+    input_ = payload.value("input", json::object());
+    steps = payload.value("steps", json());
+  } else {
+    if (!w_.config().actions.count(c_.kind)) {
+      nlohmann::json arg1_ = {{"message", "unknown action \"" + c_.kind + "\" on worker " + w_.config().id},
+                                 {"retryable", false}};
+      co_await finish("failed", std::move(arg1_));
+      co_return;
+    }
+    input_ = payload;
+    steps = json::array({{{"id", c_.kind}, {"action", c_.kind}, {"with", "{{input}}"}}});
+  }
+  std::optional<std::string> bad;
+  try {
+    dag_.emplace(core::Dag::from_steps(steps));
+  } catch (const std::exception& e) {
+    bad = std::string("invalid workflow: ") + e.what();
+  }
+  if (bad) {
+    nlohmann::json body = {{"message", *bad}, {"retryable", false}};
+    co_await finish("failed", std::move(body));
+    co_return;
+  }
+  // Steps completed by earlier runs (retry, resume) are not run again.
+  auto completed = json::parse(c_.completed_steps_text.empty() ? "{}" : c_.completed_steps_text, nullptr, false);
+  if (completed.is_object()) {
+    for (auto& [sid, out] : completed.items()) {
+      if (!dag_->contains(sid)) continue;
+      done_.insert(sid);
+      outputs_[sid] = {{"output", out}};
+      // claim() returns outputs only; stdout is rebuilt from the output (exact
+      // for text output, compact JSON otherwise).
+      if (!out.is_null()) outputs_[sid]["stdout"] = out.is_string() ? out.get<std::string>() : out.dump();
+    }
+  }
+
+  for (;;) {
+    if (stop_ != StopReason::none || abandoned_) break;
+    if (!failure_) {
+      std::set<std::string> busy = running_;
+      busy.insert(waiting_.begin(), waiting_.end());
+      for (const auto& sid : dag_->ready(done_, busy)) {
+        if (dag_->step(sid).contains("approval")) {
+          waiting_.insert(sid);
+          continue;
+        }
+        running_.insert(sid);
+        asio::co_spawn(w_.executor(),
+                       [self = shared_from_this(), sid]() -> asio::awaitable<void> {
+                         co_await self->run_step(sid);
+                       },
+                       [self = shared_from_this(), sid](std::exception_ptr) {
+                         self->running_.erase(sid);
+                         self->killers_.erase(sid);
+                         self->wake_.notify();
+                       });
+      }
+    }
+    if (running_.empty()) break;
+    co_await wake_.wait();
+  }
+  while (!running_.empty()) co_await wake_.wait();
+  if (abandoned_) co_return;
+
+  switch (stop_) {
+    case StopReason::stop: {
+      nlohmann::json arg1_ = {{"reason", "stopped"}, {"message", "stopped on request"}};
+      co_await finish("cancelled", std::move(arg1_));
+      co_return;
+    }
+    case StopReason::timeout: {
+      nlohmann::json arg1_ = {{"reason", "timeout"}, {"message", "job exceeded its timeout"}};
+      co_await finish("timed_out", std::move(arg1_));
+      co_return;
+    }
+    case StopReason::shutdown: {
+      nlohmann::json arg1_ = {{"reason", "worker_shutdown"},
+                                 {"message", "worker shut down before the job finished"},
+                                 {"retryable", true}};
+      co_await finish("failed", std::move(arg1_));
+      co_return;
+    }
+    case StopReason::none:
+      break;
+  }
+  if (failure_) {
+    co_await finish("failed", *failure_);
+    co_return;
+  }
+  if (!waiting_.empty()) {
+    for (const auto& sid : dag_->ids()) {
+      if (!waiting_.count(sid)) continue;
+      const json& appr = dag_->step(sid)["approval"];
+      json prompt = appr.is_object() ? appr.value("prompt", json("")) : json("");
+      std::optional<std::string> bad_prompt;
+      try {
+        prompt = render(prompt);
+      } catch (const std::exception& e) {
+        bad_prompt = e.what();
+      }
+      if (bad_prompt) {
+        nlohmann::json body = {{"message", *bad_prompt}, {"step", sid}, {"retryable", false}};
+        co_await finish("failed", std::move(body));
+        co_return;
+      }
+      nlohmann::json arg1_ = {{"step", sid}, {"prompt", prompt}};
+      co_await finish("suspended", std::move(arg1_));
+      co_return;
+    }
+  }
+  json result = json::object();
+  for (const auto& sid : dag_->sinks()) result[sid] = outputs_[sid].value("output", json());
+  co_await finish("completed", result);
+}
+
+// ---------------------------------------------------------------- steps
+
+asio::awaitable<void> Job::run_step(std::string sid) {
+  const json& step = dag_->step(sid);
+  std::string kind = step_kind(step);
+  std::optional<json> err;
+  try {
+    if (kind.empty())
+      throw StepFailure{"step must have exactly one of action, run, sql, sleep, approval", false};
+    nlohmann::json arg1_ = {{"step", sid}};
+    co_await append("step_started", std::move(arg1_));
+    if (stop_ != StopReason::none || abandoned_) co_return;
+    core::log("info", "step started", {{"job_id", id_str(id())}, {"step", sid}, {"kind", kind}});
+    json output;
+    std::string out_text;
+    bool has_stdout = false;
+    if (kind == "action") {
+      output = co_await step_action(sid, step, out_text);
+      has_stdout = true;
+    } else if (kind == "run") {
+      output = co_await step_run(sid, step, out_text);
+      has_stdout = true;
+    } else if (kind == "sql") {
+      output = co_await step_sql(sid, step);
+    } else if (kind == "sleep") {
+      co_await step_sleep(sid, step);
+    }
+    if (stop_ != StopReason::none || abandoned_) co_return;
+    output = mask(output);
+    json data = {{"step", sid}, {"output", output}};
+    json entry = {{"output", output}};
+    if (has_stdout) {
+      std::string trimmed = masker_.mask(trim_newline(out_text));
+      data["stdout"] = trimmed;
+      entry["stdout"] = trimmed;
+    }
+    co_await append("step_completed", data);
+    outputs_[sid] = std::move(entry);
+    done_.insert(sid);
+    core::log("info", "step completed", {{"job_id", id_str(id())}, {"step", sid}});
+  } catch (const Abandoned&) {
+    co_return;
+  } catch (const StepFailure& f) {
+    err = json{{"message", f.message}, {"step", sid}, {"retryable", f.retryable}};
+  } catch (const core::TemplateError& e) {
+    err = json{{"message", e.what()}, {"step", sid}, {"retryable", false}};
+  } catch (const std::exception& e) {
+    err = json{{"message", e.what()}, {"step", sid}, {"retryable", true}};
+  }
+  // A step killed by a stop, or by a sibling's failure, writes no step_failed.
+  if (!err || stop_ != StopReason::none || abandoned_ || failure_) co_return;
+  *err = mask(*err);
+  failure_ = *err;
+  core::log("warn", "step failed", {{"job_id", id_str(id())}, {"step", sid}, {"error", (*err)["message"].get<std::string>()}});
+  kill_steps();  // fail fast: the job fails, siblings stop
+  try {
+    nlohmann::json arg1_ = {{"step", sid}, {"error", *err}};
+    co_await append("step_failed", std::move(arg1_));
+  } catch (...) {
+  }
+}
+
+asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
+                                       std::string& stdout_text) {
+  if (!step["action"].is_string()) throw StepFailure{"action must be a string", false};
+  std::string name = step["action"].get<std::string>();
+  auto it = w_.config().actions.find(name);
+  if (it == w_.config().actions.end())
+    throw StepFailure{"unknown action \"" + name + "\" on worker " + w_.config().id, false};
+  json with = render(step.value("with", json::object()));
+  std::vector<std::string> arg1_ = {it->second};
+  std::string in = with.dump();
+  auto out = co_await run_process(sid, arg1_, in, false);
+  stdout_text = std::move(out.stdout_text);
+  co_return parse_output(stdout_text);
+}
+
+asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
+                                    std::string& stdout_text) {
+  if (!w_.config().allow_run)
+    throw StepFailure{"run steps are refused by this worker (start it with --allow-run)", false};
+  json argv = render(step["run"]);
+  std::vector<std::string> args;
+  if (argv.is_string()) {
+    args = {"/bin/sh", "-c", argv.get<std::string>()};
+  } else if (argv.is_array() && !argv.empty()) {
+    for (auto& a : argv) args.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+  } else {
+    throw StepFailure{"run must be a non-empty array of arguments or a shell command string", false};
+  }
+  json in = step.contains("with") ? render(step["with"]) : json();
+  std::string in_text = in.is_null() ? "" : in.dump();
+  auto out = co_await run_process(sid, args, in_text, true);
+  stdout_text = std::move(out.stdout_text);
+  co_return parse_output(stdout_text);
+}
+
+asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step) {
+  if (!step["sql"].is_string()) throw StepFailure{"sql must be a string", false};
+  json params = render(step.value("params", json::array()));
+  if (!params.is_array()) throw StepFailure{"params must be an array", false};
+  pg::Params p;
+  for (auto& v : params) {
+    if (v.is_null()) p.push_back(std::nullopt);
+    else p.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  // Its own connection: the statement runs as the job's owner and may take long.
+  auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
+  killers_[sid] = [conn] { conn->cancel(); };
+  std::optional<std::string> fail;
+  bool retryable = false;
+  json rows;
+  try {
+    co_await conn->query("BEGIN");
+    co_await conn->query("SET LOCAL ROLE " + pg::quote_ident(c_.owner));
+    std::string text = step["sql"].get<std::string>();
+    auto r = co_await conn->query(text, p);
+    rows = r.to_json();
+    co_await conn->query("COMMIT");
+  } catch (const pg::Error& e) {
+    auto cls = core::classify(e.sqlstate());
+    retryable = cls == core::ErrorClass::connection || cls == core::ErrorClass::retry;
+    fail = std::string("sql: ") + e.what() + " (SQLSTATE " + e.sqlstate() + ")";
+  }
+  killers_.erase(sid);
+  conn->close();
+  if (fail) throw StepFailure{*fail, retryable};
+  co_return rows;
+}
+
+asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) {
+  json v = render(step["sleep"]);
+  std::optional<double> secs;
+  if (v.is_number()) secs = v.get<double>();
+  else if (v.is_string()) secs = core::parse_seconds(v.get<std::string>());
+  if (!secs || *secs < 0) throw StepFailure{"sleep must be a number of seconds or a duration", false};
+  auto t = std::make_shared<asio::steady_timer>(w_.executor(), seconds(*secs));
+  killers_[sid] = [t] { t->cancel(); };
+  co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
+  killers_.erase(sid);
+}
+
+asio::awaitable<void> Job::read_stream(asio::posix::stream_descriptor& sd, const std::string& sid,
+                                       const char* stream, bool log, std::string* capture) {
+  core::LineSplitter splitter;
+  std::array<char, 65536> buf;
+  for (;;) {
+    auto [ec, n] = co_await sd.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+    if (n > 0) {
+      std::string_view chunk(buf.data(), n);
+      if (capture && capture->size() < capture_cap) capture->append(chunk);
+      if (log)
+        for (auto& line : splitter.feed(chunk)) log_line(sid, stream, std::move(line));
+    }
+    if (ec) break;
+  }
+  if (log) {
+    auto rest = splitter.flush();
+    if (!rest.empty()) log_line(sid, stream, std::move(rest));
+  }
+}
+
+asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const std::vector<std::string>& argv,
+                                                  const std::string& stdin_data, bool log_stdout) {
+  auto env = w_.child_env();
+  env.push_back("BGEXEC_JOB_ID=" + id_str(id()));
+  env.push_back("BGEXEC_STEP_ID=" + sid);
+  env.push_back("BGEXEC_ATTEMPT=" + std::to_string(c_.attempt));
+  env.push_back("BGEXEC_QUEUE=" + c_.queue);
+  std::shared_ptr<proc::Child> child;
+  try {
+    child = proc::Child::spawn(w_.executor(), argv, env);
+  } catch (const std::system_error& e) {
+    throw StepFailure{std::string("cannot start ") + argv[0] + ": " + e.code().message(), false};
+  }
+  double grace = w_.config().kill_grace_s;
+  killers_[sid] = [child, grace] { child->terminate(grace); };
+  core::log("debug", "process started", {{"job_id", id_str(id())}, {"step", sid}, {"pid", std::to_string(child->pid())}});
+  ProcOutput out;
+  auto data = std::make_shared<std::string>(stdin_data);
+  proc::Exit exit = co_await (child->wait() && feed_stdin(child, data) &&
+                                  read_stream(child->out(), sid, "stdout", log_stdout, &out.stdout_text) &&
+                                  read_stream(child->err(), sid, "stderr", true, nullptr));
+  killers_.erase(sid);
+  if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
+  co_return out;
+}
+
+}  // namespace bgexec::worker

@@ -1,0 +1,121 @@
+#pragma once
+// One claimed job: the DAG scheduler and its step runners (action, run, sql,
+// sleep, approval).  Every write names the job's lease; once the lease is
+// lost (or could not be renewed in time) the job kills its processes and
+// writes nothing more.
+
+#include "core/dag.hpp"
+#include "core/mask.hpp"
+#include "core/template.hpp"
+#include "util/event.hpp"
+#include "worker/worker.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace bgexec::worker {
+
+// What claim() handed us, with the DB-clock times converted to local monotonic ones.
+struct Claim {
+  std::int64_t job_id = 0;
+  std::int64_t lease = 0;
+  std::string queue, kind, owner;
+  std::string payload_text;          // parsed by the job, so bad JSON fails the job only
+  std::string completed_steps_text;
+  int attempt = 0;
+  int max_attempts = 1;
+  std::optional<Clock::time_point> deadline;
+  Clock::time_point lease_expiry;
+};
+
+// Why a job is being ended early.
+enum class StopReason { none, stop, timeout, shutdown };
+
+class Job : public std::enable_shared_from_this<Job> {
+ public:
+  Job(Worker& w, Claim c);
+  ~Job();
+
+  asio::awaitable<void> run();
+
+  std::int64_t id() const { return c_.job_id; }
+  std::int64_t lease() const { return c_.lease; }
+  // Whether the job still holds (and should renew) its lease.
+  bool live() const { return !abandoned_ && !finished_; }
+  Clock::time_point lease_expiry() const { return c_.lease_expiry; }
+
+  // Heartbeat answer for this lease (ok|stop|lost), for a heartbeat sent at `sent`.
+  void on_heartbeat(const std::string& action, Clock::time_point sent);
+  // Ends the job early: kills its steps; finishes cancelled/timed_out/failed.
+  void request_stop(StopReason why);
+  // The lease is gone: kill everything and write nothing more.
+  void abandon(const std::string& why);
+
+ private:
+  struct Abandoned {};
+  // A step's failure: becomes the job's error object.
+  struct StepFailure {
+    std::string message;
+    bool retryable = true;
+  };
+  struct ProcOutput {
+    std::string stdout_text;
+  };
+
+  asio::awaitable<void> execute();
+  asio::awaitable<void> run_step(std::string id);
+  asio::awaitable<nlohmann::json> step_action(const std::string& id, const nlohmann::json& step,
+                                              std::string& stdout_text);
+  asio::awaitable<nlohmann::json> step_run(const std::string& id, const nlohmann::json& step,
+                                           std::string& stdout_text);
+  asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step);
+  asio::awaitable<void> step_sleep(const std::string& id, const nlohmann::json& step);
+  asio::awaitable<ProcOutput> run_process(const std::string& id, const std::vector<std::string>& argv,
+                                          const std::string& stdin_data, bool log_stdout);
+  asio::awaitable<void> read_stream(asio::posix::stream_descriptor& sd, const std::string& id,
+                                    const char* stream, bool log, std::string* capture);
+
+  // Writes (all fenced by the lease; Abandoned when refused or out of time).
+  asio::awaitable<std::optional<std::string>> write(const std::string& sql, const pg::Params& params);
+  asio::awaitable<void> append(const std::string& kind, const nlohmann::json& data);
+  asio::awaitable<void> flush_logs();
+  asio::awaitable<void> finish(const std::string& outcome, const nlohmann::json& body);
+  void log_line(const std::string& id, const char* stream, std::string line);
+  void arm_flush();
+  void kill_steps();
+  core::TemplateContext context();
+  nlohmann::json render(const nlohmann::json& v);
+  nlohmann::json mask(const nlohmann::json& v) const { return masker_.mask_json(v); }
+
+  Worker& w_;
+  Claim c_;
+  nlohmann::json input_;
+  std::optional<core::Dag> dag_;
+  nlohmann::json outputs_ = nlohmann::json::object();  // {id: {"output", "stdout"}}
+  std::set<std::string> done_, running_, waiting_;
+  std::optional<nlohmann::json> failure_;
+  std::map<std::string, std::function<void()>> killers_;
+  core::Masker masker_;
+  Event wake_;
+  asio::steady_timer deadline_timer_;
+  asio::steady_timer flush_timer_;
+  bool flush_armed_ = false;
+  nlohmann::json pending_logs_ = nlohmann::json::array();
+  std::size_t pending_lines_ = 0;
+  std::size_t log_bytes_ = 0;
+  bool log_capped_ = false;
+  StopReason stop_ = StopReason::none;
+  bool abandoned_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace bgexec::worker

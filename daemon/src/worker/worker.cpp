@@ -1,0 +1,358 @@
+// `bgexec worker` components (see worker.hpp).
+#include "worker/worker.hpp"
+
+#include "core/duration.hpp"
+#include "core/logfmt.hpp"
+#include "core/sqlstate.hpp"
+#include "proc/child.hpp"
+#include "worker/job.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace bgexec::worker {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double backoff_min_s = 0.1;
+constexpr double backoff_max_s = 5.0;  // cap of the reconnect backoff
+
+// Postgres array literal of strings: {"a","b"}.
+std::string text_array(const std::vector<std::string>& v) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char ch : v[i]) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+// Logs and ignores exceptions of detached component coroutines.
+auto log_exit(const char* component) {
+  return [component](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      core::log("error", "component ended", {{"component", component}, {"error", ex.what()}});
+    }
+  };
+}
+
+}  // namespace
+
+Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
+    : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
+      hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
+      signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), drained_(io.get_executor()) {
+  for (char** e = environ; e && *e; ++e)
+    if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
+}
+
+Worker::~Worker() = default;
+
+std::optional<std::string> Worker::secret(const std::string& name) const {
+  if (name.empty() || name.find_first_of("/\\") != std::string::npos || name[0] == '.') return std::nullopt;
+  if (const char* v = std::getenv(("BGEXEC_SECRET_" + name).c_str()); v && *v) return std::string(v);
+  if (cfg_.secrets_dir.empty()) return std::nullopt;
+  // A small local file; read synchronously.
+  std::ifstream f(cfg_.secrets_dir + "/" + name, std::ios::binary);
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string v = ss.str();
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+  return v;
+}
+
+asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::Params& params,
+                                             Clock::time_point until) {
+  double backoff = backoff_min_s;
+  for (;;) {
+    try {
+      co_return co_await ctl_.query(sql, params);
+    } catch (const pg::Error& e) {
+      auto cls = core::classify(e.sqlstate());
+      if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
+      if (stopping_ || Clock::now() + seconds(backoff) >= until) throw;
+      core::log("warn", "database call failed, retrying",
+                {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)}});
+    }
+    co_await sleep_for(seconds(backoff));
+    backoff = std::min(backoff * 2, backoff_max_s);
+  }
+}
+
+// -------------------------------------------------------------- notifier
+
+asio::awaitable<void> Worker::notifier() {
+  double backoff = backoff_min_s;
+  while (!stopping_) {
+    try {
+      co_await listen_.query("LISTEN bgexec_jobs");
+      co_await listen_.query("LISTEN bgexec_stop");
+      core::log("info", "listening", {{"channels", "bgexec_jobs,bgexec_stop"}});
+      backoff = backoff_min_s;
+      fetch_wake_.notify();  // anything submitted while we were away
+      for (;;) {
+        for (auto& n : co_await listen_.wait_notifications()) {
+          if (n.channel == "bgexec_jobs") {
+            if (std::find(cfg_.queues.begin(), cfg_.queues.end(), n.payload) != cfg_.queues.end())
+              fetch_wake_.notify();
+          } else if (n.channel == "bgexec_stop") {
+            std::int64_t id = std::strtoll(n.payload.c_str(), nullptr, 10);
+            if (auto it = jobs_.find(id); it != jobs_.end()) it->second->request_stop(StopReason::stop);
+          }
+        }
+      }
+    } catch (const pg::Error& e) {
+      if (stopping_) break;
+      core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
+    }
+    co_await sleep_for(seconds(backoff));
+    backoff = std::min(backoff * 2, backoff_max_s);
+  }
+}
+
+// -------------------------------------------------------------- fetcher
+
+asio::awaitable<int> Worker::claim_once(int free) {
+  auto sent = Clock::now();
+  // The DB clock never leaves the database: deadline is turned into an offset
+  // from lease_expires_at (= the DB's now() + lease_for at claim).
+  pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s)};
+  auto r = co_await ctl_.query(
+      "SELECT c.job_id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt, c.max_attempts,"
+      " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"
+      " c.completed_steps FROM bgexec.claim($1, $2::text[], $3, $4::interval) c", std::move(arg1_));
+  for (int i = 0; i < r.rows(); ++i) {
+    Claim c;
+    c.job_id = std::stoll(r.get(i, 0).value_or("0"));
+    c.lease = std::stoll(r.get(i, 1).value_or("0"));
+    c.queue = r.get(i, 2).value_or("");
+    c.kind = r.get(i, 3).value_or("");
+    c.owner = r.get(i, 4).value_or("");
+    c.payload_text = r.get(i, 5).value_or("{}");
+    c.attempt = std::stoi(r.get(i, 6).value_or("0"));
+    c.max_attempts = std::stoi(r.get(i, 7).value_or("1"));
+    c.lease_expiry = sent + seconds(cfg_.lease_s);
+    if (auto d = r.get(i, 8)) c.deadline = c.lease_expiry + seconds(std::strtod(d->c_str(), nullptr));
+    c.completed_steps_text = r.get(i, 9).value_or("{}");
+    start_job(std::make_shared<Job>(*this, std::move(c)));
+  }
+  co_return r.rows();
+}
+
+void Worker::start_job(std::shared_ptr<Job> job) {
+  auto id = job->id();
+  jobs_[id] = job;
+  asio::co_spawn(io_, [job]() -> asio::awaitable<void> { co_await job->run(); },
+                 [this, id](std::exception_ptr e) {
+                   log_exit("job")(e);
+                   jobs_.erase(id);
+                   fetch_wake_.notify();
+                   if (draining_ && jobs_.empty()) drained_.notify();
+                 });
+}
+
+asio::awaitable<void> Worker::fetcher() {
+  double backoff = backoff_min_s;
+  while (!draining_) {
+    int free = cfg_.concurrency - static_cast<int>(jobs_.size());
+    bool more = false;
+    if (free > 0) {
+      bool failed = false;
+      try {
+        int n = co_await claim_once(free);
+        more = n == free;  // a full batch: there may be more waiting
+        backoff = backoff_min_s;
+      } catch (const pg::Error& e) {
+        core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+        failed = true;
+      }
+      if (failed) {
+        co_await sleep_for(seconds(backoff));
+        backoff = std::min(backoff * 2, backoff_max_s);
+        continue;
+      }
+    }
+    if (draining_) break;
+    if (!more) co_await fetch_wake_.wait_for(seconds(cfg_.poll_s));
+  }
+}
+
+// -------------------------------------------------------------- heartbeater
+
+asio::awaitable<void> Worker::heartbeater() {
+  const double interval = std::max(0.1, cfg_.lease_s / 3);
+  while (!stopping_) {
+    std::vector<std::shared_ptr<Job>> live;
+    std::string leases = "{";
+    for (auto& [id, job] : jobs_) {
+      if (!job->live()) continue;
+      if (live.size()) leases += ',';
+      leases += std::to_string(job->lease());
+      live.push_back(job);
+    }
+    leases += '}';
+    auto sent = Clock::now();
+    try {
+      pg::Params arg1_ = {cfg_.id, leases, core::to_pg_interval(cfg_.lease_s)};
+      auto r = co_await hb_.query("SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)", std::move(arg1_));
+      std::map<std::int64_t, std::string> actions;
+      for (int i = 0; i < r.rows(); ++i)
+        actions[std::stoll(r.get(i, 0).value_or("0"))] = r.get(i, 1).value_or("lost");
+      for (auto& job : live) {
+        auto it = actions.find(job->lease());
+        job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
+      }
+    } catch (const pg::Error& e) {
+      core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+    }
+    auto next = sent + seconds(interval);
+    if (next > Clock::now()) co_await sleep_for(next - Clock::now());
+  }
+}
+
+// Abandons jobs whose lease could not be renewed before it would expire by
+// our own monotonic clock: by then the DB may have handed the job to another
+// worker, so running on would break single flight.
+asio::awaitable<void> Worker::lease_guard() {
+  while (!stopping_) {
+    auto now = Clock::now();
+    std::vector<std::shared_ptr<Job>> expired;
+    for (auto& [id, job] : jobs_)
+      if (job->live() && job->lease_expiry() <= now) expired.push_back(job);
+    for (auto& job : expired) job->abandon("lease could not be renewed before it expired");
+    co_await sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+asio::awaitable<void> Worker::reconciler() {
+  while (!stopping_) {
+    co_await sleep_for(seconds(cfg_.reconcile_s));
+    if (stopping_) break;
+    try {
+      auto r = co_await ctl_.query("SELECT bgexec.reconcile()");
+      if (auto n = r.get(0, 0); n && *n != "0") core::log("info", "reconciled", {{"jobs", *n}});
+    } catch (const pg::Error& e) {
+      core::log("warn", "reconcile failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+    }
+  }
+}
+
+// -------------------------------------------------------------- lifecycle
+
+void Worker::arm_signals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    on_signal(sig);
+    arm_signals();
+  });
+}
+
+void Worker::on_signal(int sig) {
+  if (++signals_seen_ >= 2) {
+    // Second signal: exit at once; leave no step process behind.
+    core::log("warn", "second signal, exiting now", {{"signal", std::to_string(sig)}});
+    proc::Child::kill_all();
+    std::_Exit(130);
+  }
+  core::log("info", "signal received, draining", {{"signal", std::to_string(sig)},
+                                                  {"grace_s", std::to_string(cfg_.grace_s)},
+                                                  {"in_flight", std::to_string(jobs_.size())}});
+  begin_drain();
+}
+
+void Worker::begin_drain() {
+  if (draining_) return;
+  draining_ = true;
+  fetch_wake_.notify();
+  if (jobs_.empty()) {
+    drained_.notify();
+    return;
+  }
+  // After the grace period, what is left is ended by the documented rule:
+  // its processes are killed and it is finished `failed` with
+  // retryable=true, reason=worker_shutdown; the database re-queues it when it
+  // has attempts left, else it stays failed.
+  grace_timer_ = std::make_unique<asio::steady_timer>(io_, seconds(cfg_.grace_s));
+  grace_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    core::log("warn", "grace period over, ending remaining jobs", {{"in_flight", std::to_string(jobs_.size())}});
+    for (auto& [id, job] : jobs_) job->request_stop(StopReason::shutdown);
+  });
+}
+
+asio::awaitable<int> Worker::run() {
+  proc::Child::init_reaper(io_.get_executor());
+  arm_signals();
+  json info = {{"host", ""}, {"pid", ::getpid()}, {"version", BGEXEC_VERSION},
+               {"allow_run", cfg_.allow_run}, {"lease_s", cfg_.lease_s}};
+  {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    info["host"] = host;
+  }
+  for (auto& [name, path] : cfg_.actions) info["actions"].push_back(name);
+  double backoff = backoff_min_s;
+  for (;;) {
+    try {
+      pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(cfg_.concurrency), info.dump()};
+      co_await ctl_.query("SELECT bgexec.register_worker($1, $2::text[], $3, $4::jsonb)", std::move(arg1_));
+      break;
+    } catch (const pg::Error& e) {
+      auto cls = core::classify(e.sqlstate());
+      if (cls == core::ErrorClass::fatal) {
+        core::log("error", "cannot register worker", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+        co_return 3;
+      }
+      core::log("warn", "database unavailable, retrying", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
+    }
+    if (draining_) co_return 0;
+    co_await sleep_for(seconds(backoff));
+    backoff = std::min(backoff * 2, backoff_max_s);
+  }
+  core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", text_array(cfg_.queues)},
+                                       {"concurrency", std::to_string(cfg_.concurrency)},
+                                       {"lease_s", std::to_string(cfg_.lease_s)}});
+  auto ex = io_.get_executor();
+  asio::co_spawn(ex, notifier(), log_exit("notifier"));
+  asio::co_spawn(ex, fetcher(), log_exit("fetcher"));
+  asio::co_spawn(ex, heartbeater(), log_exit("heartbeater"));
+  asio::co_spawn(ex, lease_guard(), log_exit("lease_guard"));
+  asio::co_spawn(ex, reconciler(), log_exit("reconciler"));
+
+  co_await drained_.wait();
+  while (!jobs_.empty()) co_await drained_.wait();
+  stopping_ = true;
+  listen_.close();
+  try {
+    pg::Params arg1_ = {cfg_.id};
+    co_await ctl_.query("SELECT bgexec.deregister_worker($1)", std::move(arg1_));
+  } catch (const pg::Error& e) {
+    core::log("warn", "deregister failed", {{"error", e.what()}});
+  }
+  core::log("info", "worker stopped", {{"worker_id", cfg_.id}});
+  ctl_.close();
+  hb_.close();
+  co_return 0;
+}
+
+}  // namespace bgexec::worker

@@ -1,0 +1,80 @@
+#pragma once
+// `bgexec worker`: the daemon.  Components, each a coroutine on one io_context
+// (River's shape): notifier (LISTEN connection), fetcher (claims on wake or
+// poll), executor (one Job per claim, see job.hpp), heartbeater (one
+// statement per interval for all leases), lease guard (local lease expiry),
+// reconciler (reconcile() on a timer); shutdown is staged on signals.
+
+#include "core/config.hpp"
+#include "pg/connection.hpp"
+#include "util/event.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bgexec::worker {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+class Job;
+
+class Worker {
+ public:
+  Worker(asio::io_context& io, core::WorkerConfig cfg);
+  ~Worker();
+
+  // Runs until drained after a signal; returns the process exit code.
+  asio::awaitable<int> run();
+
+  const core::WorkerConfig& config() const { return cfg_; }
+  asio::any_io_executor executor() { return io_.get_executor(); }
+  // Resolves {{secrets.NAME}}: BGEXEC_SECRET_NAME, else --secrets-dir/NAME.
+  std::optional<std::string> secret(const std::string& name) const;
+  // Environment for step processes: the worker's, without BGEXEC_SECRET_*.
+  const std::vector<std::string>& child_env() const { return child_env_; }
+
+  // Runs one statement on the control connection.  Retries class 08 (with
+  // reconnect and capped backoff) and 40001/40P01 until `until`; throws
+  // pg::Error otherwise or when time is up.
+  asio::awaitable<pg::Result> ctl_exec(const std::string& sql, const pg::Params& params,
+                                       Clock::time_point until = Clock::time_point::max());
+
+ private:
+  asio::awaitable<void> notifier();
+  asio::awaitable<void> fetcher();
+  asio::awaitable<void> heartbeater();
+  asio::awaitable<void> lease_guard();
+  asio::awaitable<void> reconciler();
+  asio::awaitable<int> claim_once(int free);
+  void start_job(std::shared_ptr<Job> job);
+  void on_signal(int sig);
+  void begin_drain();
+  void arm_signals();
+
+  asio::io_context& io_;
+  core::WorkerConfig cfg_;
+  std::vector<std::string> child_env_;
+  pg::Connection ctl_;     // register, claim, events, finish, reconcile
+  pg::Connection hb_;      // heartbeat only, so it keeps its cadence
+  pg::Connection listen_;  // LISTEN bgexec_jobs, bgexec_stop
+  asio::signal_set signals_;
+  Event fetch_wake_;
+  Event drained_;
+  std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
+  bool draining_ = false;
+  bool stopping_ = false;
+  int signals_seen_ = 0;
+  std::unique_ptr<asio::steady_timer> grace_timer_;
+};
+
+}  // namespace bgexec::worker

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `make demo`: a workflow end to end, watched live.  Installs missing packages,
+# builds the extension and the daemon, starts a throwaway PostgreSQL cluster
+# and two workers, submits demo/workflow.json (an action, parallel branches, a
+# step that logs, an sql step writing a table), follows it to completion,
+# prints the result, and stops exactly what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+scripts/deps.sh
+echo "== building the extension and the daemon"
+make -s >/dev/null && make -s install >/dev/null
+scripts/build-daemon.sh >/dev/null
+BIN=$ROOT/daemon/build/bgexec
+
+WORK=$(mktemp -d /tmp/bgexec-demo.XXXXXX)
+PORT=${BGEXEC_DEMO_PORT:-55433}
+source scripts/lib/cluster.sh
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+  cluster_stop "$WORK/cluster"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "== starting a throwaway PostgreSQL 15 cluster on port $PORT"
+cluster_start "$WORK/cluster" "$PORT"
+psql -X -q -v ON_ERROR_STOP=1 postgres <<'SQL'
+CREATE EXTENSION bgexec;
+CREATE TABLE demo_orders_loaded (id serial PRIMARY KEY, day date, line_count int, checksum text,
+                                 loaded_at timestamptz DEFAULT now());
+SQL
+
+chmod 1777 "$WORK"
+for n in 1 2; do
+  echo "== starting worker demo-$n"
+  TMPDIR=$WORK "$BIN" worker --id "demo-$n" --concurrency 4 --lease 10 --allow-run \
+    --action "export-orders=$ROOT/demo/actions/export-orders" \
+    2>"$WORK/worker-$n.log" &
+  pids+=($!)
+done
+
+echo "== submitting demo/workflow.json and following it live"
+echo
+rc=0
+"$BIN" submit workflow @demo/workflow.json --follow || rc=$?
+echo
+echo "== the table the sql step wrote"
+psql -X -P pager=off -c "SELECT id, day, line_count, checksum FROM demo_orders_loaded" postgres
+echo "== the job"
+psql -X -P pager=off -c "SELECT id, status, attempt, jsonb_pretty(result) AS result FROM bgexec.job" postgres
+echo "== worker logs (first lines)"
+head -n 5 "$WORK"/worker-*.log
+exit $rc

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# kill -9 of a worker mid-step: an at-most-once job ends failed/worker_lost and
+# its step never runs twice; a retry-safe job (max_attempts > 1) completes on
+# another worker without re-running its completed steps.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57942
+M=$E2E_DIR/marks
+mkdir -p "$M"
+chmod 777 "$M"
+E2E_PIDFILES+=("$M/pids")
+
+# --- at-most-once (max_attempts = 1)
+start_worker a1 --allow-run
+once=$("$BGEXEC" submit workflow "{\"steps\": [
+  {\"id\": \"s\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $M/pids; echo run >> $M/once; exec sleep 60\"]}]}") || fail submit
+wait_for 20 test -s "$M/once" || fail "step did not start"
+kill -KILL "$PID_a1"; wait "$PID_a1" 2>/dev/null || true
+start_worker b1 --allow-run
+wait_status "$once" failed 40
+[[ $(sql "SELECT error->>'reason' FROM bgexec.job WHERE id = $once") == worker_lost ]] || fail "error reason"
+sleep 3  # give b1 a chance to (wrongly) run it again
+[[ $(wc -l <"$M/once") == 1 ]] || fail "at-most-once step ran $(wc -l <"$M/once") times"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $once AND kind = 'worker_lost'") == 1 ]] || fail "worker_lost event"
+kill -TERM "$PID_b1"; wait "$PID_b1" || true
+
+# --- retry-safe (max_attempts = 3): s1 completes, s2 is interrupted
+start_worker a2 --allow-run
+safe=$("$BGEXEC" submit workflow --max-attempts 3 "{\"steps\": [
+  {\"id\": \"s1\", \"run\": [\"sh\", \"-c\", \"echo run >> $M/s1; echo one\"]},
+  {\"id\": \"s2\", \"needs\": [\"s1\"], \"run\": [\"sh\", \"-c\",
+     \"echo \$\$ >> $M/pids; echo run >> $M/s2; if [ ! -e $M/flag ]; then touch $M/flag; exec sleep 60; fi; echo {{steps.s1.stdout}}-two\"]}]}") || fail submit
+wait_for 20 test -e "$M/flag" || fail "s2 did not start"
+kill -KILL "$PID_a2"; wait "$PID_a2" 2>/dev/null || true
+start_worker b2 --allow-run
+wait_status "$safe" completed 40
+[[ $(wc -l <"$M/s1") == 1 ]] || fail "completed step s1 ran again"
+[[ $(wc -l <"$M/s2") == 2 ]] || fail "s2 ran $(wc -l <"$M/s2") times, expected 2"
+[[ $(sql "SELECT result->>'s2' FROM bgexec.job WHERE id = $safe") == one-two ]] || fail "result $(sql "SELECT result FROM bgexec.job WHERE id = $safe")"
+[[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $safe") == 2 ]] || fail "attempt"
+ok

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# A PostgreSQL restart mid-run: workers reconnect (LISTEN, claim, heartbeat),
+# nothing is lost — every job ends completed — and new work is picked up.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57944
+start_worker w1 --allow-run --concurrency 4
+start_worker w2 --allow-run --concurrency 4
+
+ids=()
+for i in $(seq 1 12); do
+  ids+=("$("$BGEXEC" submit workflow --max-attempts 5 \
+    '{"steps": [{"id": "a", "sleep": 1}, {"id": "b", "needs": ["a"], "run": ["echo", "done"]}]}')")
+done
+wait_for 20 bash -c "[[ \$(psql -XAtc \"SELECT count(*) FROM bgexec.job WHERE status = 'running'\") -ge 4 ]]" \
+  || fail "jobs did not start"
+cluster_restart "$E2E_DIR/pg" || fail "restart"
+echo "# restarted PostgreSQL" >&2
+for id in "${ids[@]}"; do wait_status "$id" completed 90; done
+kill -0 "$PID_w1" && kill -0 "$PID_w2" || fail "a worker exited"
+grep -q "database call failed\|heartbeat failed\|notifier disconnected\|claim failed" "$E2E_DIR"/w*.log \
+  || fail "workers never noticed the restart"
+
+# after the restart, NOTIFY-driven claiming works again
+late=$("$BGEXEC" submit noop)
+wait_status "$late" completed 15
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE status <> 'completed'") == 0 ]] || fail "a job was not completed"
+ok

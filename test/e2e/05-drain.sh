@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SIGTERM: stop claiming, drain within --grace, end what is left by the
+# documented rule (failed, retryable, reason worker_shutdown); a second signal
+# exits at once and leaves no step process behind.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57945
+P=$E2E_DIR/pids
+E2E_PIDFILES+=("$P")
+
+# 1. drain: the running job finishes, nothing new is claimed, clean exit
+start_worker w1 --allow-run --grace 20
+a=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 2}]}')
+wait_status "$a" running 10
+kill -TERM "$PID_w1"
+sleep 0.5
+b=$("$BGEXEC" submit noop)
+wait "$PID_w1" || fail "worker exit code $?"
+[[ $(job_status "$a") == completed ]] || fail "in-flight job is $(job_status "$a")"
+[[ $(job_status "$b") == queued ]] || fail "draining worker claimed a new job"
+[[ -n $(sql "SELECT stopped_at FROM bgexec.worker WHERE id = 'w1'") ]] || fail "worker not deregistered"
+
+# 2. grace over: the rule ends the job (failed, retryable → re-queued when attempts remain)
+start_worker w2 --allow-run --grace 1
+c=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"s\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $P; exec sleep 60\"]}]}")
+wait_status "$b" completed 10
+wait_status "$c" running 10
+kill -TERM "$PID_w2"
+wait "$PID_w2" || fail "worker exit code $?"
+[[ $(job_status "$c") == failed ]] || fail "job left after grace is $(job_status "$c")"
+[[ $(sql "SELECT error->>'reason' FROM bgexec.job WHERE id = $c") == worker_shutdown ]] || fail "reason"
+pid=$(tail -1 "$P")
+wait_for 5 bash -c "! kill -0 $pid" || fail "step process survived the drain"
+
+# 3. second signal: immediate exit, step processes killed
+start_worker w3 --allow-run --grace 60
+d=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"s\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $P; exec sleep 60\"]}]}")
+wait_status "$d" running 10
+wait_for 10 bash -c "[[ \$(wc -l < $P) -ge 2 ]]" || fail "step did not start"
+kill -TERM "$PID_w3"; sleep 0.3; kill -INT "$PID_w3"
+wait_for 3 bash -c "! kill -0 $PID_w3" || fail "second signal did not exit the worker"
+pid=$(tail -1 "$P")
+wait_for 3 bash -c "! kill -0 $pid" || fail "step process survived the second signal"
+ok

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# {{secrets.NAME}} is resolved on the worker (env BGEXEC_SECRET_NAME or
+# --secrets-dir/NAME), reaches the step, and never reaches any table: every
+# occurrence in output, logs and errors is masked (grep of a pg_dump).
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57947
+S1=s3cr3t-from-env-$RANDOM$RANDOM
+S2=s3cr3t-from-file-$RANDOM$RANDOM
+mkdir -p "$E2E_DIR/secrets" "$E2E_DIR/seen"; chmod 777 "$E2E_DIR/seen"
+printf '%s\n' "$S2" >"$E2E_DIR/secrets/FILETOKEN"
+BGEXEC_SECRET_ENVTOKEN=$S1 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
+
+id=$("$BGEXEC" submit workflow "{\"steps\": [
+  {\"id\": \"use\", \"run\": [\"sh\", \"-c\",
+    \"echo \\\"\$0 \$1\\\" > $E2E_DIR/seen/args; echo token=\$0; echo file=\$1 >&2; echo '{\\\"t\\\": \\\"'\$0'\\\"}'\",
+    \"{{secrets.ENVTOKEN}}\", \"{{secrets.FILETOKEN}}\"]},
+  {\"id\": \"leak\", \"needs\": [\"use\"], \"run\": [\"sh\", \"-c\", \"echo failing with \$0 >&2; exit 3\", \"{{secrets.FILETOKEN}}\"]}]}")
+wait_status "$id" failed 20
+[[ $(cat "$E2E_DIR/seen/args") == "$S1 $S2" ]] || fail "the step did not receive the secrets"
+# the environment of step processes carries no BGEXEC_SECRET_* variable
+env_id=$("$BGEXEC" submit workflow '{"steps": [{"id": "env", "run": ["sh", "-c", "env | grep -c BGEXEC_SECRET_ || true"]}]}')
+wait_status "$env_id" completed 20
+[[ $(sql "SELECT result->>'env' FROM bgexec.job WHERE id = $env_id") == 0 ]] || fail "secrets leaked into the step environment"
+
+# pg_dump skips extension tables without pg_extension_config_dump, so the
+# bgexec tables are copied out explicitly next to the dump.
+pg_dump --data-only >"$E2E_DIR/dump.sql" || fail "pg_dump"
+for t in $(sql "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'bgexec'"); do
+  psql -qX -c "COPY $t TO STDOUT" >>"$E2E_DIR/dump.sql" || fail "copy $t"
+done
+grep -q "token=\*\*\*" "$E2E_DIR/dump.sql" || fail "masked log line missing from the dump"
+if grep -q -e "$S1" -e "$S2" "$E2E_DIR/dump.sql"; then fail "a secret reached the database"; fi
+# an unknown secret fails the job with a clear error, not the worker
+bad=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "run": ["echo", "{{secrets.NOPE}}"]}]}')
+wait_status "$bad" failed 20
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $bad") == *NOPE* ]] || fail "unknown secret error"
+kill -0 "$PID_w1" || fail "worker died"
+ok

@@ -1,0 +1,69 @@
+# Helpers for the end-to-end tests (sourced by each test/e2e/NN-name.sh).
+# Every test starts its own throwaway cluster on its own port, runs real
+# `bgexec` binaries, records every PID it starts, and cleans up by PID.
+set -euo pipefail
+
+E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../../scripts/lib/cluster.sh
+source "$E2E_ROOT/scripts/lib/cluster.sh"
+BGEXEC=${BGEXEC:-$E2E_ROOT/daemon/build/bgexec}
+E2E_NAME=$(basename "$0" .sh)
+E2E_DIR=$(mktemp -d "/tmp/bgexec-e2e-$E2E_NAME.XXXXXX")
+chmod 755 "$E2E_DIR"
+E2E_PIDS=()        # worker PIDs
+E2E_PIDFILES=()    # files holding PIDs of step processes a test wants dead at exit
+
+e2e_cleanup() {
+  local rc=$? p f
+  for p in "${E2E_PIDS[@]}"; do { kill -KILL "$p" && wait "$p"; } 2>/dev/null || true; done
+  for f in "${E2E_PIDFILES[@]}"; do
+    [[ -f $f ]] || continue
+    while read -r p; do [[ -n $p ]] && kill -KILL -- "-$p" "$p" 2>/dev/null || true; done <"$f"
+  done
+  cluster_stop "$E2E_DIR/pg" || true
+  if ((rc == 0)) && [[ -z ${E2E_KEEP:-} ]]; then rm -rf "$E2E_DIR"; else echo "# logs kept in $E2E_DIR" >&2; fi
+}
+trap e2e_cleanup EXIT
+
+fail() {
+  echo "FAIL $E2E_NAME: $*"
+  local f
+  for f in "$E2E_DIR"/*.log; do [[ -f $f ]] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }; done
+  exit 1
+}
+
+ok() { echo "ok $E2E_NAME${1:+: $1}"; }
+
+# e2e_cluster PORT: cluster + extension.
+e2e_cluster() {
+  [[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
+  cluster_start "$E2E_DIR/pg" "$1" >/dev/null || fail "cluster did not start"
+  psql -qX -c "CREATE EXTENSION bgexec" >/dev/null || fail "CREATE EXTENSION bgexec failed"
+}
+
+sql() { psql -qXAt -c "$1"; }
+
+# start_worker NAME [ARGS...]: a worker in the background; its PID in WORKER_PID and PID_<NAME>.
+start_worker() {
+  local name=$1; shift
+  "$BGEXEC" worker --id "$name" --lease 2 "$@" >>"$E2E_DIR/$name.log" 2>&1 &
+  WORKER_PID=$!
+  E2E_PIDS+=("$WORKER_PID")
+  printf -v "PID_$name" '%s' "$WORKER_PID"
+}
+
+# wait_for TIMEOUT_S CMD...: polls until CMD succeeds; non-zero on timeout.
+wait_for() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+job_status() { sql "SELECT status FROM bgexec.job WHERE id = $1"; }
+status_is() { [[ $(job_status "$1") == "$2" ]]; }
+# wait_status ID STATUS [TIMEOUT_S]
+wait_status() {
+  wait_for "${3:-30}" status_is "$1" "$2" || fail "job $1 is $(job_status "$1"), expected $2"
+}

@@ -1,0 +1,143 @@
+// REST API: status codes of submit/get/list/stop/resume/retry, queues, metrics.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { api, psql, claim, finish, uniq, A } from './lib.mjs';
+
+test('401 without or with an unknown token, JSON error body', async () => {
+  for (const token of [undefined, 'nope']) {
+    const r = await api('GET', '/v1/jobs', { token });
+    assert.equal(r.status, 401);
+    assert.equal(r.body.error.sqlstate, '28000');
+    assert.ok(r.body.error.message);
+  }
+});
+
+test('submit 201, idempotent resubmit 200 with the same id, get 200, unknown 404', async () => {
+  const queue = uniq('q');
+  const key = uniq('key');
+  const s = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', payload: { n: 1 }, queue, priority: 5,
+    max_attempts: 3, timeout: 30, idempotency_key: key, concurrency_key: 'c1' } });
+  assert.equal(s.status, 201, s.text);
+  assert.equal(s.headers.get('location'), `/v1/jobs/${s.body.id}`);
+  const again = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, idempotency_key: key } });
+  assert.equal(again.status, 200);
+  assert.equal(again.body.id, s.body.id);
+  const g = await api('GET', `/v1/jobs/${s.body.id}`, { token: A });
+  assert.equal(g.status, 200);
+  assert.equal(g.body.status, 'queued');
+  assert.equal(g.body.owner, 'tenant_a');
+  assert.equal(g.body.priority, 5);
+  assert.equal(g.body.max_attempts, 3);
+  assert.equal(g.body.timeout, '00:00:30');
+  assert.deepEqual(g.body.payload, { n: 1 });
+  const t = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, timeout: '2 minutes' } });
+  assert.equal(t.status, 201);
+  assert.equal((await api('GET', `/v1/jobs/${t.body.id}`, { token: A })).body.timeout, '00:02:00');
+  assert.equal((await api('GET', '/v1/jobs/999999999', { token: A })).status, 404);
+  assert.equal((await api('GET', '/v1/jobs/abc', { token: A })).status, 404);
+});
+
+test('list pages by id desc with a before cursor and filters', async () => {
+  const queue = uniq('list');
+  const ids = [];
+  for (let i = 0; i < 5; i++) ids.push((await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } })).body.id);
+  const p1 = await api('GET', `/v1/jobs?queue=${queue}&limit=2`, { token: A });
+  assert.equal(p1.status, 200);
+  assert.deepEqual(p1.body.jobs.map((j) => j.id), [ids[4], ids[3]]);
+  assert.equal(p1.body.next_before, ids[3]);
+  const p2 = await api('GET', `/v1/jobs?queue=${queue}&limit=2&before=${p1.body.next_before}`, { token: A });
+  assert.deepEqual(p2.body.jobs.map((j) => j.id), [ids[2], ids[1]]);
+  const p3 = await api('GET', `/v1/jobs?queue=${queue}&limit=2&before=${p2.body.next_before}`, { token: A });
+  assert.deepEqual(p3.body.jobs.map((j) => j.id), [ids[0]]);
+  assert.equal(p3.body.next_before, null);
+  await api('POST', `/v1/jobs/${ids[0]}/stop`, { token: A });
+  const c = await api('GET', `/v1/jobs?queue=${queue}&status=cancelled`, { token: A });
+  assert.deepEqual(c.body.jobs.map((j) => j.id), [ids[0]]);
+  const d = await api('GET', `/v1/jobs?queue=${queue}`, { token: A });
+  assert.equal(d.body.jobs.length, 5);
+  for (const bad of ['limit=0', 'limit=501', 'limit=x', 'before=-1', 'status=bogus']) {
+    const r = await api('GET', `/v1/jobs?${bad}`, { token: A });
+    assert.equal(r.status, 422, bad);
+    assert.ok(r.body.error.sqlstate, bad);
+  }
+  assert.equal((await api('GET', '/v1/jobs?colour=red', { token: A })).status, 400);
+});
+
+test('stop returns the status; resume/retry 409 when refused, 200 when applied', async () => {
+  const queue = uniq('ctl');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  let r = await api('POST', `/v1/jobs/${id}/resume`, { token: A, raw: '{"x":1}' });
+  assert.equal(r.status, 409);
+  assert.equal(r.body.error.sqlstate, '55000');
+  r = await api('POST', `/v1/jobs/${id}/retry`, { token: A });
+  assert.equal(r.status, 409);
+  r = await api('POST', `/v1/jobs/${id}/stop`, { token: A });
+  assert.deepEqual([r.status, r.body.status], [200, 'cancelled']);
+  r = await api('POST', `/v1/jobs/${id}/stop`, { token: A });
+  assert.deepEqual([r.status, r.body.status], [200, 'cancelled']);
+  r = await api('POST', `/v1/jobs/${id}/retry`, { token: A });
+  assert.equal(r.status, 200);
+  assert.equal((await api('GET', `/v1/jobs/${id}`, { token: A })).body.status, 'queued');
+  // running → stop requested, status stays running
+  const c = claim(queue);
+  assert.equal(c.job, id);
+  r = await api('POST', `/v1/jobs/${id}/stop`, { token: A });
+  assert.deepEqual([r.status, r.body.status], [200, 'running']);
+  finish(id, c.lease, 'cancelled', { reason: 'stopped' });
+  // suspended → resume with the body as input
+  const { body: { id: id2 } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const c2 = claim(queue);
+  assert.equal(finish(id2, c2.lease, 'suspended', { step: 'gate' }), 'suspended');
+  r = await api('POST', `/v1/jobs/${id2}/resume`, { token: A, raw: '{"approved": true}' });
+  assert.equal(r.status, 200, r.text);
+  const ev = psql(`SELECT data->'input' FROM bgexec.job_event WHERE job_id = ${id2} AND kind = 'resumed'`);
+  assert.deepEqual(JSON.parse(ev), { approved: true });
+  assert.equal((await api('POST', `/v1/jobs/${id2}/resume`, { token: A, raw: '{oops' })).status, 400);
+  assert.equal((await api('GET', `/v1/jobs/${id2}/stop`, { token: A })).status, 405);
+  assert.equal((await api('POST', '/v1/jobs/999999999/stop', { token: A })).status, 404);
+});
+
+test('validation errors are 422 with the SQLSTATE; a full queue is 429 with Retry-After', async () => {
+  const cases = [
+    [{ kind: 'bad kind' }, '22023'],
+    [{ kind: 'noop', queue: 'no spaces' }, '22023'],
+    [{ kind: 'noop', max_attempts: 0 }, '22023'],
+    [{ kind: 'noop', timeout: -1 }, '22023'],
+    [{ kind: 'noop', timeout: 'soon' }, '22007'],
+    [{ kind: 'noop', priority: 'high' }, '22023'],
+    [{ kind: 'noop', priority: 1e12 }, '22003'],
+    [{ kind: 'noop', payload: [1, 2] }, '22023'],
+    [{ kind: 'workflow', payload: { steps: [] } }, '22023'],
+    [{ kind: 'noop', run_after: 'tomorrowish' }, '22007'],
+    [{ payload: {} }, '22023'],
+  ];
+  for (const [body, state] of cases) {
+    const r = await api('POST', '/v1/jobs', { token: A, body });
+    assert.equal(r.status, 422, JSON.stringify(body) + ' ' + r.text);
+    assert.equal(r.body.error.sqlstate, state, JSON.stringify(body));
+  }
+  const queue = uniq('cap');
+  psql(`SELECT bgexec.configure_queue('${queue}', max_queued => 1)`);
+  assert.equal((await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } })).status, 201);
+  const full = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  assert.equal(full.status, 429);
+  assert.equal(full.body.error.sqlstate, '53400');
+  assert.ok(Number(full.headers.get('retry-after')) > 0);
+});
+
+test('queues and metrics', async () => {
+  const q = await api('GET', '/v1/queues', { token: A });
+  assert.equal(q.status, 200);
+  assert.ok(Array.isArray(q.body.queues) && q.body.queues.length > 0);
+  assert.ok('queued' in q.body.queues[0]);
+  const m = await api('GET', '/metrics');
+  assert.equal(m.status, 200);
+  assert.match(m.headers.get('content-type'), /text\/plain/);
+  for (const name of ['bgexec_jobs{queue=', 'bgexec_oldest_queued_seconds{', 'bgexec_workers_alive ',
+    'bgexec_claims_total ', 'bgexec_retries_total ', 'bgexec_lease_expiries_total{reason="worker_lost"}',
+    'bgexec_job_duration_seconds_bucket{le="+Inf"}', 'bgexec_job_duration_seconds_count ']) {
+    assert.ok(m.text.includes(name), name);
+  }
+  const claims = Number(/^bgexec_claims_total (\d+)$/m.exec(m.text)[1]);
+  assert.equal(claims, Number(psql("SELECT count(*) FROM bgexec.job_event WHERE kind = 'started'")));
+});

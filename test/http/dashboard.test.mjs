@@ -1,0 +1,68 @@
+// The dashboard in headless Chromium: watch a job complete live, stop another.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { api, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
+
+test('dashboard: live job page and the stop button', { timeout: 90000 }, async () => {
+  const profile = mkdtempSync(join(tmpdir(), 'bgexec-chromium-'));
+  // A fresh profile directory per run (Playwright passes it as --user-data-dir).
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = await browser.newPage();
+    const queue = uniq('ui');
+    const { body: { id: live } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'workflow', queue,
+      payload: { steps: [{ id: 'build', run: ['true'] }, { id: 'ship', needs: ['build'], run: ['true'] }] } } });
+    const { body: { id: other } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('ui2') } });
+
+    await page.goto(BASE + '/');
+    await page.fill('#token', A);
+    await page.click('#save-token');
+    await page.waitForSelector(`#queues tr[data-queue="${queue}"]`);
+    await page.waitForSelector(`#jobs tr[data-id="${live}"]`);
+    await page.click(`#jobs tr[data-id="${live}"]`);
+    await page.waitForFunction((id) => document.querySelector('#job-id').textContent === String(id), live);
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'queued');
+
+    // Drive the job through the SQL worker API while the page watches.
+    const { lease } = claim(queue);
+    await page.waitForSelector('#events li[data-kind="started"]');
+    appendEvent(live, lease, 'step_started', { step: 'build' });
+    appendEvent(live, lease, 'log', { step: 'build', line: 'compiling' });
+    appendEvent(live, lease, 'step_completed', { step: 'build', output: { artifact: 'a.tgz' } });
+    await page.waitForSelector('#steps tr[data-step="build"]');
+    await sleep(200);
+    appendEvent(live, lease, 'step_started', { step: 'ship' });
+    appendEvent(live, lease, 'step_completed', { step: 'ship', output: {} });
+    finish(live, lease, 'completed', { shipped: true });
+    await page.waitForSelector('#events li[data-kind="completed"]');
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'completed');
+    const kinds = await page.$$eval('#events li', (lis) => lis.map((li) => li.dataset.kind));
+    assert.deepEqual(kinds, ['started', 'step_started', 'log', 'step_completed', 'step_started', 'step_completed', 'completed']);
+    const steps = await page.$$eval('#steps tbody tr', (trs) => trs.map((tr) => [tr.dataset.step, tr.children[1].textContent]));
+    assert.deepEqual(steps, [['build', 'completed'], ['ship', 'completed']]);
+    assert.equal(await page.textContent('#stream-state'), '(ended)');
+
+    // The other job: open it and press stop.
+    await page.goto(`${BASE}/#/jobs/${other}`);
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'queued');
+    await page.click('#btn-stop');
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'cancelled');
+    await page.waitForSelector('#events li[data-kind="cancelled"]');
+    assert.equal((await api('GET', `/v1/jobs/${other}`, { token: A })).body.status, 'cancelled');
+    // and retry it from the page
+    await page.click('#btn-retry');
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'queued');
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,67 @@
+// Shared helpers of the HTTP gateway tests (environment set by run.sh).
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+
+export const BASE = process.env.BGEXEC_URL;
+export const A = 'token-a';
+export const B = 'token-b';
+
+// One HTTP call; returns {status, headers, body (parsed JSON when possible), text}.
+export async function api(method, path, { token, body, raw, headers = {}, base = BASE } = {}) {
+  const h = { ...headers };
+  if (token) h.Authorization = `Bearer ${token}`;
+  let payload;
+  if (raw !== undefined) payload = raw;
+  else if (body !== undefined) { payload = JSON.stringify(body); h['Content-Type'] = 'application/json'; }
+  const res = await fetch(base + path, { method, headers: h, body: payload });
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: res.status, headers: res.headers, body: json, text };
+}
+
+// Runs SQL as the superuser through psql; returns the unaligned, tuples-only output.
+export function psql(sql) {
+  return execFileSync('psql', ['-X', '-qAt', '-v', 'ON_ERROR_STOP=1', '-d', 'postgres', '-c', sql],
+    { encoding: 'utf8' }).trim();
+}
+
+export const uniq = (p) => `${p}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The SQL worker API, used to drive jobs without a worker daemon.
+export function claim(queue) {
+  const out = psql(`SELECT job_id || ',' || lease FROM bgexec.claim('http-test', ARRAY['${queue}'], 1, '60 s')`);
+  if (!out) throw new Error(`nothing to claim in ${queue}`);
+  const [job, lease] = out.split(',').map(Number);
+  return { job, lease };
+}
+export function appendEvent(job, lease, kind, data = {}) {
+  return Number(psql(`SELECT bgexec.append_event(${job}, ${lease}, '${kind}', '${JSON.stringify(data).replace(/'/g, "''")}')`));
+}
+export function finish(job, lease, outcome, body = {}) {
+  return psql(`SELECT bgexec.finish(${job}, ${lease}, '${outcome}', '${JSON.stringify(body).replace(/'/g, "''")}')`);
+}
+
+export async function freePort() {
+  const srv = net.createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const { port } = srv.address();
+  srv.close();
+  return port;
+}
+
+// Starts a private gateway; returns {url, proc, stop()}.
+export async function startGateway(port) {
+  const proc = spawn(process.env.BGEXEC_BIN,
+    ['serve', '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS],
+    { stdio: ['ignore', 'ignore', 'inherit'] });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    try { const r = await fetch(url + '/metrics'); if (r.ok) break; } catch { /* not yet */ }
+    await sleep(100);
+  }
+  return { url, proc, kill: (sig = 'SIGKILL') => { try { proc.kill(sig); } catch { /* gone */ } } };
+}

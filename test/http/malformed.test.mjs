@@ -1,0 +1,64 @@
+// Bad requests get a 4xx JSON error, change nothing, and never take the server down.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { api, psql, A, BASE } from './lib.mjs';
+
+const count = () => Number(psql('SELECT count(*) FROM bgexec.job'));
+
+// Writes raw bytes on a fresh TCP connection and returns what comes back.
+function rawRequest(bytes) {
+  const { hostname, port } = new URL(BASE);
+  return new Promise((resolve) => {
+    const sock = net.connect(Number(port), hostname);
+    let out = '';
+    sock.on('data', (d) => { out += d; });
+    sock.on('error', () => resolve(out));
+    sock.on('close', () => resolve(out));
+    sock.setTimeout(3000, () => sock.destroy());
+    sock.end(bytes);
+  });
+}
+
+test('malformed JSON, unknown fields, wrong types, oversize bodies: 4xx JSON, nothing written', async () => {
+  const before = count();
+  const bodies = ['', '{', 'null', '[]', '"x"', '{"kind": "noop",}', '{"kind":"noop","extra":1}',
+    '{"kind": 1}', '{"kind": "noop", "payload": "str"}', '{"kind":"noop","timeout":{}}', '\u0000\u0001\u0002',
+    '{"kind":"noop","max_attempts":1.5}', '{"kind":"noop","queue":null,"bad":true}'];
+  for (const raw of bodies) {
+    const r = await api('POST', '/v1/jobs', { token: A, raw, headers: { 'Content-Type': 'application/json' } });
+    assert.ok(r.status >= 400 && r.status < 500, `${JSON.stringify(raw)} -> ${r.status}`);
+    assert.ok(r.body?.error?.message, `${JSON.stringify(raw)} has a JSON error body`);
+    assert.equal(typeof r.body.error.sqlstate, 'string');
+  }
+  const big = await api('POST', '/v1/jobs', { token: A, raw: 'x'.repeat((1 << 20) + 10) });
+  assert.equal(big.status, 413);
+  assert.equal(big.body.error.sqlstate, '54000');
+  for (const path of ['/v1/nothing', '/v1/jobs/1/explode', '/v2/jobs', '/v1/jobs/%ff%00']) {
+    const r = await api('GET', path, { token: A });
+    assert.equal(r.status, 404, path);
+    assert.ok(r.body.error);
+  }
+  assert.equal((await api('DELETE', '/v1/jobs', { token: A })).status, 405);
+  assert.equal(count(), before);
+});
+
+test('garbage on the socket gets 400 or a close, and the server keeps serving', async () => {
+  const before = count();
+  const garbage = [
+    'GARBAGE\r\n\r\n',
+    'POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}',
+    'POST /v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+    'GET /' + 'a'.repeat(20000) + ' HTTP/1.1\r\nHost: x\r\n\r\n',
+    'GET /v1/jobs HTTP/1.1\r\n' + 'X-Junk: y\r\n'.repeat(3000) + '\r\n',
+    Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919) % 256)),
+    'POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-a\r\nContent-Length: 100\r\n\r\n{"kind":',
+  ];
+  for (const g of garbage) {
+    const out = await rawRequest(g);
+    if (out) assert.match(out, /^HTTP\/1\.1 4\d\d/, JSON.stringify(out.slice(0, 80)));
+  }
+  const ok = await api('GET', '/v1/queues', { token: A });
+  assert.equal(ok.status, 200);
+  assert.equal(count(), before);
+});

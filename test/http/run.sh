@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Tests of `bgexec serve`: starts a throwaway PostgreSQL cluster with the
+# extension, two tenant roles and a tokens file, starts the gateway on a free
+# port, and runs the node:test files next to this script against it.
+# Usage: test/http/run.sh [node --test args, e.g. a file name]
+# BGEXEC_BIN overrides the binary (default daemon/build/bgexec).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# shellcheck source=../../scripts/lib/cluster.sh
+source "$root/scripts/lib/cluster.sh"
+
+export BGEXEC_BIN=${BGEXEC_BIN:-$root/daemon/build/bgexec}
+[[ -x $BGEXEC_BIN ]] || { echo "run.sh: $BGEXEC_BIN not built (scripts/build-daemon.sh)" >&2; exit 2; }
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+work=$(mktemp -d /tmp/bgexec-http.XXXXXX)
+chmod 755 "$work"
+gw_pid=
+cleanup() {
+  [[ -n $gw_pid ]] && kill "$gw_pid" 2>/dev/null || true
+  cluster_stop "$work/pg"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cluster_start "$work/pg" "$(free_port)"
+psql -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
+CREATE EXTENSION bgexec;
+CREATE ROLE tenant_a;
+CREATE ROLE tenant_b;
+GRANT bgexec_client TO tenant_a, tenant_b;
+SQL
+
+cat >"$work/tokens.json" <<'EOF2'
+{"token-a": "tenant_a", "token-b": "tenant_b"}
+EOF2
+export BGEXEC_TOKENS=$work/tokens.json
+export BGEXEC_WORK=$work
+
+port=$(free_port)
+"$BGEXEC_BIN" serve --listen "127.0.0.1:$port" --tokens "$BGEXEC_TOKENS" >"$work/serve.log" 2>&1 &
+gw_pid=$!
+export BGEXEC_URL=http://127.0.0.1:$port
+for _ in $(seq 1 100); do
+  curl -sf -o /dev/null "$BGEXEC_URL/metrics" && break
+  kill -0 "$gw_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+cd "$here"
+[[ -d node_modules/eventsource && -d node_modules/playwright-core ]] || npm ci --no-audit --no-fund >/dev/null
+files=("$@")
+[[ ${#files[@]} -gt 0 ]] || files=(./*.test.mjs)
+status=0
+node --test --test-concurrency=1 --test-reporter=spec "${files[@]}" || status=$?
+if [[ $status -ne 0 ]]; then
+  echo "--- gateway log (tail) ---" >&2
+  tail -n 30 "$work/serve.log" >&2
+fi
+exit $status
