@@ -235,24 +235,16 @@ BEGIN
 END
 $$;
 
-/* _submit_one: the body of submit() for an already identified owner.
- * Locks: with a max_queued cap, an advisory lock per queue serializes
- * admission so the cap is exact under concurrency.  Idempotency: the unique
- * index (owner, idempotency_key) makes a concurrent duplicate wait for the
- * first and then return its id — before any cap check, so a client retrying
- * with its key gets its job back even from a full queue. */
-CREATE FUNCTION bgexec._submit_one(
-	p_owner name, p_kind text, p_payload jsonb, p_queue text, p_priority int,
-	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
-	p_idempotency_key text, p_concurrency_key text)
-	RETURNS bigint
-	LANGUAGE plpgsql VOLATILE
+/* _check_submit: every argument check of submit, raising 22023/54000
+ * naming the field, else true; shared by submit and the set-based
+ * submit_many (which filters on the result, so the call is never pruned). */
+CREATE FUNCTION bgexec._check_submit(
+	p_kind text, p_payload jsonb, p_queue text, p_priority int,
+	p_max_attempts int, p_timeout interval, p_idempotency_key text)
+	RETURNS boolean
+	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, bgexec
 	AS $$
-DECLARE
-	v_id bigint;
-	v_cap int;
-	v_depth bigint;
 BEGIN
 	IF p_kind IS NULL OR p_kind !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
 		RAISE EXCEPTION 'kind must be 1-128 characters of letters, digits, _ . : -'
@@ -287,6 +279,31 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM bgexec._validate_payload(p_kind, p_payload);
+	RETURN true;
+END
+$$;
+
+/* _submit_one: the body of submit() for an already identified owner.
+ * Locks: with a max_queued cap, an advisory lock per queue serializes
+ * admission so the cap is exact under concurrency.  Idempotency: the unique
+ * index (owner, idempotency_key) makes a concurrent duplicate wait for the
+ * first and then return its id — before any cap check, so a client retrying
+ * with its key gets its job back even from a full queue. */
+CREATE FUNCTION bgexec._submit_one(
+	p_owner name, p_kind text, p_payload jsonb, p_queue text, p_priority int,
+	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
+	p_idempotency_key text, p_concurrency_key text)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_id bigint;
+	v_cap int;
+	v_depth bigint;
+BEGIN
+	PERFORM bgexec._check_submit(p_kind, p_payload, p_queue, p_priority, p_max_attempts,
+	                             p_timeout, p_idempotency_key);
 
 	-- Same owner + same key: the existing job, nothing inserted.
 	IF p_idempotency_key IS NOT NULL THEN
@@ -481,13 +498,19 @@ BEGIN
 
 	IF cardinality(v_capped) = 0 THEN
 		-- Fast path: one index scan, SKIP LOCKED, no caps to count.
-		SELECT coalesce(array_agg(c.id), '{}') INTO v_ids FROM (
-			SELECT j.id FROM bgexec.job j
-			 WHERE j.status = 'queued' AND j.queue = ANY (v_active)
-			   AND j.run_after <= now()
-			 ORDER BY j.priority DESC, j.run_after, j.id
-			 LIMIT max_jobs
-			   FOR UPDATE SKIP LOCKED) c;
+		-- One index scan of job_runnable_idx per queue (a "queue = ANY"
+		-- scan would sort the whole runnable set), merged in claim order.
+		SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_after, c.id), '{}')
+		  INTO v_ids FROM (
+			SELECT c.* FROM unnest(v_active) AS qn(q)
+			 CROSS JOIN LATERAL (
+				SELECT j.id, j.priority, j.run_after FROM bgexec.job j
+				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.run_after <= now()
+				 ORDER BY j.priority DESC, j.run_after, j.id
+				 LIMIT max_jobs
+				   FOR UPDATE SKIP LOCKED) c
+			 ORDER BY c.priority DESC, c.run_after, c.id
+			 LIMIT max_jobs) c;
 	ELSE
 		-- Serialize claimers of capped queues, in name order (no deadlock).
 		FOR v_q IN SELECT qn FROM unnest(v_capped) AS qn ORDER BY qn LOOP
@@ -519,12 +542,15 @@ BEGIN
 		-- Walk candidates in claim order; rows rejected by a cap stay locked
 		-- (and so skipped by others) only until this transaction ends.
 		FOR v_c IN
-			SELECT j.id, j.queue AS q, j.concurrency_key AS k FROM bgexec.job j
-			 WHERE j.status = 'queued' AND j.queue = ANY (v_active)
-			   AND j.run_after <= now()
-			 ORDER BY j.priority DESC, j.run_after, j.id
-			 LIMIT max_jobs * 4 + 100
-			   FOR UPDATE SKIP LOCKED
+			SELECT c.id, c.q, c.k FROM unnest(v_active) AS qn(q)
+			 CROSS JOIN LATERAL (
+				SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
+				  FROM bgexec.job j
+				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.run_after <= now()
+				 ORDER BY j.priority DESC, j.run_after, j.id
+				 LIMIT max_jobs * 4 + 100
+				   FOR UPDATE SKIP LOCKED) c
+			 ORDER BY c.priority DESC, c.run_after, c.id
 		LOOP
 			IF v_caps ? v_c.q THEN
 				v_running := (v_queue_counts->>v_c.q)::int;
@@ -568,9 +594,12 @@ BEGIN
 	 ORDER BY c.priority DESC, c.run_after, c.id;
 
 	-- The 'started' events, in a statement of their own (it sees the claim).
+	-- They send no NOTIFY: on PG 15 every notifying commit wakes every
+	-- listening backend, and claims are the hottest commits (bench/README.md);
+	-- tails see 'started' with the job's next notified event or their poll.
 	PERFORM bgexec._event(j.id, j.last_seq, 'started',
 	          jsonb_build_object('attempt', j.attempt, 'worker', claim.worker_id,
-	                             'lease', j.lease))
+	                             'lease', j.lease), false)
 	   FROM bgexec.job j
 	  WHERE j.id = ANY (v_ids) AND j.status = 'running' AND j.lease_owner = claim.worker_id
 	  ORDER BY j.id;
@@ -679,10 +708,10 @@ COMMENT ON FUNCTION bgexec.append_event(bigint, bigint, text, jsonb) IS
  * AND lease=$lease (invariant 3) — so of finish and reconcile, or two
  * finishes, exactly one wins and writes exactly one terminal event
  * (invariant 5).  Returns the new status, or NULL when refused. */
-CREATE FUNCTION bgexec.finish(job_id bigint, lease bigint, outcome bgexec.job_status,
-                              body jsonb DEFAULT NULL)
+CREATE FUNCTION bgexec._finish_one(job_id bigint, lease bigint, outcome bgexec.job_status,
+                                   body jsonb)
 	RETURNS bgexec.job_status
-	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec
 	AS $$
 DECLARE
@@ -697,7 +726,7 @@ BEGIN
 	END IF;
 
 	SELECT * INTO j FROM bgexec.job x
-	 WHERE x.id = finish.job_id AND x.lease = finish.lease AND x.status = 'running'
+	 WHERE x.id = _finish_one.job_id AND x.lease = _finish_one.lease AND x.status = 'running'
 	   FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN NULL;  -- lease not current: refused, nothing changed
@@ -737,8 +766,57 @@ BEGIN
 		CASE WHEN outcome = 'completed' THEN NULL ELSE body END);
 END
 $$;
+CREATE FUNCTION bgexec.finish(job_id bigint, lease bigint, outcome bgexec.job_status,
+                              body jsonb DEFAULT NULL)
+	RETURNS bgexec.job_status
+	LANGUAGE sql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$ SELECT bgexec._finish_one(job_id, lease, outcome, body) $$;
 COMMENT ON FUNCTION bgexec.finish(bigint, bigint, bgexec.job_status, jsonb) IS
 	'guarded terminal write under a lease; NULL when the lease is not current';
+
+/* finish_many: many guarded finishes in one statement and one commit — a
+ * worker's completer batches the results of jobs that end close together,
+ * so the WAL flush of a commit is shared by the batch (DESIGN.md §8).
+ * items: [{"job_id", "lease", "outcome", "body"}, ...].  Each item is exactly
+ * finish(): applied only under its current lease; status NULL when refused.
+ * Rows are locked in job id order, so concurrent batches cannot deadlock. */
+CREATE FUNCTION bgexec.finish_many(items jsonb)
+	RETURNS TABLE (job_id bigint, lease bigint, status bgexec.job_status)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_bad text;
+BEGIN
+	IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
+		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT coalesce(i->>'outcome', 'null') INTO v_bad FROM jsonb_array_elements(items) i
+	 WHERE jsonb_typeof(i) <> 'object' OR jsonb_typeof(i->'job_id') <> 'number'
+	    OR jsonb_typeof(i->'lease') <> 'number'
+	    OR coalesce(i->>'outcome', '') NOT IN ('completed', 'failed', 'cancelled', 'timed_out', 'suspended')
+	 LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'items: each element needs a numeric job_id and lease and a terminal or suspended outcome'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('outcome was %s', v_bad);
+	END IF;
+	PERFORM 1 FROM bgexec.job x
+	 WHERE x.id IN (SELECT (i->>'job_id')::bigint FROM jsonb_array_elements(items) i)
+	 ORDER BY x.id
+	   FOR UPDATE;
+	RETURN QUERY
+	SELECT (i->>'job_id')::bigint, (i->>'lease')::bigint,
+	       bgexec._finish_one((i->>'job_id')::bigint, (i->>'lease')::bigint,
+	                          (i->>'outcome')::bgexec.job_status, i->'body')
+	  FROM jsonb_array_elements(items) WITH ORDINALITY AS t(i, ord)
+	 ORDER BY ord;
+END
+$$;
+COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
+	'many guarded finishes in one statement; status NULL for each refused lease';
 
 /* reconcile: the watchdog.  Running jobs whose lease expired: queued with
  * backoff when attempts remain (and no stop was requested), else failed with
@@ -864,6 +942,42 @@ BEGIN
 		RAISE EXCEPTION 'jobs: unknown field %', quote_literal(v_bad)
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each element must be an object with the arguments of bgexec.submit';
+	END IF;
+	-- Set-based path when nothing needs per-row serialization (no
+	-- idempotency key, no admission cap): one INSERT for the whole array,
+	-- one NOTIFY per queue.  Ids are assigned in array order.
+	IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(jobs) e
+	                WHERE jsonb_typeof(e->'idempotency_key') = 'string')
+	   AND NOT EXISTS (SELECT 1 FROM bgexec.queue q
+	                    WHERE q.max_queued IS NOT NULL
+	                      AND q.name IN (SELECT coalesce(e->>'queue', 'default')
+	                                       FROM jsonb_array_elements(jobs) e)) THEN
+		RETURN QUERY
+		WITH rows AS (
+			SELECT t.ord, e->>'kind' AS kind, coalesce(e->'payload', '{}') AS payload,
+			       coalesce(e->>'queue', 'default') AS queue,
+			       coalesce((e->>'priority')::int, 0) AS priority,
+			       coalesce((e->>'run_after')::timestamptz, now()) AS run_after,
+			       coalesce((e->>'max_attempts')::int, 1) AS max_attempts,
+			       (e->>'timeout')::interval AS timeout,
+			       e->>'concurrency_key' AS concurrency_key
+			  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)),
+		checked AS (
+			SELECT r.*, bgexec._check_submit(r.kind, r.payload, r.queue, r.priority,
+			                                 r.max_attempts, r.timeout, NULL) AS ok
+			  FROM rows r),
+		ins AS (
+			INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
+			                        run_after, timeout, concurrency_key)
+			SELECT c.queue, c.kind, v_owner, c.priority, c.payload, c.max_attempts,
+			       c.run_after, c.timeout, c.concurrency_key
+			  FROM checked c WHERE c.ok ORDER BY c.ord
+			RETURNING id, queue)
+		SELECT ins.id FROM ins ORDER BY ins.id;
+		PERFORM pg_catalog.pg_notify('bgexec_jobs', qn)
+		   FROM (SELECT DISTINCT coalesce(e->>'queue', 'default') AS qn
+		           FROM jsonb_array_elements(jobs) e) d;
+		RETURN;
 	END IF;
 	RETURN QUERY
 	SELECT bgexec._submit_one(v_owner, e->>'kind', coalesce(e->'payload', '{}'),
@@ -1161,5 +1275,6 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.append_event(bigint, bigint, text, jsonb),
 	bgexec.append_events(bigint, bigint, jsonb),
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),
+	bgexec.finish_many(jsonb),
 	bgexec.reconcile()
 	TO bgexec_worker;

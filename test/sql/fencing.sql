@@ -35,3 +35,19 @@ SELECT lease_expires_at > :'exp_before' AS extended FROM bgexec.job WHERE lease 
 -- another worker cannot heartbeat leases it does not own
 SELECT DISTINCT action FROM bgexec.heartbeat('intruder', :'ls'::bigint[]);
 SELECT heartbeat_at IS NOT NULL AS seen FROM bgexec.worker WHERE id = 'w3';
+-- finish_many: many guarded finishes in one statement; refused leases get NULL
+SELECT count(bgexec.submit('noop', queue => 'fm', max_attempts => 2)) FROM generate_series(1, 3);
+SELECT array_agg(job_id ORDER BY job_id) AS fj, array_agg(lease ORDER BY job_id) AS fl
+  FROM bgexec.claim('w4', '{fm}', 3) \gset
+SELECT job_id = (:'fj'::bigint[])[1] AS first, status
+  FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', (:'fj'::bigint[])[1], 'lease', (:'fl'::bigint[])[1], 'outcome', 'completed', 'body', '{"n": 1}'::jsonb),
+         jsonb_build_object('job_id', (:'fj'::bigint[])[2], 'lease', (:'fl'::bigint[])[2], 'outcome', 'failed', 'body', '{"message": "x"}'::jsonb),
+         jsonb_build_object('job_id', (:'fj'::bigint[])[3], 'lease', -1, 'outcome', 'completed')));
+SELECT status, result, terminal_events(id), gapless(id) FROM bgexec.job WHERE queue = 'fm' ORDER BY id;
+-- the same batch again: every lease is refused now, nothing changes
+SELECT status FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', (:'fj'::bigint[])[1], 'lease', (:'fl'::bigint[])[1], 'outcome', 'failed')));
+-- negative: an item without a valid outcome
+SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "running"}]');
+SELECT * FROM bgexec.finish_many('{}');

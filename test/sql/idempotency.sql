@@ -24,3 +24,5 @@ BEGIN;
 SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'rolled') IS NOT NULL AS submitted;
 ROLLBACK;
 SELECT count(*) FROM bgexec.job WHERE idempotency_key = 'rolled';
+-- submit_many with keys takes the per-row path: duplicates inside one call dedupe too
+SELECT count(DISTINCT id), count(*) FROM bgexec.submit_many('[{"kind": "noop", "idempotency_key": "m1"}, {"kind": "noop", "idempotency_key": "m1"}, {"kind": "noop", "idempotency_key": "m2"}]') AS id;
