@@ -386,6 +386,32 @@ BEGIN
 END
 $$;
 
+/* _requeue: a running job the caller has locked goes back to queued for
+ * another attempt: lease released, error kept, run_after pushed by the
+ * backoff, event retry_scheduled, workers woken. */
+CREATE FUNCTION bgexec._requeue(p_job bigint, p_queue text, p_attempt int, p_error jsonb)
+	RETURNS bgexec.job_status
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_delay interval := bgexec._backoff(p_queue, p_attempt);
+	v_seq int;
+BEGIN
+	UPDATE bgexec.job x
+	   SET status = 'queued', lease = NULL, lease_owner = NULL,
+	       lease_expires_at = NULL, deadline = NULL, error = p_error,
+	       run_after = now() + v_delay, last_seq = x.last_seq + 1
+	 WHERE x.id = p_job
+	RETURNING x.last_seq INTO v_seq;
+	PERFORM bgexec._event(p_job, v_seq, 'retry_scheduled',
+		jsonb_build_object('attempt', p_attempt, 'error', p_error,
+		                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
+	PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+	RETURN 'queued';
+END
+$$;
+
 /* _retention: deletes up to p_batch terminal jobs finished before
  * now() - p_older_than (events go with them, ON DELETE CASCADE).  Used by the
  * watchdog (bgexec.retention) in small batches so vacuum keeps up. */
@@ -717,7 +743,6 @@ CREATE FUNCTION bgexec._finish_one(job_id bigint, lease bigint, outcome bgexec.j
 DECLARE
 	j bgexec.job;
 	v_seq int;
-	v_delay interval;
 BEGIN
 	IF outcome IS NULL OR outcome IN ('queued', 'running') THEN
 		RAISE EXCEPTION 'outcome must be completed, failed, cancelled, timed_out or suspended'
@@ -747,18 +772,7 @@ BEGIN
 	IF outcome = 'failed' AND j.attempt < j.max_attempts
 	   AND j.stop_requested_at IS NULL
 	   AND coalesce(body->>'retryable', 'true') <> 'false' THEN
-		v_delay := bgexec._backoff(j.queue, j.attempt);
-		UPDATE bgexec.job x
-		   SET status = 'queued', lease = NULL, lease_owner = NULL,
-		       lease_expires_at = NULL, deadline = NULL, error = body,
-		       run_after = now() + v_delay, last_seq = x.last_seq + 1
-		 WHERE x.id = j.id
-		RETURNING x.last_seq INTO v_seq;
-		PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
-			jsonb_build_object('attempt', j.attempt, 'error', body,
-			                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
-		PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
-		RETURN 'queued';
+		RETURN bgexec._requeue(j.id, j.queue, j.attempt, body);
 	END IF;
 
 	RETURN bgexec._terminal(j.id, outcome,
@@ -832,7 +846,6 @@ DECLARE
 	j record;
 	v_n int := 0;
 	v_seq int;
-	v_delay interval;
 	v_err jsonb;
 BEGIN
 	FOR j IN
@@ -861,17 +874,7 @@ BEGIN
 			PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
 				v_err || jsonb_build_object('message', 'stop requested; worker lost'));
 		ELSIF j.attempt < j.max_attempts THEN
-			v_delay := bgexec._backoff(j.queue, j.attempt);
-			UPDATE bgexec.job x
-			   SET status = 'queued', lease = NULL, lease_owner = NULL,
-			       lease_expires_at = NULL, deadline = NULL, error = v_err,
-			       run_after = now() + v_delay, last_seq = x.last_seq + 1
-			 WHERE x.id = j.id
-			RETURNING x.last_seq INTO v_seq;
-			PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
-				jsonb_build_object('attempt', j.attempt, 'error', v_err,
-				                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
-			PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+			PERFORM bgexec._requeue(j.id, j.queue, j.attempt, v_err);
 		ELSE
 			PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
 		END IF;
