@@ -229,15 +229,34 @@ asio::awaitable<void> Job::flush_logs() {
   }
 }
 
+// The outcome goes to the worker's completer, which writes it with others in
+// one finish_many (one commit per batch); the job's events are all written
+// before (flush_logs), so the terminal event stays last.  Fenced by the lease
+// like every write.
 asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) {
   co_await flush_logs();
-  pg::Params arg1_ = {id_str(id()), id_str(lease()), outcome, mask(body).dump()};
-  auto st = co_await write("SELECT bgexec.finish($1, $2, $3::bgexec.job_status, $4::jsonb)", std::move(arg1_));
+  if (abandoned_) throw Abandoned{};
+  FinishResult r;
+  try {
+    // Waiting on a dropped connection after the lease would have expired is pointless.
+    r = co_await w_.completer().finish(id(), lease(), outcome, mask(body), c_.lease_expiry);
+  } catch (const pg::Error& e) {
+    if (abandoned_) throw Abandoned{};
+    auto cls = core::classify(e.sqlstate());
+    if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry) {
+      abandon(std::string("database unreachable until the lease expired: ") + e.what());
+      throw Abandoned{};
+    }
+    throw;
+  }
+  if (abandoned_) throw Abandoned{};
   finished_ = true;
-  if (!st) {
-    core::log("warn", "finish refused: lease no longer current", {{"job_id", id_str(id())}, {"outcome", outcome}});
+  if (!r.status) {
+    // After a re-sent batch, a refusal may mean the first attempt was applied.
+    core::log("warn", "finish refused: lease no longer current",
+              {{"job_id", id_str(id())}, {"outcome", outcome}, {"retried", r.retried ? "true" : "false"}});
   } else {
-    core::log("info", "job finished", {{"job_id", id_str(id())}, {"outcome", outcome}, {"status", *st}});
+    core::log("info", "job finished", {{"job_id", id_str(id())}, {"outcome", outcome}, {"status", *r.status}});
   }
 }
 

@@ -60,7 +60,8 @@ auto log_exit(const char* component) {
 Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
-      signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), drained_(io.get_executor()) {
+      signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), drained_(io.get_executor()),
+      completer_(std::make_unique<Completer>(*this, [this] { return jobs_.size(); })) {
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
 }
@@ -82,9 +83,10 @@ std::optional<std::string> Worker::secret(const std::string& name) const {
 }
 
 asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::Params& params,
-                                             Clock::time_point until) {
+                                             Clock::time_point until, bool* retried) {
   double backoff = backoff_min_s;
-  for (;;) {
+  for (bool first = true;; first = false) {
+    if (!first && retried) *retried = true;
     try {
       co_return co_await ctl_.query(sql, params);
     } catch (const pg::Error& e) {
@@ -333,6 +335,7 @@ asio::awaitable<int> Worker::run() {
                                        {"concurrency", std::to_string(cfg_.concurrency)},
                                        {"lease_s", std::to_string(cfg_.lease_s)}});
   auto ex = io_.get_executor();
+  asio::co_spawn(ex, completer_->run(), log_exit("completer"));
   asio::co_spawn(ex, notifier(), log_exit("notifier"));
   asio::co_spawn(ex, fetcher(), log_exit("fetcher"));
   asio::co_spawn(ex, heartbeater(), log_exit("heartbeater"));
@@ -341,6 +344,8 @@ asio::awaitable<int> Worker::run() {
 
   co_await drained_.wait();
   while (!jobs_.empty()) co_await drained_.wait();
+  // Every finish is written before the worker deregisters.
+  co_await completer_->close();
   stopping_ = true;
   listen_.close();
   try {

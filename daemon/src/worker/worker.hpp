@@ -3,11 +3,13 @@
 // (River's shape): notifier (LISTEN connection), fetcher (claims on wake or
 // poll), executor (one Job per claim, see job.hpp), heartbeater (one
 // statement per interval for all leases), lease guard (local lease expiry),
-// reconciler (reconcile() on a timer); shutdown is staged on signals.
+// reconciler (reconcile() on a timer), completer (batched finishes, see
+// completer.hpp); shutdown is staged on signals.
 
 #include "core/config.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
+#include "worker/completer.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -45,9 +47,13 @@ class Worker {
 
   // Runs one statement on the control connection.  Retries class 08 (with
   // reconnect and capped backoff) and 40001/40P01 until `until`; throws
-  // pg::Error otherwise or when time is up.
+  // pg::Error otherwise or when time is up.  `retried` (when given) is set
+  // when the statement was sent more than once.
   asio::awaitable<pg::Result> ctl_exec(const std::string& sql, const pg::Params& params,
-                                       Clock::time_point until = Clock::time_point::max());
+                                       Clock::time_point until = Clock::time_point::max(),
+                                       bool* retried = nullptr);
+  // Where jobs hand their final outcome (one finish_many per batch).
+  Completer& completer() { return *completer_; }
 
  private:
   asio::awaitable<void> notifier();
@@ -70,6 +76,7 @@ class Worker {
   asio::signal_set signals_;
   Event fetch_wake_;
   Event drained_;
+  std::unique_ptr<Completer> completer_;  // uses ctl_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   bool draining_ = false;
   bool stopping_ = false;

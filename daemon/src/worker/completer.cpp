@@ -1,0 +1,162 @@
+// The completer: batched finishes (see completer.hpp).
+#include "worker/completer.hpp"
+
+#include "core/logfmt.hpp"
+#include "core/sqlstate.hpp"
+#include "worker/worker.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace bgexec::worker {
+
+using nlohmann::json;
+
+namespace {
+
+// A positive integer from the environment, else `fallback`.
+long env_int(const char* name, long fallback, long min) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < min) {
+    core::log("warn", "ignoring invalid setting", {{"name", name}, {"value", v}});
+    return fallback;
+  }
+  return n;
+}
+
+}  // namespace
+
+Completer::Completer(Worker& w, std::function<std::size_t()> in_flight)
+    : w_(w), in_flight_(std::move(in_flight)),
+      batch_max_(static_cast<std::size_t>(env_int("BGEXEC_FINISH_BATCH", default_batch, 1))),
+      delay_(std::chrono::milliseconds(env_int("BGEXEC_FINISH_DELAY_MS", default_delay_ms, 0))),
+      wake_(w.executor()), stopped_(w.executor()) {}
+
+asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
+                                                json body, Clock::time_point until) {
+  if (stopped_flag_) throw std::logic_error("finish after the completer stopped");
+  auto pending = std::make_shared<Pending>(w_.executor());
+  Item item;
+  item.job_id = job_id;
+  item.lease = lease;
+  item.json = json::object();
+  item.json["job_id"] = job_id;
+  item.json["lease"] = lease;
+  item.json["outcome"] = std::move(outcome);
+  item.json["body"] = std::move(body);
+  item.until = until;
+  item.pending = pending;
+  if (queue_.empty()) first_at_ = Clock::now();
+  queue_.push_back(std::move(item));
+  // The flusher needs waking for the first item (it starts the batch window),
+  // when a batch is full or when nothing else can join it; in between it is
+  // already waiting on the window.
+  if (queue_.size() == 1 || queue_.size() >= batch_max_ || all_waiting()) wake_.notify();
+  while (!pending->ready) co_await pending->done.wait();
+  if (pending->error) std::rethrow_exception(pending->error);
+  co_return pending->result;
+}
+
+asio::awaitable<void> Completer::run() {
+  for (;;) {
+    while (queue_.empty()) {
+      if (closing_) {
+        stopped_flag_ = true;
+        stopped_.notify();
+        co_return;
+      }
+      co_await wake_.wait();
+    }
+    // The batch window: until it is full, `delay_` has passed since its first
+    // item, no job left could join it, or the worker is draining.
+    auto deadline = first_at_ + delay_;
+    while (queue_.size() < batch_max_ && !closing_ && !all_waiting() && Clock::now() < deadline)
+      co_await wake_.wait_until(deadline);
+    std::size_t n = std::min(queue_.size(), batch_max_);
+    std::vector<Item> batch;
+    batch.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    // What is left (arrived while the batch was full) opens the next window now.
+    if (!queue_.empty()) first_at_ = Clock::now();
+    sending_ = batch.size();
+    co_await flush(std::move(batch));
+    sending_ = 0;
+  }
+}
+
+asio::awaitable<void> Completer::close() {
+  closing_ = true;
+  wake_.notify();
+  while (!stopped_flag_) co_await stopped_.wait();
+}
+
+asio::awaitable<void> Completer::flush(std::vector<Item> batch) {
+  std::exception_ptr error;
+  bool isolate = false;
+  try {
+    co_await write(batch);
+  } catch (const pg::Error& e) {
+    auto cls = core::classify(e.sqlstate());
+    // One bad item must fail only its own job: a batch refused for any other
+    // reason than the connection is written again item by item.
+    isolate = batch.size() > 1 && cls != core::ErrorClass::connection && cls != core::ErrorClass::retry;
+    if (isolate)
+      core::log("warn", "finish batch failed, finishing its items one by one",
+                {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"items", std::to_string(batch.size())}});
+    error = std::current_exception();
+  } catch (const std::exception&) {
+    error = std::current_exception();
+  }
+  if (isolate) {
+    for (auto& item : batch) {
+      std::vector<Item> one;
+      one.push_back(std::move(item));
+      try {
+        co_await write(one);
+      } catch (const std::exception&) {
+        one[0].pending->error = std::current_exception();
+      }
+      one[0].pending->ready = true;
+      one[0].pending->done.notify();
+    }
+    co_return;
+  }
+  for (auto& item : batch) {
+    if (error) item.pending->error = error;
+    item.pending->ready = true;
+    item.pending->done.notify();
+  }
+}
+
+// One finish_many for the batch; fills each item's result.  Throws pg::Error.
+asio::awaitable<void> Completer::write(std::vector<Item>& batch) {
+  json items = json::array();
+  auto until = Clock::time_point::min();
+  for (auto& item : batch) {
+    items.push_back(item.json);
+    until = std::max(until, item.until);
+  }
+  bool retried = false;
+  pg::Params params = {items.dump()};
+  const std::string sql = "SELECT job_id, lease, status FROM bgexec.finish_many($1::jsonb)";
+  auto r = co_await w_.ctl_exec(sql, params, until, &retried);
+  std::map<std::pair<std::int64_t, std::int64_t>, std::optional<std::string>> status;
+  for (int i = 0; i < r.rows(); ++i)
+    status[{std::stoll(r.get(i, 0).value_or("0")), std::stoll(r.get(i, 1).value_or("0"))}] = r.get(i, 2);
+  for (auto& item : batch) {
+    auto it = status.find({item.job_id, item.lease});
+    if (it != status.end()) item.pending->result.status = it->second;
+    item.pending->result.retried = retried;
+  }
+}
+
+}  // namespace bgexec::worker

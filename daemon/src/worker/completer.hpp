@@ -1,0 +1,97 @@
+#pragma once
+// The completer (River's shape): jobs hand it their final outcome, it writes
+// them in batches with one bgexec.finish_many() per flush, so one commit (one
+// WAL flush) serves many jobs (DESIGN.md §8).  A batch is flushed when
+// `batch_max` items are pending, `delay` after its first item arrived, or at
+// once when every job in flight is waiting on the completer (no other item
+// can join before a flush frees slots for more claims); one
+// flush at a time on the control connection, and items that arrive meanwhile
+// form the next batch.  Each item is exactly bgexec.finish(): applied only
+// under the job's current lease, so re-sending a batch after a dropped
+// connection is safe (an item already applied is refused the second time).
+
+#include "util/event.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bgexec::worker {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+class Worker;
+
+// What finish_many said about one item.
+struct FinishResult {
+  std::optional<std::string> status;  // new job status; nullopt when refused (lease not current)
+  bool retried = false;               // the batch was re-sent after a failed attempt
+};
+
+class Completer {
+ public:
+  // Defaults: 64 items, 2 ms; BGEXEC_FINISH_BATCH and BGEXEC_FINISH_DELAY_MS
+  // override them (WorkerConfig has no such settings).
+  static constexpr std::size_t default_batch = 64;
+  static constexpr int default_delay_ms = 2;
+
+  // `in_flight` counts the worker's jobs (including those waiting here).
+  Completer(Worker& w, std::function<std::size_t()> in_flight);
+
+  // The flusher; runs until close() and every queued item is written.
+  asio::awaitable<void> run();
+  // Flushes what is queued without waiting for the batch window, then stops run().
+  asio::awaitable<void> close();
+
+  // Queues one finish and waits for its batch.  `body` is already masked.
+  // Retries a dropped connection until `until` (the job's lease expiry, the
+  // latest of the batch); throws pg::Error when the batch failed.
+  asio::awaitable<FinishResult> finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
+                                       nlohmann::json body, Clock::time_point until);
+
+ private:
+  struct Pending {
+    explicit Pending(boost::asio::any_io_executor ex) : done(ex) {}
+    Event done;
+    bool ready = false;
+    FinishResult result;
+    std::exception_ptr error;
+  };
+  struct Item {
+    std::int64_t job_id = 0;
+    std::int64_t lease = 0;
+    nlohmann::json json;  // {"job_id", "lease", "outcome", "body"}
+    Clock::time_point until;
+    std::shared_ptr<Pending> pending;
+  };
+
+  asio::awaitable<void> flush(std::vector<Item> batch);
+  asio::awaitable<void> write(std::vector<Item>& batch);
+  // Whether no job in flight could add an item to the queued batch.
+  bool all_waiting() const { return queue_.size() + sending_ >= in_flight_(); }
+
+  Worker& w_;
+  std::function<std::size_t()> in_flight_;
+  std::size_t batch_max_;
+  Clock::duration delay_;
+  std::deque<Item> queue_;
+  Clock::time_point first_at_;  // arrival of the oldest queued item
+  std::size_t sending_ = 0;     // items of the flush in progress
+  Event wake_;
+  Event stopped_;
+  bool closing_ = false;
+  bool stopped_flag_ = false;
+};
+
+}  // namespace bgexec::worker
