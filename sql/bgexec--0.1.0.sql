@@ -623,12 +623,11 @@ BEGIN
 	-- They send no NOTIFY: on PG 15 every notifying commit wakes every
 	-- listening backend, and claims are the hottest commits (bench/README.md);
 	-- tails see 'started' with the job's next notified event or their poll.
-	PERFORM bgexec._event(j.id, j.last_seq, 'started',
-	          jsonb_build_object('attempt', j.attempt, 'worker', claim.worker_id,
-	                             'lease', j.lease), false)
-	   FROM bgexec.job j
-	  WHERE j.id = ANY (v_ids) AND j.status = 'running' AND j.lease_owner = claim.worker_id
-	  ORDER BY j.id;
+	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+	SELECT j.id, j.last_seq, 'started',
+	       jsonb_build_object('attempt', j.attempt, 'worker', claim.worker_id, 'lease', j.lease)
+	  FROM bgexec.job j
+	 WHERE j.id = ANY (v_ids) AND j.status = 'running' AND j.lease_owner = claim.worker_id;
 END
 $$;
 COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
@@ -802,6 +801,8 @@ CREATE FUNCTION bgexec.finish_many(items jsonb)
 	AS $$
 DECLARE
 	v_bad text;
+	v_done bigint[];
+	v_notes text[];
 BEGIN
 	IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
@@ -821,10 +822,42 @@ BEGIN
 	 WHERE x.id IN (SELECT (i->>'job_id')::bigint FROM jsonb_array_elements(items) i)
 	 ORDER BY x.id
 	   FOR UPDATE;
+
+	-- The common case set-based: every 'completed' item whose lease is current
+	-- in one UPDATE and one INSERT of terminal events (same transaction, so
+	-- invariant 5 holds as in _terminal).
+	WITH it AS (
+		SELECT (i->>'job_id')::bigint AS job_id, (i->>'lease')::bigint AS lease,
+		       coalesce(i->'body', '{}') AS body
+		  FROM jsonb_array_elements(items) i
+		 WHERE i->>'outcome' = 'completed'),
+	done AS (
+		UPDATE bgexec.job x
+		   SET status = 'completed', result = it.body, error = NULL, finished_at = now(),
+		       lease = NULL, lease_owner = NULL, lease_expires_at = NULL,
+		       last_seq = x.last_seq + 1
+		  FROM it
+		 WHERE x.id = it.job_id AND x.lease = it.lease AND x.status = 'running'
+		RETURNING x.id, x.last_seq, x.result),
+	ev AS (
+		INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+		SELECT d.id, d.last_seq, 'completed', jsonb_build_object('result', d.result) FROM done d
+		RETURNING job_event.job_id AS jid, job_event.seq AS jseq)
+	SELECT coalesce(array_agg(ev.jid), '{}'),
+	       coalesce(array_agg(ev.jid::text || ':' || ev.jseq::text), '{}')
+	  INTO v_done, v_notes
+	  FROM ev;
+	IF coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
+		PERFORM pg_catalog.pg_notify('bgexec_events', n) FROM unnest(v_notes) AS n;
+	END IF;
+
+	-- Every other item (failed, cancelled, timed_out, suspended) as finish().
 	RETURN QUERY
 	SELECT (i->>'job_id')::bigint, (i->>'lease')::bigint,
-	       bgexec._finish_one((i->>'job_id')::bigint, (i->>'lease')::bigint,
-	                          (i->>'outcome')::bgexec.job_status, i->'body')
+	       CASE WHEN (i->>'job_id')::bigint = ANY (v_done) THEN 'completed'::bgexec.job_status
+	            WHEN i->>'outcome' = 'completed' THEN NULL
+	            ELSE bgexec._finish_one((i->>'job_id')::bigint, (i->>'lease')::bigint,
+	                                    (i->>'outcome')::bgexec.job_status, i->'body') END
 	  FROM jsonb_array_elements(items) WITH ORDINALITY AS t(i, ord)
 	 ORDER BY ord;
 END
