@@ -22,7 +22,14 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-.PHONY: deps daemon test demo bench
+.PHONY: deps daemon install-daemon test demo bench
+
+# `make install` installs the extension (PGXS) and the daemon binary
+# (bin/bgexec under DAEMON_PREFIX, default /usr/local).
+DAEMON_PREFIX ?= /usr/local
+install: install-daemon
+install-daemon: daemon
+	cmake --install daemon/build --prefix $(DAEMON_PREFIX) >/dev/null
 
 # Installs the Debian packages the build, tests and demo need (no-op when present).
 deps:
