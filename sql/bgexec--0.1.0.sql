@@ -611,7 +611,11 @@ BEGIN
 		       started_at = now(),
 		       deadline = now() + j.timeout,
 		       last_seq = j.last_seq + 1
-		 WHERE j.id = ANY (v_ids) AND j.status = 'queued'
+		 -- The rows are locked by this transaction since the candidate scan.
+		 -- status is compared as text so the planner reaches them by
+		 -- primary key: "status = 'queued'" would let it pick the partial
+		 -- job_runnable_idx and walk the whole runnable set for "id = ANY".
+		 WHERE j.id = ANY (v_ids) AND j.status::text = 'queued'
 		RETURNING j.*)
 	SELECT c.id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt,
 	       c.max_attempts, c.deadline, c.lease_expires_at,
@@ -627,7 +631,7 @@ BEGIN
 	SELECT j.id, j.last_seq, 'started',
 	       jsonb_build_object('attempt', j.attempt, 'worker', claim.worker_id, 'lease', j.lease)
 	  FROM bgexec.job j
-	 WHERE j.id = ANY (v_ids) AND j.status = 'running' AND j.lease_owner = claim.worker_id;
+	 WHERE j.id = ANY (v_ids) AND j.status::text = 'running' AND j.lease_owner = claim.worker_id;
 END
 $$;
 COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS

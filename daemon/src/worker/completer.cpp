@@ -32,8 +32,8 @@ long env_int(const char* name, long fallback, long min) {
 
 }  // namespace
 
-Completer::Completer(Worker& w, std::function<std::size_t()> in_flight)
-    : w_(w), in_flight_(std::move(in_flight)),
+Completer::Completer(Worker& w, std::function<std::size_t()> in_flight, std::function<void()> on_queued)
+    : w_(w), in_flight_(std::move(in_flight)), on_queued_(std::move(on_queued)),
       batch_max_(static_cast<std::size_t>(env_int("BGEXEC_FINISH_BATCH", default_batch, 1))),
       delay_(std::chrono::milliseconds(env_int("BGEXEC_FINISH_DELAY_MS", default_delay_ms, 0))),
       wake_(w.executor()), stopped_(w.executor()) {}
@@ -58,6 +58,7 @@ asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_
   // when a batch is full or when nothing else can join it; in between it is
   // already waiting on the window.
   if (queue_.size() == 1 || queue_.size() >= batch_max_ || all_waiting()) wake_.notify();
+  on_queued_();  // this job's slot is free for a claim
   while (!pending->ready) co_await pending->done.wait();
   if (pending->error) std::rethrow_exception(pending->error);
   co_return pending->result;
@@ -89,7 +90,7 @@ asio::awaitable<void> Completer::run() {
     if (!queue_.empty()) first_at_ = Clock::now();
     sending_ = batch.size();
     co_await flush(std::move(batch));
-    sending_ = 0;
+    sending_ = 0;  // flush completed every item
   }
 }
 
@@ -125,16 +126,20 @@ asio::awaitable<void> Completer::flush(std::vector<Item> batch) {
       } catch (const std::exception&) {
         one[0].pending->error = std::current_exception();
       }
-      one[0].pending->ready = true;
-      one[0].pending->done.notify();
+      complete(one[0]);
     }
     co_return;
   }
   for (auto& item : batch) {
     if (error) item.pending->error = error;
-    item.pending->ready = true;
-    item.pending->done.notify();
+    complete(item);
   }
+}
+
+void Completer::complete(Item& item) {
+  item.pending->ready = true;
+  item.pending->done.notify();
+  if (sending_ > 0) --sending_;
 }
 
 // One finish_many for the batch; fills each item's result.  Throws pg::Error.
@@ -148,7 +153,7 @@ asio::awaitable<void> Completer::write(std::vector<Item>& batch) {
   bool retried = false;
   pg::Params params = {items.dump()};
   const std::string sql = "SELECT job_id, lease, status FROM bgexec.finish_many($1::jsonb)";
-  auto r = co_await w_.ctl_exec(sql, params, until, &retried);
+  auto r = co_await w_.fin_exec(sql, params, until, &retried);
   std::map<std::pair<std::int64_t, std::int64_t>, std::optional<std::string>> status;
   for (int i = 0; i < r.rows(); ++i)
     status[{std::stoll(r.get(i, 0).value_or("0")), std::stoll(r.get(i, 1).value_or("0"))}] = r.get(i, 2);

@@ -3,10 +3,14 @@
 // them in batches with one bgexec.finish_many() per flush, so one commit (one
 // WAL flush) serves many jobs (DESIGN.md §8).  A batch is flushed when
 // `batch_max` items are pending, `delay` after its first item arrived, or at
-// once when every job in flight is waiting on the completer (no other item
-// can join before a flush frees slots for more claims); one
-// flush at a time on the control connection, and items that arrive meanwhile
-// form the next batch.  Each item is exactly bgexec.finish(): applied only
+// once when every job in flight is waiting on the completer; one flush at a
+// time on the worker's own finish connection (not the control connection, so
+// claims and finish batches overlap and their commits can share a WAL flush),
+// and items that arrive meanwhile form the next batch.  A job handing its
+// outcome here frees its slot (River's shape): the fetcher is woken and may
+// claim a replacement while the batch is written; the job keeps its lease (and
+// its heartbeats) until its finish is written, and the worker bounds the
+// leases it holds to 2 x concurrency (Worker::free_slots).  Each item is exactly bgexec.finish(): applied only
 // under the job's current lease, so re-sending a batch after a dropped
 // connection is safe (an item already applied is refused the second time).
 
@@ -46,8 +50,9 @@ class Completer {
   static constexpr std::size_t default_batch = 64;
   static constexpr int default_delay_ms = 2;
 
-  // `in_flight` counts the worker's jobs (including those waiting here).
-  Completer(Worker& w, std::function<std::size_t()> in_flight);
+  // `in_flight` counts the worker's jobs (including those waiting here);
+  // `on_queued` is called when a job hands over its outcome (a slot is free).
+  Completer(Worker& w, std::function<std::size_t()> in_flight, std::function<void()> on_queued);
 
   // The flusher; runs until close() and every queued item is written.
   asio::awaitable<void> run();
@@ -59,6 +64,8 @@ class Completer {
   // latest of the batch); throws pg::Error when the batch failed.
   asio::awaitable<FinishResult> finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
                                        nlohmann::json body, Clock::time_point until);
+  // Jobs whose outcome is queued or being written (they hold no slot, only a lease).
+  std::size_t waiting() const { return queue_.size() + sending_; }
 
  private:
   struct Pending {
@@ -78,16 +85,19 @@ class Completer {
 
   asio::awaitable<void> flush(std::vector<Item> batch);
   asio::awaitable<void> write(std::vector<Item>& batch);
+  // Hands an item's result (or error) back to its job.
+  void complete(Item& item);
   // Whether no job in flight could add an item to the queued batch.
   bool all_waiting() const { return queue_.size() + sending_ >= in_flight_(); }
 
   Worker& w_;
   std::function<std::size_t()> in_flight_;
+  std::function<void()> on_queued_;
   std::size_t batch_max_;
   Clock::duration delay_;
   std::deque<Item> queue_;
   Clock::time_point first_at_;  // arrival of the oldest queued item
-  std::size_t sending_ = 0;     // items of the flush in progress
+  std::size_t sending_ = 0;     // items of the flush in progress not yet completed
   Event wake_;
   Event stopped_;
   bool closing_ = false;

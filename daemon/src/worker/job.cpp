@@ -222,7 +222,17 @@ asio::awaitable<void> Job::flush_logs() {
   pending_logs_ = json::array();
   pending_lines_ = 0;
   pg::Params arg1_ = {id_str(id()), id_str(lease()), batch.dump()};
-  auto seq = co_await write("SELECT bgexec.append_events($1, $2, $3::jsonb)", std::move(arg1_));
+  std::optional<std::string> seq;
+  ++log_flushes_;
+  try {
+    seq = co_await write("SELECT bgexec.append_events($1, $2, $3::jsonb)", std::move(arg1_));
+  } catch (...) {
+    --log_flushes_;
+    wake_.notify();
+    throw;
+  }
+  --log_flushes_;
+  wake_.notify();
   if (!seq) {
     abandon("append_events refused: lease no longer current");
     throw Abandoned{};
@@ -230,11 +240,13 @@ asio::awaitable<void> Job::flush_logs() {
 }
 
 // The outcome goes to the worker's completer, which writes it with others in
-// one finish_many (one commit per batch); the job's events are all written
-// before (flush_logs), so the terminal event stays last.  Fenced by the lease
-// like every write.
+// one finish_many (one commit per batch) on its own connection; the job's
+// events are all written before (flush_logs, and any timer-driven flush still
+// in flight on the control connection), so the terminal event stays last.
+// Fenced by the lease like every write.
 asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) {
   co_await flush_logs();
+  while (log_flushes_ > 0) co_await wake_.wait();
   if (abandoned_) throw Abandoned{};
   FinishResult r;
   try {

@@ -109,6 +109,7 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::steady_timer deadline_timer_;
   asio::steady_timer flush_timer_;
   bool flush_armed_ = false;
+  int log_flushes_ = 0;  // append_events in flight (finish waits for them: the terminal event stays last)
   nlohmann::json pending_logs_ = nlohmann::json::array();
   std::size_t pending_lines_ = 0;
   std::size_t log_bytes_ = 0;

@@ -59,9 +59,10 @@ auto log_exit(const char* component) {
 
 Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
-      hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
+      fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), drained_(io.get_executor()),
-      completer_(std::make_unique<Completer>(*this, [this] { return jobs_.size(); })) {
+      completer_(std::make_unique<Completer>(*this, [this] { return jobs_.size(); },
+                                             [this] { fetch_wake_.notify(); })) {
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
 }
@@ -84,11 +85,21 @@ std::optional<std::string> Worker::secret(const std::string& name) const {
 
 asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::Params& params,
                                              Clock::time_point until, bool* retried) {
+  co_return co_await exec_on(ctl_, sql, params, until, retried);
+}
+
+asio::awaitable<pg::Result> Worker::fin_exec(const std::string& sql, const pg::Params& params,
+                                             Clock::time_point until, bool* retried) {
+  co_return co_await exec_on(fin_, sql, params, until, retried);
+}
+
+asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::string& sql,
+                                            const pg::Params& params, Clock::time_point until, bool* retried) {
   double backoff = backoff_min_s;
   for (bool first = true;; first = false) {
     if (!first && retried) *retried = true;
     try {
-      co_return co_await ctl_.query(sql, params);
+      co_return co_await conn.query(sql, params);
     } catch (const pg::Error& e) {
       auto cls = core::classify(e.sqlstate());
       if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
@@ -173,10 +184,16 @@ void Worker::start_job(std::shared_ptr<Job> job) {
                  });
 }
 
+int Worker::free_slots() const {
+  int held = static_cast<int>(jobs_.size());
+  int running = held - static_cast<int>(std::min(completer_->waiting(), jobs_.size()));
+  return std::min(cfg_.concurrency - running, 2 * cfg_.concurrency - held);
+}
+
 asio::awaitable<void> Worker::fetcher() {
   double backoff = backoff_min_s;
   while (!draining_) {
-    int free = cfg_.concurrency - static_cast<int>(jobs_.size());
+    int free = free_slots();
     bool more = false;
     if (free > 0) {
       bool failed = false;
@@ -356,6 +373,7 @@ asio::awaitable<int> Worker::run() {
   }
   core::log("info", "worker stopped", {{"worker_id", cfg_.id}});
   ctl_.close();
+  fin_.close();
   hb_.close();
   co_return 0;
 }

@@ -52,6 +52,11 @@ class Worker {
   asio::awaitable<pg::Result> ctl_exec(const std::string& sql, const pg::Params& params,
                                        Clock::time_point until = Clock::time_point::max(),
                                        bool* retried = nullptr);
+  // ctl_exec on the completer's own connection (finish_many only), so finish
+  // batches and claims run (and commit) in parallel.
+  asio::awaitable<pg::Result> fin_exec(const std::string& sql, const pg::Params& params,
+                                       Clock::time_point until = Clock::time_point::max(),
+                                       bool* retried = nullptr);
   // Where jobs hand their final outcome (one finish_many per batch).
   Completer& completer() { return *completer_; }
 
@@ -62,6 +67,11 @@ class Worker {
   asio::awaitable<void> lease_guard();
   asio::awaitable<void> reconciler();
   asio::awaitable<int> claim_once(int free);
+  asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
+                                      Clock::time_point until, bool* retried);
+  // Slots the fetcher may claim now: a job waiting on the completer no longer
+  // holds a slot, but leases held (running + awaiting finish) stay <= 2 x concurrency.
+  int free_slots() const;
   void start_job(std::shared_ptr<Job> job);
   void on_signal(int sig);
   void begin_drain();
@@ -70,13 +80,14 @@ class Worker {
   asio::io_context& io_;
   core::WorkerConfig cfg_;
   std::vector<std::string> child_env_;
-  pg::Connection ctl_;     // register, claim, events, finish, reconcile
+  pg::Connection ctl_;     // register, claim, events, reconcile, deregister
+  pg::Connection fin_;     // the completer's finish_many batches only
   pg::Connection hb_;      // heartbeat only, so it keeps its cadence
   pg::Connection listen_;  // LISTEN bgexec_jobs, bgexec_stop
   asio::signal_set signals_;
   Event fetch_wake_;
   Event drained_;
-  std::unique_ptr<Completer> completer_;  // uses ctl_
+  std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   bool draining_ = false;
   bool stopping_ = false;
