@@ -968,6 +968,7 @@ CREATE FUNCTION bgexec.submit_many(jobs jsonb) RETURNS SETOF bigint
 DECLARE
 	v_owner name := bgexec._caller();
 	v_bad text;
+	v_limit bigint;
 BEGIN
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
@@ -992,27 +993,40 @@ BEGIN
 	                    WHERE q.max_queued IS NOT NULL
 	                      AND q.name IN (SELECT coalesce(e->>'queue', 'default')
 	                                       FROM jsonb_array_elements(jobs) e)) THEN
+		-- Checks, set-based: an element that fails a cheap SQL test, is a
+		-- workflow, or may be over the size limit goes through
+		-- _check_submit, which raises the precise error; the rest are valid.
+		v_limit := coalesce(pg_catalog.pg_size_bytes(
+			current_setting('bgexec.max_payload_bytes', true)), 1048576);
+		PERFORM bgexec._check_submit(x.kind, coalesce(x.payload, '{}'),
+		                             coalesce(x.queue, 'default'), coalesce(x.priority, 0),
+		                             coalesce(x.max_attempts, 1), x.timeout, NULL)
+		   FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
+		          kind text, payload jsonb, queue text, priority int, max_attempts int,
+		          timeout interval)) WITH ORDINALITY AS x(kind, payload, queue, priority,
+		                                                  max_attempts, timeout, ord)
+		  WHERE NOT coalesce(x.kind ~ '^[A-Za-z0-9_.:-]{1,128}$'
+		                     AND coalesce(x.queue, 'default') ~ '^[A-Za-z0-9_.:-]{1,63}$'
+		                     AND jsonb_typeof(coalesce(x.payload, '{}')) = 'object'
+		                     AND coalesce(x.max_attempts, 1) >= 1
+		                     AND (x.timeout IS NULL OR x.timeout > interval '0'), false)
+		     OR x.kind = 'workflow'
+		     OR pg_catalog.pg_column_size(x.payload) > v_limit / 2
+		  ORDER BY x.ord;
 		RETURN QUERY
-		WITH rows AS (
-			SELECT t.ord, e->>'kind' AS kind, coalesce(e->'payload', '{}') AS payload,
-			       coalesce(e->>'queue', 'default') AS queue,
-			       coalesce((e->>'priority')::int, 0) AS priority,
-			       coalesce((e->>'run_after')::timestamptz, now()) AS run_after,
-			       coalesce((e->>'max_attempts')::int, 1) AS max_attempts,
-			       (e->>'timeout')::interval AS timeout,
-			       e->>'concurrency_key' AS concurrency_key
-			  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)),
-		checked AS (
-			SELECT r.*, bgexec._check_submit(r.kind, r.payload, r.queue, r.priority,
-			                                 r.max_attempts, r.timeout, NULL) AS ok
-			  FROM rows r),
-		ins AS (
+		WITH ins AS (
 			INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 			                        run_after, timeout, concurrency_key)
-			SELECT c.queue, c.kind, v_owner, c.priority, c.payload, c.max_attempts,
-			       c.run_after, c.timeout, c.concurrency_key
-			  FROM checked c WHERE c.ok ORDER BY c.ord
-			RETURNING id, queue)
+			SELECT coalesce(x.queue, 'default'), x.kind, v_owner, coalesce(x.priority, 0),
+			       coalesce(x.payload, '{}'), coalesce(x.max_attempts, 1),
+			       coalesce(x.run_after, now()), x.timeout, x.concurrency_key
+			  FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
+			         kind text, payload jsonb, queue text, priority int,
+			         run_after timestamptz, max_attempts int, timeout interval,
+			         concurrency_key text)) WITH ORDINALITY AS x(kind, payload, queue,
+			           priority, run_after, max_attempts, timeout, concurrency_key, ord)
+			 ORDER BY x.ord
+			RETURNING id)
 		SELECT ins.id FROM ins ORDER BY ins.id;
 		PERFORM pg_catalog.pg_notify('bgexec_jobs', qn)
 		   FROM (SELECT DISTINCT coalesce(e->>'queue', 'default') AS qn

@@ -63,5 +63,15 @@ SELECT * FROM try($q$SELECT bgexec.submit('noop', jsonb_build_object('blob', rep
 RESET bgexec.max_payload_bytes;
 -- submit_many validates every element; one bad element and nothing is written
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, {"kind": "workflow", "payload": {"steps": []}}]')$q$);
+-- submit_many's set-based path applies every rule of submit, naming the field
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, {"kind": "bad kind"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "queue": "bad queue"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "payload": [1]}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "max_attempts": 0}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "timeout": "-1 s"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"payload": {}}]')$q$);
+SET bgexec.max_payload_bytes = '2kB';
+SELECT * FROM try($q$SELECT bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'payload', jsonb_build_object('blob', repeat('x', 4000)))))$q$);
+RESET bgexec.max_payload_bytes;
 -- nothing was written by any of the above
 SELECT count(*) - :jobs_before AS inserted FROM bgexec.job;
