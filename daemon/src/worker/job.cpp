@@ -129,6 +129,18 @@ json Job::render(const json& v) {
 
 // ---------------------------------------------------------------- writes
 
+// A lease-guarded write failed: a connection or retry-class error means the
+// lease could not be renewed in time, so the run is abandoned (Abandoned is
+// thrown); any other error returns to the caller, which rethrows it.
+void Job::on_write_error(const pg::Error& e) {
+  if (abandoned_) throw Abandoned{};
+  auto cls = core::classify(e.sqlstate());
+  if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry) {
+    abandon(std::string("database unreachable until the lease expired: ") + e.what());
+    throw Abandoned{};
+  }
+}
+
 asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, const pg::Params& params) {
   if (abandoned_) throw Abandoned{};
   pg::Result r;
@@ -136,12 +148,7 @@ asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, c
     // Writing after the lease would have expired is pointless: the DB refuses it.
     r = co_await w_.ctl_exec(sql, params, c_.lease_expiry);
   } catch (const pg::Error& e) {
-    if (abandoned_) throw Abandoned{};
-    auto cls = core::classify(e.sqlstate());
-    if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry) {
-      abandon(std::string("database unreachable until the lease expired: ") + e.what());
-      throw Abandoned{};
-    }
+    on_write_error(e);
     throw;
   }
   if (abandoned_) throw Abandoned{};
@@ -253,12 +260,7 @@ asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) 
     // Waiting on a dropped connection after the lease would have expired is pointless.
     r = co_await w_.completer().finish(id(), lease(), outcome, mask(body), c_.lease_expiry);
   } catch (const pg::Error& e) {
-    if (abandoned_) throw Abandoned{};
-    auto cls = core::classify(e.sqlstate());
-    if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry) {
-      abandon(std::string("database unreachable until the lease expired: ") + e.what());
-      throw Abandoned{};
-    }
+    on_write_error(e);
     throw;
   }
   if (abandoned_) throw Abandoned{};

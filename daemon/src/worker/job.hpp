@@ -86,6 +86,8 @@ class Job : public std::enable_shared_from_this<Job> {
 
   // Writes (all fenced by the lease; Abandoned when refused or out of time).
   asio::awaitable<std::optional<std::string>> write(const std::string& sql, const pg::Params& params);
+  // Abandons the run (throws Abandoned) on a connection/retry-class error of a write.
+  void on_write_error(const pg::Error& e);
   asio::awaitable<void> append(const std::string& kind, const nlohmann::json& data);
   asio::awaitable<void> flush_logs();
   asio::awaitable<void> finish(const std::string& outcome, const nlohmann::json& body);
