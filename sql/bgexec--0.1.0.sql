@@ -479,13 +479,15 @@ COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
  * serializes claimers of that queue; the running counts are read after the
  * lock, in a fresh READ COMMITTED snapshot, so the caps are never exceeded.
  * Each claimed job gets a fresh lease from lease_seq, attempt + 1, a
- * 'started' event and, when it has a timeout, a deadline on the DB clock. */
+ * 'started' event and, when it has a timeout, a deadline on the DB clock.
+ * completed_steps / completed_stdout: the outputs and captured stdout of
+ * steps completed in earlier runs (retry, resume), which are not run again. */
 CREATE FUNCTION bgexec.claim(worker_id text, queues text[], max_jobs int,
                              lease_for interval DEFAULT '30 seconds')
 	RETURNS TABLE (job_id bigint, lease bigint, queue text, kind text, owner name,
 	               payload jsonb, attempt int, max_attempts int,
 	               deadline timestamptz, lease_expires_at timestamptz,
-	               completed_steps jsonb)
+	               completed_steps jsonb, completed_stdout jsonb)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
 	AS $$
@@ -619,7 +621,8 @@ BEGIN
 		RETURNING j.*)
 	SELECT c.id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt,
 	       c.max_attempts, c.deadline, c.lease_expires_at,
-	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_steps(c.id) ELSE '{}'::jsonb END
+	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_steps(c.id) ELSE '{}'::jsonb END,
+	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_stdout(c.id) ELSE '{}'::jsonb END
 	  FROM claimed c
 	 ORDER BY c.priority DESC, c.run_after, c.id;
 
@@ -941,6 +944,20 @@ CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
 	           WHERE e.job_id = p_job AND e.kind = 'resumed'
 	             AND e.data->>'step' IS NOT NULL) all_steps
 	         ORDER BY step, seq DESC) s
+$$;
+
+/* _completed_stdout: step id → captured stdout of the steps completed in
+ * earlier runs that recorded one, so {{steps.ID.stdout}} is exact on re-runs. */
+CREATE FUNCTION bgexec._completed_stdout(p_job bigint) RETURNS jsonb
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	SELECT coalesce(jsonb_object_agg(s.step, s.stdout), '{}')
+	  FROM (SELECT DISTINCT ON (e.data->>'step') e.data->>'step' AS step, e.data->'stdout' AS stdout
+	          FROM bgexec.job_event e
+	         WHERE e.job_id = p_job AND e.kind = 'step_completed'
+	           AND e.data ? 'step' AND jsonb_typeof(e.data->'stdout') = 'string'
+	         ORDER BY e.data->>'step', e.seq DESC) s
 $$;
 
 /* ----------------------------------------------------- client functions */

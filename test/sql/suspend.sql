@@ -27,9 +27,9 @@ SELECT bgexec.resume(:k);
 -- completed steps of earlier runs are handed to the next run
 SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}, {"id": "b", "needs": ["a"], "sleep": 0}]}', queue => 'sus', max_attempts => 2) AS m \gset
 SELECT lease AS l FROM bgexec.claim('w', '{sus}', 1) \gset
-SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": {"n": 1}}');
+SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": {"n": 1}, "stdout": "{\"n\": 1}\n"}');
 SELECT bgexec.finish(:m, :l, 'failed', '{"message": "b broke"}');
 UPDATE bgexec.job SET run_after = now() WHERE id = :m;
-SELECT attempt, completed_steps FROM bgexec.claim('w', '{sus}', 1);
+SELECT attempt, completed_steps, completed_stdout FROM bgexec.claim('w', '{sus}', 1);
 -- negative: resume of a job that does not exist
 SELECT bgexec.resume(-1);

@@ -351,14 +351,20 @@ asio::awaitable<void> Job::execute() {
   }
   // Steps completed by earlier runs (retry, resume) are not run again.
   auto completed = json::parse(c_.completed_steps_text.empty() ? "{}" : c_.completed_steps_text, nullptr, false);
+  auto stdouts = json::parse(c_.completed_stdout_text.empty() ? "{}" : c_.completed_stdout_text, nullptr, false);
+  if (!stdouts.is_object()) stdouts = json::object();
   if (completed.is_object()) {
     for (auto& [sid, out] : completed.items()) {
       if (!dag_->contains(sid)) continue;
       done_.insert(sid);
       outputs_[sid] = {{"output", out}};
-      // claim() returns outputs only; stdout is rebuilt from the output (exact
-      // for text output, compact JSON otherwise).
-      if (!out.is_null()) outputs_[sid]["stdout"] = out.is_string() ? out.get<std::string>() : out.dump();
+      // The stdout recorded by the earlier run; without one (an approval's
+      // resume input), the output stands in (compact JSON unless text).
+      if (auto it = stdouts.find(sid); it != stdouts.end() && it->is_string()) {
+        outputs_[sid]["stdout"] = it->get<std::string>();
+      } else if (!out.is_null()) {
+        outputs_[sid]["stdout"] = out.is_string() ? out.get<std::string>() : out.dump();
+      }
     }
   }
 

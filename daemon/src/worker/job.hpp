@@ -31,6 +31,7 @@ struct Claim {
   std::string queue, kind, owner;
   std::string payload_text;          // parsed by the job, so bad JSON fails the job only
   std::string completed_steps_text;
+  std::string completed_stdout_text;  // step id -> captured stdout, same runs
   int attempt = 0;
   int max_attempts = 1;
   std::optional<Clock::time_point> deadline;

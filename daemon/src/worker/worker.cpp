@@ -153,7 +153,8 @@ asio::awaitable<int> Worker::claim_once(int free) {
   auto r = co_await ctl_.query(
       "SELECT c.job_id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt, c.max_attempts,"
       " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"
-      " c.completed_steps FROM bgexec.claim($1, $2::text[], $3, $4::interval) c", std::move(arg1_));
+      " c.completed_steps, c.completed_stdout FROM bgexec.claim($1, $2::text[], $3, $4::interval) c",
+      std::move(arg1_));
   for (int i = 0; i < r.rows(); ++i) {
     Claim c;
     c.job_id = std::stoll(r.get(i, 0).value_or("0"));
@@ -167,6 +168,7 @@ asio::awaitable<int> Worker::claim_once(int free) {
     c.lease_expiry = sent + seconds(cfg_.lease_s);
     if (auto d = r.get(i, 8)) c.deadline = c.lease_expiry + seconds(std::strtod(d->c_str(), nullptr));
     c.completed_steps_text = r.get(i, 9).value_or("{}");
+    c.completed_stdout_text = r.get(i, 10).value_or("{}");
     start_job(std::make_shared<Job>(*this, std::move(c)));
   }
   co_return r.rows();
