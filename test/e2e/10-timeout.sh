@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A job's timeout (deadline = start of the attempt + timeout, on the database
+# clock) ends it timed_out: the worker kills the step's process tree and
+# finishes it, exactly one terminal event, no child left alive; a job that
+# beats its timeout completes as usual.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57950
+P=$E2E_DIR/pids
+E2E_PIDFILES+=("$P")
+start_worker w1 --allow-run
+
+id=$("$BGEXEC" submit workflow --timeout 2s --max-attempts 3 "{\"steps\": [
+  {\"id\": \"slow\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $P; sleep 60 & wait\"]},
+  {\"id\": \"after\", \"needs\": [\"slow\"], \"sleep\": 0}]}") || fail submit
+wait_for 20 test -s "$P" || fail "step did not start"
+pgid=$(head -1 "$P")
+wait_status "$id" timed_out 15
+wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the step's group: $(pgrep -g "$pgid" | tr '\n' ' ')"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind IN ('completed', 'failed', 'cancelled', 'timed_out')") == 1 ]] \
+  || fail "exactly one terminal event"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_started' AND data->>'step' = 'after'") == 0 ]] \
+  || fail "a step after the timeout ran"
+# timed_out is terminal: no retry, whatever max_attempts says
+[[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $id") == 1 ]] || fail "a timed-out job was retried"
+
+fast=$("$BGEXEC" submit workflow --timeout 30s '{"steps": [{"id": "s", "sleep": 0.2}]}') || fail submit
+wait_status "$fast" completed 15
+kill -0 "$PID_w1" || fail "worker died"
+ok
