@@ -181,15 +181,27 @@ CREATE FUNCTION bgexec._can_see(job_owner name) RETURNS boolean
 	                  WHERE rolname = bgexec._caller()), false)
 $$;
 
+/* _notify_event: NOTIFY bgexec_events "job:seq" unless the session turned
+ * bgexec.notify_events off.  The payload means "the job's log now reaches
+ * seq"; readers replay from their own cursor, so a batch notifies once, for
+ * its last event: NOTIFY costs per committing transaction, and per event it
+ * cost 2.5x the throughput of 10-event batches (README). */
+CREATE FUNCTION bgexec._notify_event(p_job bigint, p_seq int) RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+BEGIN
+	IF coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
+		PERFORM pg_catalog.pg_notify('bgexec_events', p_job::text || ':' || p_seq::text);
+	END IF;
+END
+$$;
+
 /* _event: appends one event to a job the caller has already locked (by the
  * UPDATE that bumped last_seq), and wakes event tails.  The caller passes the
  * seq it reserved, so the seq is gapless: reservation and insert commit or
- * roll back together (invariant 6).  NOTIFY bgexec_events "job:seq" means
- * "the job's log now reaches seq"; readers replay from their own cursor, so a
- * batch notifies once, for its last event (p_notify false for the others):
- * NOTIFY per event cost 2.5x the throughput of 10-event batches (README). */
-CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb,
-                              p_notify boolean DEFAULT true)
+ * roll back together (invariant 6). */
+CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb)
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec
@@ -197,9 +209,7 @@ CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb
 BEGIN
 	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
 	VALUES (p_job, p_seq, p_kind, coalesce(p_data, '{}'));
-	IF p_notify AND coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
-		PERFORM pg_catalog.pg_notify('bgexec_events', p_job::text || ':' || p_seq::text);
-	END IF;
+	PERFORM bgexec._notify_event(p_job, p_seq);
 	RETURN p_seq;
 END
 $$;
@@ -715,10 +725,11 @@ BEGIN
 	IF v_last IS NULL THEN
 		RETURN NULL;
 	END IF;
-	PERFORM bgexec._event(append_events.job_id, v_last - v_n + e.ord::int,
-	                      e.v->>'kind', coalesce(e.v->'data', '{}'), e.ord = v_n)
-	   FROM jsonb_array_elements(events) WITH ORDINALITY AS e(v, ord)
-	  ORDER BY e.ord;
+	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+	SELECT append_events.job_id, v_last - v_n + e.ord::int, e.v->>'kind',
+	       coalesce(e.v->'data', '{}')
+	  FROM jsonb_array_elements(events) WITH ORDINALITY AS e(v, ord);
+	PERFORM bgexec._notify_event(append_events.job_id, v_last);
 	RETURN v_last;
 END
 $$;
@@ -809,7 +820,7 @@ CREATE FUNCTION bgexec.finish_many(items jsonb)
 DECLARE
 	v_bad text;
 	v_done bigint[];
-	v_notes text[];
+	v_seqs int[];
 BEGIN
 	IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
@@ -851,12 +862,10 @@ BEGIN
 		SELECT d.id, d.last_seq, 'completed', jsonb_build_object('result', d.result) FROM done d
 		RETURNING job_event.job_id AS jid, job_event.seq AS jseq)
 	SELECT coalesce(array_agg(ev.jid), '{}'),
-	       coalesce(array_agg(ev.jid::text || ':' || ev.jseq::text), '{}')
-	  INTO v_done, v_notes
+	       coalesce(array_agg(ev.jseq), '{}')
+	  INTO v_done, v_seqs
 	  FROM ev;
-	IF coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
-		PERFORM pg_catalog.pg_notify('bgexec_events', n) FROM unnest(v_notes) AS n;
-	END IF;
+	PERFORM bgexec._notify_event(d.jid, d.jseq) FROM unnest(v_done, v_seqs) AS d(jid, jseq);
 
 	-- Every other item (failed, cancelled, timed_out, suspended) as finish().
 	RETURN QUERY
