@@ -14,10 +14,12 @@ ROOT=$PWD
 
 scripts/deps.sh
 echo "== building the extension and the daemon"
-make -s >/dev/null && make -s install >/dev/null
+make -s install >/dev/null
 BUILD=${BENCH_BUILD_DIR:-$ROOT/daemon/build}
-cmake -S daemon -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" >/dev/null
+if [[ $BUILD != "$ROOT/daemon/build" ]]; then
+  cmake -S daemon -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BUILD" -j "$(nproc)" >/dev/null
+fi
 BIN=$BUILD/bgexec
 
 WORK=$(mktemp -d /tmp/bgexec-bench.XXXXXX)

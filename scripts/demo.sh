@@ -10,8 +10,7 @@ ROOT=$PWD
 
 scripts/deps.sh
 echo "== building the extension and the daemon"
-make -s >/dev/null && make -s install >/dev/null
-scripts/build-daemon.sh >/dev/null
+make -s install >/dev/null
 BIN=$ROOT/daemon/build/bgexec
 
 WORK=$(mktemp -d /tmp/bgexec-demo.XXXXXX)

@@ -29,12 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== build extension"
-make -s >/dev/null && make -s install >/dev/null || { echo "extension build failed"; exit 1; }
-if [[ " $SUITES " == *" unit "* || " $SUITES " == *" e2e "* || " $SUITES " == *" http "* ]]; then
-  echo "== build daemon"
-  scripts/build-daemon.sh || { echo "daemon build failed"; exit 1; }
-fi
+echo "== build and install the extension and the daemon"
+make -s install >/dev/null || { echo "build failed"; exit 1; }
 
 if [[ " $SUITES " == *" regress "* || " $SUITES " == *" isolation "* ]]; then
   cluster_start "$WORK/cluster" "$PORT" "fsync = off" "bgexec.watchdog_interval = '1h'" || exit 1
