@@ -34,6 +34,15 @@ CREATE TYPE bgexec.job_status AS ENUM (
 COMMENT ON TYPE bgexec.job_status IS
 	'job states; completed, failed, cancelled and timed_out are terminal';
 
+-- Names of kinds and queues: the tables' CHECK constraints call it, so it
+-- comes before them.  C, not a regular expression: PostgreSQL evaluates every
+-- CHECK constraint on every UPDATE, and claim and finish update each job.
+CREATE FUNCTION bgexec._valid_name(name text, max_len int) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'bgexec_valid_name'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._valid_name(text, int) IS
+	'true when name is 1 to max_len characters of ASCII letters, digits, _ . : -';
+
 /* --------------------------------------------------------------- tables */
 
 CREATE SEQUENCE bgexec.lease_seq AS bigint CACHE 1;
@@ -48,7 +57,7 @@ CREATE TABLE bgexec.queue (
 	max_running_per_key  int,
 	retry_base           interval NOT NULL DEFAULT '1 second',
 	retry_cap            interval NOT NULL DEFAULT '10 minutes',
-	CONSTRAINT queue_name_valid CHECK (name ~ '^[A-Za-z0-9_.:-]{1,63}$'),
+	CONSTRAINT queue_name_valid CHECK (bgexec._valid_name(name, 63)),
 	CONSTRAINT queue_caps_positive CHECK (
 		coalesce(max_queued, 1) >= 0 AND coalesce(max_running, 1) >= 0
 		AND coalesce(max_running_per_key, 1) >= 0),
@@ -83,8 +92,8 @@ CREATE TABLE bgexec.job (
 	created_at         timestamptz NOT NULL DEFAULT now(),
 	started_at         timestamptz,
 	finished_at        timestamptz,
-	CONSTRAINT job_kind_valid CHECK (kind ~ '^[A-Za-z0-9_.:-]{1,128}$'),
-	CONSTRAINT job_queue_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,63}$'),
+	CONSTRAINT job_kind_valid CHECK (bgexec._valid_name(kind, 128)),
+	CONSTRAINT job_queue_valid CHECK (bgexec._valid_name(queue, 63)),
 	CONSTRAINT job_attempts_valid CHECK (max_attempts >= 1 AND attempt >= 0),
 	CONSTRAINT job_timeout_positive CHECK (timeout IS NULL OR timeout > interval '0'),
 	-- invariant 2: a running job holds exactly one lease; no other state holds one
@@ -103,7 +112,7 @@ COMMENT ON TABLE bgexec.job IS
 	'one row per submitted job; status moves only through the bgexec functions';
 
 CREATE TABLE bgexec.job_event (
-	job_id      bigint NOT NULL REFERENCES bgexec.job (id) ON DELETE CASCADE,
+	job_id      bigint NOT NULL,  -- a job's events go with it: job_deleted trigger
 	seq         int NOT NULL,
 	kind        text NOT NULL,
 	data        jsonb NOT NULL DEFAULT '{}',
@@ -155,6 +164,30 @@ CREATE UNIQUE INDEX job_idempotency_idx ON bgexec.job (owner, idempotency_key)
 CREATE INDEX job_finished_idx ON bgexec.job (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX job_owner_idx ON bgexec.job (owner, id);
 
+/* A job's events go with it.  Not a foreign key: its check ran a query
+ * with a row lock for every event inserted (two per job on the hot path,
+ * 15 % of the drain's server time, bench/README.md), and every insert
+ * already happens inside a bgexec function that holds the job's row lock.
+ * The cascade is kept, per statement, for DELETE and TRUNCATE of jobs. */
+CREATE FUNCTION bgexec._job_deleted() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec
+	AS $$
+BEGIN
+	IF TG_OP = 'TRUNCATE' THEN
+		TRUNCATE bgexec.job_event;
+	ELSE
+		DELETE FROM bgexec.job_event e USING gone g WHERE e.job_id = g.id;
+	END IF;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER job_deleted AFTER DELETE ON bgexec.job
+	REFERENCING OLD TABLE AS gone
+	FOR EACH STATEMENT EXECUTE FUNCTION bgexec._job_deleted();
+CREATE TRIGGER job_truncated AFTER TRUNCATE ON bgexec.job
+	FOR EACH STATEMENT EXECUTE FUNCTION bgexec._job_deleted();
+
 /* ---------------------------------------------------------- C functions */
 
 CREATE FUNCTION bgexec._caller() RETURNS name
@@ -186,15 +219,18 @@ $$;
  * seq"; readers replay from their own cursor, so a batch notifies once, for
  * its last event: NOTIFY costs per committing transaction, and per event it
  * cost 2.5x the throughput of 10-event batches (README). */
+-- A single-expression SQL function without SET: PostgreSQL inlines it into
+-- the calling statement (finish_many calls it once per completed job, where
+-- a plpgsql call cost more than the notification).  Callers are the bgexec
+-- functions, whose search_path is pinned; the names are qualified anyway.
 CREATE FUNCTION bgexec._notify_event(p_job bigint, p_seq int) RETURNS void
-	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	LANGUAGE sql VOLATILE
 	AS $$
-BEGIN
-	IF coalesce(current_setting('bgexec.notify_events', true), 'on') <> 'off' THEN
-		PERFORM pg_catalog.pg_notify('bgexec_events', p_job::text || ':' || p_seq::text);
-	END IF;
-END
+	SELECT CASE WHEN coalesce(pg_catalog.current_setting('bgexec.notify_events', true), 'on')
+	                 OPERATOR(pg_catalog.<>) 'off'
+	            THEN pg_catalog.pg_notify('bgexec_events',
+	                     p_job::text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) p_seq::text)
+	       END
 $$;
 
 /* _event: appends one event to a job the caller has already locked (by the
@@ -256,12 +292,12 @@ CREATE FUNCTION bgexec._check_submit(
 	SET search_path = pg_catalog, bgexec
 	AS $$
 BEGIN
-	IF p_kind IS NULL OR p_kind !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+	IF p_kind IS NULL OR NOT bgexec._valid_name(p_kind, 128) THEN
 		RAISE EXCEPTION 'kind must be 1-128 characters of letters, digits, _ . : -'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('kind was %L', p_kind);
 	END IF;
-	IF p_queue IS NULL OR p_queue !~ '^[A-Za-z0-9_.:-]{1,63}$' THEN
+	IF p_queue IS NULL OR NOT bgexec._valid_name(p_queue, 63) THEN
 		RAISE EXCEPTION 'queue must be 1-63 characters of letters, digits, _ . : -'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('queue was %L', p_queue);
@@ -423,7 +459,7 @@ END
 $$;
 
 /* _retention: deletes up to p_batch terminal jobs finished before
- * now() - p_older_than (events go with them, ON DELETE CASCADE).  Used by the
+ * now() - p_older_than (events go with them: job_deleted).  Used by the
  * watchdog (bgexec.retention) in small batches so vacuum keeps up. */
 CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000)
 	RETURNS bigint
@@ -612,6 +648,11 @@ BEGIN
 		RETURN;
 	END IF;
 
+	-- The claim and its 'started' events in one statement (invariant 6: the
+	-- event takes the seq the UPDATE reserved).  The events send no NOTIFY:
+	-- on PG 15 every notifying commit wakes every listening backend, and
+	-- claims are the hottest commits (bench/README.md); tails see 'started'
+	-- with the job's next notified event or their poll.
 	RETURN QUERY
 	WITH claimed AS (
 		UPDATE bgexec.job j
@@ -628,23 +669,18 @@ BEGIN
 		 -- primary key: "status = 'queued'" would let it pick the partial
 		 -- job_runnable_idx and walk the whole runnable set for "id = ANY".
 		 WHERE j.id = ANY (v_ids) AND j.status::text = 'queued'
-		RETURNING j.*)
+		RETURNING j.*),
+	started AS (
+		INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+		SELECT c.id, c.last_seq, 'started',
+		       jsonb_build_object('attempt', c.attempt, 'worker', claim.worker_id, 'lease', c.lease)
+		  FROM claimed c)
 	SELECT c.id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt,
 	       c.max_attempts, c.deadline, c.lease_expires_at,
 	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_steps(c.id) ELSE '{}'::jsonb END,
 	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_stdout(c.id) ELSE '{}'::jsonb END
 	  FROM claimed c
 	 ORDER BY c.priority DESC, c.run_after, c.id;
-
-	-- The 'started' events, in a statement of their own (it sees the claim).
-	-- They send no NOTIFY: on PG 15 every notifying commit wakes every
-	-- listening backend, and claims are the hottest commits (bench/README.md);
-	-- tails see 'started' with the job's next notified event or their poll.
-	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
-	SELECT j.id, j.last_seq, 'started',
-	       jsonb_build_object('attempt', j.attempt, 'worker', claim.worker_id, 'lease', j.lease)
-	  FROM bgexec.job j
-	 WHERE j.id = ANY (v_ids) AND j.status::text = 'running' AND j.lease_owner = claim.worker_id;
 END
 $$;
 COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
@@ -845,17 +881,19 @@ BEGIN
 	-- in one UPDATE and one INSERT of terminal events (same transaction, so
 	-- invariant 5 holds as in _terminal).
 	WITH it AS (
-		SELECT (i->>'job_id')::bigint AS job_id, (i->>'lease')::bigint AS lease,
-		       coalesce(i->'body', '{}') AS body
-		  FROM jsonb_array_elements(items) i
-		 WHERE i->>'outcome' = 'completed'),
+		SELECT r.job_id, r.lease, coalesce(r.body, '{}') AS body
+		  FROM jsonb_to_recordset(items) AS r(job_id bigint, lease bigint, outcome text, body jsonb)
+		 WHERE r.outcome = 'completed'),
 	done AS (
 		UPDATE bgexec.job x
 		   SET status = 'completed', result = it.body, error = NULL, finished_at = now(),
 		       lease = NULL, lease_owner = NULL, lease_expires_at = NULL,
 		       last_seq = x.last_seq + 1
 		  FROM it
-		 WHERE x.id = it.job_id AND x.lease = it.lease AND x.status = 'running'
+		 -- status compared as text, as in claim: each item reaches its row by
+		 -- primary key.  With "status = 'running'" the planner walked a
+		 -- partial index of every running job once per item.
+		 WHERE x.id = it.job_id AND x.lease = it.lease AND x.status::text = 'running'
 		RETURNING x.id, x.last_seq, x.result),
 	ev AS (
 		INSERT INTO bgexec.job_event (job_id, seq, kind, data)
@@ -1031,8 +1069,8 @@ BEGIN
 		          kind text, payload jsonb, queue text, priority int, max_attempts int,
 		          timeout interval)) WITH ORDINALITY AS x(kind, payload, queue, priority,
 		                                                  max_attempts, timeout, ord)
-		  WHERE NOT coalesce(x.kind ~ '^[A-Za-z0-9_.:-]{1,128}$'
-		                     AND coalesce(x.queue, 'default') ~ '^[A-Za-z0-9_.:-]{1,63}$'
+		  WHERE NOT coalesce(bgexec._valid_name(x.kind, 128)
+		                     AND bgexec._valid_name(coalesce(x.queue, 'default'), 63)
 		                     AND jsonb_typeof(coalesce(x.payload, '{}')) = 'object'
 		                     AND coalesce(x.max_attempts, 1) >= 1
 		                     AND (x.timeout IS NULL OR x.timeout > interval '0'), false)

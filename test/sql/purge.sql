@@ -33,3 +33,20 @@ UPDATE bgexec.job SET finished_at = now() - interval '1 day' WHERE queue = 'pg' 
 SELECT bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2);
 -- negative: a negative interval
 SELECT bgexec.purge('-1 day');
+-- events go with their jobs on any delete, not only purge (no foreign key:
+-- the job_deleted trigger); other jobs' events stay
+SELECT bgexec.submit('noop', queue => 'pg-del') AS dj \gset
+SELECT lease AS dl FROM bgexec.claim('w-pg', '{pg-del}', 1) \gset
+SELECT bgexec.append_event(:dj, :dl, 'log', '{"line": "x"}');
+SELECT bgexec.finish(:dj, :dl, 'completed', '{}');
+SELECT count(*) AS events_of_job FROM bgexec.job_event WHERE job_id = :dj;
+SELECT count(*) AS other_events FROM bgexec.job_event WHERE job_id <> :dj \gset
+SELECT :other_events > 0 AS others_exist;
+DELETE FROM bgexec.job WHERE id = :dj;
+SELECT count(*) AS orphans FROM bgexec.job_event e WHERE NOT EXISTS (SELECT 1 FROM bgexec.job j WHERE j.id = e.job_id);
+SELECT count(*) = :other_events AS others_kept FROM bgexec.job_event;
+-- TRUNCATE of the jobs empties the log too (inside a transaction rolled back)
+BEGIN;
+TRUNCATE bgexec.job;
+SELECT count(*) AS events_after_truncate FROM bgexec.job_event;
+ROLLBACK;

@@ -17,6 +17,16 @@ SELECT * FROM try($q$SELECT bgexec.submit('')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('no spaces')$q$);
 -- queue name
 SELECT * FROM try($q$SELECT bgexec.submit('noop', queue => 'bad queue')$q$);
+-- the name rule (kinds 1-128, queues 1-63 characters of A-Z a-z 0-9 _ . : -) at its edges
+SELECT bgexec._valid_name(n, m) AS ok, length(n) AS len, left(n, 12) AS name
+  FROM (VALUES (repeat('k', 128), 128), (repeat('k', 129), 128), ('a.b:c_d-E9', 63),
+               ('café', 63), (E'tab\tx', 63), ('x/y', 63), ('', 63), ('%', 63)) v(n, m);
+SELECT * FROM try($q$SELECT bgexec.submit(repeat('k', 129))$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('café')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "queue": "ü"}]')$q$);
+-- the table refuses a bad name even from a superuser writing directly
+SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner) VALUES ('bad kind', 'x')$q$);
+SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, queue) VALUES ('noop', 'x', repeat('q', 64))$q$);
 -- payload not an object
 SELECT * FROM try($q$SELECT bgexec.submit('noop', '[1, 2]')$q$);
 -- max_attempts < 1
