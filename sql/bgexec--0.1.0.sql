@@ -162,7 +162,11 @@ CREATE UNIQUE INDEX job_idempotency_idx ON bgexec.job (owner, idempotency_key)
 	WHERE idempotency_key IS NOT NULL;
 -- purge / retention walk terminal jobs by age.
 CREATE INDEX job_finished_idx ON bgexec.job (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX job_owner_idx ON bgexec.job (owner, id);
+-- No (owner, id) index: every claim and finish is a non-HOT update that
+-- would add an entry to it (owner is a 64-byte name), 14 % of the drain's
+-- server time (bench/README.md).  A tenant's listing walks the primary key
+-- backwards under row-level security; README "Tuning" has the index to add
+-- when many tenants of very different sizes share one database.
 
 /* A job's events go with it.  Not a foreign key: its check ran a query
  * with a row lock for every event inserted (two per job on the hot path,
