@@ -40,6 +40,21 @@ SELECT paused FROM bgexec.configure_queue('paused_q', paused => true);
 SELECT count(*) FROM bgexec.claim('w1', '{paused_q}', 10);
 SELECT paused FROM bgexec.configure_queue('paused_q', paused => false);
 SELECT count(*) FROM bgexec.claim('w1', '{paused_q}', 10);
+-- several queues: a paused one is skipped, the others merged in claim order;
+-- duplicate and NULL queue names change nothing
+SELECT bgexec.submit('noop', queue => 'mq-a', priority => 1) AS ma \gset
+SELECT bgexec.submit('noop', queue => 'mq-b', priority => 5) AS mb \gset
+SELECT bgexec.submit('noop', queue => 'mq-p', priority => 9) AS mp \gset
+SELECT paused FROM bgexec.configure_queue('mq-p', paused => true);
+SELECT array_agg(job_id ORDER BY ord) = ARRAY[:mb, :ma]::bigint[] AS merged_without_paused
+  FROM (SELECT job_id, row_number() OVER () AS ord
+          FROM bgexec.claim('w1', ARRAY['mq-a', 'mq-p', NULL, 'mq-b', 'mq-a'], 10)) c;
+SELECT count(*) AS only_paused FROM bgexec.claim('w1', '{mq-p}', 10);
+SELECT count(*) AS no_queues FROM bgexec.claim('w1', '{}', 10);
+SELECT count(*) AS null_queue FROM bgexec.claim('w1', ARRAY[NULL]::text[], 10);
+SELECT count(*) AS null_queues FROM bgexec.claim('w1', NULL, 10);
+SELECT paused FROM bgexec.configure_queue('mq-p', paused => false);
+SELECT count(*) AS unpaused FROM bgexec.claim('w1', '{mq-p}', 10);
 -- batch claim: at most max_jobs
 SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'batch') FROM generate_series(1, 5)) s;
 SELECT count(*) FROM bgexec.claim('w1', '{batch}', 3);
