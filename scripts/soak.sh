@@ -4,7 +4,8 @@
 # samples worker RSS and the hot tables' size and dead tuples every
 # SOAK_SAMPLE seconds into bench/out/soak.csv, and prints a summary.
 # SOAK_RATE jobs/s (default 2000, submitted as submit_many batches of 500 by
-# pgbench -R), SOAK_WORKERS x SOAK_CONCURRENCY workers (default 2 x 16).
+# pgbench -R), SOAK_WORKERS x SOAK_CONCURRENCY workers (default 2 x 16);
+# retention every second in batches of max(5000, 2 x rate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -14,6 +15,9 @@ RATE=${SOAK_RATE:-2000}
 BATCH=500
 W=${SOAK_WORKERS:-2}
 C=${SOAK_CONCURRENCY:-16}
+# Retention runs once a second: its batch must exceed the rate, or the
+# terminal rows it is meant to delete pile up.
+RETENTION_BATCH=$(( RATE * 2 > 5000 ? RATE * 2 : 5000 ))
 BIN=${BGEXEC_BIN:-$ROOT/daemon/build/bgexec}
 PGBENCH=/usr/lib/postgresql/15/bin/pgbench
 OUT=$ROOT/bench/out
@@ -34,7 +38,7 @@ trap cleanup EXIT
 
 cluster_start "$WORK/cluster" "$PORT" "fsync = on" "synchronous_commit = on" \
   "shared_buffers = 256MB" "max_wal_size = 4GB" \
-  "bgexec.retention = '30s'" "bgexec.retention_batch = 5000" "bgexec.watchdog_interval = '1s'"
+  "bgexec.retention = '30s'" "bgexec.retention_batch = $RETENTION_BATCH" "bgexec.watchdog_interval = '1s'"
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION bgexec" postgres
 cat >"$WORK/submit.sql" <<SQL
 SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg('{"kind": "noop"}'::jsonb) FROM generate_series(1, $BATCH)));
