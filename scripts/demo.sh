@@ -18,11 +18,7 @@ PORT=${BGEXEC_DEMO_PORT:-55433}
 source scripts/lib/cluster.sh
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
+  stop_pids "${pids[@]}"
   cluster_stop "$WORK/cluster"
   rm -rf "$WORK"
 }

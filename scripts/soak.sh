@@ -28,9 +28,7 @@ PORT=${BGEXEC_SOAK_PORT:-55435}
 source scripts/lib/cluster.sh
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  sleep 1
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  stop_pids "${pids[@]}"
   cluster_stop "$WORK/cluster"
   rm -rf "$WORK"
 }

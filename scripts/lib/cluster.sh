@@ -1,7 +1,8 @@
 # Throwaway PostgreSQL 15 clusters for tests, demo and bench.
 # Source this file.  PostgreSQL refuses to run as root, so the cluster runs
 # as the `postgres` OS user, on a private port and a private socket directory.
-# cluster_stop stops exactly the postmaster cluster_start started (by pid).
+# cluster_stop stops exactly the postmaster cluster_start started (by pid);
+# stop_pids the daemons a script started against it.
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 
@@ -57,4 +58,15 @@ cluster_restart() {
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   "${as[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null
   head -1 "$dir/data/postmaster.pid" >"$dir/postmaster.pid.started"
+}
+
+# stop_pids PID...: SIGTERM to each (a worker drains), up to 5 s for each to
+# exit, then SIGKILL.  Only the pids given: never by name.
+stop_pids() {
+  local p
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "$@"; do
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
 }
