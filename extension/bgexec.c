@@ -171,6 +171,27 @@ bgexec_caller(PG_FUNCTION_ARGS)
 }
 
 /*
+ * True when s[0..len) is 1 to max_len ASCII letters, digits and characters
+ * of punct.  Non-ASCII bytes are refused, so the byte length is the
+ * character length.
+ */
+bool
+bgexec_name_chars_ok(const char *s, int len, int max_len, const char *punct)
+{
+	if (len < 1 || len > max_len)
+		return false;
+	for (int i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			  (c >= '0' && c <= '9') || (c != '\0' && strchr(punct, c) != NULL)))
+			return false;
+	}
+	return true;
+}
+
+/*
  * bgexec._valid_name(name text, max_len int) -> bool: true when name is 1 to
  * max_len characters of ASCII letters, digits, '_', '.', ':' and '-' (the
  * rule of job kinds and queue names, ^[A-Za-z0-9_.:-]{1,max_len}$).
@@ -178,27 +199,13 @@ bgexec_caller(PG_FUNCTION_ARGS)
  * The job table's CHECK constraints call it, and PostgreSQL evaluates every
  * CHECK constraint on every UPDATE of a row, so a claim and a finish each
  * paid for two regular-expression matches per job; this loop costs a few
- * nanoseconds (bench/README.md).  Non-ASCII bytes are refused, so the byte
- * length is the character length.
+ * nanoseconds (bench/README.md).
  */
 Datum
 bgexec_valid_name(PG_FUNCTION_ARGS)
 {
 	text	   *name = PG_GETARG_TEXT_PP(0);
-	int32		max_len = PG_GETARG_INT32(1);
-	const char *s = VARDATA_ANY(name);
-	int			len = VARSIZE_ANY_EXHDR(name);
 
-	if (len < 1 || len > max_len)
-		PG_RETURN_BOOL(false);
-	for (int i = 0; i < len; i++)
-	{
-		char		c = s[i];
-
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			  (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
-			  c == '-'))
-			PG_RETURN_BOOL(false);
-	}
-	PG_RETURN_BOOL(true);
+	PG_RETURN_BOOL(bgexec_name_chars_ok(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name),
+										PG_GETARG_INT32(1), "_.:-"));
 }

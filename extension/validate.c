@@ -773,20 +773,9 @@ closest_step_id(WorkflowStep *steps, int nsteps, const char *name, int len)
 static bool
 is_valid_step_id(const char *s, int len)
 {
-	if (len < 1 || len > BGEXEC_STEP_ID_MAX_LEN)
-		return false;
-	if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') ||
-		  s[0] == '_'))
-		return false;
-	for (int i = 1; i < len; i++)
-	{
-		char		c = s[i];
-
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			  (c >= '0' && c <= '9') || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	return len >= 1 &&
+		((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_') &&
+		bgexec_name_chars_ok(s, len, BGEXEC_STEP_ID_MAX_LEN, "_-");
 }
 
 /* True if v is a JSON object (a nested container, as the jsonb API returns it). */

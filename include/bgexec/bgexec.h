@@ -25,6 +25,11 @@ extern int	bgexec_retention_batch;
 extern char *bgexec_database;
 extern bool bgexec_watchdog_enabled;
 
+/* bgexec.c: true when s[0..len) is 1 to max_len ASCII letters, digits and
+ * characters of punct (the rule of kinds, queue names and step ids). */
+extern bool bgexec_name_chars_ok(const char *s, int len, int max_len,
+								 const char *punct);
+
 /* watchdog.c */
 extern void bgexec_watchdog_register(void);
 extern PGDLLEXPORT void bgexec_watchdog_main(Datum main_arg);
