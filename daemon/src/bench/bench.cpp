@@ -223,6 +223,10 @@ struct Check {
 // terminal event, attempt = 1 (noop jobs have max_attempts 1: a second
 // attempt would be a second claim).
 Check check_exactly_once(pg::SyncConnection& c, const std::string& queue, long long expected) {
+  // Hash joins whatever the statistics say: right after a drain they still
+  // describe the queue as it was, and a nested loop over the event aggregate
+  // is quadratic (a 100 000-job check ran for over ten minutes).
+  c.exec("SET enable_nestloop = off");
   auto r = c.exec(R"(
     WITH j AS (SELECT id, status, attempt FROM bgexec.job WHERE queue = $1),
     e AS (SELECT ev.job_id,
@@ -237,6 +241,7 @@ Check check_exactly_once(pg::SyncConnection& c, const std::string& queue, long l
                         + greatest(j.attempt - 1, 0)), 0)
       FROM j LEFT JOIN e ON e.job_id = j.id)",
                   {queue});
+  c.exec("RESET enable_nestloop");
   Check k;
   k.jobs = to_ll(r.get(0, 0).value_or("0"));
   k.completed = to_ll(r.get(0, 1).value_or("0"));
@@ -283,21 +288,31 @@ Drain drain(const Options& o, const std::string& queue, long long n, int w, int 
     ++monitor_stmts;
     WorkerSet ws(o, queue, w, c, phase);
     auto last_progress = Clock::now();
+    auto last_count = Clock::now();
     long long last_left = -1;
     for (;;) {
-      // Both partial indexes (runnable, running) keep this cheap while draining.
-      auto left = to_ll(mon->scalar(
-          "SELECT (SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status = 'queued')"
-          " + (SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status = 'running')",
-          {queue}));
+      // The monitor must not load the server it measures: counting a deep
+      // queue every 25 ms took ~15 % of the server's CPU during a drain.
+      // So every 25 ms only "is anything left?" (the first live entry of
+      // each partial index), and the count for stall detection once a second.
+      bool busy = mon->scalar(
+                      "SELECT EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status = 'queued')"
+                      " OR EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status = 'running')",
+                      {queue}) == "t";
       ++monitor_stmts;
-      if (left == 0) break;
-      if (left != last_left) {
-        last_left = left;
-        last_progress = Clock::now();
-      } else if (secs_since(last_progress) > 60) {
-        note("drain stalled with " + std::to_string(left) + " jobs left");
-        break;
+      if (!busy) break;
+      if (secs_since(last_count) >= 1) {
+        last_count = Clock::now();
+        auto left = to_ll(mon->scalar(
+            "SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running')", {queue}));
+        ++monitor_stmts;
+        if (left != last_left) {
+          last_left = left;
+          last_progress = Clock::now();
+        } else if (secs_since(last_progress) > 60) {
+          note("drain stalled with " + std::to_string(left) + " jobs left");
+          break;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
