@@ -10,7 +10,8 @@
 // outcome here frees its slot (River's shape): the fetcher is woken and may
 // claim a replacement while the batch is written; the job keeps its lease (and
 // its heartbeats) until its finish is written, and the worker bounds the
-// leases it holds to 2 x concurrency (Worker::free_slots).  Each item is exactly bgexec.finish(): applied only
+// leases it holds to concurrency + max(concurrency, batch) (Worker::free_slots).
+// Each item is exactly bgexec.finish(): applied only
 // under the job's current lease, so re-sending a batch after a dropped
 // connection is safe (an item already applied is refused the second time).
 
@@ -66,6 +67,8 @@ class Completer {
                                        nlohmann::json body, Clock::time_point until);
   // Jobs whose outcome is queued or being written (they hold no slot, only a lease).
   std::size_t waiting() const { return queue_.size() + sending_; }
+  // The most items one finish_many carries.
+  std::size_t batch_max() const { return batch_max_; }
 
  private:
   struct Pending {

@@ -189,7 +189,8 @@ void Worker::start_job(std::shared_ptr<Job> job) {
 int Worker::free_slots() const {
   int held = static_cast<int>(jobs_.size());
   int running = held - static_cast<int>(std::min(completer_->waiting(), jobs_.size()));
-  return std::min(cfg_.concurrency - running, 2 * cfg_.concurrency - held);
+  int awaiting_cap = std::max(cfg_.concurrency, static_cast<int>(completer_->batch_max()));
+  return std::min(cfg_.concurrency - running, cfg_.concurrency + awaiting_cap - held);
 }
 
 asio::awaitable<void> Worker::fetcher() {

@@ -70,7 +70,9 @@ class Worker {
   asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
                                       Clock::time_point until, bool* retried);
   // Slots the fetcher may claim now: a job waiting on the completer no longer
-  // holds a slot, but leases held (running + awaiting finish) stay <= 2 x concurrency.
+  // holds a slot, but leases held (running + awaiting finish) stay <=
+  // concurrency + max(concurrency, finish batch): room for one full finish
+  // batch even with few slots, so finishes are not cut short by the cap.
   int free_slots() const;
   void start_job(std::shared_ptr<Job> job);
   void on_signal(int sig);
