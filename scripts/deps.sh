@@ -9,6 +9,7 @@ PKGS=(
   libboost1.81-dev nlohmann-json3-dev libgtest-dev googletest
   procps psmisc curl jq python3
   chromium
+  pgbouncer
   ${BGEXEC_EXTRA_PKGS:-}
 )
 # Node.js runs the HTTP tests (eventsource, playwright-core); any install with
@@ -37,5 +38,6 @@ echo "deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# Debian's postgresql-common may start the packaged "main" cluster on 5432;
-# bgexec's scripts never use it and never stop it.
+# Debian's postgresql-common may start the packaged "main" cluster on 5432,
+# and the pgbouncer package its service on 6432; bgexec's scripts never use
+# them and never stop them (test/e2e/11-pooler.sh runs its own pgbouncer).

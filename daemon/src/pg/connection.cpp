@@ -6,6 +6,8 @@
 #include <libpq-fe.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <cstdint>
+#include <cstdio>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace bgexec::pg {
@@ -117,6 +119,7 @@ Connection::~Connection() { close(); }
 bool Connection::connected() const { return conn_ && PQstatus(conn_) == CONNECTION_OK; }
 
 void Connection::close() {
+  prepared_.clear();  // they lived in the server session
   if (sd_) {
     sd_->release();  // libpq owns the socket: never let Asio close it
     sd_.reset();
@@ -227,26 +230,33 @@ asio::awaitable<void> Connection::connect() {
   PQsetNoticeProcessor(conn_, on_notice, &name_);
 }
 
-asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params) {
-  co_await lock();
-  Unlock guard{[this] { unlock(); }};
-  if (!connected()) co_await connect();
+// A name for the server-side prepared statement of `sql`: FNV-1a of the
+// text, so the same text always gets the same name (even across processes,
+// which matters behind a pooler that shares server connections).
+std::string Connection::statement_name(const std::string& sql) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : sql) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "bgexec_%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
 
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                         values.data(), nullptr, nullptr, 0))
-    fail(name_ + ": send");
+asio::awaitable<void> Connection::flush_out() {
   for (;;) {
     int f = PQflush(conn_);
     if (f == 0) break;
     if (f < 0) fail(name_ + ": flush");
     co_await wait(true);
   }
+}
 
+// Reads every result of the statement sent; the last non-error result is
+// returned, the first error (if any) is stored in `err`.
+asio::awaitable<Result> Connection::read_results(std::optional<Error>& err) {
   Result last;
-  std::optional<Error> err;
   for (;;) {
     while (PQisBusy(conn_)) {
       co_await wait(false);
@@ -272,6 +282,55 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
       throw *err;
     }
     fail(name_ + ": connection lost");
+  }
+  co_return last;
+}
+
+asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
+  co_await lock();
+  Unlock guard{[this] { unlock(); }};
+  if (!connected()) co_await connect();
+
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const int n = static_cast<int>(values.size());
+
+  std::optional<Error> err;
+  std::string stmt;
+  if (prepare && prepare_ok_) {
+    stmt = statement_name(sql);
+    if (!prepared_.count(stmt)) {
+      if (!PQsendPrepare(conn_, stmt.c_str(), sql.c_str(), n, nullptr)) fail(name_ + ": send");
+      co_await flush_out();
+      co_await read_results(err);
+      // 42P05: a pooler's server connection already has it (same text, same name).
+      if (err && err->sqlstate() != "42P05") throw *err;
+      err.reset();
+      prepared_.insert(stmt);
+    }
+    if (!PQsendQueryPrepared(conn_, stmt.c_str(), n, values.data(), nullptr, nullptr, 0))
+      fail(name_ + ": send");
+  } else if (!PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)) {
+    fail(name_ + ": send");
+  }
+  co_await flush_out();
+  Result last = co_await read_results(err);
+  // Running the text again is safe after any error: each call is one
+  // autocommit statement, so an error means nothing was committed.
+  if (err && !stmt.empty() && err->sqlstate() == "26000") {
+    // The prepared statement is gone although we made it: a transaction-mode
+    // pooler moved us to another server connection.  Run the text instead,
+    // from now on on this connection.
+    core::log("warn", "prepared statements unavailable on this connection, not using them",
+              {{"conn", name_}, {"error", err->what()}});
+    prepare_ok_ = false;
+    prepared_.clear();
+    err.reset();
+    if (!PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
+      fail(name_ + ": send");
+    co_await flush_out();
+    last = co_await read_results(err);
   }
   if (err) throw *err;
   co_return last;

@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -89,7 +90,12 @@ class Connection {
   // Drops the connection; pending waits end with an Error.
   void close();
   // Runs one statement with text parameters; waits its turn.  Throws Error.
-  asio::awaitable<Result> query(const std::string& sql, const Params& params = {});
+  // `prepare`: as a named prepared statement, parsed and planned once per
+  // session (the hot worker calls).  When the server loses it (SQLSTATE
+  // 26000: a transaction-mode pooler switched server connections) the
+  // statement runs as text instead, and so does every later one on this
+  // connection.
+  asio::awaitable<Result> query(const std::string& sql, const Params& params = {}, bool prepare = false);
   // Waits until notifications arrive (after LISTEN); throws Error when the connection breaks.
   asio::awaitable<std::vector<Notification>> wait_notifications();
   // Asks the server to cancel the statement in flight (PQcancel, brief blocking connect).
@@ -103,6 +109,9 @@ class Connection {
   void attach_socket();
   [[noreturn]] void fail(const std::string& what);
   std::vector<Notification> drain_notifies();
+  static std::string statement_name(const std::string& sql);
+  asio::awaitable<void> flush_out();
+  asio::awaitable<Result> read_results(std::optional<Error>& err);
 
   asio::any_io_executor ex_;
   std::string conninfo_;
@@ -111,6 +120,8 @@ class Connection {
   std::unique_ptr<asio::posix::stream_descriptor> sd_;
   int fd_ = -1;
   bool busy_ = false;
+  bool prepare_ok_ = true;
+  std::set<std::string> prepared_;
   std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
 };
 

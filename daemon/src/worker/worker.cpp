@@ -99,7 +99,7 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
   for (bool first = true;; first = false) {
     if (!first && retried) *retried = true;
     try {
-      co_return co_await conn.query(sql, params);
+      co_return co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
     } catch (const pg::Error& e) {
       auto cls = core::classify(e.sqlstate());
       if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
@@ -154,7 +154,7 @@ asio::awaitable<int> Worker::claim_once(int free) {
       "SELECT c.job_id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt, c.max_attempts,"
       " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"
       " c.completed_steps, c.completed_stdout FROM bgexec.claim($1, $2::text[], $3, $4::interval) c",
-      std::move(arg1_));
+      std::move(arg1_), /*prepare=*/true);
   for (int i = 0; i < r.rows(); ++i) {
     Claim c;
     c.job_id = std::stoll(r.get(i, 0).value_or("0"));
@@ -236,7 +236,8 @@ asio::awaitable<void> Worker::heartbeater() {
     auto sent = Clock::now();
     try {
       pg::Params arg1_ = {cfg_.id, leases, core::to_pg_interval(cfg_.lease_s)};
-      auto r = co_await hb_.query("SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)", std::move(arg1_));
+      auto r = co_await hb_.query("SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)", std::move(arg1_),
+                                  /*prepare=*/true);
       std::map<std::int64_t, std::string> actions;
       for (int i = 0; i < r.rows(); ++i)
         actions[std::stoll(r.get(i, 0).value_or("0"))] = r.get(i, 1).value_or("lost");
