@@ -53,10 +53,10 @@ export async function freePort() {
   return port;
 }
 
-// Starts a private gateway; returns {url, proc, stop()}.
-export async function startGateway(port) {
+// Starts a private gateway (extra `serve` flags in `args`); returns {url, proc, stop()}.
+export async function startGateway(port, args = []) {
   const proc = spawn(process.env.BGEXEC_BIN,
-    ['serve', '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS],
+    ['serve', '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS, ...args],
     { stdio: ['ignore', 'ignore', 'inherit'] });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {

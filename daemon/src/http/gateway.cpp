@@ -49,6 +49,7 @@ bhttp::status status_for(const std::string& st) {
       st == "22008" || st == "22003" || st == "22001" || st == "23502")
     return bhttp::status::unprocessable_entity;
   if (st == "53400") return bhttp::status::too_many_requests;
+  if (st == "57014") return bhttp::status::gateway_timeout;  // --statement-timeout (or a cancel)
   if (st == "42501") return bhttp::status::forbidden;
   if (st.rfind("08", 0) == 0 || st == "57P01" || st == "57P02" || st == "57P03" || st == "53300")
     return bhttp::status::service_unavailable;
@@ -79,6 +80,7 @@ HttpError from_pg(const pg::Error& e) {
   if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
   auto status = status_for(e.sqlstate());
   if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;
+  if (status == bhttp::status::gateway_timeout) msg = "database statement timed out: " + msg;
   return {status, e.sqlstate(), msg};
 }
 
@@ -271,7 +273,7 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
 }  // namespace
 
 Gateway::Gateway(asio::any_io_executor ex, GatewayConfig cfg)
-    : ex_(ex), cfg_(std::move(cfg)), pool_(ex, cfg_.conninfo, cfg_.pool_size),
+    : ex_(ex), cfg_(std::move(cfg)), pool_(ex, cfg_.conninfo, cfg_.pool_size, cfg_.statement_timeout_ms),
       notifier_(ex, cfg_.conninfo) {}
 
 asio::awaitable<void> Gateway::listen(asio::ip::tcp::acceptor& acceptor) {

@@ -29,6 +29,7 @@ struct GatewayConfig {
   unsigned short port = 8080;
   std::map<std::string, std::string> tokens;  // bearer token -> database role
   std::size_t pool_size = 4;
+  long statement_timeout_ms = 30000;  // per request statement; 0 = none
 };
 
 class Gateway {

@@ -14,14 +14,18 @@ struct RoleSwitchLost : pg::Error {
   explicit RoleSwitchLost(const pg::Error& e) : pg::Error(e) {}
 };
 // SET ROLE in function form: the role name is a parameter ("none" = RESET ROLE).
-const std::string set_role_sql = "SELECT pg_catalog.set_config('role', $1, false)";
+// The session's statement_timeout goes with it: a fresh session always sets
+// its role first, so no session runs a request without the timeout.
+const std::string set_role_sql =
+    "SELECT pg_catalog.set_config('role', $1, false), pg_catalog.set_config('statement_timeout', $2, false)";
 
 [[noreturn]] void role_error(const pg::Error& e) {
   throw pg::Error("42501", "cannot act as the token's role: " + std::string(e.what()));
 }
 }  // namespace
 
-Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size) : ex_(ex) {
+Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, long statement_timeout_ms)
+    : ex_(ex), statement_timeout_(std::to_string(statement_timeout_ms)) {
   for (std::size_t i = 0; i < size; ++i) {
     auto s = std::make_unique<Slot>();
     s->conn = std::make_unique<pg::Connection>(ex, conninfo, "http-pool-" + std::to_string(i));
@@ -60,7 +64,7 @@ asio::awaitable<pg::Result> Pool::run(Slot& s, const std::string& role, const st
   if (s.role != role || !s.conn->connected()) {
     s.role = unknown_role;
     try {
-      pg::Params p{role.empty() ? std::string("none") : role};
+      pg::Params p{role.empty() ? std::string("none") : role, statement_timeout_};
       co_await s.conn->query(set_role_sql, std::move(p));
     } catch (const pg::Error& e) {
       // Nothing ran yet: a lost connection is retried by the caller; any other

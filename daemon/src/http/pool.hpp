@@ -28,7 +28,9 @@ namespace asio = boost::asio;
 
 class Pool {
  public:
-  Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size);
+  // statement_timeout_ms: the sessions' statement_timeout (0 = none), set
+  // with the role on every fresh session.
+  Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, long statement_timeout_ms = 0);
   // Runs `sql` as `role` ("" = the gateway's login role).  Throws pg::Error.
   // With idempotent=true a statement that failed because the connection was
   // lost (e.g. after a database restart) is retried once on a fresh connection.
@@ -47,6 +49,7 @@ class Pool {
                                   const pg::Params& params);
 
   asio::any_io_executor ex_;
+  std::string statement_timeout_;  // milliseconds, as set_config takes it
   std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
 };

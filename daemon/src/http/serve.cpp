@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +21,7 @@ namespace bgexec::http {
 namespace {
 
 constexpr const char* usage = R"(usage: bgexec serve [--db CONNINFO] [--listen HOST:PORT] --tokens FILE [--pool N]
+                    [--statement-timeout SECONDS]
 
 HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
   --db CONNINFO      libpq connection string (else BGEXEC_DB, else PG* variables).
@@ -28,6 +30,10 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
   --tokens FILE      JSON object {"<bearer token>": "<database role>", ...}. Required.
   --pool N           query connections, shared by all requests. Defaults to 4.
                      (One more connection LISTENs for every event stream.)
+  --statement-timeout SECONDS
+                     bound on each database statement of a request (lock
+                     waits included); past it the request gets 504.
+                     Defaults to 30; 0 = no bound.
 )";
 
 }  // namespace
@@ -54,6 +60,15 @@ int run_serve(const std::vector<std::string>& args) {
       else if (flag == "--listen") listen = value();
       else if (flag == "--tokens") tokens_file = value();
       else if (flag == "--pool") cfg.pool_size = std::stoul(value());
+      else if (flag == "--statement-timeout") {
+        std::string v = value();
+        char* end = nullptr;
+        double secs = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !std::isfinite(secs) || secs < 0 || secs > 86400)
+          throw std::runtime_error("--statement-timeout must be 0..86400 seconds");
+        cfg.statement_timeout_ms = static_cast<long>(secs * 1000 + 0.5);
+        if (secs > 0 && cfg.statement_timeout_ms == 0) cfg.statement_timeout_ms = 1;
+      }
       else throw std::runtime_error("unknown flag " + a);
     } catch (const std::exception& e) {
       std::cerr << "bgexec serve: " << e.what() << "\n\n" << usage;

@@ -1,0 +1,47 @@
+// --statement-timeout: a request whose statement waits on the database (here
+// a row lock held by another session) ends with 504 and changes nothing,
+// instead of holding a pool connection for as long as the lock lasts.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { api, psql, freePort, startGateway, sleep, uniq, A } from './lib.mjs';
+
+test('a statement blocked past --statement-timeout answers 504 and writes nothing', async () => {
+  const gw = await startGateway(await freePort(), ['--statement-timeout', '1', '--pool', '1']);
+  const locker = { kill() {} };
+  try {
+    const queue = uniq('timeout');
+    const sub = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    assert.equal(sub.status, 201);
+    const id = sub.body.id;
+    // Another session holds the job's row lock for 3 s; stop() must wait for it.
+    const p = spawn('psql', ['-X', '-q', '-d', 'postgres', '-c',
+      `BEGIN; SELECT 1 FROM bgexec.job WHERE id = ${id} FOR UPDATE; SELECT pg_sleep(3); COMMIT;`],
+    { stdio: 'ignore' });
+    locker.kill = () => { try { p.kill('SIGKILL'); } catch { /* gone */ } };
+    for (let i = 0; i < 50 && psql(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                                      WHERE c.relname = 'job' AND l.mode = 'RowShareLock' AND l.granted`) === '0'; i++) {
+      await sleep(100);
+    }
+    const t0 = Date.now();
+    const r = await api('POST', `/v1/jobs/${id}/stop`, { token: A, base: gw.url });
+    const waited = Date.now() - t0;
+    assert.equal(r.status, 504, r.text);
+    assert.equal(r.body.error.sqlstate, '57014');
+    assert.match(r.body.error.message, /timed out/);
+    assert.ok(waited >= 900 && waited < 2900, `answered after ${waited} ms`);
+    assert.equal(psql(`SELECT status FROM bgexec.job WHERE id = ${id}`), 'queued');
+    // The pool's only connection is usable again at once (same session, same timeout).
+    const g = await api('GET', `/v1/jobs/${id}`, { token: A, base: gw.url });
+    assert.equal(g.status, 200);
+    // Once the lock is gone, the same request succeeds.
+    if (p.exitCode === null) await once(p, 'exit');
+    const s = await api('POST', `/v1/jobs/${id}/stop`, { token: A, base: gw.url });
+    assert.equal(s.status, 200, s.text);
+    assert.equal(psql(`SELECT status FROM bgexec.job WHERE id = ${id}`), 'cancelled');
+  } finally {
+    locker.kill();
+    gw.kill();
+  }
+});
