@@ -538,7 +538,7 @@ CREATE FUNCTION bgexec.claim(worker_id text, queues text[], max_jobs int,
 	RETURNS TABLE (job_id bigint, lease bigint, queue text, kind text, owner name,
 	               payload jsonb, attempt int, max_attempts int,
 	               deadline timestamptz, lease_expires_at timestamptz,
-	               completed_steps jsonb, completed_stdout jsonb)
+	               completed_steps jsonb, completed_stdout jsonb, started_seq int)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
 	-- One cached plan per statement: the candidate scan's LIMIT and the queue
@@ -690,7 +690,8 @@ BEGIN
 	SELECT c.id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt,
 	       c.max_attempts, c.deadline, c.lease_expires_at,
 	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_steps(c.id) ELSE '{}'::jsonb END,
-	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_stdout(c.id) ELSE '{}'::jsonb END
+	       CASE WHEN c.last_seq > 1 THEN bgexec._completed_stdout(c.id) ELSE '{}'::jsonb END,
+	       c.last_seq
 	  FROM claimed c
 	 ORDER BY c.priority DESC, c.run_after, c.id;
 END
@@ -735,7 +736,15 @@ COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval) IS
  * (invariant 3).  The job row lock taken by the UPDATE serializes appends, so
  * seqs are gapless (invariant 6).  Workers may not write terminal or
  * DB-owned kinds. */
-CREATE FUNCTION bgexec.append_events(job_id bigint, lease bigint, events jsonb)
+/* append_events: a batch of worker events under a lease, seq'd in order.
+ * after_seq makes a retried batch idempotent: the worker passes the last seq
+ * it knows of (its previous append, or the started seq from claim), and when
+ * the job's worker events after that seq are exactly this batch -- the first
+ * attempt committed but its reply was lost -- nothing is written and the
+ * job's last seq is returned.  Only the lease holder appends these kinds, one
+ * batch at a time, so what follows after_seq is this batch or nothing; other
+ * events (stop_requested, ...) are not compared. */
+CREATE FUNCTION bgexec.append_events(job_id bigint, lease bigint, events jsonb, after_seq int DEFAULT NULL)
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
@@ -748,6 +757,9 @@ BEGIN
 	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
 		RAISE EXCEPTION 'events must be a JSON array of {"kind", "data"} objects'
 			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF after_seq < 0 THEN
+		RAISE EXCEPTION 'after_seq must not be negative' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	v_n := jsonb_array_length(events);
 	SELECT e->>'kind' INTO v_bad FROM jsonb_array_elements(events) e
@@ -766,12 +778,35 @@ BEGIN
 		   AND j.status = 'running';
 		RETURN v_last;
 	END IF;
+	-- The common case in one statement: nothing was appended after after_seq.
 	UPDATE bgexec.job j SET last_seq = j.last_seq + v_n
 	 WHERE j.id = append_events.job_id AND j.lease = append_events.lease
 	   AND j.status = 'running'
+	   AND (append_events.after_seq IS NULL OR j.last_seq <= append_events.after_seq)
 	RETURNING j.last_seq INTO v_last;
 	IF v_last IS NULL THEN
-		RETURN NULL;
+		IF append_events.after_seq IS NULL THEN
+			RETURN NULL;
+		END IF;
+		SELECT j.last_seq INTO v_last FROM bgexec.job j
+		 WHERE j.id = append_events.job_id AND j.lease = append_events.lease
+		   AND j.status = 'running'
+		   FOR UPDATE;
+		IF NOT FOUND THEN
+			RETURN NULL;
+		END IF;
+		IF (SELECT coalesce(jsonb_agg(jsonb_build_object('kind', e.kind, 'data', e.data) ORDER BY e.seq), '[]')
+		      FROM bgexec.job_event e
+		     WHERE e.job_id = append_events.job_id AND e.seq > append_events.after_seq
+		       AND e.kind IN ('step_started', 'step_completed', 'step_failed', 'log', 'progress'))
+		   = (SELECT jsonb_agg(jsonb_build_object('kind', x.v->>'kind', 'data', coalesce(x.v->'data', '{}'))
+		                       ORDER BY x.ord)
+		        FROM jsonb_array_elements(events) WITH ORDINALITY AS x(v, ord)) THEN
+			RETURN v_last;  -- a replay: written by the attempt whose reply was lost
+		END IF;
+		UPDATE bgexec.job j SET last_seq = j.last_seq + v_n
+		 WHERE j.id = append_events.job_id
+		RETURNING j.last_seq INTO v_last;
 	END IF;
 	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
 	SELECT append_events.job_id, v_last - v_n + e.ord::int, e.v->>'kind',
@@ -781,18 +816,19 @@ BEGIN
 	RETURN v_last;
 END
 $$;
-COMMENT ON FUNCTION bgexec.append_events(bigint, bigint, jsonb) IS
-	'appends a batch of events under a lease; NULL and nothing written when the lease is not current';
+COMMENT ON FUNCTION bgexec.append_events(bigint, bigint, jsonb, int) IS
+	'appends a batch of events under a lease; NULL and nothing written when the lease is not current; with after_seq a retried batch is written once';
 
-CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data jsonb DEFAULT '{}')
+CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data jsonb DEFAULT '{}',
+                                    after_seq int DEFAULT NULL)
 	RETURNS int
 	LANGUAGE sql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
 	AS $$
 	SELECT bgexec.append_events(job_id, lease,
-	         jsonb_build_array(jsonb_build_object('kind', kind, 'data', coalesce(data, '{}'))))
+	         jsonb_build_array(jsonb_build_object('kind', kind, 'data', coalesce(data, '{}'))), after_seq)
 $$;
-COMMENT ON FUNCTION bgexec.append_event(bigint, bigint, text, jsonb) IS
+COMMENT ON FUNCTION bgexec.append_event(bigint, bigint, text, jsonb, int) IS
 	'appends one event under a lease; returns its seq, or NULL when the lease is not current';
 
 /* finish: the guarded terminal write.  Applies only while status='running'
@@ -1402,8 +1438,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.deregister_worker(text),
 	bgexec.claim(text, text[], int, interval),
 	bgexec.heartbeat(text, bigint[], interval),
-	bgexec.append_event(bigint, bigint, text, jsonb),
-	bgexec.append_events(bigint, bigint, jsonb),
+	bgexec.append_event(bigint, bigint, text, jsonb, int),
+	bgexec.append_events(bigint, bigint, jsonb, int),
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),
 	bgexec.finish_many(jsonb),
 	bgexec.reconcile()

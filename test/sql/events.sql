@@ -27,3 +27,25 @@ RESET bgexec.notify_events;
 SELECT * FROM bgexec.events(-1);
 -- negative: events must be an array
 SELECT bgexec.append_events(:k, :l, '{}');
+-- after_seq: a batch retried after a lost reply is written once.  The worker
+-- passes the last seq it knows (claim's started_seq, then each append's).
+SELECT bgexec.submit('noop', queue => 'ev-retry') AS r \gset
+SELECT lease AS l, started_seq AS s0 FROM bgexec.claim('w', '{ev-retry}', 1) \gset
+SELECT :s0 AS started_seq;
+SELECT bgexec.append_events(:r, :l, '[{"kind": "log", "data": {"lines": ["a"]}}, {"kind": "progress"}]', :s0) AS first;
+-- the same batch again (its first reply was lost): nothing new, same answer
+SELECT bgexec.append_events(:r, :l, '[{"kind": "log", "data": {"lines": ["a"]}}, {"kind": "progress"}]', :s0) AS retried;
+-- a stop request lands between the attempts: still recognised
+SELECT bgexec.stop(:r);
+SELECT bgexec.append_events(:r, :l, '[{"kind": "log", "data": {"lines": ["a"]}}, {"kind": "progress"}]', :s0) AS retried_after_stop;
+-- the same content as a new batch (after_seq current): written
+SELECT bgexec.append_events(:r, :l, '[{"kind": "log", "data": {"lines": ["a"]}}, {"kind": "progress"}]', 4) AS same_content_new;
+-- other content after a stale after_seq: written (not mistaken for a replay)
+SELECT bgexec.append_event(:r, :l, 'log', '{"lines": ["b"]}', 4) AS other_content;
+SELECT bgexec.append_event(:r, :l, 'log', '{"lines": ["b"]}', 6) AS single_retried;
+-- a lease that is not current writes nothing, replay or not
+SELECT bgexec.append_events(:r, :l + 1000, '[{"kind": "log", "data": {"lines": ["b"]}}]', 6) IS NULL AS refused;
+SELECT gapless(:r), event_kinds(:r);
+SELECT seq, kind, data FROM bgexec.job_event WHERE job_id = :r AND seq > 1 ORDER BY seq;
+-- negative: after_seq below zero
+SELECT bgexec.append_events(:r, :l, '[{"kind": "log"}]', -1);

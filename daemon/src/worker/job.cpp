@@ -16,6 +16,8 @@
 #include <signal.h>
 
 #include <array>
+#include <cstdint>
+#include <cstdlib>
 
 namespace bgexec::worker {
 
@@ -72,7 +74,7 @@ asio::awaitable<void> feed_stdin(std::shared_ptr<proc::Child> c, std::shared_ptr
 
 Job::Job(Worker& w, Claim c)
     : w_(w), c_(std::move(c)), wake_(w.executor()), deadline_timer_(w.executor()),
-      flush_timer_(w.executor()) {}
+      flush_timer_(w.executor()), known_seq_(c_.started_seq) {}
 
 Job::~Job() = default;
 
@@ -155,10 +157,37 @@ asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, c
   co_return r.get(0, 0);
 }
 
+asio::awaitable<std::optional<std::string>> Job::append_write(const std::string& sql, pg::Params params) {
+  while (appending_) {
+    auto t = std::make_shared<asio::steady_timer>(w_.executor(), asio::steady_timer::time_point::max());
+    append_waiters_.push_back(t);
+    co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  appending_ = true;
+  struct Release {
+    Job* j;
+    ~Release() {
+      j->appending_ = false;
+      if (!j->append_waiters_.empty()) {
+        j->append_waiters_.front()->cancel();
+        j->append_waiters_.pop_front();
+      }
+    }
+  } release{this};
+  params.push_back(std::to_string(known_seq_));
+  auto seq = co_await write(sql, params);
+  if (seq) {
+    char* end = nullptr;
+    long v = std::strtol(seq->c_str(), &end, 10);
+    if (*end == '\0' && v > known_seq_ && v <= INT32_MAX) known_seq_ = static_cast<int>(v);
+  }
+  co_return seq;
+}
+
 asio::awaitable<void> Job::append(const std::string& kind, const json& data) {
   co_await flush_logs();
   pg::Params arg1_ = {id_str(id()), id_str(lease()), kind, mask(data).dump()};
-  auto seq = co_await write("SELECT bgexec.append_event($1, $2, $3, $4::jsonb)", std::move(arg1_));
+  auto seq = co_await append_write("SELECT bgexec.append_event($1, $2, $3, $4::jsonb, $5)", std::move(arg1_));
   if (!seq) {
     abandon("append_event refused: lease no longer current");
     throw Abandoned{};
@@ -232,7 +261,7 @@ asio::awaitable<void> Job::flush_logs() {
   std::optional<std::string> seq;
   ++log_flushes_;
   try {
-    seq = co_await write("SELECT bgexec.append_events($1, $2, $3::jsonb)", std::move(arg1_));
+    seq = co_await append_write("SELECT bgexec.append_events($1, $2, $3::jsonb, $4)", std::move(arg1_));
   } catch (...) {
     --log_flushes_;
     wake_.notify();

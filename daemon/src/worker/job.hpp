@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -32,6 +33,7 @@ struct Claim {
   std::string payload_text;          // parsed by the job, so bad JSON fails the job only
   std::string completed_steps_text;
   std::string completed_stdout_text;  // step id -> captured stdout, same runs
+  int started_seq = 0;                // seq of this attempt's started event
   int attempt = 0;
   int max_attempts = 1;
   std::optional<Clock::time_point> deadline;
@@ -90,6 +92,10 @@ class Job : public std::enable_shared_from_this<Job> {
   // Abandons the run (throws Abandoned) on a connection/retry-class error of a write.
   void on_write_error(const pg::Error& e);
   asio::awaitable<void> append(const std::string& kind, const nlohmann::json& data);
+  // One append_event(s) call: one at a time per job, with the last seq the
+  // job knows as after_seq, so a batch re-sent after a lost reply is written
+  // once.  `sql` takes after_seq as its last parameter.
+  asio::awaitable<std::optional<std::string>> append_write(const std::string& sql, pg::Params params);
   asio::awaitable<void> flush_logs();
   asio::awaitable<void> finish(const std::string& outcome, const nlohmann::json& body);
   void log_line(const std::string& id, const char* stream, std::string line);
@@ -113,6 +119,9 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::steady_timer flush_timer_;
   bool flush_armed_ = false;
   int log_flushes_ = 0;  // append_events in flight (finish waits for them: the terminal event stays last)
+  int known_seq_ = 0;    // the job's last seq as of our latest append (or the claim)
+  bool appending_ = false;
+  std::deque<std::shared_ptr<asio::steady_timer>> append_waiters_;
   nlohmann::json pending_logs_ = nlohmann::json::array();
   std::size_t pending_lines_ = 0;
   std::size_t log_bytes_ = 0;

@@ -153,7 +153,8 @@ asio::awaitable<int> Worker::claim_once(int free) {
   auto r = co_await ctl_.query(
       "SELECT c.job_id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt, c.max_attempts,"
       " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"
-      " c.completed_steps, c.completed_stdout FROM bgexec.claim($1, $2::text[], $3, $4::interval) c",
+      " c.completed_steps, c.completed_stdout, c.started_seq"
+      " FROM bgexec.claim($1, $2::text[], $3, $4::interval) c",
       std::move(arg1_), /*prepare=*/true);
   for (int i = 0; i < r.rows(); ++i) {
     Claim c;
@@ -169,6 +170,7 @@ asio::awaitable<int> Worker::claim_once(int free) {
     if (auto d = r.get(i, 8)) c.deadline = c.lease_expiry + seconds(std::strtod(d->c_str(), nullptr));
     c.completed_steps_text = r.get(i, 9).value_or("{}");
     c.completed_stdout_text = r.get(i, 10).value_or("{}");
+    c.started_seq = std::stoi(r.get(i, 11).value_or("0"));
     start_job(std::make_shared<Job>(*this, std::move(c)));
   }
   co_return r.rows();

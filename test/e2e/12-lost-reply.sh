@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A reply lost after commit: the worker's connection goes through a proxy that,
+# once, forwards an append_events call carrying a marker log line, lets the
+# server commit it, and then cuts the connection instead of passing the reply
+# on.  The worker retries the call on a new connection; after_seq makes the
+# retry write nothing, so the marker line is stored exactly once and the job's
+# events stay gapless.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57953
+
+cat >"$E2E_DIR/proxy.py" <<'EOF'
+import asyncio, sys
+listen_port, pg_sock, marker, flag = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode(), sys.argv[4]
+done = False
+
+async def pipe_client(cr, sw, state):
+    while data := await cr.read(65536):
+        if not done and marker in data:
+            state["armed"] = True
+        sw.write(data)
+        await sw.drain()
+    sw.close()
+
+async def pipe_server(sr, cw, sw, state):
+    global done
+    while data := await sr.read(65536):
+        # ReadyForQuery ('Z', length 5, idle): the marked call has committed.
+        if state["armed"] and not done and b"Z\x00\x00\x00\x05I" in data:
+            done = True
+            open(flag, "w").write("cut\n")
+            cw.transport.abort()
+            sw.transport.abort()
+            return
+        cw.write(data)
+        await cw.drain()
+    cw.close()
+
+async def handle(cr, cw):
+    sr, sw = await asyncio.open_unix_connection(pg_sock)
+    state = {"armed": False}
+    await asyncio.gather(pipe_client(cr, sw, state), pipe_server(sr, cw, sw, state),
+                         return_exceptions=True)
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", listen_port)
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+EOF
+python3 "$E2E_DIR/proxy.py" 57954 "$E2E_DIR/pg/.s.PGSQL.57953" LOST-REPLY-MARKER "$E2E_DIR/cut" \
+  >"$E2E_DIR/proxy.log" 2>&1 &
+E2E_PIDS+=("$!")
+PROXIED="host=127.0.0.1 port=57954 dbname=postgres user=postgres"
+wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
+
+start_worker w1 --db "$PROXIED" --allow-run --poll 0.2
+j=$("$BGEXEC" submit workflow '{"steps": [
+  {"id": "a", "run": ["sh", "-c", "echo before; echo LOST-REPLY-MARKER; echo after"]},
+  {"id": "b", "needs": ["a"], "run": ["echo", "next step"]}]}')
+wait_status "$j" completed 60
+[[ -f $E2E_DIR/cut ]] || fail "the proxy never cut a reply (marker not seen)"
+grep -q 'database call failed, retrying' "$E2E_DIR/w1.log" || fail "the worker did not retry the cut call"
+n=$(sql "SELECT count(*) FROM bgexec.job_event, jsonb_array_elements_text(data->'lines') l
+          WHERE job_id = $j AND kind = 'log' AND l = 'LOST-REPLY-MARKER'")
+[[ $n == 1 ]] || fail "the marker line is stored $n times"
+[[ $(sql "SELECT bool_and(seq = rn) FROM (SELECT seq, row_number() OVER (ORDER BY seq) AS rn
+                                           FROM bgexec.job_event WHERE job_id = $j) s") == t ]] \
+  || fail "events not gapless"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $j AND kind = 'step_completed'") == 2 ]] \
+  || fail "step events duplicated or missing"
+ok "a batch retried after its reply was lost is stored once"
