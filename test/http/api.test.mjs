@@ -134,10 +134,13 @@ test('queues and metrics', async () => {
   assert.equal(m.status, 200);
   assert.match(m.headers.get('content-type'), /text\/plain/);
   for (const name of ['bgexec_jobs{queue=', 'bgexec_oldest_queued_seconds{', 'bgexec_workers_alive ',
-    'bgexec_claims_total ', 'bgexec_retries_total ', 'bgexec_lease_expiries_total{reason="worker_lost"}',
+    '# TYPE bgexec_jobs_finished_total counter', 'bgexec_claims_total ', 'bgexec_retries_total ',
+    'bgexec_lease_expiries_total{reason="worker_lost"}',
     'bgexec_job_duration_seconds_bucket{le="+Inf"}', 'bgexec_job_duration_seconds_count ']) {
     assert.ok(m.text.includes(name), name);
   }
-  const claims = Number(/^bgexec_claims_total (\d+)$/m.exec(m.text)[1]);
-  assert.equal(claims, Number(psql("SELECT count(*) FROM bgexec.job_event WHERE kind = 'started'")));
+  // Gauges: what is queued, running or suspended now, exactly.
+  const queued = Number(psql("SELECT count(*) FROM bgexec.job WHERE status = 'queued' AND queue = 'default'"));
+  const g = /^bgexec_jobs\{queue="default",status="queued"\} (\d+)$/m.exec(m.text);
+  assert.equal(Number(g ? g[1] : 0), queued);
 });

@@ -13,6 +13,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace bgexec::http {
@@ -52,10 +53,20 @@ class Gateway {
   const std::string* authenticate(const Request& req, const std::map<std::string, std::string>& qs,
                                   bool allow_query_token) const;
 
+  // /metrics counters: jobs finished since this gateway started, added up
+  // scrape by scrape from finished_at windows (metrics.cpp).
+  struct FinishedCounters {
+    std::optional<std::string> watermark;  // database time the counts reach
+    std::map<std::pair<std::string, std::string>, double> jobs;  // (queue, status) -> finished
+    double claims = 0, retries = 0, worker_lost = 0, timeouts = 0, count = 0, sum = 0;
+    std::map<std::string, double> buckets;  // le -> count
+  };
+
   asio::any_io_executor ex_;
   GatewayConfig cfg_;
   Pool pool_;
   Notifier notifier_;
+  FinishedCounters finished_;
 };
 
 }  // namespace bgexec::http

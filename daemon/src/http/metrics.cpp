@@ -1,6 +1,12 @@
 // GET /metrics: Prometheus text exposition, computed with one SQL statement
 // as the gateway's own login role (fleet-wide when that role is a superuser
 // or has BYPASSRLS; otherwise row-level security limits it to its own jobs).
+//
+// A scrape costs what is active, never the retained history: the gauges
+// count queued, running and suspended jobs through their partial indexes,
+// and the counters add up the jobs finished since the previous scrape
+// (job_finished_idx), so they grow from 0 when the gateway starts and purge
+// or retention never makes them shrink.
 #include "http/gateway.hpp"
 
 #include <cmath>
@@ -11,31 +17,54 @@ namespace bgexec::http {
 
 namespace {
 
-// Rows (metric, label name, label value, value).  Counters are counts of
-// job_event rows, so they shrink when purge/retention deletes old jobs.
+// How far behind now() a scrape counts finishes: finished_at is its
+// transaction's start, so a finish that commits later than this after it
+// began is not counted.  finish and finish_many commit in milliseconds.
+constexpr const char* commit_margin = "5 seconds";
+
+// Rows (metric, label 1, label 2, value).  $1: the previous scrape's
+// watermark (NULL on the first scrape: the counters start at 0).
 const char* metrics_sql = R"SQL(
-WITH qs AS (SELECT * FROM bgexec.queue_stats),
-d AS (SELECT extract(epoch FROM finished_at - started_at)::float8 AS s FROM bgexec.job
-       WHERE finished_at IS NOT NULL AND started_at IS NOT NULL)
-SELECT 'jobs' AS m, qs.queue AS l1, s.status AS l2, s.n::float8 AS v
-  FROM qs, LATERAL (VALUES ('queued', qs.queued), ('running', qs.running),
-                           ('suspended', qs.suspended), ('completed', qs.completed),
-                           ('failed', qs.failed), ('cancelled', qs.cancelled),
-                           ('timed_out', qs.timed_out)) s(status, n)
+WITH w AS (SELECT now() - $2::interval AS cur),
+fin AS (
+  SELECT j.queue, j.status::text AS status, j.attempt, j.error->>'reason' AS reason,
+         extract(epoch FROM j.finished_at - j.started_at)::float8 AS s
+    FROM bgexec.job j, w
+   WHERE j.finished_at > $1::timestamptz AND j.finished_at <= w.cur),
+active AS (
+  SELECT queue, 'queued' AS status, count(*) AS n,
+         extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now()))::float8 AS oldest
+    FROM bgexec.job WHERE status = 'queued' GROUP BY queue
+  UNION ALL
+  SELECT queue, 'running', count(*), NULL FROM bgexec.job WHERE status = 'running' GROUP BY queue
+  UNION ALL
+  SELECT queue, 'suspended', count(*), NULL FROM bgexec.job WHERE status = 'suspended' GROUP BY queue)
+SELECT 'watermark' AS m, (SELECT cur::text FROM w) AS l1, NULL AS l2, NULL::float8 AS v
 UNION ALL
-SELECT 'oldest', qs.queue, NULL, coalesce(extract(epoch FROM qs.oldest_queued_age)::float8, 0) FROM qs
+SELECT 'queue', name, NULL, NULL FROM bgexec.queue
+UNION ALL
+SELECT 'active', queue, status, n::float8 FROM active
+UNION ALL
+SELECT 'oldest', queue, NULL, coalesce(oldest, 0) FROM active WHERE status = 'queued'
 UNION ALL
 SELECT 'workers_alive', NULL, NULL, count(*) FILTER (WHERE alive)::float8 FROM bgexec.worker_stats
 UNION ALL
-SELECT 'event', k.kind, NULL, (SELECT count(*) FROM bgexec.job_event e WHERE e.kind = k.kind)::float8
-  FROM (VALUES ('started'), ('retry_scheduled'), ('worker_lost'), ('timed_out')) k(kind)
+SELECT 'finished', queue, status, count(*)::float8 FROM fin GROUP BY queue, status
 UNION ALL
-SELECT 'bucket', b.le::text, NULL, (SELECT count(*) FROM d WHERE d.s <= b.le)::float8
+SELECT 'claims', NULL, NULL, coalesce(sum(attempt), 0)::float8 FROM fin
+UNION ALL
+SELECT 'retries', NULL, NULL, coalesce(sum(greatest(attempt - 1, 0)), 0)::float8 FROM fin
+UNION ALL
+SELECT 'worker_lost', NULL, NULL, count(*) FILTER (WHERE reason = 'worker_lost')::float8 FROM fin
+UNION ALL
+SELECT 'timeouts', NULL, NULL, count(*) FILTER (WHERE status = 'timed_out')::float8 FROM fin
+UNION ALL
+SELECT 'bucket', b.le::text, NULL, (SELECT count(*) FROM fin WHERE fin.s <= b.le)::float8
   FROM unnest('{0.01,0.1,1,10,60,600}'::float8[]) b(le)
 UNION ALL
-SELECT 'count', NULL, NULL, count(*)::float8 FROM d
+SELECT 'count', NULL, NULL, count(s)::float8 FROM fin
 UNION ALL
-SELECT 'sum', NULL, NULL, coalesce(sum(d.s), 0) FROM d
+SELECT 'sum', NULL, NULL, coalesce(sum(s), 0) FROM fin
 )SQL";
 
 std::string label(std::string_view v) {
@@ -61,52 +90,87 @@ std::string num(double v) {
 }  // namespace
 
 asio::awaitable<Response> Gateway::metrics(const Request& req) {
-  auto r = co_await pool_.query("", metrics_sql, {}, true);
-  std::ostringstream jobs, oldest, buckets;
-  std::string alive = "0", claims = "0", retries = "0", lost = "0", timeouts = "0", count = "0", sum = "0";
+  auto& f = finished_;
+  const auto since = f.watermark;  // another scrape may advance it while we wait
+  pg::Params params{since, std::string(commit_margin)};
+  auto r = co_await pool_.query("", metrics_sql, std::move(params), true);
+  // Counted only when no other scrape moved the watermark meanwhile (both
+  // would have counted the same window); this window is then counted next time.
+  const bool apply = f.watermark == since;
+  std::map<std::pair<std::string, std::string>, std::string> active;  // (queue, status) -> n
+  std::map<std::string, std::string> oldest;
+  std::string alive = "0";
   for (int i = 0; i < r.rows(); ++i) {
     auto m = r.get(i, 0).value_or("");
     auto l1 = r.get(i, 1).value_or("");
     auto l2 = r.get(i, 2).value_or("");
-    auto v = num(std::stod(r.get(i, 3).value_or("0")));
-    if (m == "jobs")
-      jobs << "bgexec_jobs{queue=\"" << label(l1) << "\",status=\"" << l2 << "\"} " << v << "\n";
-    else if (m == "oldest")
-      oldest << "bgexec_oldest_queued_seconds{queue=\"" << label(l1) << "\"} " << v << "\n";
-    else if (m == "workers_alive")
-      alive = v;
-    else if (m == "event")
-      (l1 == "started" ? claims : l1 == "retry_scheduled" ? retries : l1 == "worker_lost" ? lost : timeouts) = v;
-    else if (m == "bucket")
-      buckets << "bgexec_job_duration_seconds_bucket{le=\"" << num(std::stod(l1)) << "\"} " << v << "\n";
-    else if (m == "count")
-      count = v;
-    else if (m == "sum")
-      sum = v;
+    double v = std::stod(r.get(i, 3).value_or("0"));
+    if (m == "watermark") {
+      if (apply) f.watermark = l1;
+    } else if (m == "queue") {
+      for (const char* st : {"queued", "running", "suspended"}) active.try_emplace({l1, st}, "0");
+      oldest.try_emplace(l1, "0");
+    } else if (m == "active") {
+      for (const char* st : {"queued", "running", "suspended"}) active.try_emplace({l1, st}, "0");
+      active[{l1, l2}] = num(v);
+    } else if (m == "oldest") {
+      oldest[l1] = num(v);
+    } else if (m == "workers_alive") {
+      alive = num(v);
+    } else if (!apply) {
+      continue;
+    } else if (m == "finished") {
+      f.jobs[{l1, l2}] += v;
+    } else if (m == "claims") {
+      f.claims += v;
+    } else if (m == "retries") {
+      f.retries += v;
+    } else if (m == "worker_lost") {
+      f.worker_lost += v;
+    } else if (m == "timeouts") {
+      f.timeouts += v;
+    } else if (m == "bucket") {
+      f.buckets[num(std::stod(l1))] += v;
+    } else if (m == "count") {
+      f.count += v;
+    } else if (m == "sum") {
+      f.sum += v;
+    }
   }
   std::ostringstream o;
-  o << "# HELP bgexec_jobs Jobs by queue and status.\n# TYPE bgexec_jobs gauge\n" << jobs.str()
-    << "# HELP bgexec_oldest_queued_seconds Age of the oldest runnable queued job.\n"
-       "# TYPE bgexec_oldest_queued_seconds gauge\n"
-    << oldest.str()
-    << "# HELP bgexec_workers_alive Workers with a recent heartbeat or a live lease.\n"
+  o << "# HELP bgexec_jobs Jobs waiting or in flight, by queue and status.\n# TYPE bgexec_jobs gauge\n";
+  for (const auto& [k, n] : active)
+    o << "bgexec_jobs{queue=\"" << label(k.first) << "\",status=\"" << k.second << "\"} " << n << "\n";
+  o << "# HELP bgexec_oldest_queued_seconds Age of the oldest runnable queued job.\n"
+       "# TYPE bgexec_oldest_queued_seconds gauge\n";
+  for (const auto& [q, v] : oldest) o << "bgexec_oldest_queued_seconds{queue=\"" << label(q) << "\"} " << v << "\n";
+  o << "# HELP bgexec_workers_alive Workers with a recent heartbeat or a live lease.\n"
        "# TYPE bgexec_workers_alive gauge\nbgexec_workers_alive "
-    << alive
-    << "\n# HELP bgexec_claims_total Claims (started events of retained jobs).\n"
+    << alive << "\n";
+  o << "# HELP bgexec_jobs_finished_total Jobs that reached a terminal status since this gateway started.\n"
+       "# TYPE bgexec_jobs_finished_total counter\n";
+  for (const auto& [k, n] : f.jobs)
+    o << "bgexec_jobs_finished_total{queue=\"" << label(k.first) << "\",status=\"" << k.second << "\"} "
+      << num(n) << "\n";
+  o << "# HELP bgexec_claims_total Claims (attempts) of the jobs finished since this gateway started.\n"
        "# TYPE bgexec_claims_total counter\nbgexec_claims_total "
-    << claims
-    << "\n# HELP bgexec_retries_total Retries scheduled (retry_scheduled events of retained jobs).\n"
+    << num(f.claims)
+    << "\n# HELP bgexec_retries_total Attempts after the first, of the jobs finished since this gateway started.\n"
        "# TYPE bgexec_retries_total counter\nbgexec_retries_total "
-    << retries
-    << "\n# HELP bgexec_lease_expiries_total Runs ended by the watchdog, by reason.\n"
+    << num(f.retries)
+    << "\n# HELP bgexec_lease_expiries_total Jobs ended by the watchdog since this gateway started, by reason.\n"
        "# TYPE bgexec_lease_expiries_total counter\n"
        "bgexec_lease_expiries_total{reason=\"worker_lost\"} "
-    << lost << "\nbgexec_lease_expiries_total{reason=\"timeout\"} " << timeouts
-    << "\n# HELP bgexec_job_duration_seconds finished_at - started_at of terminal jobs.\n"
-       "# TYPE bgexec_job_duration_seconds histogram\n"
-    << buckets.str() << "bgexec_job_duration_seconds_bucket{le=\"+Inf\"} " << count
-    << "\nbgexec_job_duration_seconds_sum " << sum << "\nbgexec_job_duration_seconds_count " << count
-    << "\n";
+    << num(f.worker_lost) << "\nbgexec_lease_expiries_total{reason=\"timeout\"} " << num(f.timeouts)
+    << "\n# HELP bgexec_job_duration_seconds finished_at - started_at of the jobs finished since this gateway started.\n"
+       "# TYPE bgexec_job_duration_seconds histogram\n";
+  for (const char* le : {"0.01", "0.1", "1", "10", "60", "600"}) {
+    auto it = f.buckets.find(le);
+    o << "bgexec_job_duration_seconds_bucket{le=\"" << le << "\"} " << num(it == f.buckets.end() ? 0 : it->second)
+      << "\n";
+  }
+  o << "bgexec_job_duration_seconds_bucket{le=\"+Inf\"} " << num(f.count) << "\nbgexec_job_duration_seconds_sum "
+    << num(f.sum) << "\nbgexec_job_duration_seconds_count " << num(f.count) << "\n";
   Response res{bhttp::status::ok, req.version()};
   res.set(bhttp::field::server, "bgexec");
   res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");

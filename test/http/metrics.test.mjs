@@ -1,0 +1,49 @@
+// /metrics counters: jobs finished since the gateway started, added up from
+// finished_at windows; purge never makes them shrink.  Gauges: queued,
+// running and suspended jobs right now.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { api, psql, claim, finish, freePort, startGateway, sleep, uniq, A } from './lib.mjs';
+
+const value = (text, series) => {
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+};
+
+test('finished-job counters count each finish once and survive purge; gauges are exact', async () => {
+  const gw = await startGateway(await freePort());
+  try {
+    const queue = uniq('metrics');
+    const first = await api('GET', '/metrics', { base: gw.url });
+    assert.equal(first.status, 200);
+    const claims0 = value(first.text, 'bgexec_claims_total');
+    assert.equal(claims0, 0, 'counters start at 0 with the gateway');
+    for (let i = 0; i < 4; i++) {
+      const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+      assert.equal(r.status, 201);
+    }
+    const a = claim(queue); finish(a.job, a.lease, 'completed', { ok: 1 });
+    const b = claim(queue); finish(b.job, b.lease, 'completed', { ok: 2 });
+    const c = claim(queue); finish(c.job, c.lease, 'failed', { retryable: false });
+    const d = claim(queue); finish(d.job, d.lease, 'suspended', {});
+    await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+    // Finishes are counted once they are older than the 5 s commit margin.
+    await sleep(5500);
+    const m1 = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m1, `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`), 2);
+    assert.equal(value(m1, `bgexec_jobs_finished_total{queue="${queue}",status="failed"}`), 1);
+    assert.equal(value(m1, `bgexec_jobs{queue="${queue}",status="suspended"}`), 1);
+    assert.equal(value(m1, `bgexec_jobs{queue="${queue}",status="queued"}`), 1);
+    assert.equal(value(m1, `bgexec_jobs{queue="${queue}",status="running"}`), 0);
+    assert.ok(value(m1, 'bgexec_claims_total') >= 3);
+    assert.ok(value(m1, 'bgexec_job_duration_seconds_count') >= 3);
+    // Scraped again, and after the jobs are purged: each finish counted once, never fewer.
+    psql(`DELETE FROM bgexec.job WHERE queue = '${queue}' AND finished_at IS NOT NULL`);
+    const m2 = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m2, `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`), 2);
+    assert.equal(value(m2, `bgexec_jobs_finished_total{queue="${queue}",status="failed"}`), 1);
+    assert.ok(value(m2, 'bgexec_claims_total') >= value(m1, 'bgexec_claims_total'));
+  } finally {
+    gw.kill();
+  }
+});
