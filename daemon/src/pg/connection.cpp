@@ -112,7 +112,7 @@ std::string quote_ident(std::string_view ident) {
 }
 
 Connection::Connection(asio::any_io_executor ex, std::string conninfo, std::string name)
-    : ex_(std::move(ex)), conninfo_(std::move(conninfo)), name_(std::move(name)) {}
+    : ex_(ex), conninfo_(std::move(conninfo)), name_(std::move(name)), order_(std::move(ex)) {}
 
 Connection::~Connection() { close(); }
 
@@ -159,34 +159,6 @@ asio::awaitable<void> Connection::wait(bool write) {
   if (ec) throw Error("08003", name_ + ": connection closed (" + ec.message() + ")");
 }
 
-asio::awaitable<void> Connection::lock() {
-  if (!busy_) {
-    busy_ = true;
-    co_return;
-  }
-  auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
-  waiters_.push_back(t);
-  co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
-  // ownership was handed over by unlock(); busy_ stays true
-}
-
-void Connection::unlock() {
-  if (waiters_.empty()) {
-    busy_ = false;
-    return;
-  }
-  auto t = waiters_.front();
-  waiters_.pop_front();
-  t->cancel();
-}
-
-namespace {
-// Releases the statement lock when a query coroutine ends, however it ends.
-struct Unlock {
-  std::function<void()> f;
-  ~Unlock() { f(); }
-};
-}  // namespace
 
 asio::awaitable<void> Connection::connect() {
   close();
@@ -287,8 +259,8 @@ asio::awaitable<Result> Connection::read_results(std::optional<Error>& err) {
 }
 
 asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
-  co_await lock();
-  Unlock guard{[this] { unlock(); }};
+  co_await order_.lock();
+  FifoLock::Guard guard{order_};
   if (!connected()) co_await connect();
 
   std::vector<const char*> values;
@@ -346,8 +318,8 @@ std::vector<Notification> Connection::drain_notifies() {
 }
 
 asio::awaitable<std::vector<Notification>> Connection::wait_notifications() {
-  co_await lock();
-  Unlock guard{[this] { unlock(); }};
+  co_await order_.lock();
+  FifoLock::Guard guard{order_};
   if (!connected()) co_await connect();
   for (;;) {
     auto out = drain_notifies();

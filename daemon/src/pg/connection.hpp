@@ -6,6 +6,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include "util/fifo_lock.hpp"
 #include <nlohmann/json.hpp>
 
 #include <deque>
@@ -103,8 +105,6 @@ class Connection {
   const std::string& name() const { return name_; }
 
  private:
-  asio::awaitable<void> lock();
-  void unlock();
   asio::awaitable<void> wait(bool write);
   void attach_socket();
   [[noreturn]] void fail(const std::string& what);
@@ -119,10 +119,9 @@ class Connection {
   pg_conn* conn_ = nullptr;
   std::unique_ptr<asio::posix::stream_descriptor> sd_;
   int fd_ = -1;
-  bool busy_ = false;
+  FifoLock order_;  // one statement at a time on the wire, in FIFO order
   bool prepare_ok_ = true;
   std::set<std::string> prepared_;
-  std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
 };
 
 }  // namespace bgexec::pg

@@ -74,7 +74,7 @@ asio::awaitable<void> feed_stdin(std::shared_ptr<proc::Child> c, std::shared_ptr
 
 Job::Job(Worker& w, Claim c)
     : w_(w), c_(std::move(c)), wake_(w.executor()), deadline_timer_(w.executor()),
-      flush_timer_(w.executor()), known_seq_(c_.started_seq) {}
+      flush_timer_(w.executor()), known_seq_(c_.started_seq), append_order_(w.executor()) {}
 
 Job::~Job() = default;
 
@@ -158,22 +158,8 @@ asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, c
 }
 
 asio::awaitable<std::optional<std::string>> Job::append_write(const std::string& sql, pg::Params params) {
-  while (appending_) {
-    auto t = std::make_shared<asio::steady_timer>(w_.executor(), asio::steady_timer::time_point::max());
-    append_waiters_.push_back(t);
-    co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
-  }
-  appending_ = true;
-  struct Release {
-    Job* j;
-    ~Release() {
-      j->appending_ = false;
-      if (!j->append_waiters_.empty()) {
-        j->append_waiters_.front()->cancel();
-        j->append_waiters_.pop_front();
-      }
-    }
-  } release{this};
+  co_await append_order_.lock();
+  FifoLock::Guard guard{append_order_};
   params.push_back(std::to_string(known_seq_));
   auto seq = co_await write(sql, params);
   if (seq) {

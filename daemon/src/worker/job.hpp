@@ -8,6 +8,7 @@
 #include "core/mask.hpp"
 #include "core/template.hpp"
 #include "util/event.hpp"
+#include "util/fifo_lock.hpp"
 #include "worker/worker.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -16,7 +17,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -120,8 +120,7 @@ class Job : public std::enable_shared_from_this<Job> {
   bool flush_armed_ = false;
   int log_flushes_ = 0;  // append_events in flight (finish waits for them: the terminal event stays last)
   int known_seq_ = 0;    // the job's last seq as of our latest append (or the claim)
-  bool appending_ = false;
-  std::deque<std::shared_ptr<asio::steady_timer>> append_waiters_;
+  FifoLock append_order_;  // one append_event(s) call at a time
   nlohmann::json pending_logs_ = nlohmann::json::array();
   std::size_t pending_lines_ = 0;
   std::size_t log_bytes_ = 0;
