@@ -740,8 +740,7 @@ COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval) IS
  * seq, or NULL (and writes nothing) when the lease is not current
  * (invariant 3).  The job row lock taken by the UPDATE serializes appends, so
  * seqs are gapless (invariant 6).  Workers may not write terminal or
- * DB-owned kinds. */
-/* append_events: a batch of worker events under a lease, seq'd in order.
+ * DB-owned kinds.
  * after_seq makes a retried batch idempotent: the worker passes the last seq
  * it knows of (its previous append, or the started seq from claim), and when
  * the job's worker events after that seq are exactly this batch -- the first
@@ -755,6 +754,7 @@ CREATE FUNCTION bgexec.append_events(job_id bigint, lease bigint, events jsonb, 
 	SET search_path = pg_catalog, bgexec
 	AS $$
 DECLARE
+	c_worker_kinds CONSTANT text[] := ARRAY['step_started', 'step_completed', 'step_failed', 'log', 'progress'];
 	v_n int;
 	v_last int;
 	v_bad text;
@@ -769,8 +769,7 @@ BEGIN
 	v_n := jsonb_array_length(events);
 	SELECT e->>'kind' INTO v_bad FROM jsonb_array_elements(events) e
 	 WHERE jsonb_typeof(e) <> 'object'
-	    OR coalesce(e->>'kind', '') NOT IN ('step_started', 'step_completed', 'step_failed',
-	                                         'log', 'progress')
+	    OR coalesce(e->>'kind', '') <> ALL (c_worker_kinds)
 	 LIMIT 1;
 	IF FOUND THEN
 		RAISE EXCEPTION 'event kind % cannot be appended by a worker', coalesce(quote_literal(v_bad), 'null')
@@ -803,7 +802,7 @@ BEGIN
 		IF (SELECT coalesce(jsonb_agg(jsonb_build_object('kind', e.kind, 'data', e.data) ORDER BY e.seq), '[]')
 		      FROM bgexec.job_event e
 		     WHERE e.job_id = append_events.job_id AND e.seq > append_events.after_seq
-		       AND e.kind IN ('step_started', 'step_completed', 'step_failed', 'log', 'progress'))
+		       AND e.kind = ANY (c_worker_kinds))
 		   = (SELECT jsonb_agg(jsonb_build_object('kind', x.v->>'kind', 'data', coalesce(x.v->'data', '{}'))
 		                       ORDER BY x.ord)
 		        FROM jsonb_array_elements(events) WITH ORDINALITY AS x(v, ord)) THEN
