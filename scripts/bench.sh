@@ -22,16 +22,11 @@ if [[ $BUILD != "$ROOT/daemon/build" ]]; then
 fi
 BIN=$BUILD/bgexec
 
-WORK=$(mktemp -d /tmp/bgexec-bench.XXXXXX)
 PORT=${BGEXEC_BENCH_PORT:-55434}
 OUT=$ROOT/bench/out
 mkdir -p "$OUT"
 source scripts/lib/cluster.sh
-cleanup() {
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+scratch_dir bench
 
 preload=bgexec,pg_stat_statements
 [[ ${BENCH_PROFILE:-1} == 0 ]] && preload=bgexec

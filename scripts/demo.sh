@@ -13,16 +13,9 @@ echo "== building the extension and the daemon"
 make -s install >/dev/null
 BIN=$ROOT/daemon/build/bgexec
 
-WORK=$(mktemp -d /tmp/bgexec-demo.XXXXXX)
 PORT=${BGEXEC_DEMO_PORT:-55433}
 source scripts/lib/cluster.sh
-pids=()
-cleanup() {
-  stop_pids "${pids[@]}"
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+scratch_dir demo
 
 echo "== starting a throwaway PostgreSQL 15 cluster on port $PORT"
 cluster_start "$WORK/cluster" "$PORT"

@@ -23,16 +23,9 @@ PGBENCH=/usr/lib/postgresql/15/bin/pgbench
 OUT=$ROOT/bench/out
 mkdir -p "$OUT"
 
-WORK=$(mktemp -d /tmp/bgexec-soak.XXXXXX)
 PORT=${BGEXEC_SOAK_PORT:-55435}
 source scripts/lib/cluster.sh
-pids=()
-cleanup() {
-  stop_pids "${pids[@]}"
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+scratch_dir soak
 
 cluster_start "$WORK/cluster" "$PORT" "fsync = on" "synchronous_commit = on" \
   "shared_buffers = 256MB" "max_wal_size = 4GB" \

@@ -15,19 +15,14 @@ SUITES=${BGEXEC_SUITES:-"regress isolation unit e2e http"}
 [[ -f daemon/CMakeLists.txt ]] || SUITES=${SUITES//e2e/}
 [[ -f daemon/CMakeLists.txt ]] || SUITES=${SUITES//http/}
 PORT=${BGEXEC_TEST_PORT:-55432}
-WORK=$(mktemp -d /tmp/bgexec-test.XXXXXX)
 source scripts/lib/cluster.sh
+scratch_dir test
 
 passed=0 failed=0 failures=()
 result() {  # result NAME RC
   if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); echo "== suite $1: ok"
   else failed=$((failed + 1)); failures+=("$1"); echo "== suite $1: FAILED"; fi
 }
-cleanup() {
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 echo "== build and install the extension and the daemon"
 make -s install >/dev/null || { echo "build failed"; exit 1; }

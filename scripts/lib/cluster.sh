@@ -70,3 +70,17 @@ stop_pids() {
     kill -KILL "$p" 2>/dev/null || true
   done
 }
+
+# scratch_dir NAME: a fresh WORK=/tmp/bgexec-NAME.XXXXXX, an empty pids array
+# for the daemons the script starts, and an EXIT trap that stops those
+# daemons (stop_pids), the cluster in $WORK/cluster, and removes WORK.
+scratch_dir() {
+  WORK=$(mktemp -d "/tmp/bgexec-$1.XXXXXX")
+  pids=()
+  trap scratch_cleanup EXIT
+}
+scratch_cleanup() {
+  stop_pids "${pids[@]}"
+  cluster_stop "$WORK/cluster"
+  rm -rf "$WORK"
+}
