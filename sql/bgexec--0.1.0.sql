@@ -1090,6 +1090,22 @@ $$;
 COMMENT ON FUNCTION bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text) IS
 	'enqueues a job owned by the caller (transactional; idempotent per owner + idempotency_key)';
 
+/* _inserted_here: whether this transaction inserted the job, that is, whether
+ * a submit with an idempotency key created it rather than returned an existing
+ * job.  VOLATILE, so it reads with a snapshot taken after the submit: it sees a
+ * job that a concurrent first submit of the same key committed while this one
+ * waited, which a read in the submit's own statement cannot (the gateway's
+ * 201 / 200).  Under RLS the caller sees its own jobs only, and those are the
+ * ones submit returns. */
+CREATE FUNCTION bgexec._inserted_here(job_id bigint) RETURNS boolean
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	SELECT EXISTS (SELECT FROM bgexec.job j
+	                WHERE j.id = _inserted_here.job_id
+	                  AND j.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()::xid)
+$$;
+
 CREATE FUNCTION bgexec.submit_many(jobs jsonb) RETURNS SETOF bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
@@ -1447,7 +1463,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.events(bigint, int),
 	bgexec.purge(interval),
 	bgexec._caller(),
-	bgexec._can_see(name)
+	bgexec._can_see(name),
+	bgexec._inserted_here(bigint)
 	TO bgexec_client;
 
 GRANT EXECUTE ON FUNCTION

@@ -1,7 +1,9 @@
 // REST API: status codes of submit/get/list/stop/resume/retry, queues, metrics.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, psql, claim, finish, uniq, A } from './lib.mjs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { api, psql, claim, finish, uniq, sleep, A } from './lib.mjs';
 
 test('401 without or with an unknown token, JSON error body', async () => {
   for (const token of [undefined, 'nope']) {
@@ -35,6 +37,33 @@ test('submit 201, idempotent resubmit 200 with the same id, get 200, unknown 404
   assert.equal((await api('GET', `/v1/jobs/${t.body.id}`, { token: A })).body.timeout, '00:02:00');
   assert.equal((await api('GET', '/v1/jobs/999999999', { token: A })).status, 404);
   assert.equal((await api('GET', '/v1/jobs/abc', { token: A })).status, 404);
+});
+
+test('a submit that waited for a concurrent first submit of its key answers 200 with that job', async () => {
+  const queue = uniq('race');
+  const key = uniq('key');
+  // tenant_a's own transaction submits the key first and commits 1.5 s later;
+  // the HTTP submit of the same key starts meanwhile and waits for it.
+  const first = spawn('psql', ['-X', '-qAt', '-d', 'postgres', '-c', 'BEGIN', '-c', 'SET LOCAL ROLE tenant_a',
+    '-c', `SELECT bgexec.submit('noop', queue => '${queue}', idempotency_key => '${key}')`,
+    '-c', 'SELECT pg_sleep(1.5)', '-c', 'COMMIT'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  first.stdout.on('data', (d) => { out += d; });
+  try {
+    for (let i = 0; i < 50 && psql(`SELECT count(*) FROM pg_stat_activity
+                                      WHERE query = 'SELECT pg_sleep(1.5)' AND state = 'active'`) === '0'; i++) {
+      await sleep(50);
+    }
+    const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, idempotency_key: key } });
+    await once(first, 'exit');
+    const firstId = Number(out.trim().split('\n')[0]);
+    assert.ok(firstId > 0, out);
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.body, { id: firstId, deduplicated: true });
+    assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${queue}'`), '1');
+  } finally {
+    first.kill('SIGKILL');
+  }
 });
 
 test('list pages by id desc with a before cursor and filters', async () => {

@@ -26,3 +26,13 @@ ROLLBACK;
 SELECT count(*) FROM bgexec.job WHERE idempotency_key = 'rolled';
 -- submit_many with keys takes the per-row path: duplicates inside one call dedupe too
 SELECT count(DISTINCT id), count(*) FROM bgexec.submit_many('[{"kind": "noop", "idempotency_key": "m1"}, {"kind": "noop", "idempotency_key": "m1"}, {"kind": "noop", "idempotency_key": "m2"}]') AS id;
+-- _inserted_here tells a created job from the existing one a key returned
+-- (the gateway's 201 / 200); another owner's job is never "here"
+SET ROLE regress_alice;
+SELECT bgexec._inserted_here(id) AS created FROM (SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'h1') AS id OFFSET 0) s;
+SELECT bgexec._inserted_here(id) AS created FROM (SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'h1') AS id OFFSET 0) s;
+BEGIN;
+SELECT bgexec._inserted_here(bgexec.submit('noop', queue => 'idem')) AS created_in_txn;
+SELECT bgexec._inserted_here(:a) AS others_job;
+ROLLBACK;
+RESET ROLE;

@@ -218,7 +218,6 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
     auto p = e.find('?');
     e.replace(p, 1, n);
     args.push_back(name + " => " + e);
-    return n;
   };
   auto str = [&](const char* f) -> std::optional<std::string> {
     if (!body.contains(f) || body[f].is_null()) return std::nullopt;
@@ -253,20 +252,23 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
       throw invalid("timeout must be a number of seconds or an interval string");
     }
   }
-  std::optional<std::string> key_param;
-  if (auto k = str("idempotency_key")) key_param = arg("idempotency_key", *k, "?::text");
+  bool keyed = false;
+  if (auto k = str("idempotency_key")) {
+    arg("idempotency_key", *k, "?::text");
+    keyed = true;
+  }
   if (auto c = str("concurrency_key")) arg("concurrency_key", *c, "?::text");
   std::string call = "bgexec.submit(";
   for (std::size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
   call += ")";
-  // With an idempotency key, the job already owned under that key is read
-  // in the same statement (its snapshot predates the submit): non-null
-  // means submit returned an existing job (200), null that it created one (201).
-  std::string sql = key_param
-                        ? "SELECT (SELECT j.id FROM bgexec.job j WHERE j.owner = current_user"
-                          " AND j.idempotency_key = " + *key_param + "::text) AS existing, " +
-                              call + " AS id"
-                        : "SELECT NULL::bigint AS existing, " + call + " AS id";
+  // With an idempotency key, submit may return a job that already existed
+  // (200) instead of creating one (201).  _inserted_here reads after the
+  // submit, so a job committed by a concurrent first submit of the same key,
+  // which this one waited for, counts as existing too.
+  std::string sql = keyed
+                        ? "SELECT s.id, NOT bgexec._inserted_here(s.id) AS existed FROM (SELECT " +
+                              call + " AS id OFFSET 0) s"
+                        : "SELECT " + call + " AS id, false AS existed";
   return {sql, params};
 }
 
@@ -433,7 +435,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       auto [sql, params] = build_submit(req.body());
       auto r = co_await pool_.query(*role, sql, params);
       auto id = r.get(0, "id").value_or("0");
-      bool existed = r.get(0, "existing").has_value();
+      bool existed = r.get(0, "existed") == std::optional<std::string>("t");
       auto res = make_json(v, existed ? bhttp::status::ok : bhttp::status::created,
                            existed ? kv("id", std::stoll(id), "deduplicated", true)
                                    : kv("id", std::stoll(id)));
