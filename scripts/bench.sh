@@ -7,7 +7,8 @@
 # BENCH_ARGS adds flags to bgexec bench (e.g. "--jobs 50000");
 # BENCH_SCALING=0 skips the scaling mode; pg_stat_statements is preloaded and
 # its top statements land in bench/out/pg_stat_statements.txt (BENCH_PROFILE=0
-# leaves it out).
+# leaves it out).  Then bench/floor.sh measures the drain's data model as bare
+# SQL at batches of 64 and 16 (bench/out/floor.txt; BENCH_FLOOR=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -48,6 +49,13 @@ if [[ $preload == *pg_stat_statements* ]]; then
   psql -X -P pager=off -c "SELECT calls, round(total_exec_time::numeric, 1) AS total_ms,
       round(mean_exec_time::numeric, 3) AS mean_ms, rows, wal_bytes, left(query, 90) AS query
     FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25" postgres >"$OUT/pg_stat_statements.txt"
+fi
+if [[ ${BENCH_FLOOR:-1} != 0 ]]; then
+  echo "== bench/floor.sh: the data model as bare SQL"
+  for b in 64 16; do
+    echo "-- batches of $b"
+    FLOOR_BATCH=$b bench/floor.sh
+  done | tee "$OUT/floor.txt" || rc=$?
 fi
 echo "== results in bench/out/results.json"
 exit $rc

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Soak: steady load at a fixed rate for SOAK_SECONDS (default 1200 = 20 min)
 # against a throwaway cluster with production durability and retention on;
-# samples worker RSS and the hot tables' size and dead tuples every
-# SOAK_SAMPLE seconds into bench/out/soak.csv, and prints a summary.
+# samples worker RSS, the hot tables' size and dead tuples, and the time of
+# one reconcile() every SOAK_SAMPLE seconds into bench/out/soak.csv, and
+# prints a summary.
 # SOAK_RATE jobs/s (default 2000, submitted as submit_many batches of 500 by
 # pgbench -R), SOAK_WORKERS x SOAK_CONCURRENCY workers (default 2 x 16);
 # retention every second in batches of max(5000, 2 x rate).
@@ -45,7 +46,7 @@ sleep 1
 pids+=($!)
 
 csv=$OUT/soak.csv
-echo "t_s,worker_rss_kib,job_updates_total,queued,job_bytes,job_dead,job_event_bytes,job_event_dead" >"$csv"
+echo "t_s,worker_rss_kib,job_updates_total,queued,job_bytes,job_dead,job_event_bytes,job_event_dead,reconcile_ms" >"$csv"
 start=$SECONDS
 while ((SECONDS - start < SECONDS_TOTAL)); do
   sleep "$SAMPLE"
@@ -61,9 +62,13 @@ while ((SECONDS - start < SECONDS_TOTAL)); do
            (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass),
            pg_total_relation_size('bgexec.job_event'),
            (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bgexec.job_event'::regclass)")
-  echo "$((SECONDS - start)),$rss,$row" | tee -a "$csv"
+  # What a reconcile() costs now (the watchdog runs one every second): the
+  # second of two calls in one session, so plpgsql's first-call setup is out.
+  rec=$(psql -X -qAt postgres -c '\timing on' -c 'SELECT bgexec.reconcile()' -c 'SELECT bgexec.reconcile()' |
+    awk '/^Time:/ {t = $2} END {print t}')
+  echo "$((SECONDS - start)),$rss,$row,$rec" | tee -a "$csv"
 done
 echo "== soak done: $csv"
-awk -F, 'NR == 2 {r0 = $2; j0 = $5; e0 = $7} NR > 1 {r = $2; if ($5 > jm) jm = $5; if ($7 > em) em = $7; if ($6 > dm) dm = $6; if ($4 > qm) qm = $4}
-  END {printf "worker RSS first/last: %d/%d KiB; job table max %.1f MiB (first %.1f); job_event max %.1f MiB (first %.1f); max dead tuples in job %d; max queued %d\n",
-       r0, r, jm / 1048576, j0 / 1048576, em / 1048576, e0 / 1048576, dm, qm}' "$csv"
+awk -F, 'NR == 2 {r0 = $2; j0 = $5; e0 = $7} NR > 1 {r = $2; if ($5 > jm) jm = $5; if ($7 > em) em = $7; if ($6 > dm) dm = $6; if ($4 > qm) qm = $4; if ($9 > rm) rm = $9}
+  END {printf "worker RSS first/last: %d/%d KiB; job table max %.1f MiB (first %.1f); job_event max %.1f MiB (first %.1f); max dead tuples in job %d; max queued %d; slowest reconcile %.1f ms\n",
+       r0, r, jm / 1048576, j0 / 1048576, em / 1048576, e0 / 1048576, dm, qm, rm}' "$csv"
