@@ -39,6 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 sql <<'SQL'
+SET client_min_messages = warning;
 DROP SCHEMA IF EXISTS bgexec_floor CASCADE;
 CREATE SCHEMA bgexec_floor;
 CREATE SEQUENCE bgexec_floor.lease_seq;
