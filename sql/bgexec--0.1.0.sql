@@ -142,6 +142,27 @@ CREATE TABLE bgexec.worker (
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE bgexec.worker IS 'worker daemons, upserted by register_worker, kept fresh by heartbeat';
 
+/* queue_count: how many jobs of each queue are in each terminal status, so
+ * that queue_stats need not count the retained history (it read every row:
+ * 0.5 s at 1M jobs, on every refresh of the dashboard).  Queued, running and
+ * suspended jobs are counted through their partial indexes instead.
+ * Append-only deltas, written in the transaction of every change: _terminal
+ * and finish_many add, retry and the job_deleted trigger subtract, TRUNCATE
+ * empties it.  Inserts only, so a count never makes two transactions wait
+ * for each other (an upsert of one row per queue would serialize every
+ * finisher of a queue on that row lock, and cross-queue transactions could
+ * deadlock on them).  Readers sum the rows; reconcile folds them into one
+ * row per (queue, status) once there are more than a few hundred
+ * (_compact_counts).  Jobs inserted or re-statused by hand, outside the
+ * bgexec functions, are not counted: _recount() rebuilds the table. */
+CREATE TABLE bgexec.queue_count (
+	queue   text NOT NULL,
+	status  bgexec.job_status NOT NULL,
+	n       bigint NOT NULL
+);
+COMMENT ON TABLE bgexec.queue_count IS
+	'terminal jobs per queue and status, as deltas summed by queue_stats; kept by the bgexec functions';
+
 /* -------------------------------------------------------------- indexes */
 
 -- The claim scan: only queued rows are indexed, so the index stays the size
@@ -178,16 +199,21 @@ CREATE INDEX job_suspended_idx ON bgexec.job (queue) WHERE status = 'suspended';
  * without it the claim+finish harness runs 15-20 % faster, bench/README.md),
  * and every insert already happens inside a bgexec function that holds the
  * job's row lock.
- * The cascade is kept, per statement, for DELETE and TRUNCATE of jobs. */
+ * The cascade is kept, per statement, for DELETE and TRUNCATE of jobs, and
+ * so are the terminal counts of queue_count. */
 CREATE FUNCTION bgexec._job_deleted() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
 	AS $$
 BEGIN
 	IF TG_OP = 'TRUNCATE' THEN
-		TRUNCATE bgexec.job_event;
+		TRUNCATE bgexec.job_event, bgexec.queue_count;
 	ELSE
 		DELETE FROM bgexec.job_event e USING gone g WHERE e.job_id = g.id;
+		INSERT INTO bgexec.queue_count (queue, status, n)
+		SELECT g.queue, g.status, -count(*) FROM gone g
+		 WHERE g.status IN ('completed', 'failed', 'cancelled', 'timed_out')
+		 GROUP BY g.queue, g.status;
 	END IF;
 	RETURN NULL;
 END
@@ -278,6 +304,37 @@ $$;
 CREATE FUNCTION bgexec._is_terminal(s bgexec.job_status) RETURNS boolean
 	LANGUAGE sql IMMUTABLE PARALLEL SAFE
 	AS $$ SELECT s IN ('completed', 'failed', 'cancelled', 'timed_out') $$;
+
+-- _count: adds delta to the terminal count of (queue, status), in the
+-- caller's transaction.
+CREATE FUNCTION bgexec._count(p_queue text, p_status bgexec.job_status, p_delta bigint)
+	RETURNS void
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+	INSERT INTO bgexec.queue_count (queue, status, n) VALUES (p_queue, p_status, p_delta)
+$$;
+
+/* _compact_counts: folds queue_count into one row per (queue, status) when
+ * it holds more than p_min_rows rows.  Run by reconcile.  One compactor at a
+ * time (the others skip); its DELETE takes only the rows its snapshot sees,
+ * so deltas committed meanwhile stay for the next one. */
+CREATE FUNCTION bgexec._compact_counts(p_min_rows int DEFAULT 256) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+BEGIN
+	IF (SELECT count(*) FROM bgexec.queue_count) <= p_min_rows
+	   OR NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('bgexec.queue_count')) THEN
+		RETURN false;
+	END IF;
+	WITH gone AS (DELETE FROM bgexec.queue_count RETURNING queue, status, n)
+	INSERT INTO bgexec.queue_count (queue, status, n)
+	SELECT g.queue, g.status, sum(g.n) FROM gone g
+	 GROUP BY g.queue, g.status HAVING sum(g.n) <> 0;
+	RETURN true;
+END
+$$;
 
 -- _check_interval: raises 22023 naming the field unless iv is positive.
 CREATE FUNCTION bgexec._check_positive(field text, iv interval) RETURNS void
@@ -422,6 +479,7 @@ CREATE FUNCTION bgexec._terminal(p_job bigint, p_status bgexec.job_status,
 	AS $$
 DECLARE
 	v_seq int;
+	v_queue text;
 BEGIN
 	UPDATE bgexec.job
 	   SET status = p_status,
@@ -431,10 +489,11 @@ BEGIN
 	       lease = NULL, lease_owner = NULL, lease_expires_at = NULL,
 	       last_seq = last_seq + 1
 	 WHERE id = p_job AND NOT bgexec._is_terminal(status)
-	RETURNING last_seq INTO v_seq;
+	RETURNING last_seq, queue INTO v_seq, v_queue;
 	IF v_seq IS NULL THEN
 		RETURN NULL;
 	END IF;
+	PERFORM bgexec._count(v_queue, p_status, 1);
 	PERFORM bgexec._event(p_job, v_seq, p_status::text,
 		CASE WHEN p_status = 'completed' THEN jsonb_build_object('result', p_result)
 		     ELSE coalesce(jsonb_build_object('error', p_error), '{}') END);
@@ -946,7 +1005,10 @@ BEGIN
 		 -- primary key.  With "status = 'running'" the planner walked a
 		 -- partial index of every running job once per item.
 		 WHERE x.id = it.job_id AND x.lease = it.lease AND x.status::text = 'running'
-		RETURNING x.id, x.last_seq, x.result),
+		RETURNING x.id, x.queue, x.last_seq, x.result),
+	counted AS (
+		INSERT INTO bgexec.queue_count (queue, status, n)
+		SELECT d.queue, 'completed', count(*) FROM done d GROUP BY d.queue),
 	ev AS (
 		INSERT INTO bgexec.job_event (job_id, seq, kind, data)
 		SELECT d.id, d.last_seq, 'completed', jsonb_build_object('result', d.result) FROM done d
@@ -976,7 +1038,8 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * error.reason 'worker_lost' (cancelled if a stop was requested).  Running
  * jobs past their deadline: timed_out.  Rows are taken FOR UPDATE SKIP
  * LOCKED, and the state is re-checked under the lock, so racing reconcilers
- * (or a racing finish) never both act on a job: one terminal event per job. */
+ * (or a racing finish) never both act on a job: one terminal event per job.
+ * Also folds queue_stats' count deltas once there are many (_compact_counts). */
 CREATE FUNCTION bgexec.reconcile() RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
@@ -1031,6 +1094,7 @@ BEGIN
 			PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
 		END IF;
 	END LOOP;
+	PERFORM bgexec._compact_counts();
 	RETURN v_n;
 END
 $$;
@@ -1291,6 +1355,7 @@ BEGIN
 	       last_seq = x.last_seq + 1
 	 WHERE x.id = j.id
 	RETURNING x.last_seq INTO v_seq;
+	PERFORM bgexec._count(j.queue, j.status, -1);
 	PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
 		jsonb_build_object('manual', true, 'by', bgexec._caller(),
 		                   'previous_status', j.status));
@@ -1346,6 +1411,32 @@ $$;
 COMMENT ON FUNCTION bgexec.purge(interval) IS
 	'deletes the caller''s terminal jobs (all, for a superuser) finished before now() - older_than, with their events';
 
+/* _recount: rebuilds queue_count from the jobs themselves, for jobs inserted
+ * or re-statused by hand outside the bgexec functions.  Not granted: the
+ * extension owner's.  Locks job in SHARE mode, so every write to it waits
+ * until the recount commits (one scan of the table). */
+CREATE FUNCTION bgexec._recount() RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec
+	AS $$
+DECLARE
+	v_n bigint;
+BEGIN
+	LOCK TABLE bgexec.job IN SHARE MODE;
+	-- waits for a compaction in progress, whose new rows this DELETE must see
+	PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('bgexec.queue_count'));
+	DELETE FROM bgexec.queue_count;
+	INSERT INTO bgexec.queue_count (queue, status, n)
+	SELECT j.queue, j.status, count(*) FROM bgexec.job j
+	 WHERE j.status IN ('completed', 'failed', 'cancelled', 'timed_out')
+	 GROUP BY j.queue, j.status;
+	GET DIAGNOSTICS v_n = ROW_COUNT;
+	RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION bgexec._recount() IS
+	'rebuilds the terminal counts of queue_stats from the jobs (after hand edits); locks job in SHARE mode';
+
 CREATE FUNCTION bgexec.configure_queue(
 	name text, paused boolean DEFAULT NULL, max_queued int DEFAULT NULL,
 	max_running int DEFAULT NULL, max_running_per_key int DEFAULT NULL,
@@ -1382,23 +1473,51 @@ COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interva
 
 /* ---------------------------------------------------------------- views */
 
+-- Terminal counts from queue_count; queued, running and suspended jobs (and
+-- the oldest runnable one) through their partial indexes: the cost follows
+-- the active jobs and the number of queues, not the retained history.
 CREATE VIEW bgexec.queue_stats AS
+	WITH fin AS (
+		SELECT c.queue,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'completed'), 0)::bigint AS completed,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'failed'), 0)::bigint AS failed,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'cancelled'), 0)::bigint AS cancelled,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'timed_out'), 0)::bigint AS timed_out
+		  FROM bgexec.queue_count c GROUP BY c.queue),
+	queued AS (
+		SELECT j.queue, count(*) AS queued,
+		       now() - min(j.run_after) FILTER (WHERE j.run_after <= now()) AS oldest_queued_age
+		  FROM bgexec.job j WHERE j.status = 'queued' GROUP BY j.queue),
+	running AS (
+		SELECT j.queue, count(*) AS running
+		  FROM bgexec.job j WHERE j.status = 'running' GROUP BY j.queue),
+	suspended AS (
+		SELECT j.queue, count(*) AS suspended
+		  FROM bgexec.job j WHERE j.status = 'suspended' GROUP BY j.queue),
+	names AS (
+		SELECT name FROM bgexec.queue
+		UNION SELECT queue FROM fin
+		       WHERE completed <> 0 OR failed <> 0 OR cancelled <> 0 OR timed_out <> 0
+		UNION SELECT queue FROM queued
+		UNION SELECT queue FROM running
+		UNION SELECT queue FROM suspended)
 	SELECT n.name AS queue,
 	       coalesce(q.paused, false) AS paused,
-	       count(j.id) FILTER (WHERE j.status = 'queued') AS queued,
-	       count(j.id) FILTER (WHERE j.status = 'running') AS running,
-	       count(j.id) FILTER (WHERE j.status = 'suspended') AS suspended,
-	       count(j.id) FILTER (WHERE j.status = 'completed') AS completed,
-	       count(j.id) FILTER (WHERE j.status = 'failed') AS failed,
-	       count(j.id) FILTER (WHERE j.status = 'cancelled') AS cancelled,
-	       count(j.id) FILTER (WHERE j.status = 'timed_out') AS timed_out,
-	       now() - min(j.run_after) FILTER (WHERE j.status = 'queued' AND j.run_after <= now())
-	           AS oldest_queued_age,
+	       coalesce(qd.queued, 0) AS queued,
+	       coalesce(r.running, 0) AS running,
+	       coalesce(su.suspended, 0) AS suspended,
+	       coalesce(f.completed, 0) AS completed,
+	       coalesce(f.failed, 0) AS failed,
+	       coalesce(f.cancelled, 0) AS cancelled,
+	       coalesce(f.timed_out, 0) AS timed_out,
+	       qd.oldest_queued_age,
 	       q.max_queued, q.max_running, q.max_running_per_key
-	  FROM (SELECT name FROM bgexec.queue UNION SELECT DISTINCT queue FROM bgexec.job) n
+	  FROM names n
 	  LEFT JOIN bgexec.queue q ON q.name = n.name
-	  LEFT JOIN bgexec.job j ON j.queue = n.name
-	 GROUP BY n.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key;
+	  LEFT JOIN fin f ON f.queue = n.name
+	  LEFT JOIN queued qd ON qd.queue = n.name
+	  LEFT JOIN running r ON r.queue = n.name
+	  LEFT JOIN suspended su ON su.queue = n.name;
 COMMENT ON VIEW bgexec.queue_stats IS
 	'per queue: job counts by status (fleet-wide, all owners), age of the oldest runnable job, caps';
 
@@ -1424,6 +1543,7 @@ SELECT pg_catalog.pg_extension_config_dump('bgexec.job', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.job_event', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.queue', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.worker', '');
+SELECT pg_catalog.pg_extension_config_dump('bgexec.queue_count', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.lease_seq', '');
 SELECT pg_catalog.pg_extension_config_dump(
 	pg_catalog.pg_get_serial_sequence('bgexec.job', 'id'), '');

@@ -37,4 +37,17 @@ wait_status "$safe" completed 40
 [[ $(wc -l <"$M/s2") == 2 ]] || fail "s2 ran $(wc -l <"$M/s2") times, expected 2"
 [[ $(sql "SELECT result->>'s2' FROM bgexec.job WHERE id = $safe") == one-two ]] || fail "result $(sql "SELECT result FROM bgexec.job WHERE id = $safe")"
 [[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $safe") == 2 ]] || fail "attempt"
+kill -TERM "$PID_b2"; wait "$PID_b2" || true
+
+# queue_stats' terminal counts (kept by finish_many, reconcile and retry as
+# deltas) equal a count of the jobs after all of the above (one statement,
+# one snapshot)
+counts=$(sql "SELECT format('%s/%s/%s %s/%s/%s', s.completed, s.failed, s.cancelled,
+    count(*) FILTER (WHERE j.status = 'completed'), count(*) FILTER (WHERE j.status = 'failed'),
+    count(*) FILTER (WHERE j.status = 'cancelled'))
+  FROM bgexec.queue_stats s JOIN bgexec.job j ON j.queue = s.queue
+ WHERE s.queue = 'default' GROUP BY s.completed, s.failed, s.cancelled")
+read -r shown actual <<<"$counts"
+[[ $shown == "$actual" ]] || fail "queue_stats completed/failed/cancelled $shown, jobs $actual"
+[[ $shown != 0/* && $shown != */0/* ]] || fail "expected completed and failed jobs: $shown"
 ok

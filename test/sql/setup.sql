@@ -35,3 +35,27 @@ EXCEPTION WHEN OTHERS THEN
 	RETURN QUERY SELECT SQLSTATE::text, SQLERRM;
 END $$;
 GRANT EXECUTE ON FUNCTION try(text) TO PUBLIC;
+-- helper: where queue_stats disagrees with a count of the jobs themselves
+-- (its terminal counts come from bgexec.queue_count); no rows = exact
+CREATE FUNCTION stats_mismatch() RETURNS TABLE (queue text, what text, shown text, actual text)
+	LANGUAGE sql AS $$
+	WITH actual AS (
+		SELECT j.queue, j.status::text AS what, count(*)::text AS n FROM bgexec.job j GROUP BY 1, 2
+		UNION ALL
+		SELECT j.queue, 'oldest_queued_age', (now() - min(j.run_after))::text FROM bgexec.job j
+		 WHERE j.status = 'queued' AND j.run_after <= now() GROUP BY 1
+		UNION ALL
+		SELECT name, 'listed', 'true' FROM (SELECT name FROM bgexec.queue UNION SELECT queue FROM bgexec.job) n),
+	shown AS (
+		SELECT s.queue, x.what, x.n FROM bgexec.queue_stats s,
+		LATERAL (VALUES ('queued', s.queued::text), ('running', s.running::text),
+		                ('suspended', s.suspended::text), ('completed', s.completed::text),
+		                ('failed', s.failed::text), ('cancelled', s.cancelled::text),
+		                ('timed_out', s.timed_out::text),
+		                ('oldest_queued_age', s.oldest_queued_age::text),
+		                ('listed', 'true')) x(what, n)
+		 WHERE x.n IS NOT NULL AND x.n <> '0')
+	SELECT coalesce(a.queue, s.queue), coalesce(a.what, s.what), s.n, a.n
+	  FROM actual a FULL JOIN shown s ON s.queue = a.queue AND s.what = a.what
+	 WHERE a.n IS DISTINCT FROM s.n
+	 ORDER BY 1, 2 $$;

@@ -468,7 +468,8 @@ json claim_latency(const Options& o, const std::string& queue, int iters, Check*
 }
 
 // Loads the history: `history` completed jobs with their started/completed
-// events (direct inserts: generation, not measurement), and `backlog` queued
+// events and their queue_stats count (direct inserts: generation, not
+// measurement), and `backlog` queued
 // jobs through submit_many; then VACUUM ANALYZE, as autovacuum would.
 void load_state(const Options& o, const std::string& history_q, const std::string& backlog_q) {
   pg::SyncConnection c(o.db);
@@ -489,6 +490,9 @@ void load_state(const Options& o, const std::string& history_q, const std::strin
       SELECT id, 1, 'started', jsonb_build_object('attempt', 1, 'worker', 'history', 'lease', 0), started_at FROM ins
       UNION ALL
       SELECT id, 2, 'completed', '{"result": {}}', finished_at FROM ins)",
+           {history_q, std::to_string(n)});
+    // What finish would have counted for queue_stats (bgexec.queue_count).
+    c.exec("INSERT INTO bgexec.queue_count (queue, status, n) VALUES ($1, 'completed', $2::bigint)",
            {history_q, std::to_string(n)});
     c.exec("COMMIT");
   }

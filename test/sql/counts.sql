@@ -1,0 +1,65 @@
+-- counts: queue_stats reads its terminal counts from bgexec.queue_count, kept
+-- by the functions that finish, retry and delete jobs; every path keeps it
+-- equal to a count of the jobs themselves.
+\set SHOW_CONTEXT never
+-- the jobs of every earlier test: finish, finish_many, reconcile, deadlines,
+-- stop, retry, suspend/resume, caps, purge, security, events
+SELECT count(*) > 20 AS many_jobs, count(DISTINCT queue) > 5 AS many_queues FROM bgexec.job;
+SELECT * FROM stats_mismatch();
+-- each path once more on a queue of its own, checked after each step
+SELECT bgexec.submit('noop', queue => 'cnt', max_attempts => 1) AS j1 \gset
+SELECT bgexec.submit('noop', queue => 'cnt', max_attempts => 1) AS j2 \gset
+SELECT bgexec.submit('noop', queue => 'cnt', max_attempts => 1) AS j3 \gset
+SELECT bgexec.submit('noop', queue => 'cnt', max_attempts => 1) AS j4 \gset
+SELECT bgexec.submit('noop', queue => 'cnt', max_attempts => 1, timeout => '1 hour') AS j5 \gset
+SELECT bgexec.submit('noop', queue => 'cnt', max_attempts => 1) AS j6 \gset
+SELECT array_agg(job_id ORDER BY job_id) AS ids, array_agg(lease ORDER BY job_id) AS ls
+  FROM bgexec.claim('wc', '{cnt}', 5) \gset
+-- finish (one), finish_many (completed set-based, failed through _terminal)
+SELECT bgexec.finish(:j1, (:'ls'::bigint[])[1], 'completed', '{}');
+SELECT status FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', :j2, 'lease', (:'ls'::bigint[])[2], 'outcome', 'completed'),
+         jsonb_build_object('job_id', :j3, 'lease', (:'ls'::bigint[])[3], 'outcome', 'failed')));
+SELECT * FROM stats_mismatch();
+-- reconcile: a lost worker (failed) and a passed deadline (timed_out)
+SELECT expire_lease(:j4);
+UPDATE bgexec.job SET deadline = now() - interval '1 second' WHERE id = :j5;
+SELECT bgexec.reconcile();
+-- stop of a queued job: cancelled
+SELECT bgexec.stop(:j6);
+SELECT completed, failed, cancelled, timed_out FROM bgexec.queue_stats WHERE queue = 'cnt';
+SELECT * FROM stats_mismatch();
+-- retry takes a job out of its terminal count
+SELECT bgexec.retry(:j3);
+SELECT failed, queued FROM bgexec.queue_stats WHERE queue = 'cnt';
+SELECT * FROM stats_mismatch();
+-- a refused finish counts nothing
+SELECT status FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', :j1, 'lease', (:'ls'::bigint[])[1], 'outcome', 'completed')));
+SELECT * FROM stats_mismatch();
+-- deletes: purge, the watchdog's retention, and by hand (the job_deleted trigger)
+UPDATE bgexec.job SET finished_at = now() - interval '2 hours' WHERE id IN (:j1, :j2);
+SELECT bgexec.purge('1 hour');
+SELECT * FROM stats_mismatch();
+SELECT bgexec._retention('0 seconds', 2);
+SELECT * FROM stats_mismatch();
+DELETE FROM bgexec.job WHERE queue = 'cnt';
+SELECT * FROM stats_mismatch();
+SELECT count(*) FROM bgexec.queue_stats WHERE queue = 'cnt';
+-- a status changed by hand, outside the functions, is not counted ...
+SELECT bgexec.submit('noop', queue => 'cnt') AS h \gset
+UPDATE bgexec.job SET status = 'cancelled', finished_at = now() WHERE id = :h;
+SELECT * FROM stats_mismatch();
+-- ... until _recount rebuilds the counts from the jobs
+SELECT bgexec._recount() > 0 AS recounted;
+SELECT * FROM stats_mismatch();
+-- clients read queue_stats but neither write the counts nor recount
+SET ROLE regress_alice;
+SELECT * FROM try('UPDATE bgexec.queue_count SET n = n + 1');
+SELECT * FROM try('SELECT bgexec._recount()');
+SELECT count(*) > 0 AS alice_sees_stats FROM bgexec.queue_stats;
+RESET ROLE;
+-- TRUNCATE empties the counts with the jobs
+TRUNCATE bgexec.job;
+SELECT count(*) AS counts_left FROM bgexec.queue_count;
+SELECT * FROM stats_mismatch();
