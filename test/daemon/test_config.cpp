@@ -63,6 +63,8 @@ TEST(WorkerConfig, Defaults) {
   EXPECT_EQ(c.reconcile_s, 5.0);
   EXPECT_EQ(c.kill_grace_s, 0.5);
   EXPECT_EQ(c.log_cap_bytes, std::size_t{1} << 20);
+  EXPECT_EQ(c.finish_batch, 64);
+  EXPECT_DOUBLE_EQ(c.finish_delay_s, 0.002);
 }
 
 TEST(WorkerConfig, AllFlagsBothSpellings) {
@@ -70,7 +72,7 @@ TEST(WorkerConfig, AllFlagsBothSpellings) {
       {"--db", "host=x dbname=y", "--id=w1", "--queue", "a", "--queue=b,c", "--concurrency", "64",
        "--lease=45", "--allow-run", "--action", "export=/bin/export", "--action=load=/bin/load",
        "--grace", "2m", "--secrets-dir=/run/secrets", "--poll", "250ms", "--reconcile-interval=10",
-       "--kill-grace", "0", "--log-cap=4096"},
+       "--kill-grace", "0", "--log-cap=4096", "--finish-batch", "16", "--finish-delay=5ms"},
       {});
   EXPECT_EQ(c.db, "host=x dbname=y");
   EXPECT_EQ(c.id, "w1");
@@ -85,6 +87,8 @@ TEST(WorkerConfig, AllFlagsBothSpellings) {
   EXPECT_EQ(c.reconcile_s, 10);
   EXPECT_EQ(c.kill_grace_s, 0);
   EXPECT_EQ(c.log_cap_bytes, 4096u);
+  EXPECT_EQ(c.finish_batch, 16);
+  EXPECT_DOUBLE_EQ(c.finish_delay_s, 0.005);
 }
 
 TEST(WorkerConfig, Environment) {
@@ -102,6 +106,8 @@ TEST(WorkerConfig, Environment) {
            {"BGEXEC_RECONCILE_INTERVAL", "1m"},
            {"BGEXEC_KILL_GRACE", "1"},
            {"BGEXEC_LOG_CAP", "100"},
+           {"BGEXEC_FINISH_BATCH", "1000"},
+           {"BGEXEC_FINISH_DELAY", "0"},
            {"UNRELATED", "ignored"}});
   EXPECT_EQ(c.db, "service=jobs");
   EXPECT_EQ(c.id, "env-worker");
@@ -116,6 +122,8 @@ TEST(WorkerConfig, Environment) {
   EXPECT_EQ(c.reconcile_s, 60);
   EXPECT_EQ(c.kill_grace_s, 1);
   EXPECT_EQ(c.log_cap_bytes, 100u);
+  EXPECT_EQ(c.finish_batch, 1000);
+  EXPECT_EQ(c.finish_delay_s, 0);
 }
 
 TEST(WorkerConfig, BooleanEnvSpellings) {
@@ -140,7 +148,7 @@ TEST(WorkerConfig, ConfigFile) {
   TempConfig file(R"({"db": "dbname=f", "id": "file-w", "queues": ["fq"], "concurrency": 7,
                       "lease": 20, "allow_run": true, "actions": {"x": "/f/x"}, "grace": 1.5,
                       "secrets_dir": "/fs", "poll": 0.5, "reconcile_interval": 9,
-                      "kill_grace": 2, "log_cap": 2048})");
+                      "kill_grace": 2, "log_cap": 2048, "finish_batch": 8, "finish_delay": 0.01})");
   const WorkerConfig c = parse_worker_config({"--config", file.path()}, {});
   EXPECT_EQ(c.db, "dbname=f");
   EXPECT_EQ(c.id, "file-w");
@@ -155,6 +163,8 @@ TEST(WorkerConfig, ConfigFile) {
   EXPECT_EQ(c.reconcile_s, 9);
   EXPECT_EQ(c.kill_grace_s, 2);
   EXPECT_EQ(c.log_cap_bytes, 2048u);
+  EXPECT_EQ(c.finish_batch, 8);
+  EXPECT_DOUBLE_EQ(c.finish_delay_s, 0.01);
   // BGEXEC_CONFIG names the file too.
   EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_CONFIG", file.path()}}).id, "file-w");
 }
@@ -209,6 +219,10 @@ TEST(WorkerConfig, FileWrongTypes) {
       {R"({"grace": -1})", "\"grace\""},
       {R"({"log_cap": -5})", "\"log_cap\""},
       {R"({"log_cap": 1.5})", "\"log_cap\""},
+      {R"({"finish_batch": 0})", "\"finish_batch\""},
+      {R"({"finish_batch": 1001})", "\"finish_batch\""},
+      {R"({"finish_batch": "64"})", "\"finish_batch\""},
+      {R"({"finish_delay": -0.001})", "\"finish_delay\""},
   };
   for (const auto& [content, key] : cases) {
     TempConfig file(content);
@@ -238,6 +252,10 @@ TEST(WorkerConfig, BadFlagValuesNameTheFlag) {
   EXPECT_NE(error_of({"--kill-grace", "1y"}).find("--kill-grace"), std::string::npos);
   EXPECT_NE(error_of({"--log-cap", "0"}).find("--log-cap"), std::string::npos);
   EXPECT_NE(error_of({"--log-cap", "1MB"}).find("--log-cap"), std::string::npos);
+  EXPECT_NE(error_of({"--finish-batch", "0"}).find("--finish-batch"), std::string::npos);
+  EXPECT_NE(error_of({"--finish-batch", "1001"}).find("expected an integer from 1 to 1000"), std::string::npos);
+  EXPECT_NE(error_of({"--finish-delay", "-1"}).find("--finish-delay"), std::string::npos);
+  EXPECT_NE(error_of({"--concurrency", "0"}).find("expected an integer from 1 to 1024"), std::string::npos);
   EXPECT_NE(error_of({"--action", "noequals"}).find("--action"), std::string::npos);
   EXPECT_NE(error_of({"--action", "=/bin/x"}).find("--action"), std::string::npos);
   EXPECT_NE(error_of({"--queue", "a,,b"}).find("--queue"), std::string::npos);
@@ -272,7 +290,9 @@ TEST(WorkerConfig, UsageDocumentsEveryFlag) {
         "BGEXEC_ALLOW_RUN", "--config", "BGEXEC_CONFIG", "--action", "BGEXEC_ACTIONS", "--grace",
         "BGEXEC_GRACE", "--secrets-dir", "BGEXEC_SECRETS_DIR", "--poll", "BGEXEC_POLL", "Defaults to 1.",
         "--reconcile-interval", "BGEXEC_RECONCILE_INTERVAL", "Defaults to 5.", "--kill-grace",
-        "BGEXEC_KILL_GRACE", "Defaults to 0.5.", "--log-cap", "BGEXEC_LOG_CAP", "1048576"}) {
+        "BGEXEC_KILL_GRACE", "Defaults to 0.5.", "--log-cap", "BGEXEC_LOG_CAP", "1048576",
+        "--finish-batch", "BGEXEC_FINISH_BATCH", "Defaults to 64.", "--finish-delay", "BGEXEC_FINISH_DELAY",
+        "Defaults to 0.002."}) {
     EXPECT_NE(usage.find(needle), std::string::npos) << needle;
   }
 }

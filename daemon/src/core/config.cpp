@@ -18,7 +18,7 @@ namespace bgexec::core {
 namespace {
 
 // How a setting's text or JSON value is interpreted.
-enum class Kind { text, queues, concurrency, positive_seconds, nonneg_seconds, boolean, actions, bytes, config };
+enum class Kind { text, queues, integer, positive_seconds, nonneg_seconds, boolean, actions, bytes, config };
 
 // One worker setting under its three spellings: flag, variable, file key.
 struct Setting {
@@ -28,16 +28,17 @@ struct Setting {
   Kind kind;
   std::string WorkerConfig::*text_member = nullptr;
   double WorkerConfig::*seconds_member = nullptr;
+  int WorkerConfig::*int_member = nullptr;  // Kind::integer, in [min, max]
+  int min = 0;
+  int max = 0;
 };
-
-constexpr int min_concurrency = 1;
-constexpr int max_concurrency = 1024;
 
 const Setting settings[] = {
     {"--db", "BGEXEC_DB", "db", Kind::text, &WorkerConfig::db},
     {"--id", "BGEXEC_ID", "id", Kind::text, &WorkerConfig::id},
     {"--queue", "BGEXEC_QUEUES", "queues", Kind::queues},
-    {"--concurrency", "BGEXEC_CONCURRENCY", "concurrency", Kind::concurrency},
+    {"--concurrency", "BGEXEC_CONCURRENCY", "concurrency", Kind::integer, nullptr, nullptr,
+     &WorkerConfig::concurrency, 1, 1024},
     {"--lease", "BGEXEC_LEASE", "lease", Kind::positive_seconds, nullptr, &WorkerConfig::lease_s},
     {"--allow-run", "BGEXEC_ALLOW_RUN", "allow_run", Kind::boolean},
     {"--config", "BGEXEC_CONFIG", "", Kind::config},
@@ -50,6 +51,10 @@ const Setting settings[] = {
     {"--kill-grace", "BGEXEC_KILL_GRACE", "kill_grace", Kind::nonneg_seconds, nullptr,
      &WorkerConfig::kill_grace_s},
     {"--log-cap", "BGEXEC_LOG_CAP", "log_cap", Kind::bytes},
+    {"--finish-batch", "BGEXEC_FINISH_BATCH", "finish_batch", Kind::integer, nullptr, nullptr,
+     &WorkerConfig::finish_batch, 1, 1000},
+    {"--finish-delay", "BGEXEC_FINISH_DELAY", "finish_delay", Kind::nonneg_seconds, nullptr,
+     &WorkerConfig::finish_delay_s},
 };
 
 // Looks a setting up by its flag spelling.
@@ -119,9 +124,10 @@ std::optional<unsigned long long> parse_unsigned(std::string_view text) {
 }
 
 // Range checks shared by text and JSON sources.
-int checked_concurrency(std::optional<long long> v, const std::string& label, const std::string& shown) {
-  if (!v || *v < min_concurrency || *v > max_concurrency) {
-    throw ConfigError(label + ": expected an integer from 1 to 1024, got " + shown);
+int checked_integer(std::optional<long long> v, const Setting& s, const std::string& label, const std::string& shown) {
+  if (!v || *v < s.min || *v > s.max) {
+    throw ConfigError(label + ": expected an integer from " + std::to_string(s.min) + " to " +
+                      std::to_string(s.max) + ", got " + shown);
   }
   return static_cast<int>(*v);
 }
@@ -155,12 +161,12 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
     case Kind::queues:
       cfg.queues = split_list(value, label);
       break;
-    case Kind::concurrency: {
+    case Kind::integer: {
       std::optional<long long> v;
-      if (const auto u = parse_unsigned(value); u && *u <= static_cast<unsigned long long>(max_concurrency)) {
+      if (const auto u = parse_unsigned(value); u && *u <= static_cast<unsigned long long>(s.max)) {
         v = static_cast<long long>(*u);
       }
-      cfg.concurrency = checked_concurrency(v, label, shown);
+      cfg.*(s.int_member) = checked_integer(v, s, label, shown);
       break;
     }
     case Kind::positive_seconds:
@@ -206,16 +212,16 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
       cfg.queues = std::move(queues);
       break;
     }
-    case Kind::concurrency: {
+    case Kind::integer: {
       if (!v.is_number_integer()) throw wrong_type("an integer");
       std::optional<long long> n;
       if (v.is_number_unsigned()) {
         const auto u = v.get<unsigned long long>();
-        if (u <= static_cast<unsigned long long>(max_concurrency)) n = static_cast<long long>(u);
+        if (u <= static_cast<unsigned long long>(s.max)) n = static_cast<long long>(u);
       } else {
         n = v.get<long long>();
       }
-      cfg.concurrency = checked_concurrency(n, label, v.dump());
+      cfg.*(s.int_member) = checked_integer(n, s, label, v.dump());
       break;
     }
     case Kind::positive_seconds:
@@ -396,7 +402,8 @@ config file > defaults. Every flag accepts both "--flag value" and
   --config FILE              JSON config file with keys db, id, queues,
                              concurrency, lease, allow_run, actions, grace,
                              secrets_dir, poll, reconcile_interval, kill_grace,
-                             log_cap. Env BGEXEC_CONFIG. Defaults to none.
+                             log_cap, finish_batch, finish_delay.
+                             Env BGEXEC_CONFIG. Defaults to none.
   --action NAME=PATH         Executable run for action NAME; repeatable, merged
                              over env/file. Env BGEXEC_ACTIONS
                              (name=path,name=path). Defaults to none.
@@ -414,6 +421,12 @@ config file > defaults. Every flag accepts both "--flag value" and
                              >= 0. Env BGEXEC_KILL_GRACE. Defaults to 0.5.
   --log-cap BYTES            Cap on output captured per job, >= 1.
                              Env BGEXEC_LOG_CAP. Defaults to 1048576 (1 MiB).
+  --finish-batch N           Most finishes sent in one finish_many call (one
+                             commit), 1..1000. Env BGEXEC_FINISH_BATCH.
+                             Defaults to 64.
+  --finish-delay SECONDS     How long the first finish of a batch waits for
+                             more to join it, >= 0 (0: send at once).
+                             Env BGEXEC_FINISH_DELAY. Defaults to 0.002.
   -h, --help                 Show this help.
 
 Env BGEXEC_LOG_LEVEL (debug, info, warn, error) sets log verbosity.

@@ -24,6 +24,8 @@ struct WorkerConfig {
   double reconcile_s = 5.0;                     // reconcile() timer
   double kill_grace_s = 0.5;                    // TERM -> KILL delay for step processes
   std::size_t log_cap_bytes = 1 << 20;          // per-job cap on captured output
+  int finish_batch = 64;                        // finishes per finish_many call, 1..1000
+  double finish_delay_s = 0.002;                // batch window of the first finish
 };
 
 // Bad configuration; the message names the flag, variable or key at fault.

@@ -6,7 +6,6 @@
 #include "worker/worker.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -15,27 +14,11 @@ namespace bgexec::worker {
 
 using nlohmann::json;
 
-namespace {
-
-// A positive integer from the environment, else `fallback`.
-long env_int(const char* name, long fallback, long min) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < min) {
-    core::log("warn", "ignoring invalid setting", {{"name", name}, {"value", v}});
-    return fallback;
-  }
-  return n;
-}
-
-}  // namespace
-
 Completer::Completer(Worker& w, std::function<std::size_t()> in_flight, std::function<void()> on_queued)
     : w_(w), in_flight_(std::move(in_flight)), on_queued_(std::move(on_queued)),
-      batch_max_(static_cast<std::size_t>(env_int("BGEXEC_FINISH_BATCH", default_batch, 1))),
-      delay_(std::chrono::milliseconds(env_int("BGEXEC_FINISH_DELAY_MS", default_delay_ms, 0))),
+      batch_max_(static_cast<std::size_t>(w.config().finish_batch)),
+      delay_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(w.config().finish_delay_s))),
       wake_(w.executor()), stopped_(w.executor()) {}
 
 asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_t lease, std::string outcome,

@@ -46,11 +46,7 @@ struct FinishResult {
 
 class Completer {
  public:
-  // Defaults: 64 items, 2 ms; BGEXEC_FINISH_BATCH and BGEXEC_FINISH_DELAY_MS
-  // override them (WorkerConfig has no such settings).
-  static constexpr std::size_t default_batch = 64;
-  static constexpr int default_delay_ms = 2;
-
+  // Batch size and window: WorkerConfig's finish_batch and finish_delay_s.
   // `in_flight` counts the worker's jobs (including those waiting here);
   // `on_queued` is called when a job hands over its outcome (a slot is free).
   Completer(Worker& w, std::function<std::size_t()> in_flight, std::function<void()> on_queued);
