@@ -1044,9 +1044,9 @@ CREATE FUNCTION bgexec.reconcile() RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
 	-- Plain index scans, which mark the entries of finished runs dead as they
-	-- pass them.  A bitmap scan never does: after a drain it visited the heap
-	-- page of every job that ran since the last vacuum, on every call
-	-- (42-83 ms after 200 000 jobs, bench/README.md).
+	-- pass them.  A bitmap scan never does: until the next vacuum it visited
+	-- the heap page of every job run more than a lease period before, on
+	-- every call (16-83 ms after a 200 000-job drain, bench/README.md).
 	SET enable_bitmapscan = off
 	AS $$
 DECLARE
