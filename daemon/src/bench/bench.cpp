@@ -479,8 +479,8 @@ json claim_latency(const Options& o, const std::string& queue, int iters, Check*
 
 // Loads the history: `history` completed jobs with their started/completed
 // events and their queue_stats count (direct inserts: generation, not
-// measurement), and `backlog` queued
-// jobs through submit_many; then VACUUM ANALYZE, as autovacuum would.
+// measurement), and `backlog` queued jobs through submit_many; then VACUUM
+// ANALYZE, as autovacuum would.
 void load_state(const Options& o, const std::string& history_q, const std::string& backlog_q) {
   pg::SyncConnection c(o.db);
   auto t0 = Clock::now();
