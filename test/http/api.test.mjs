@@ -47,6 +47,7 @@ test('a submit that waited for a concurrent first submit of its key answers 200 
   const first = spawn('psql', ['-X', '-qAt', '-d', 'postgres', '-c', 'BEGIN', '-c', 'SET LOCAL ROLE tenant_a',
     '-c', `SELECT bgexec.submit('noop', queue => '${queue}', idempotency_key => '${key}')`,
     '-c', 'SELECT pg_sleep(1.5)', '-c', 'COMMIT'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = once(first, 'exit');  // attached now: psql may exit before the HTTP reply is read
   let out = '';
   first.stdout.on('data', (d) => { out += d; });
   try {
@@ -55,7 +56,7 @@ test('a submit that waited for a concurrent first submit of its key answers 200 
       await sleep(50);
     }
     const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, idempotency_key: key } });
-    await once(first, 'exit');
+    await exited;
     const firstId = Number(out.trim().split('\n')[0]);
     assert.ok(firstId > 0, out);
     assert.equal(r.status, 200, r.text);
