@@ -777,12 +777,20 @@ BEGIN
 	PERFORM bgexec._check_positive('lease_for', lease_for);
 	UPDATE bgexec.worker SET heartbeat_at = now(), stopped_at = NULL
 	 WHERE id = heartbeat.worker_id;
+	-- The rows are locked in job id order first, as finish_many locks them:
+	-- a worker runs the two on different connections over the same jobs, and
+	-- in lease order (the UPDATE's own scan) the two could deadlock.
 	RETURN QUERY
-	WITH ext AS (
-		UPDATE bgexec.job j
-		   SET lease_expires_at = now() + heartbeat.lease_for
+	WITH mine AS MATERIALIZED (
+		SELECT j.id FROM bgexec.job j
 		 WHERE j.lease = ANY (heartbeat.leases) AND j.status = 'running'
 		   AND j.lease_owner = heartbeat.worker_id
+		 ORDER BY j.id
+		   FOR UPDATE),
+	ext AS (
+		UPDATE bgexec.job j
+		   SET lease_expires_at = now() + heartbeat.lease_for
+		 WHERE j.id = ANY (ARRAY(SELECT m.id FROM mine m))
 		RETURNING j.lease, j.stop_requested_at)
 	SELECT l.l, CASE WHEN ext.lease IS NULL THEN 'lost'
 	                 WHEN ext.stop_requested_at IS NOT NULL THEN 'stop'
