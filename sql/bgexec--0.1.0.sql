@@ -212,7 +212,7 @@ BEGIN
 		DELETE FROM bgexec.job_event e USING gone g WHERE e.job_id = g.id;
 		INSERT INTO bgexec.queue_count (queue, status, n)
 		SELECT g.queue, g.status, -count(*) FROM gone g
-		 WHERE g.status IN ('completed', 'failed', 'cancelled', 'timed_out')
+		 WHERE bgexec._is_terminal(g.status)
 		 GROUP BY g.queue, g.status;
 	END IF;
 	RETURN NULL;
@@ -1436,7 +1436,7 @@ BEGIN
 	DELETE FROM bgexec.queue_count;
 	INSERT INTO bgexec.queue_count (queue, status, n)
 	SELECT j.queue, j.status, count(*) FROM bgexec.job j
-	 WHERE j.status IN ('completed', 'failed', 'cancelled', 'timed_out')
+	 WHERE bgexec._is_terminal(j.status)
 	 GROUP BY j.queue, j.status;
 	GET DIAGNOSTICS v_n = ROW_COUNT;
 	RETURN v_n;
