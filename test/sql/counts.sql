@@ -53,8 +53,14 @@ SELECT * FROM stats_mismatch();
 -- ... until _recount rebuilds the counts from the jobs
 SELECT bgexec._recount() > 0 AS recounted;
 SELECT * FROM stats_mismatch();
--- clients read queue_stats but neither write the counts nor recount
+-- clients read queue_stats but neither write the counts nor recount; the
+-- counts are fleet-wide (every owner's jobs), whoever reads them
+SELECT sum(queued + running + suspended + completed + failed + cancelled + timed_out) AS all_jobs
+  FROM bgexec.queue_stats \gset
 SET ROLE regress_alice;
+SELECT sum(queued + running + suspended + completed + failed + cancelled + timed_out) = :all_jobs
+       AS alice_sees_every_owner
+  FROM bgexec.queue_stats;
 SELECT * FROM try('UPDATE bgexec.queue_count SET n = n + 1');
 SELECT * FROM try('SELECT bgexec._recount()');
 SELECT count(*) > 0 AS alice_sees_stats FROM bgexec.queue_stats;
