@@ -27,6 +27,10 @@ SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "queue": "ü"}
 -- the table refuses a bad name even from a superuser writing directly
 SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner) VALUES ('bad kind', 'x')$q$);
 SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, queue) VALUES ('noop', 'x', repeat('q', 64))$q$);
+-- invariant 2: a lease (token, expiry, owner: all three) on running jobs only
+SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, lease) VALUES ('noop', 'x', 1)$q$);
+SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, lease_expires_at) VALUES ('noop', 'x', now())$q$);
+SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, status, lease, lease_expires_at) VALUES ('noop', 'x', 'running', 1, now())$q$);
 -- payload not an object
 SELECT * FROM try($q$SELECT bgexec.submit('noop', '[1, 2]')$q$);
 -- max_attempts < 1
