@@ -415,6 +415,8 @@ CREATE FUNCTION bgexec._submit_one(
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	v_id bigint;
@@ -553,6 +555,17 @@ $$;
 
 /* ----------------------------------------------------- worker functions */
 
+/* Plans.  PL/pgSQL keeps a function's plans for the life of the session, and
+ * a plan made while bgexec.job was small stays until the next vacuum or
+ * analyze of it (autovacuum looks once a minute): a worker that connected
+ * to a fresh install read the whole table in claim, heartbeat and
+ * finish_many once a burst of jobs arrived (97 ms per claim of 64 at 300 000
+ * jobs; the first minute of the soak drained almost nothing).  So every
+ * function that reaches jobs or events by key runs with enable_seqscan =
+ * off, and without JIT: the penalty that disables a path counts in the
+ * cost of the statements that have no other (queue_count has no index),
+ * which then crossed jit_above_cost.  Regress "plans" holds them to it. */
+
 CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
                                        concurrency int, info jsonb DEFAULT '{}')
 	RETURNS void
@@ -618,6 +631,7 @@ CREATE FUNCTION bgexec.claim(worker_id text, queues text[], max_jobs int,
 	-- count, which crossed jit_above_cost (and cost 2.8x the throughput).
 	SET plan_cache_mode = force_generic_plan
 	SET jit = off
+	SET enable_seqscan = off
 	AS $$
 DECLARE
 	v_active text[];
@@ -778,6 +792,8 @@ CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
 	RETURNS TABLE (lease bigint, action text)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 BEGIN
 	PERFORM bgexec._check_positive('lease_for', lease_for);
@@ -825,6 +841,8 @@ CREATE FUNCTION bgexec.append_events(job_id bigint, lease bigint, events jsonb, 
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	c_worker_kinds CONSTANT text[] := ARRAY['step_started', 'step_completed', 'step_failed', 'log', 'progress'];
@@ -917,6 +935,8 @@ CREATE FUNCTION bgexec._finish_one(job_id bigint, lease bigint, outcome bgexec.j
 	RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	j bgexec.job;
@@ -977,6 +997,8 @@ CREATE FUNCTION bgexec.finish_many(items jsonb)
 	RETURNS TABLE (job_id bigint, lease bigint, status bgexec.job_status)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	v_bad text;
@@ -1194,6 +1216,8 @@ $$;
 CREATE FUNCTION bgexec.submit_many(jobs jsonb) RETURNS SETOF bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	v_owner name := bgexec._caller();
@@ -1301,6 +1325,8 @@ $$;
 CREATE FUNCTION bgexec.stop(job_id bigint) RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	j bgexec.job := bgexec._visible_job(job_id);
@@ -1331,6 +1357,8 @@ COMMENT ON FUNCTION bgexec.stop(bigint) IS
 CREATE FUNCTION bgexec.resume(job_id bigint, input jsonb DEFAULT NULL) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	j bgexec.job := bgexec._visible_job(job_id);
@@ -1362,6 +1390,8 @@ COMMENT ON FUNCTION bgexec.resume(bigint, jsonb) IS
 CREATE FUNCTION bgexec.retry(job_id bigint) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec
+	SET enable_seqscan = off
+	SET jit = off
 	AS $$
 DECLARE
 	j bgexec.job := bgexec._visible_job(job_id);

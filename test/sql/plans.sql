@@ -1,0 +1,40 @@
+-- plans: the functions keep their plans for the session, so a plan made on a
+-- small table must not read the table whole: none of them may scan bgexec.job
+-- or bgexec.job_event sequentially, even here where the tables are small.
+\set SHOW_CONTEXT never
+SELECT pg_stat_force_next_flush();
+CREATE TEMP TABLE scans AS
+SELECT relname, seq_scan FROM pg_stat_user_tables WHERE relid IN ('bgexec.job'::regclass, 'bgexec.job_event'::regclass);
+CREATE FUNCTION pass(i int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	ids bigint[];
+	ls bigint[];
+BEGIN
+	PERFORM bgexec.submit('noop', queue => 'pl', idempotency_key => 'pl-' || i);
+	PERFORM bgexec.submit_many(jsonb_build_array(
+		jsonb_build_object('kind', 'noop', 'queue', 'pl'),
+		jsonb_build_object('kind', 'noop', 'queue', 'pl', 'idempotency_key', 'plm-' || i),
+		jsonb_build_object('kind', 'noop', 'queue', 'pl', 'max_attempts', 2)));
+	SELECT array_agg(job_id ORDER BY job_id), array_agg(lease ORDER BY job_id) INTO ids, ls
+	  FROM bgexec.claim('wp', '{pl}', 4);
+	PERFORM bgexec.heartbeat('wp', ls);
+	PERFORM bgexec.append_events(ids[1], ls[1], '[{"kind": "log", "data": {}}]');
+	PERFORM bgexec.append_event(ids[2], ls[2], 'progress');
+	PERFORM bgexec.finish(ids[1], ls[1], 'completed', '{}');
+	PERFORM bgexec.finish_many(jsonb_build_array(
+		jsonb_build_object('job_id', ids[2], 'lease', ls[2], 'outcome', 'completed', 'body', '{}'),
+		jsonb_build_object('job_id', ids[3], 'lease', ls[3], 'outcome', 'suspended', 'body', '{}'),
+		jsonb_build_object('job_id', ids[4], 'lease', ls[4], 'outcome', 'failed', 'body', '{}')));
+	PERFORM bgexec.resume(ids[3]);
+	PERFORM bgexec.stop(ids[3]);
+	PERFORM bgexec.retry(ids[4]);
+	PERFORM bgexec.reconcile();
+END
+$$;
+-- more passes than PL/pgSQL's five custom plans, so the cached generic ones run
+SELECT count(pass(i)) FROM generate_series(1, 8) i;
+SELECT pg_stat_force_next_flush();
+SELECT s.relname, t.seq_scan - s.seq_scan AS seq_scans
+  FROM scans s JOIN pg_stat_user_tables t ON t.relid = ('bgexec.' || s.relname)::regclass
+ ORDER BY 1;
+DROP FUNCTION pass(int);
