@@ -999,9 +999,14 @@ CREATE FUNCTION bgexec.finish_many(items jsonb)
 	SET search_path = pg_catalog, bgexec
 	SET enable_seqscan = off
 	SET jit = off
+	-- Only nested loops: the finishing UPDATE below then takes its row locks
+	-- in the order of its sorted items (job id order), like heartbeat.
+	SET enable_hashjoin = off
+	SET enable_mergejoin = off
 	AS $$
 DECLARE
 	v_bad text;
+	v_other boolean;
 	v_done bigint[];
 	v_seqs int[];
 BEGIN
@@ -1009,28 +1014,37 @@ BEGIN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	SELECT coalesce(i->>'outcome', 'null') INTO v_bad FROM jsonb_array_elements(items) i
-	 WHERE jsonb_typeof(i) <> 'object' OR jsonb_typeof(i->'job_id') <> 'number'
-	    OR jsonb_typeof(i->'lease') <> 'number'
-	    OR coalesce(i->>'outcome', '') NOT IN ('completed', 'failed', 'cancelled', 'timed_out', 'suspended')
-	 LIMIT 1;
-	IF FOUND THEN
+	SELECT min(coalesce(i->>'outcome', 'null'))
+	         FILTER (WHERE jsonb_typeof(i) <> 'object' OR jsonb_typeof(i->'job_id') <> 'number'
+	                    OR jsonb_typeof(i->'lease') <> 'number'
+	                    OR coalesce(i->>'outcome', '') NOT IN ('completed', 'failed', 'cancelled',
+	                                                           'timed_out', 'suspended')),
+	       bool_or(i->>'outcome' IS DISTINCT FROM 'completed')
+	  INTO v_bad, v_other FROM jsonb_array_elements(items) i;
+	IF v_bad IS NOT NULL THEN
 		RAISE EXCEPTION 'items: each element needs a numeric job_id and lease and a terminal or suspended outcome'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('outcome was %s', v_bad);
 	END IF;
-	PERFORM 1 FROM bgexec.job x
-	 WHERE x.id IN (SELECT (i->>'job_id')::bigint FROM jsonb_array_elements(items) i)
-	 ORDER BY x.id
-	   FOR UPDATE;
+	-- Rows are locked in job id order.  A batch of completions alone is
+	-- locked by its UPDATE, which reaches the rows in that order; the other
+	-- outcomes are finished one by one after it, so a batch with any of them
+	-- locks every row first.
+	IF v_other THEN
+		PERFORM 1 FROM bgexec.job x
+		 WHERE x.id IN (SELECT (i->>'job_id')::bigint FROM jsonb_array_elements(items) i)
+		 ORDER BY x.id
+		   FOR UPDATE;
+	END IF;
 
 	-- The common case set-based: every 'completed' item whose lease is current
 	-- in one UPDATE and one INSERT of terminal events (same transaction, so
 	-- invariant 5 holds as in _terminal).
-	WITH it AS (
+	WITH it AS MATERIALIZED (
 		SELECT r.job_id, r.lease, coalesce(r.body, '{}') AS body
 		  FROM jsonb_to_recordset(items) AS r(job_id bigint, lease bigint, outcome text, body jsonb)
-		 WHERE r.outcome = 'completed'),
+		 WHERE r.outcome = 'completed'
+		 ORDER BY r.job_id),
 	done AS (
 		UPDATE bgexec.job x
 		   SET status = 'completed', result = it.body, error = NULL, finished_at = now(),
