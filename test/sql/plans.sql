@@ -38,3 +38,13 @@ SELECT s.relname, t.seq_scan - s.seq_scan AS seq_scans
   FROM scans s JOIN pg_stat_user_tables t ON t.relid = ('bgexec.' || s.relname)::regclass
  ORDER BY 1;
 DROP FUNCTION pass(int);
+-- and each of them plans without JIT: with sequential scans disabled, a
+-- statement that has no other path (queue_count has no index) carries the
+-- penalty in its cost and would be compiled, tens of milliseconds a call
+SELECT p.oid::regprocedure AS missing_setting
+  FROM pg_proc p
+ WHERE p.pronamespace = 'bgexec'::regnamespace
+   AND p.proname IN ('claim', 'heartbeat', 'append_events', '_finish_one', 'finish_many',
+                     '_submit_one', 'submit_many', 'stop', 'resume', 'retry', 'reconcile')
+   AND NOT coalesce(p.proconfig @> ARRAY['enable_seqscan=off', 'jit=off'], false)
+ ORDER BY 1;
