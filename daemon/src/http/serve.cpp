@@ -1,6 +1,7 @@
 // `bgexec serve`: flags, signals and the event loop of the HTTP gateway.
 #include "http/serve.hpp"
 
+#include "core/duration.hpp"
 #include "core/logfmt.hpp"
 #include "http/gateway.hpp"
 
@@ -9,7 +10,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,6 +33,7 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
   --statement-timeout SECONDS
                      bound on each database statement of a request (lock
                      waits included); past it the request gets 504.
+                     Seconds, or with a unit (500ms, 30s, 5m).
                      Defaults to 30; 0 = no bound.
 )";
 
@@ -61,13 +62,10 @@ int run_serve(const std::vector<std::string>& args) {
       else if (flag == "--tokens") tokens_file = value();
       else if (flag == "--pool") cfg.pool_size = std::stoul(value());
       else if (flag == "--statement-timeout") {
-        std::string v = value();
-        char* end = nullptr;
-        double secs = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !std::isfinite(secs) || secs < 0 || secs > 86400)
-          throw std::runtime_error("--statement-timeout must be 0..86400 seconds");
-        cfg.statement_timeout_ms = static_cast<long>(secs * 1000 + 0.5);
-        if (secs > 0 && cfg.statement_timeout_ms == 0) cfg.statement_timeout_ms = 1;
+        auto secs = core::parse_seconds(value());
+        if (!secs || *secs > 86400) throw std::runtime_error("--statement-timeout must be 0..86400 seconds");
+        cfg.statement_timeout_ms = static_cast<long>(*secs * 1000 + 0.5);
+        if (*secs > 0 && cfg.statement_timeout_ms == 0) cfg.statement_timeout_ms = 1;
       }
       else throw std::runtime_error("unknown flag " + a);
     } catch (const std::exception& e) {
