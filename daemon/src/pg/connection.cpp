@@ -268,6 +268,10 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
   const int n = static_cast<int>(values.size());
 
+  auto send_text = [&] {
+    if (!PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
+      fail(name_ + ": send");
+  };
   std::optional<Error> err;
   std::string stmt;
   if (prepare && prepare_ok_) {
@@ -283,8 +287,8 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
     }
     if (!PQsendQueryPrepared(conn_, stmt.c_str(), n, values.data(), nullptr, nullptr, 0))
       fail(name_ + ": send");
-  } else if (!PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)) {
-    fail(name_ + ": send");
+  } else {
+    send_text();
   }
   co_await flush_out();
   Result last = co_await read_results(err);
@@ -299,8 +303,7 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
     prepare_ok_ = false;
     prepared_.clear();
     err.reset();
-    if (!PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
-      fail(name_ + ": send");
+    send_text();
     co_await flush_out();
     last = co_await read_results(err);
   }
