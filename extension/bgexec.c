@@ -33,6 +33,7 @@ bool		bgexec_notify_events = true;
 int			bgexec_watchdog_interval = 1000;
 int			bgexec_retention = -1;
 int			bgexec_retention_batch = 1000;
+int			bgexec_vacuum_threshold = 10000;
 char	   *bgexec_database = NULL;
 bool		bgexec_watchdog_enabled = true;
 
@@ -104,6 +105,19 @@ _PG_init(void)
 							&bgexec_retention_batch,
 							1000,
 							1,
+							INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgexec.vacuum_threshold",
+							"Dead rows of bgexec.job at which the watchdog vacuums it.",
+							"Checked on every watchdog run, so that claims do not "
+							"walk the index entries of the jobs claimed since the "
+							"last vacuum; -1 leaves the table to autovacuum.",
+							&bgexec_vacuum_threshold,
+							10000,
+							-1,
 							INT_MAX,
 							PGC_SIGHUP,
 							0,

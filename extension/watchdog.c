@@ -15,6 +15,8 @@
  * database (checked every tick: it may be created or dropped at any time).
  * Both functions are safe to run concurrently with the daemons' own
  * reconcile timers (invariant 2), so this worker needs no coordination.
+ * Then, when bgexec.job has bgexec.vacuum_threshold dead rows or more, it
+ * vacuums that table (see watchdog_vacuum for why and how).
  *
  * Errors.  An ERROR in a tick (a serialization failure, a lock timeout, a
  * broken reconcile()) is caught, reported to the server log, and its
@@ -34,11 +36,14 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "commands/vacuum.h"
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -46,6 +51,7 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -55,6 +61,15 @@
 #define WATCHDOG_NAME			"bgexec watchdog"
 #define WATCHDOG_RESTART_SECS	10
 #define WATCHDOG_MAX_BACKOFF_MS	(60 * 1000)
+
+/*
+ * The vacuum of bgexec.job may take at most 1 / (1 + this) of the
+ * watchdog's time: the next one starts no sooner than this many times the
+ * last one's duration after it ended.
+ */
+#define VACUUM_PAUSE_FACTOR		3
+/* After a failed vacuum, the wait before the next attempt. */
+#define VACUUM_RETRY_MS			(60 * 1000)
 
 /* The queries; the ::bigint casts let the SQL side return int or bigint. */
 #define RECONCILE_QUERY		"SELECT bgexec.reconcile()::bigint"
@@ -81,11 +96,19 @@ static SPIPlanPtr retention_plan = NULL;
 
 static ExtensionState extension_state = EXT_UNKNOWN;
 
+/* The earliest time of the next vacuum of bgexec.job (0: any time). */
+static TimestampTz vacuum_not_before = 0;
+
+/* PortalContext of the vacuum (VACUUM keeps its own state under it). */
+static MemoryContext vacuum_cxt = NULL;
+
 static int64 watchdog_delay_ms(int consecutive_errors);
 static bool watchdog_run(WatchdogTask task);
 static void watchdog_task_body(WatchdogTask task);
 static int64 watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
 						   Oid *argtypes, Datum *values);
+static void watchdog_vacuum(void);
+static bool watchdog_vacuum_body(void);
 
 /*
  * Registers the watchdog as a static background worker.
@@ -195,6 +218,8 @@ bgexec_watchdog_main(Datum main_arg)
 		ok = watchdog_run(WATCHDOG_RECONCILE);
 		if (bgexec_retention >= 0 && extension_state == EXT_PRESENT)
 			ok = watchdog_run(WATCHDOG_RETENTION) && ok;
+		if (bgexec_vacuum_threshold >= 0 && extension_state == EXT_PRESENT)
+			watchdog_vacuum();
 
 		if (ok)
 			consecutive_errors = 0;
@@ -355,4 +380,132 @@ watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
 
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * Vacuums bgexec.job when it has bgexec.vacuum_threshold dead rows or more
+ * (by the cumulative statistics, which lag the backends by up to a second)
+ * and the pause after the previous vacuum is over.
+ *
+ * Why.  A claim reads job_runnable_idx from the head of its queue.  The
+ * entries of the jobs claimed since the last vacuum are dead, and scans mark
+ * them so, but they stay on the index's leaf pages until a VACUUM deletes
+ * them, so every claim walks those pages first.  Autovacuum looks at a
+ * database once per autovacuum_naptime (a minute): in the burn-down of a
+ * backlog of a million jobs, claims read about 3 700 index pages each and
+ * the drain fell from 20 000 to 8 700 jobs/s; vacuumed every second it
+ * stayed at 17 600 (bench/README.md).
+ *
+ * How: as VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON, TRUNCATE OFF) bgexec.job.
+ * INDEX_CLEANUP ON because the index entries are the point, and by default
+ * PostgreSQL skips the indexes when under 2 % of the table's pages have dead
+ * rows; TRUNCATE OFF because truncation takes an ACCESS EXCLUSIVE lock,
+ * which would stall the claims; SKIP_LOCKED so that a vacuum already running
+ * (autovacuum's) is left alone, silently (no relation name is passed, so
+ * there is nothing to report).  The job table's TOAST table is left to
+ * autovacuum: claims and finishes do not rewrite toasted payloads.  A vacuum
+ * reads every index of the table whole, so its cost grows with the retained
+ * history; VACUUM_PAUSE_FACTOR bounds the share of time it can take.
+ *
+ * Errors are reported and rolled back like a tick's; the next attempt waits
+ * VACUUM_RETRY_MS.  They do not slow down reconcile's ticks.
+ */
+static void
+watchdog_vacuum(void)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	TimestampTz start = GetCurrentTimestamp();
+	volatile bool vacuumed = false;
+	volatile bool ok = true;
+
+	if (start < vacuum_not_before)
+		return;
+	if (vacuum_cxt == NULL)
+		vacuum_cxt = AllocSetContextCreate(TopMemoryContext,
+										   "bgexec watchdog vacuum",
+										   ALLOCSET_DEFAULT_SIZES);
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PortalContext = vacuum_cxt;
+		vacuumed = watchdog_vacuum_body();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(caller_cxt);
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+		ok = false;
+	}
+	PG_END_TRY();
+
+	PortalContext = NULL;
+	MemoryContextReset(vacuum_cxt);
+	MemoryContextSwitchTo(caller_cxt);
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	if (!ok)
+		vacuum_not_before = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														VACUUM_RETRY_MS);
+	else if (vacuumed)
+	{
+		TimestampTz end = GetCurrentTimestamp();
+		long		ms = TimestampDifferenceMilliseconds(start, end);
+
+		vacuum_not_before = TimestampTzPlusMilliseconds(end,
+														ms * VACUUM_PAUSE_FACTOR);
+		ereport(DEBUG1,
+				(errmsg("bgexec watchdog vacuumed bgexec.job in %ld ms", ms)));
+	}
+}
+
+/*
+ * Inside the transaction watchdog_vacuum opened: looks up bgexec.job and its
+ * dead rows and, when there are enough, vacuums it; returns whether it did.
+ * VACUUM commits the caller's transaction and starts a new one on return
+ * (as it does in a backend), which the caller then commits.
+ */
+static bool
+watchdog_vacuum_body(void)
+{
+	Oid			nsp = get_namespace_oid("bgexec", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("job", nsp) : InvalidOid;
+	PgStat_StatTabEntry *stats;
+	VacuumParams params;
+	MemoryContext old_cxt;
+	List	   *rels;
+
+	if (!OidIsValid(relid))
+		return false;
+	stats = pgstat_fetch_stat_tabentry(relid);
+	if (stats == NULL || stats->n_dead_tuples < bgexec_vacuum_threshold)
+		return false;
+
+	memset(&params, 0, sizeof(params));
+	params.options = VACOPT_VACUUM | VACOPT_SKIP_LOCKED;
+	params.freeze_min_age = -1;
+	params.freeze_table_age = -1;
+	params.multixact_freeze_min_age = -1;
+	params.multixact_freeze_table_age = -1;
+	params.is_wraparound = false;
+	params.log_min_duration = -1;
+	params.index_cleanup = VACOPTVALUE_ENABLED;
+	params.truncate = VACOPTVALUE_DISABLED;
+	params.nworkers = -1;		/* no parallel workers */
+
+	/* The target must outlive this transaction, which VACUUM commits. */
+	old_cxt = MemoryContextSwitchTo(vacuum_cxt);
+	rels = list_make1(makeVacuumRelation(NULL, relid, NIL));
+	MemoryContextSwitchTo(old_cxt);
+
+	pgstat_report_activity(STATE_RUNNING, "VACUUM bgexec.job");
+	vacuum(rels, &params, NULL, true);
+	return true;
 }

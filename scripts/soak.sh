@@ -7,6 +7,8 @@
 # SOAK_RATE jobs/s (default 2000, submitted as submit_many batches of 500 by
 # pgbench -R), SOAK_WORKERS x SOAK_CONCURRENCY workers (default 2 x 16);
 # retention every second in batches of max(5000, 2 x rate).
+# SOAK_SETTING: one more postgresql.conf line for the cluster (an A/B of a
+# setting, e.g. "bgexec.vacuum_threshold = -1").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -30,7 +32,8 @@ scratch_dir soak
 
 cluster_start "$WORK/cluster" "$PORT" "fsync = on" "synchronous_commit = on" \
   "shared_buffers = 256MB" "max_wal_size = 4GB" \
-  "bgexec.retention = '30s'" "bgexec.retention_batch = $RETENTION_BATCH" "bgexec.watchdog_interval = '1s'"
+  "bgexec.retention = '30s'" "bgexec.retention_batch = $RETENTION_BATCH" "bgexec.watchdog_interval = '1s'" \
+  ${SOAK_SETTING:+"$SOAK_SETTING"}
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION bgexec" postgres
 cat >"$WORK/submit.sql" <<SQL
 SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg('{"kind": "noop"}'::jsonb) FROM generate_series(1, $BATCH)));

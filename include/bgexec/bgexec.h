@@ -22,6 +22,7 @@ extern bool bgexec_notify_events;
 extern int	bgexec_watchdog_interval;
 extern int	bgexec_retention;
 extern int	bgexec_retention_batch;
+extern int	bgexec_vacuum_threshold;
 extern char *bgexec_database;
 extern bool bgexec_watchdog_enabled;
 

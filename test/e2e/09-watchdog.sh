@@ -3,10 +3,11 @@
 # shared_preload_libraries, recovery happens with no worker daemon alive.
 # A job whose worker vanished (lease expired) is failed/worker_lost by the
 # background worker alone, a retry-safe one is requeued, a job past its
-# deadline is timed out, and bgexec.retention purges old terminal jobs.
+# deadline is timed out, bgexec.retention purges old terminal jobs, and
+# bgexec.vacuum_threshold dead rows in bgexec.job get it vacuumed.
 source "$(dirname "$0")/lib.sh"
 cluster_start "$E2E_DIR/pg" 57949 "bgexec.database = 'jobs'" "bgexec.watchdog_interval = '200ms'" \
-  "bgexec.retention = '1h'" >/dev/null || fail "cluster did not start"
+  "bgexec.retention = '1h'" "bgexec.vacuum_threshold = 2000" >/dev/null || fail "cluster did not start"
 psql -qX -d postgres -c "CREATE DATABASE jobs" >/dev/null
 export PGDATABASE=jobs
 sql "CREATE EXTENSION bgexec" >/dev/null
@@ -39,4 +40,57 @@ purged() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE id = $once") == 0 ]];
 wait_for 20 purged || fail "retention did not purge the old job"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $once") == 0 ]] || fail "events left behind"
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE id = $late") == 1 ]] || fail "a recent terminal job was purged"
+
+# Vacuum: claims walk the dead index entries of the jobs claimed since the
+# table's last vacuum, so the watchdog vacuums bgexec.job once it has
+# bgexec.vacuum_threshold dead rows.  Autovacuum is off for the table here:
+# every vacuum counted (vacuum_count, not autovacuum_count) is the watchdog's.
+sql "ALTER TABLE bgexec.job SET (autovacuum_enabled = false)" >/dev/null
+vacuums() { sql "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass"; }
+dead() { sql "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass"; }
+few_dead() { (($(dead) < 2000)); }
+# 1500 jobs claimed and finished: 3000 dead row versions.
+burn() {
+  sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'vac'))
+         FROM generate_series(1, 1500)))" >/dev/null
+  [[ $(sql "SELECT count(*) FROM bgexec.finish_many((SELECT jsonb_agg(jsonb_build_object(
+           'job_id', job_id, 'lease', lease, 'outcome', 'completed', 'body', '{}'::jsonb))
+           FROM bgexec.claim('vac', '{vac}', 1500)))") == 1500 ]] || fail "burn: claim and finish 1500 jobs"
+}
+# Index pages a claim's scan of queue vac reads (the second scan: the first
+# also visits the heap to mark the dead entries).
+scan_pages() {
+  local q="SET enable_seqscan = off; EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY OFF)
+    SELECT id FROM bgexec.job WHERE status = 'queued' AND queue = 'vac'
+     ORDER BY priority DESC, run_after, id LIMIT 1"
+  sql "$q" >/dev/null
+  sql "$q" | sed -n 's/.*Buffers: shared hit=\([0-9]*\).*/\1/p' | head -1
+}
+[[ $(vacuums) == 0 ]] || fail "vacuumed below the threshold ($(dead) dead rows)"
+burn
+vacuumed() { (($(vacuums) > 0)); }
+wait_for 20 vacuumed || fail "no vacuum at $(dead) dead rows"
+# The dead entries are gone from the runnable index, not only from the heap
+# (PostgreSQL's own VACUUM may skip the indexes when few pages have dead rows).
+wait_for 20 few_dead || fail "dead rows left after the vacuum: $(dead)"
+p=$(scan_pages)
+((p <= 2)) || fail "a scan of the drained queue still reads $p index pages after the vacuum"
+
+# -1 turns it off (a reload is enough), and back on.
+sql "ALTER SYSTEM SET bgexec.vacuum_threshold = -1" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+v=$(vacuums)
+burn
+sleep 3  # 15 watchdog runs
+[[ $(vacuums) == "$v" ]] || fail "vacuumed with bgexec.vacuum_threshold = -1"
+p=$(scan_pages)
+((p > 2)) || fail "without a vacuum the scan should walk the dead entries' pages (read $p)"
+sql "ALTER SYSTEM RESET bgexec.vacuum_threshold" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+vacuumed_again() { (($(vacuums) > v)); }
+wait_for 20 vacuumed_again || fail "no vacuum after turning it back on ($(dead) dead rows)"
+wait_for 20 few_dead || fail "dead rows left after the second vacuum: $(dead)"
+p=$(scan_pages)
+((p <= 2)) || fail "a scan of the drained queue still reads $p index pages after the second vacuum"
 ok
