@@ -60,8 +60,8 @@ SQL
   if [[ $v == design || $v == one_event ]]; then
     sql <<SQL
 CREATE UNIQUE INDEX ON bgexec_floor.job_$v (lease) WHERE status = 'running';
-CREATE INDEX ON bgexec_floor.job_$v (lease_expires_at) WHERE status = 'running';
-CREATE INDEX ON bgexec_floor.job_$v (deadline) WHERE status = 'running' AND deadline IS NOT NULL;
+CREATE INDEX ON bgexec_floor.job_$v (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
+CREATE INDEX ON bgexec_floor.job_$v (deadline) WHERE lease IS NOT NULL AND deadline IS NOT NULL;
 CREATE INDEX ON bgexec_floor.job_$v (queue, concurrency_key) WHERE status = 'running';
 CREATE INDEX ON bgexec_floor.job_$v (queue) WHERE status = 'suspended';
 SQL
