@@ -8,7 +8,9 @@
 # BENCH_SCALING=0 skips the scaling mode; pg_stat_statements is preloaded and
 # its top statements land in bench/out/pg_stat_statements.txt (BENCH_PROFILE=0
 # leaves it out).  Then bench/floor.sh measures the drain's data model as bare
-# SQL at batches of 64 and 16 (bench/out/floor.txt; BENCH_FLOOR=0 skips it).
+# SQL at batches of 64 and 16 (bench/out/floor.txt; BENCH_FLOOR=0 skips it),
+# and bench/burn-down.sh drains a backlog of 300 000 jobs with and without the
+# watchdog's vacuum (bench/out/burn-down.txt; BENCH_BURNDOWN=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -56,6 +58,10 @@ if [[ ${BENCH_FLOOR:-1} != 0 ]]; then
     echo "-- batches of $b"
     FLOOR_BATCH=$b bench/floor.sh
   done | tee "$OUT/floor.txt" || rc=$?
+fi
+if [[ ${BENCH_BURNDOWN:-1} != 0 ]]; then
+  echo "== bench/burn-down.sh: a deep backlog with and without the watchdog's vacuum"
+  BGEXEC_BIN=$BIN bench/burn-down.sh | tee "$OUT/burn-down.txt" || rc=$?
 fi
 echo "== results in bench/out/results.json"
 exit $rc
