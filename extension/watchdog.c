@@ -70,6 +70,12 @@
 #define VACUUM_PAUSE_FACTOR		3
 /* After a failed vacuum, the wait before the next attempt. */
 #define VACUUM_RETRY_MS			(60 * 1000)
+/*
+ * How long after the end of any vacuum of bgexec.job the count of its dead
+ * rows is taken as the new baseline: the time the backends take to report
+ * the rows that died before it (a busy backend reports once a second).
+ */
+#define VACUUM_SETTLE_MS		2000
 
 /* The queries; the ::bigint casts let the SQL side return int or bigint. */
 #define RECONCILE_QUERY		"SELECT bgexec.reconcile()::bigint"
@@ -98,6 +104,15 @@ static ExtensionState extension_state = EXT_UNKNOWN;
 
 /* The earliest time of the next vacuum of bgexec.job (0: any time). */
 static TimestampTz vacuum_not_before = 0;
+
+/*
+ * Dead rows of bgexec.job that the statistics report but the last vacuum
+ * already removed (see watchdog_vacuum_body), the end of that vacuum, and
+ * whether the baseline has been taken since.
+ */
+static int64 dead_baseline = 0;
+static TimestampTz last_vacuum_end = 0;	/* 0: not yet set */
+static bool baseline_taken = true;
 
 /* PortalContext of the vacuum (VACUUM keeps its own state under it). */
 static MemoryContext vacuum_cxt = NULL;
@@ -384,8 +399,8 @@ watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
 
 /*
  * Vacuums bgexec.job when it has bgexec.vacuum_threshold dead rows or more
- * (by the cumulative statistics, which lag the backends by up to a second)
- * and the pause after the previous vacuum is over.
+ * (by the cumulative statistics: see watchdog_vacuum_body) and the pause
+ * after the previous vacuum is over.
  *
  * Why.  A claim reads job_runnable_idx from the head of its queue.  The
  * entries of the jobs claimed since the last vacuum are dead, and scans mark
@@ -420,6 +435,9 @@ watchdog_vacuum(void)
 
 	if (start < vacuum_not_before)
 		return;
+	/* Only vacuums that end from now on move the baseline. */
+	if (last_vacuum_end == 0)
+		last_vacuum_end = start;
 	if (vacuum_cxt == NULL)
 		vacuum_cxt = AllocSetContextCreate(TopMemoryContext,
 										   "bgexec watchdog vacuum",
@@ -471,6 +489,20 @@ watchdog_vacuum(void)
  * dead rows and, when there are enough, vacuums it; returns whether it did.
  * VACUUM commits the caller's transaction and starts a new one on return
  * (as it does in a backend), which the caller then commits.
+ *
+ * Dead rows are counted from a baseline.  A vacuum resets the statistics'
+ * count to what it left, but a backend reports its changes up to a second
+ * or more after it commits them, so rows that died before a vacuum and were
+ * removed by it are added to the count afterwards, and stay in it until the
+ * next vacuum.  Counted as they are, a DELETE of 30 000 jobs followed by a
+ * VACUUM (or an autovacuum) made the watchdog vacuum again a second later,
+ * for nothing.  So after any vacuum of the table (its end, from the
+ * statistics' timestamps) the watchdog waits VACUUM_SETTLE_MS, takes the
+ * count then as the baseline, and vacuums once there are
+ * bgexec.vacuum_threshold more.  Rows that really died during those two
+ * seconds are counted only by the vacuum after next; in a drain they are
+ * a few seconds of claims.  A baseline not taken within two more seconds
+ * is zero.
  */
 static bool
 watchdog_vacuum_body(void)
@@ -481,11 +513,40 @@ watchdog_vacuum_body(void)
 	VacuumParams params;
 	MemoryContext old_cxt;
 	List	   *rels;
+	TimestampTz ended;
 
 	if (!OidIsValid(relid))
 		return false;
 	stats = pgstat_fetch_stat_tabentry(relid);
-	if (stats == NULL || stats->n_dead_tuples < bgexec_vacuum_threshold)
+	if (stats == NULL)
+		return false;
+
+	ended = Max(stats->vacuum_timestamp, stats->autovac_vacuum_timestamp);
+	if (ended > last_vacuum_end)
+	{
+		last_vacuum_end = ended;
+		baseline_taken = false;
+	}
+	if (!baseline_taken)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (now < TimestampTzPlusMilliseconds(last_vacuum_end, VACUUM_SETTLE_MS))
+			return false;
+		/*
+		 * Taken late (the watchdog was busy, or the vacuum was turned off
+		 * meanwhile), the count would hold rows that died since: none then.
+		 */
+		if (now < TimestampTzPlusMilliseconds(last_vacuum_end, 2 * VACUUM_SETTLE_MS))
+			dead_baseline = stats->n_dead_tuples;
+		else
+			dead_baseline = 0;
+		baseline_taken = true;
+	}
+	/* Statistics reset, or a new table (the extension created again). */
+	if (stats->n_dead_tuples < dead_baseline)
+		dead_baseline = stats->n_dead_tuples;
+	if (stats->n_dead_tuples - dead_baseline < bgexec_vacuum_threshold)
 		return false;
 
 	memset(&params, 0, sizeof(params));
