@@ -124,6 +124,8 @@ static int64 watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
 						   Oid *argtypes, Datum *values);
 static void watchdog_vacuum(void);
 static bool watchdog_vacuum_body(void);
+static void watchdog_recover(MemoryContext caller_cxt);
+static void watchdog_task_done(MemoryContext caller_cxt);
 
 /*
  * Registers the watchdog as a static background worker.
@@ -289,21 +291,42 @@ watchdog_run(WatchdogTask task)
 	}
 	PG_CATCH();
 	{
-		/* Same order as the error recovery of a regular backend. */
-		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(caller_cxt);
-		EmitErrorReport();
-		AbortCurrentTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		watchdog_recover(caller_cxt);
 		ok = false;
 	}
 	PG_END_TRY();
 
+	watchdog_task_done(caller_cxt);
+	return ok;
+}
+
+/*
+ * The error recovery of a task's transaction, called from its PG_CATCH
+ * block, in the order of a regular backend's: reports the error, aborts the
+ * transaction (releasing every lock, snapshot and SPI connection it held)
+ * and makes caller_cxt current again.
+ */
+static void
+watchdog_recover(MemoryContext caller_cxt)
+{
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(caller_cxt);
+	EmitErrorReport();
+	AbortCurrentTransaction();
+	FlushErrorState();
+	RESUME_INTERRUPTS();
+}
+
+/*
+ * After a task, done or failed: caller_cxt current again, the task's
+ * statistics reported, and the process shown idle in pg_stat_activity.
+ */
+static void
+watchdog_task_done(MemoryContext caller_cxt)
+{
 	MemoryContextSwitchTo(caller_cxt);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	return ok;
 }
 
 /*
@@ -453,21 +476,14 @@ watchdog_vacuum(void)
 	}
 	PG_CATCH();
 	{
-		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(caller_cxt);
-		EmitErrorReport();
-		AbortCurrentTransaction();
-		FlushErrorState();
-		RESUME_INTERRUPTS();
+		watchdog_recover(caller_cxt);
 		ok = false;
 	}
 	PG_END_TRY();
 
 	PortalContext = NULL;
 	MemoryContextReset(vacuum_cxt);
-	MemoryContextSwitchTo(caller_cxt);
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	watchdog_task_done(caller_cxt);
 
 	if (!ok)
 		vacuum_not_before = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
