@@ -16,6 +16,7 @@
 # BURN_JOBS (default 300000), BURN_ROUNDS (default 2), BGEXEC_BIN (default
 # daemon/build/bgexec).
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 jobs=${BURN_JOBS:-300000}
 rounds=${BURN_ROUNDS:-2}
@@ -53,13 +54,7 @@ for r in $(seq 1 "$rounds"); do
     echo "burn-down: round $r, vacuum_threshold $t: $v jobs/s" >&2
   done
 done
-awk -v was="$was" '
-  { v[$1, ++n[$1]] = $2 }
-  function median(name,   k, i, j, t, a) {
-    k = n[name]; for (i = 1; i <= k; i++) a[i] = v[name, i]
-    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-  }
+awk -v was="$was" "$MEDIAN_AWK"'
   END {
     printf "%-28s %10s\n", "vacuum_threshold", "jobs/s"
     printf "%-28s %10.0f\n", "-1 (autovacuum only)", median("-1")

@@ -22,6 +22,7 @@
 # (default 2: one per worker of bgexec bench's default), FLOOR_BATCH (jobs per
 # claim, default 64), FLOOR_JOBS (default 300000, more than a run drains).
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 rounds=${FLOOR_ROUNDS:-3}
 secs=${FLOOR_SECONDS:-6}
 clients=${FLOOR_CLIENTS:-2}
@@ -124,13 +125,7 @@ for r in $(seq 1 "$rounds"); do
   echo "floor: round $r: $(tail -n 5 "$tmp/results" | tr '\n' ' ')" >&2
 done
 
-awk '
-  { v[$1, ++n[$1]] = $2 }
-  function median(name,   k, i, j, t, a) {
-    k = n[name]; for (i = 1; i <= k; i++) a[i] = v[name, i]
-    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-  }
+awk "$MEDIAN_AWK"'
   END {
     ref = median("ref")
     printf "%-12s %10s %8s\n", "variant", "jobs/s", "ratio"
