@@ -49,10 +49,15 @@ sql "ALTER TABLE bgexec.job SET (autovacuum_enabled = false)" >/dev/null
 vacuums() { sql "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass"; }
 dead() { sql "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass"; }
 few_dead() { (($(dead) < 2000)); }
+more_vacuums_than() { (($(vacuums) > $1)); }
+# submit_noops QUEUE N
+submit_noops() {
+  sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', '$1'))
+         FROM generate_series(1, $2)))" >/dev/null
+}
 # 1500 jobs claimed and finished: 3000 dead row versions.
 burn() {
-  sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'vac'))
-         FROM generate_series(1, 1500)))" >/dev/null
+  submit_noops vac 1500
   [[ $(sql "SELECT count(*) FROM bgexec.finish_many((SELECT jsonb_agg(jsonb_build_object(
            'job_id', job_id, 'lease', lease, 'outcome', 'completed', 'body', '{}'::jsonb))
            FROM bgexec.claim('vac', '{vac}', 1500)))") == 1500 ]] || fail "burn: claim and finish 1500 jobs"
@@ -66,15 +71,18 @@ scan_pages() {
   sql "$q" >/dev/null
   sql "$q" | sed -n 's/.*Buffers: shared hit=\([0-9]*\).*/\1/p' | head -1
 }
+# After a vacuum: the dead rows are gone, and so are the dead entries of the
+# runnable index (PostgreSQL's own VACUUM may skip the indexes when few pages
+# have dead rows).
+expect_clean() {
+  wait_for 20 few_dead || fail "dead rows left $1: $(dead)"
+  local p; p=$(scan_pages)
+  ((p <= 2)) || fail "a scan of the drained queue still reads $p index pages $1"
+}
 [[ $(vacuums) == 0 ]] || fail "vacuumed below the threshold ($(dead) dead rows)"
 burn
-vacuumed() { (($(vacuums) > 0)); }
-wait_for 20 vacuumed || fail "no vacuum at $(dead) dead rows"
-wait_for 20 few_dead || fail "dead rows left after the vacuum: $(dead)"
-# The dead entries are gone from the runnable index, not only from the heap
-# (PostgreSQL's own VACUUM may skip the indexes when few pages have dead rows).
-p=$(scan_pages)
-((p <= 2)) || fail "a scan of the drained queue still reads $p index pages after the vacuum"
+wait_for 20 more_vacuums_than 0 || fail "no vacuum at $(dead) dead rows"
+expect_clean "after the vacuum"
 
 # -1 turns it off (a reload is enough), and back on.
 sql "ALTER SYSTEM SET bgexec.vacuum_threshold = -1" >/dev/null
@@ -88,18 +96,14 @@ p=$(scan_pages)
 ((p > 2)) || fail "without a vacuum the scan should walk the dead entries' pages (read $p)"
 sql "ALTER SYSTEM RESET bgexec.vacuum_threshold" >/dev/null
 sql "SELECT pg_reload_conf()" >/dev/null
-vacuumed_again() { (($(vacuums) > v)); }
-wait_for 20 vacuumed_again || fail "no vacuum after turning it back on ($(dead) dead rows)"
-wait_for 20 few_dead || fail "dead rows left after the second vacuum: $(dead)"
-p=$(scan_pages)
-((p <= 2)) || fail "a scan of the drained queue still reads $p index pages after the second vacuum"
+wait_for 20 more_vacuums_than "$v" || fail "no vacuum after turning it back on ($(dead) dead rows)"
+expect_clean "after the second vacuum"
 
 # Rows that a vacuum removed are not counted again when their deleter
 # reports them late (after the vacuum reset the statistics' count): a
 # session deletes 3000 jobs, vacuums, and goes on for 4 s.  The watchdog
 # must not vacuum after it (it did, a second later, before the baseline).
-sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'gone'))
-       FROM generate_series(1, 3000)))" >/dev/null
+submit_noops gone 3000
 sleep 3  # past the settling time of the previous vacuum
 v=$(vacuums)
 { echo "DELETE FROM bgexec.job WHERE queue = 'gone';"; echo "VACUUM bgexec.job;"
