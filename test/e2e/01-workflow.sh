@@ -31,6 +31,12 @@ result=$(sql "SELECT result FROM bgexec.job WHERE id = $id")
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'log' AND data->>'stream' = 'stderr'") -ge 2 ]] \
   || fail "stderr lines not stored as log events"
 grep -q "completed" "$E2E_DIR/tail.out" || fail "tail output"
+# Every connection of the worker says what it is in pg_stat_activity (the
+# finish connection opens with the first finish, so after the jobs).
+apps=$(sql "SELECT string_agg(DISTINCT application_name, ',' ORDER BY application_name)
+              FROM pg_stat_activity WHERE application_name LIKE 'bgexec worker %'")
+[[ $apps == "bgexec worker control,bgexec worker finish,bgexec worker heartbeat,bgexec worker listen" ]] \
+  || fail "application_name of the worker's connections: $apps"
 # gapless seq
 [[ $(sql "SELECT count(*) = max(seq) FROM bgexec.job_event WHERE job_id = $id") == t ]] || fail "seq gap"
 ok

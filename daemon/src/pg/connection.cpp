@@ -111,6 +111,24 @@ std::string quote_ident(std::string_view ident) {
   return out + '"';
 }
 
+namespace {
+std::string program_name = "bgexec";
+}  // namespace
+
+void set_program(std::string program) { program_name = std::move(program); }
+
+std::string application_name(std::string_view connection) {
+  std::string name = program_name;
+  if (!connection.empty()) name.append(" ").append(connection);
+  if (name.size() > 63) name.resize(63);  // NAMEDATALEN - 1: the server would cut it anyway
+  return name;
+}
+
+ConnectParams::ConnectParams(const std::string& conninfo, std::string_view connection)
+    : app(application_name(connection)),
+      keywords{"dbname", "fallback_application_name", nullptr},
+      values{conninfo.c_str(), app.c_str(), nullptr} {}
+
 Connection::Connection(asio::any_io_executor ex, std::string conninfo, std::string name)
     : ex_(ex), conninfo_(std::move(conninfo)), name_(std::move(name)), order_(std::move(ex)) {}
 
@@ -162,7 +180,8 @@ asio::awaitable<void> Connection::wait(bool write) {
 
 asio::awaitable<void> Connection::connect() {
   close();
-  conn_ = PQconnectStart(conninfo_.c_str());
+  ConnectParams params(conninfo_, name_);
+  conn_ = PQconnectStartParams(params.keywords, params.values, /*expand_dbname=*/1);
   if (!conn_) throw Error("08001", name_ + ": out of memory");
   if (PQstatus(conn_) == CONNECTION_BAD) fail(name_ + ": connect");
   // libpq's connect_timeout applies to blocking connects only: bound ours here.

@@ -18,8 +18,9 @@ std::string clean(const char* msg) {
 
 }  // namespace
 
-SyncConnection::SyncConnection(const std::string& conninfo) {
-  conn_ = PQconnectdb(conninfo.c_str());
+SyncConnection::SyncConnection(const std::string& conninfo, std::string_view name) {
+  ConnectParams params(conninfo, name);
+  conn_ = PQconnectdbParams(params.keywords, params.values, /*expand_dbname=*/1);
   if (PQstatus(conn_) != CONNECTION_OK) {
     std::string msg = clean(PQerrorMessage(conn_));
     PQfinish(conn_);

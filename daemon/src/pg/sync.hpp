@@ -5,14 +5,16 @@
 #include "pg/connection.hpp"
 
 #include <string>
+#include <string_view>
 
 namespace bgexec::pg {
 
 // One libpq connection in blocking mode; text parameters, text results.
 class SyncConnection {
  public:
-  // Connects at once; throws Error (class 08) on failure.
-  explicit SyncConnection(const std::string& conninfo);
+  // Connects at once; throws Error (class 08) on failure.  `name` completes
+  // the application_name (see application_name in connection.hpp).
+  explicit SyncConnection(const std::string& conninfo, std::string_view name = "");
   ~SyncConnection();
   SyncConnection(const SyncConnection&) = delete;
   SyncConnection& operator=(const SyncConnection&) = delete;
