@@ -131,7 +131,8 @@ std::string tag() {
 // A set of `bgexec worker` processes, stopped by pid when it goes out of scope.
 class WorkerSet {
  public:
-  WorkerSet(const Options& o, const std::string& queue, int n, int concurrency, const std::string& phase) {
+  WorkerSet(const Options& o, const std::string& queue, int n, int concurrency, const std::string& phase)
+      : app_("bgexec " + tag() + "-" + phase + " worker") {
     std::string exe = self_exe();
     for (int i = 0; i < n; ++i) {
       std::string id = tag() + "-" + phase + "-" + std::to_string(i);
@@ -142,7 +143,8 @@ class WorkerSet {
         argv.push_back(o.db);
       }
       std::string log = o.log_dir.empty() ? "" : o.log_dir + "/" + id + ".log";
-      pids_.push_back(spawn(argv, {"BGEXEC_LOG_LEVEL=warn"}, log));
+      // PGAPPNAME labels this set's connections, so the drain can find their backends.
+      pids_.push_back(spawn(argv, {"BGEXEC_LOG_LEVEL=warn", "PGAPPNAME=" + app_}, log));
       ids_.push_back(id);
     }
   }
@@ -151,10 +153,14 @@ class WorkerSet {
   WorkerSet& operator=(const WorkerSet&) = delete;
 
   void stop() {
-    if (!pids_.empty()) stop_pids(pids_);
+    if (!pids_.empty()) cpu_s_ += stop_pids(pids_);
     pids_.clear();
   }
   const std::vector<pid_t>& pids() const { return pids_; }
+  // The application_name of every connection of this set.
+  const std::string& app() const { return app_; }
+  // CPU seconds (user + system) the stopped workers used.
+  double cpu_seconds() const { return cpu_s_; }
 
   // Waits until every worker registered in bgexec.worker (or times out).
   void wait_registered(pg::SyncConnection& c, double timeout_s = 30) {
@@ -172,9 +178,23 @@ class WorkerSet {
   }
 
  private:
+  std::string app_;
   std::vector<pid_t> pids_;
   std::vector<std::string> ids_;
+  double cpu_s_ = 0;
 };
+
+// CPU seconds used so far by the backends whose application_name is `app`,
+// or -1 when the server does not run on this host (the session's own backend
+// is then not a local process named postgres).
+double backends_cpu(pg::SyncConnection& c, const std::string& app) {
+  if (cpu_seconds(c.backend_pid(), "postgres") < 0) return -1;
+  auto r = c.exec("SELECT pid FROM pg_stat_activity WHERE application_name = $1", {app});
+  double sum = 0;
+  for (int i = 0; i < r.rows(); ++i)
+    sum += std::max(0.0, cpu_seconds(static_cast<pid_t>(to_ll(r.get(i, 0).value_or("0"))), "postgres"));
+  return r.rows() > 0 ? sum : -1;
+}
 
 // ------------------------------------------------------------- phases
 
@@ -267,6 +287,9 @@ struct Drain {
   double seconds = 0, jobs_per_s = 0;
   long long commits = 0;
   double wal_bytes = 0;
+  double worker_cpu_s = 0;    // the worker processes, start to exit
+  double server_cpu_s = -1;   // their backends, -1 when the server is not on this host
+  double host_busy = -1;      // share of this host's CPU busy during the drain (every process)
   Check check;
 };
 
@@ -275,6 +298,8 @@ struct Drain {
 // last finished_at.  Commits: pg_stat_database.xact_commit delta, read after
 // the workers exited (their backends flush stats on exit), minus the
 // monitor's own statements.  WAL: pg_current_wal_lsn delta at completion.
+// CPU: the workers' own (rusage at exit) and their backends' (/proc, read
+// when the last job completed; a local server only).
 Drain drain(const Options& o, const std::string& queue, long long n, int w, int c, const std::string& phase) {
   Drain d;
   pg::SyncConnection stats(o.db);
@@ -286,6 +311,7 @@ Drain drain(const Options& o, const std::string& queue, long long n, int w, int 
     auto mon = std::make_unique<pg::SyncConnection>(o.db);
     std::string t0 = mon->scalar("SELECT clock_timestamp()");
     ++monitor_stmts;
+    HostCpu host0 = host_cpu();
     WorkerSet ws(o, queue, w, c, phase);
     auto last_progress = Clock::now();
     auto last_count = Clock::now();
@@ -328,6 +354,11 @@ Drain drain(const Options& o, const std::string& queue, long long n, int w, int 
     }
     lsn_after = mon->scalar("SELECT pg_current_wal_lsn()");
     ++monitor_stmts;
+    HostCpu host1 = host_cpu();
+    if (host1.total > host0.total)
+      d.host_busy = static_cast<double>(host1.busy - host0.busy) / static_cast<double>(host1.total - host0.total);
+    d.server_cpu_s = backends_cpu(*mon, ws.app());
+    ++monitor_stmts;
     d.seconds = to_d(mon->scalar(
         "SELECT extract(epoch FROM max(finished_at) - $2::timestamptz) FROM bgexec.job WHERE queue = $1",
         {queue, t0}));
@@ -335,6 +366,7 @@ Drain drain(const Options& o, const std::string& queue, long long n, int w, int 
     d.wal_bytes = to_d(mon->scalar("SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)", {lsn_after, before.lsn}));
     ++monitor_stmts;
     ws.stop();
+    d.worker_cpu_s = ws.cpu_seconds();
   }  // monitor session ends: its stats are flushed
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   Counters after = read_counters(stats);
@@ -658,6 +690,11 @@ void print_table(const json& r) {
     row("  drain / reference", fmt(r["drain_over_reference"], 2) + "x", ">= 2.4x");
   row("commits per job (drain)", fmt(r["commits_per_job"], 2));
   row("WAL bytes per job (drain)", fmt(r["wal_bytes_per_job"], 0));
+  const auto& cpu = r["drain_cpu_us_per_job"];
+  row("worker CPU per job, us (drain)", fmt(cpu["workers"], 1));
+  row("their backends' CPU per job, us", cpu["backends"].is_null() ? "n/a (remote)" : fmt(cpu["backends"], 1));
+  if (!r["drain_host_cpu_busy"].is_null())
+    row("host CPU busy during the drain", fmt(100 * r["drain_host_cpu_busy"].get<double>(), 0) + " %");
   row("pickup p50 ms", fmt(r["pickup_ms"]["p50"], 2), "<= 0.7");
   row("pickup p95 ms", fmt(r["pickup_ms"]["p95"], 2));
   row("pickup p99 ms", fmt(r["pickup_ms"]["p99"], 2), "<= 2");
@@ -749,6 +786,10 @@ int run_bench(const std::vector<std::string>& args) {
     r["drain_seconds"] = round3(d.seconds);
     r["commits_per_job"] = round3(static_cast<double>(d.commits) / o.jobs);
     r["wal_bytes_per_job"] = std::round(d.wal_bytes / o.jobs);
+    r["drain_cpu_us_per_job"] = {
+        {"workers", std::round(d.worker_cpu_s * 1e7 / o.jobs) / 10},
+        {"backends", d.server_cpu_s < 0 ? json(nullptr) : json(std::round(d.server_cpu_s * 1e7 / o.jobs) / 10)}};
+    r["drain_host_cpu_busy"] = d.host_busy < 0 ? json(nullptr) : json(round3(d.host_busy));
     note("drain: " + r["drain_jobs_per_s"].dump() + " jobs/s, " + r["commits_per_job"].dump() + " commits/job, " +
          r["wal_bytes_per_job"].dump() + " WAL bytes/job");
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -115,16 +117,24 @@ std::string run_capture(const std::vector<std::string>& argv, int& exit_code) {
   return out;
 }
 
-void stop_pids(const std::vector<pid_t>& pids, double grace_s) {
+double stop_pids(const std::vector<pid_t>& pids, double grace_s) {
+  double cpu = 0;
+  auto reap = [&cpu](pid_t p, int options) {
+    struct rusage ru {};
+    int status = 0;
+    pid_t r = ::wait4(p, &status, options, &ru);
+    if (r == p)
+      cpu += static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    return r;
+  };
   for (pid_t p : pids) ::kill(p, SIGTERM);
   auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   std::vector<pid_t> left = pids;
   while (!left.empty()) {
     std::vector<pid_t> still;
     for (pid_t p : left) {
-      int status = 0;
-      pid_t r = ::waitpid(p, &status, WNOHANG);
-      if (r == 0) still.push_back(p);
+      if (reap(p, WNOHANG) == 0) still.push_back(p);
       else untrack(p);
     }
     left.swap(still);
@@ -132,13 +142,14 @@ void stop_pids(const std::vector<pid_t>& pids, double grace_s) {
     if (std::chrono::steady_clock::now() >= until) {
       for (pid_t p : left) {
         ::kill(p, SIGKILL);
-        ::waitpid(p, nullptr, 0);
+        reap(p, 0);
         untrack(p);
       }
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return cpu;
 }
 
 long rss_kib(pid_t pid) {
@@ -147,6 +158,39 @@ long rss_kib(pid_t pid) {
   while (std::getline(f, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
   return -1;
+}
+
+double cpu_seconds(pid_t pid, const std::string& comm) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return -1;
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+  auto open = line.find('('), close = line.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return -1;
+  if (line.compare(open + 1, close - open - 1, comm) != 0) return -1;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  // After comm: state is field 3; utime and stime are fields 14 and 15.
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  long hz = ::sysconf(_SC_CLK_TCK);
+  return hz > 0 ? static_cast<double>(utime + stime) / static_cast<double>(hz) : -1;
+}
+
+HostCpu host_cpu() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  unsigned long long v[8] = {0};  // user nice system idle iowait irq softirq steal
+  f >> cpu;
+  for (auto& x : v) f >> x;
+  HostCpu h;
+  if (cpu != "cpu") return h;
+  h.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  h.total = h.busy + v[3] + v[4];
+  return h;
 }
 
 void track(pid_t pid) {

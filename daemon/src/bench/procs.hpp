@@ -23,10 +23,23 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 std::string run_capture(const std::vector<std::string>& argv, int& exit_code);
 
 // SIGTERM to each pid, waits up to `grace_s`, then SIGKILL; reaps all.
-void stop_pids(const std::vector<pid_t>& pids, double grace_s = 10);
+// Returns the CPU time (user + system, seconds) the reaped processes used.
+double stop_pids(const std::vector<pid_t>& pids, double grace_s = 10);
 
 // Resident set size of a process in KiB (VmRSS), -1 when unknown.
 long rss_kib(pid_t pid);
+
+// CPU time (user + system, seconds) a process of this host has used so far,
+// from /proc/PID/stat; -1 when there is no such process or its command name
+// is not `comm` (so a pid of another host's server never reads as ours).
+double cpu_seconds(pid_t pid, const std::string& comm);
+
+// This host's CPU time in jiffies since boot, all cores (/proc/stat): busy
+// (user, nice, system, irq, softirq, steal) and total (busy, idle, iowait).
+struct HostCpu {
+  unsigned long long busy = 0, total = 0;
+};
+HostCpu host_cpu();
 
 // Registers pids killed (SIGKILL) if the bench is interrupted (SIGINT/SIGTERM).
 void track(pid_t pid);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `bgexec bench` runs end to end on a fresh cluster, every phase and the
+# scaling mode at a small size: its JSON carries each figure, the
+# exactly-once checks find nothing missing or duplicated, the drain's CPU is
+# accounted (workers by rusage, their backends through /proc: this cluster is
+# local), and the bench leaves no job behind.  Timing is not checked.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57953
+
+"$BGEXEC" bench --jobs 3000 --concurrency 8 --pickup-jobs 30 --pickup-gap-ms 2 --ref-seconds 1 \
+  --scaling --history 3000 --backlog 500 --claim-iterations 100 --scaling-jobs 300 --scaling-workers 1,4 \
+  --json "$E2E_DIR/bench.json" >"$E2E_DIR/bench.log" 2>&1 || fail "bench exit code $?"
+j="$E2E_DIR/bench.json"
+
+for f in reference_update_tps enqueue_jobs_per_s drain_jobs_per_s pickup_ms.p50 pickup_ms.p99 \
+  commits_per_job wal_bytes_per_job drain_cpu_us_per_job.workers drain_cpu_us_per_job.backends \
+  worker_rss.idle_rss_kib scaling.empty.claim.claim_p99_ms scaling.loaded.claim.claim_p99_ms; do
+  jq -e ".$f > 0" "$j" >/dev/null || fail "$f is not a positive number: $(jq -c ".$f" "$j")"
+done
+jq -e '.drain_host_cpu_busy > 0 and .drain_host_cpu_busy <= 1' "$j" >/dev/null \
+  || fail "drain_host_cpu_busy: $(jq -c .drain_host_cpu_busy "$j")"
+jq -e '.missing == 0 and .duplicates == 0' "$j" >/dev/null || fail "exactly-once: $(jq -c '{missing, duplicates}' "$j")"
+jq -e '[.scaling.empty.drain[], .scaling.loaded.drain[]] | length == 4 and all(.missing == 0 and .duplicates == 0)' \
+  "$j" >/dev/null || fail "scaling drains: $(jq -c '[.scaling[].drain[]]' "$j")"
+grep -q "drain / reference" "$E2E_DIR/bench.log" || fail "no table printed"
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue LIKE 'bench-%'") == 0 ]] || fail "the bench left jobs behind"
+ok
