@@ -186,10 +186,10 @@ class WorkerSet {
 
 // CPU seconds used so far by the backends whose application_name is `app`,
 // or -1 when the server does not run on this host (the session's own backend
-// is then not a local process named postgres).
+// is then not a local process named postgres).  One statement either way.
 double backends_cpu(pg::SyncConnection& c, const std::string& app) {
-  if (cpu_seconds(c.backend_pid(), "postgres") < 0) return -1;
   auto r = c.exec("SELECT pid FROM pg_stat_activity WHERE application_name = $1", {app});
+  if (cpu_seconds(c.backend_pid(), "postgres") < 0) return -1;
   double sum = 0;
   for (int i = 0; i < r.rows(); ++i)
     sum += std::max(0.0, cpu_seconds(static_cast<pid_t>(to_ll(r.get(i, 0).value_or("0"))), "postgres"));
@@ -417,8 +417,6 @@ double reference_tps(const Options& o) {
   return std::strtod(m[1].str().c_str(), nullptr);
 }
 
-// Pickup latency: `n` jobs submitted one at a time, `gap_ms` apart, to idle
-// workers; percentiles of started_at - created_at (both the DB clock).
 // Pickup latency is measured on an idle system, but the drain before it
 // leaves `bgexec.job` with a vacuum's worth of dead rows, which the
 // watchdog (or autovacuum) would otherwise vacuum during the submits, on one
@@ -432,6 +430,9 @@ void settle(pg::SyncConnection& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
+// Pickup latency: `n` jobs submitted one at a time, `gap_ms` apart, to idle
+// workers (after settle); percentiles of started_at - created_at (both the
+// DB clock).
 json pickup(const Options& o, Check& check) {
   std::string queue = tag() + "-pickup";
   pg::SyncConnection c(o.db);
