@@ -916,11 +916,12 @@ $$;
 COMMENT ON FUNCTION bgexec.append_events(bigint, bigint, jsonb, int) IS
 	'appends a batch of events under a lease; NULL and nothing written when the lease is not current; with after_seq a retried batch is written once';
 
-/* append_event, finish and submit are one-call wrappers in PL/pgSQL, not
- * SQL: SECURITY DEFINER and SET keep PostgreSQL from inlining a SQL
- * function, and PostgreSQL 15 then parses and plans its body again on every
- * call, where PL/pgSQL keeps the plan for the session (a submit from one
- * client: 0.27 -> 0.22 ms, bench/README.md). */
+/* append_event, finish, submit and deregister_worker are PL/pgSQL, not SQL:
+ * SECURITY DEFINER and SET keep PostgreSQL from inlining a SQL function, and
+ * PostgreSQL 15 then parses and plans its body again on every call, where
+ * PL/pgSQL keeps the plan for the session (a submit from one client: 0.25 ->
+ * 0.22 ms, bench/README.md).  Regress plans checks that no SECURITY DEFINER
+ * function is SQL. */
 CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data jsonb DEFAULT '{}',
                                     after_seq int DEFAULT NULL)
 	RETURNS int

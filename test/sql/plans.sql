@@ -38,13 +38,6 @@ SELECT s.relname, t.seq_scan - s.seq_scan AS seq_scans
   FROM scans s JOIN pg_stat_user_tables t ON t.relid = ('bgexec.' || s.relname)::regclass
  ORDER BY 1;
 DROP FUNCTION pass(int);
--- No SECURITY DEFINER function is SQL: SECURITY DEFINER and SET keep a SQL
--- function from being inlined, and PostgreSQL 15 then parses and plans its
--- body again on every call (PL/pgSQL keeps the plan for the session)
-SELECT p.oid::regprocedure AS sql_security_definer
-  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
- WHERE p.pronamespace = 'bgexec'::regnamespace AND p.prosecdef AND l.lanname = 'sql'
- ORDER BY 1;
 -- and each of them plans without JIT: with sequential scans disabled, a
 -- statement that has no other path (queue_count has no index) carries the
 -- penalty in its cost and would be compiled, tens of milliseconds a call
@@ -54,4 +47,11 @@ SELECT p.oid::regprocedure AS missing_setting
    AND p.proname IN ('claim', 'heartbeat', 'append_events', '_finish_one', 'finish_many',
                      '_submit_one', 'submit_many', 'stop', 'resume', 'retry', 'reconcile')
    AND NOT coalesce(p.proconfig @> ARRAY['enable_seqscan=off', 'jit=off'], false)
+ ORDER BY 1;
+-- No SECURITY DEFINER function is SQL: SECURITY DEFINER and SET keep a SQL
+-- function from being inlined, and PostgreSQL 15 then parses and plans its
+-- body again on every call (PL/pgSQL keeps the plan for the session)
+SELECT p.oid::regprocedure AS sql_security_definer
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.pronamespace = 'bgexec'::regnamespace AND p.prosecdef AND l.lanname = 'sql'
  ORDER BY 1;
