@@ -61,7 +61,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), drained_(io.get_executor()),
-      completer_(std::make_unique<Completer>(*this, [this] { return jobs_.size(); },
+      completer_(std::make_unique<Completer>(*this, [this] { return jobs_.size(); }, [this] { return backlog_; },
                                              [this] { fetch_wake_.notify(); })) {
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
@@ -210,6 +210,7 @@ asio::awaitable<void> Worker::fetcher() {
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         failed = true;
       }
+      set_backlog(more);
       if (failed) {
         co_await sleep_for(seconds(backoff));
         backoff = std::min(backoff * 2, backoff_max_s);
@@ -219,6 +220,14 @@ asio::awaitable<void> Worker::fetcher() {
     if (draining_) break;
     if (!more) co_await fetch_wake_.wait_for(seconds(cfg_.poll_s));
   }
+}
+
+// Whether the last claim took all it asked for; the completer holds a batch
+// for the jobs of the next claim while it does.
+void Worker::set_backlog(bool more) {
+  if (backlog_ == more) return;
+  backlog_ = more;
+  if (!more) completer_->more_stopped();
 }
 
 // -------------------------------------------------------------- heartbeater
@@ -308,6 +317,7 @@ void Worker::on_signal(int sig) {
 void Worker::begin_drain() {
   if (draining_) return;
   draining_ = true;
+  set_backlog(false);  // no more claims
   fetch_wake_.notify();
   if (jobs_.empty()) {
     drained_.notify();

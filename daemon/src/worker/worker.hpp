@@ -78,6 +78,7 @@ class Worker {
   void on_signal(int sig);
   void begin_drain();
   void arm_signals();
+  void set_backlog(bool more);
 
   asio::io_context& io_;
   core::WorkerConfig cfg_;
@@ -91,6 +92,7 @@ class Worker {
   Event drained_;
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
+  bool backlog_ = false;  // the last claim took all it asked for: more to come
   bool draining_ = false;
   bool stopping_ = false;
   int signals_seen_ = 0;
