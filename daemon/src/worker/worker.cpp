@@ -210,7 +210,7 @@ asio::awaitable<void> Worker::fetcher() {
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         failed = true;
       }
-      set_backlog(more);
+      set_backlog(more && !draining_);  // a drain claims nothing more
       if (failed) {
         co_await sleep_for(seconds(backoff));
         backoff = std::min(backoff * 2, backoff_max_s);
