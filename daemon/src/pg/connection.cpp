@@ -112,10 +112,8 @@ std::string quote_ident(std::string_view ident) {
 }
 
 namespace {
-std::string program_name = "bgexec";
-}  // namespace
 
-void set_program(std::string program) { program_name = std::move(program); }
+std::string program_name = "bgexec";
 
 std::string application_name(std::string_view connection) {
   std::string name = program_name;
@@ -123,6 +121,10 @@ std::string application_name(std::string_view connection) {
   if (name.size() > 63) name.resize(63);  // NAMEDATALEN - 1: the server would cut it anyway
   return name;
 }
+
+}  // namespace
+
+void set_program(std::string program) { program_name = std::move(program); }
 
 ConnectParams::ConnectParams(const std::string& conninfo, std::string_view connection)
     : app(application_name(connection)),

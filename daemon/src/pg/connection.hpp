@@ -76,17 +76,16 @@ struct Notification {
 // Double-quotes an identifier (role names in SET LOCAL ROLE).
 std::string quote_ident(std::string_view ident);
 
-// What this process's connections show as application_name in
-// pg_stat_activity: "<program> <connection name>" ("bgexec worker control"),
-// cut to the server's 63 bytes.  Sent as fallback_application_name, so an
-// application_name in the user's conninfo wins.  main() sets the program
-// once ("bgexec worker", "bgexec serve", ...); the default is "bgexec".
+// The program part of what this process's connections show as
+// application_name in pg_stat_activity; main() sets it once ("bgexec
+// worker", "bgexec serve", ...), the default is "bgexec".
 void set_program(std::string program);
-std::string application_name(std::string_view connection);
 
 // libpq's keyword/value arrays for PQconnect*Params: the user's conninfo as
-// an expanded dbname (key=value or URI, as PQconnectdb takes it) plus the
-// fallback application name.  Pass expand_dbname = 1.
+// an expanded dbname (key=value or URI, as PQconnectdb takes it) plus
+// fallback_application_name "<program> <connection>" ("bgexec worker
+// control"), cut to the server's 63 bytes; an application_name in the
+// conninfo wins.  Pass expand_dbname = 1.
 struct ConnectParams {
   ConnectParams(const std::string& conninfo, std::string_view connection);
   ConnectParams(const ConnectParams&) = delete;  // values point into app

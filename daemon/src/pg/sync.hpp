@@ -13,7 +13,7 @@ namespace bgexec::pg {
 class SyncConnection {
  public:
   // Connects at once; throws Error (class 08) on failure.  `name` completes
-  // the application_name (see application_name in connection.hpp).
+  // the application_name (see ConnectParams in connection.hpp).
   explicit SyncConnection(const std::string& conninfo, std::string_view name = "");
   ~SyncConnection();
   SyncConnection(const SyncConnection&) = delete;

@@ -14,9 +14,8 @@ namespace bgexec::worker {
 
 using nlohmann::json;
 
-Completer::Completer(Worker& w, std::function<std::size_t()> in_flight, std::function<bool()> more_coming,
-                     std::function<void()> on_queued)
-    : w_(w), in_flight_(std::move(in_flight)), more_coming_(std::move(more_coming)), on_queued_(std::move(on_queued)),
+Completer::Completer(Worker& w, std::function<bool()> may_grow, std::function<void()> on_queued)
+    : w_(w), may_grow_(std::move(may_grow)), on_queued_(std::move(on_queued)),
       batch_max_(static_cast<std::size_t>(w.config().finish_batch)),
       delay_(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(w.config().finish_delay_s))),

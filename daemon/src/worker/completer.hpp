@@ -47,12 +47,11 @@ struct FinishResult {
 class Completer {
  public:
   // Batch size and window: WorkerConfig's finish_batch and finish_delay_s.
-  // `in_flight` counts the worker's jobs (including those waiting here);
-  // `more_coming` says whether claims are bringing more jobs (the last one
-  // took all it asked for: a backlog); `on_queued` is called when a job
-  // hands over its outcome (a slot is free).
-  Completer(Worker& w, std::function<std::size_t()> in_flight, std::function<bool()> more_coming,
-            std::function<void()> on_queued);
+  // `may_grow` says whether more items may join the queued batch: a job in
+  // flight that is not waiting here yet, or a claim bringing more jobs (the
+  // worker's last claim took all it asked for: a backlog); `on_queued` is
+  // called when a job hands over its outcome (a slot is free).
+  Completer(Worker& w, std::function<bool()> may_grow, std::function<void()> on_queued);
 
   // The flusher; runs until close() and every queued item is written.
   asio::awaitable<void> run();
@@ -68,9 +67,9 @@ class Completer {
   std::size_t waiting() const { return queue_.size() + sending_; }
   // The most items one finish_many carries.
   std::size_t batch_max() const { return batch_max_; }
-  // The worker calls this when `more_coming` turns false, so that a batch
-  // every job is waiting on goes out at once.
-  void more_stopped() { wake_.notify(); }
+  // The worker calls this when `may_grow` turns false other than by a job
+  // handing over its outcome (its backlog ended), so the batch goes out now.
+  void recheck() { wake_.notify(); }
 
  private:
   struct Pending {
@@ -92,15 +91,14 @@ class Completer {
   asio::awaitable<void> write(std::vector<Item>& batch);
   // Hands an item's result (or error) back to its job.
   void complete(Item& item);
-  // Whether no job could add an item to the queued batch: every job in
-  // flight is waiting here and no claim is bringing more.  Under a backlog
-  // the batch waits for its window instead: the next claim's jobs join it
-  // (at 2 x 16, 0.15 commits per job instead of 0.175, bench/README.md).
-  bool all_waiting() const { return !more_coming_() && queue_.size() + sending_ >= in_flight_(); }
+  // Whether nothing could add an item to the queued batch, so it need not
+  // wait for its window.  Under a backlog it does wait: the next claim's
+  // jobs join it (at 2 x 16, 0.15 commits per job instead of 0.175,
+  // bench/README.md).
+  bool all_waiting() const { return !may_grow_(); }
 
   Worker& w_;
-  std::function<std::size_t()> in_flight_;
-  std::function<bool()> more_coming_;
+  std::function<bool()> may_grow_;
   std::function<void()> on_queued_;
   std::size_t batch_max_;
   Clock::duration delay_;

@@ -61,8 +61,9 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), drained_(io.get_executor()),
-      completer_(std::make_unique<Completer>(*this, [this] { return jobs_.size(); }, [this] { return backlog_; },
-                                             [this] { fetch_wake_.notify(); })) {
+      completer_(std::make_unique<Completer>(
+          *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
+          [this] { fetch_wake_.notify(); })) {
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
 }
@@ -227,7 +228,7 @@ asio::awaitable<void> Worker::fetcher() {
 void Worker::set_backlog(bool more) {
   if (backlog_ == more) return;
   backlog_ = more;
-  if (!more) completer_->more_stopped();
+  if (!more) completer_->recheck();
 }
 
 // -------------------------------------------------------------- heartbeater
