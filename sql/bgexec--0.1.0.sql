@@ -43,6 +43,22 @@ CREATE FUNCTION bgexec._valid_name(name text, max_len int) RETURNS boolean
 COMMENT ON FUNCTION bgexec._valid_name(text, int) IS
 	'true when name is 1 to max_len characters of ASCII letters, digits, _ . : -';
 
+-- The row rules of job and job_event, for their CHECK constraints below.
+CREATE FUNCTION bgexec._job_valid(status bgexec.job_status, lease bigint, lease_owner text,
+                                  lease_expires_at timestamptz, finished_at timestamptz,
+                                  result jsonb, attempt int, max_attempts int,
+                                  timeout interval, kind text, queue text) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'bgexec_job_valid'
+	LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._job_valid(bgexec.job_status, bigint, text, timestamptz, timestamptz,
+                                      jsonb, int, int, interval, text, text) IS
+	'true when a job row keeps the rules of the CHECK constraint job_valid; raises check_violation naming the rule otherwise';
+CREATE FUNCTION bgexec._valid_event_kind(kind text) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'bgexec_valid_event_kind'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._valid_event_kind(text) IS
+	'true for the event kinds of job_event';
+
 /* --------------------------------------------------------------- tables */
 
 CREATE SEQUENCE bgexec.lease_seq AS bigint CACHE 1;
@@ -92,19 +108,23 @@ CREATE TABLE bgexec.job (
 	created_at         timestamptz NOT NULL DEFAULT now(),
 	started_at         timestamptz,
 	finished_at        timestamptz,
-	CONSTRAINT job_kind_valid CHECK (bgexec._valid_name(kind, 128)),
-	CONSTRAINT job_queue_valid CHECK (bgexec._valid_name(queue, 63)),
-	CONSTRAINT job_attempts_valid CHECK (max_attempts >= 1 AND attempt >= 0),
-	CONSTRAINT job_timeout_positive CHECK (timeout IS NULL OR timeout > interval '0'),
-	-- invariant 2: a running job holds exactly one lease; no other state holds one
-	CONSTRAINT job_running_has_lease CHECK (
-		(status = 'running') = (lease IS NOT NULL)
-		AND (lease IS NOT NULL) = (lease_expires_at IS NOT NULL)
-		AND (lease IS NOT NULL) = (lease_owner IS NOT NULL)),
-	-- invariant 5: terminal states, and only they, carry finished_at
-	CONSTRAINT job_terminal_has_finished_at CHECK (
-		(status IN ('completed', 'failed', 'cancelled', 'timed_out')) = (finished_at IS NOT NULL)),
-	CONSTRAINT job_completed_has_result CHECK (status <> 'completed' OR result IS NOT NULL)
+	-- Every rule of a job row, in C (extension/checks.c: one call instead of
+	-- seven expressions that PostgreSQL prepares again for every statement
+	-- that writes jobs).  A broken rule raises check_violation (23514) naming
+	-- it, as a constraint of that name would:
+	--   job_kind_valid     kind: 1 to 128 of [A-Za-z0-9_.:-]
+	--   job_queue_valid    queue: 1 to 63 of [A-Za-z0-9_.:-]
+	--   job_attempts_valid max_attempts >= 1 AND attempt >= 0
+	--   job_timeout_positive  timeout IS NULL OR timeout > interval '0'
+	--   job_running_has_lease (invariant 2) a running job holds exactly one
+	--     lease: (status = 'running') = (lease IS NOT NULL), and lease,
+	--     lease_owner and lease_expires_at are all set or all NULL
+	--   job_terminal_has_finished_at (invariant 5) terminal states, and only
+	--     they, carry finished_at
+	--   job_completed_has_result  status <> 'completed' OR result IS NOT NULL
+	CONSTRAINT job_valid CHECK (bgexec._job_valid(status, lease, lease_owner, lease_expires_at,
+	                                             finished_at, result, attempt, max_attempts,
+	                                             timeout, kind, queue))
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.02,
         autovacuum_vacuum_cost_delay = 0,
@@ -121,10 +141,8 @@ CREATE TABLE bgexec.job_event (
 	PRIMARY KEY (job_id, seq),
 	-- invariant 6: seq counts from 1
 	CONSTRAINT job_event_seq_positive CHECK (seq >= 1),
-	CONSTRAINT job_event_kind_valid CHECK (kind IN (
-		'started', 'step_started', 'step_completed', 'step_failed', 'log',
-		'progress', 'stop_requested', 'suspended', 'resumed', 'retry_scheduled',
-		'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out'))
+	-- the kinds of DESIGN.md §2, in C (extension/checks.c)
+	CONSTRAINT job_event_kind_valid CHECK (bgexec._valid_event_kind(kind))
 ) WITH (autovacuum_vacuum_scale_factor = 0.05);
 COMMENT ON TABLE bgexec.job_event IS
 	'append-only event log per job; seq is gapless (1, 2, 3, ...) and is every reader''s resume cursor';

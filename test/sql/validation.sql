@@ -31,6 +31,55 @@ SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, queue) VALUES ('noop',
 SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, lease) VALUES ('noop', 'x', 1)$q$);
 SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, lease_expires_at) VALUES ('noop', 'x', now())$q$);
 SELECT * FROM try($q$INSERT INTO bgexec.job (kind, owner, status, lease, lease_expires_at) VALUES ('noop', 'x', 'running', 1, now())$q$);
+-- Every rule of the job and job_event rows (their CHECK constraints call C,
+-- extension/checks.c): the rule a row breaks, by the error's constraint
+-- name, or 'accepted' (the row is rolled back either way).
+CREATE FUNCTION pg_temp.rule(stmt text) RETURNS TABLE (sqlstate text, rule text) LANGUAGE plpgsql AS $$
+DECLARE
+	v_state text;
+	v_rule text;
+BEGIN
+	EXECUTE stmt;
+	RAISE EXCEPTION 'accepted' USING ERRCODE = 'P0001';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_rule = CONSTRAINT_NAME;
+	RETURN QUERY SELECT v_state, CASE WHEN v_state = 'P0001' THEN SQLERRM ELSE v_rule END;
+END $$;
+SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.job (kind, owner, status, lease, lease_owner, lease_expires_at,
+                                 finished_at, result, error, attempt, max_attempts, timeout)
+                                VALUES (''noop'', ''x'', %s)', v))).*
+  FROM (VALUES
+	('queued',                   $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, NULL$$),
+	('running',                  $$'running', -7, 'w', now(), NULL, NULL, NULL, 1, 1, '1 s'$$),
+	('completed',                $$'completed', NULL, NULL, NULL, now(), '{}', NULL, 1, 1, NULL$$),
+	('failed, no result',        $$'failed', NULL, NULL, NULL, now(), NULL, '{}', 1, 1, NULL$$),
+	('running without lease',    $$'running', NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, NULL$$),
+	('running without owner',    $$'running', -7, NULL, now(), NULL, NULL, NULL, 1, 1, NULL$$),
+	('running without expiry',   $$'running', -7, 'w', NULL, NULL, NULL, NULL, 1, 1, NULL$$),
+	('suspended with lease',     $$'suspended', -7, 'w', now(), NULL, NULL, NULL, 0, 1, NULL$$),
+	('queued, finished_at',      $$'queued', NULL, NULL, NULL, now(), NULL, NULL, 0, 1, NULL$$),
+	('cancelled, no finished_at', $$'cancelled', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, NULL$$),
+	('completed, no result',     $$'completed', NULL, NULL, NULL, now(), NULL, NULL, 1, 1, NULL$$),
+	('attempt -1',               $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, -1, 1, NULL$$),
+	('max_attempts 0',           $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL$$),
+	('timeout 0',                $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '0 s'$$),
+	('timeout -1 s',             $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '-1 s'$$),
+	('timeout 1 mon -31 days',   $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '1 mon -31 days'$$)) AS c(t, v);
+-- the terminal statuses, and only they, carry finished_at: every status both ways
+SELECT s, (pg_temp.rule(format($f$INSERT INTO bgexec.job (kind, owner, status, finished_at, result, lease, lease_owner, lease_expires_at)
+                                 VALUES ('noop', 'x', %L, %s, '{}', %s)$f$, s,
+                                CASE WHEN s IN ('completed', 'failed', 'cancelled', 'timed_out') THEN 'now()' ELSE 'NULL' END,
+                                CASE WHEN s = 'running' THEN $$-7, 'w', now()$$ ELSE 'NULL, NULL, NULL' END))).rule AS as_documented,
+       (pg_temp.rule(format($f$INSERT INTO bgexec.job (kind, owner, status, finished_at, result, lease, lease_owner, lease_expires_at)
+                                 VALUES ('noop', 'x', %L, %s, '{}', %s)$f$, s,
+                                CASE WHEN s IN ('completed', 'failed', 'cancelled', 'timed_out') THEN 'NULL' ELSE 'now()' END,
+                                CASE WHEN s = 'running' THEN $$-7, 'w', now()$$ ELSE 'NULL, NULL, NULL' END))).rule AS the_other_way
+  FROM unnest(enum_range(NULL::bgexec.job_status)) s;
+-- an update is checked as an insert is
+SELECT (pg_temp.rule($$UPDATE bgexec.job SET status = 'running' WHERE id = (SELECT min(id) FROM bgexec.job)$$)).*;
+SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.job_event (job_id, seq, kind) VALUES (-1, %s)', v))).*
+  FROM (VALUES ('started', $$1, 'started'$$), ('timed_out', $$1, 'timed_out'$$), ('bogus kind', $$1, 'bogus'$$),
+               ('kind with a suffix', $$1, 'started2'$$), ('kind cut short', $$1, 'start'$$), ('seq 0', $$0, 'log'$$)) AS c(t, v);
 -- payload not an object
 SELECT * FROM try($q$SELECT bgexec.submit('noop', '[1, 2]')$q$);
 -- max_attempts < 1
