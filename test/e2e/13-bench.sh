@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `bgexec bench` runs end to end on a fresh cluster, every phase and the
-# scaling mode at a small size: its JSON carries each figure, the
-# exactly-once checks find nothing missing or duplicated, the drain's CPU is
+# scaling mode at a small size, with two rounds of reference, enqueue and
+# drain: its JSON carries each figure (and each round's, the headline being
+# their median), the exactly-once checks find nothing missing or duplicated, the drain's CPU is
 # accounted (workers by rusage, their backends through /proc: this cluster is
 # local), and the bench leaves no job behind.  Timing is not checked.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57953
 
-"$BGEXEC" bench --jobs 3000 --concurrency 8 --pickup-jobs 30 --pickup-gap-ms 2 --ref-seconds 1 \
+"$BGEXEC" bench --jobs 3000 --rounds 2 --concurrency 8 --pickup-jobs 30 --pickup-gap-ms 2 --ref-seconds 1 \
   --scaling --history 3000 --backlog 500 --claim-iterations 100 --scaling-jobs 300 --scaling-workers 1,4 \
   --json "$E2E_DIR/bench.json" >"$E2E_DIR/bench.log" 2>&1 || fail "bench exit code $?"
 j="$E2E_DIR/bench.json"
@@ -17,6 +18,13 @@ for f in reference_update_tps enqueue_jobs_per_s drain_jobs_per_s pickup_ms.p50 
   worker_rss.idle_rss_kib scaling.empty.claim.claim_p99_ms scaling.loaded.claim.claim_p99_ms; do
   jq -e ".$f > 0" "$j" >/dev/null || fail "$f is not a positive number: $(jq -c ".$f" "$j")"
 done
+jq -e '.rounds | length == 2 and all(.drain_jobs_per_s > 0 and .reference_update_tps > 0
+  and .drain_over_reference > 0 and .missing == 0 and .duplicates == 0)' "$j" >/dev/null \
+  || fail "rounds: $(jq -c .rounds "$j")"
+jq -e '([.rounds[].drain_jobs_per_s] | add / 2 | round) as $m | .drain_jobs_per_s == $m' "$j" >/dev/null \
+  || fail "drain_jobs_per_s is not the median of the rounds: $(jq -c '{drain_jobs_per_s, r: [.rounds[].drain_jobs_per_s]}' "$j")"
+jq -e '.exactly_once.drain.jobs == 6000 and .exactly_once.drain.completed == 6000' "$j" >/dev/null \
+  || fail "exactly_once.drain: $(jq -c .exactly_once.drain "$j")"
 jq -e '.drain_host_cpu_busy > 0 and .drain_host_cpu_busy <= 1' "$j" >/dev/null \
   || fail "drain_host_cpu_busy: $(jq -c .drain_host_cpu_busy "$j")"
 jq -e '.missing == 0 and .duplicates == 0' "$j" >/dev/null || fail "exactly-once: $(jq -c '{missing, duplicates}' "$j")"

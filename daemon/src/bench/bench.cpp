@@ -5,6 +5,7 @@
 //   enqueue    N noop jobs through bgexec.submit_many in batches
 //   drain      W `bgexec worker` processes x C slots burn the backlog down;
 //              commits (pg_stat_database) and WAL bytes around it
+//   (these three --rounds times, interleaved; the figures are the medians)
 //   pickup     jobs submitted one at a time to idle workers; started_at - created_at
 //   rss        an idle worker with 64 slots, then with 64 sleeping jobs in flight
 //   scaling    (--scaling) claim latency and drain rate, empty vs 1M finished
@@ -48,6 +49,8 @@ for the reference table and the --scaling history).  Prints a table.
 
   --db CONNINFO          database (else BGEXEC_DB, else libpq PG* variables)
   --jobs N               jobs to enqueue and drain (default 20000)
+  --rounds R             reference, enqueue and drain R times, interleaved;
+                         each figure is the median of the rounds (default 3)
   --batch N              jobs per submit_many call (default 1000)
   --enqueue-clients N    connections enqueueing in parallel (default 1)
   --workers W            worker processes for the drain and pickup (default 2)
@@ -75,6 +78,7 @@ for the reference table and the --scaling history).  Prints a table.
 struct Options {
   std::string db;
   int jobs = 20000;
+  int rounds = 3;
   int batch = 1000;
   int enqueue_clients = 1;
   int workers = 2;
@@ -119,6 +123,22 @@ double quantile(std::vector<double> v, double p) {
 }
 
 double round3(double x) { return std::round(x * 1000) / 1000; }
+
+// The median of one figure over the rounds (the mean of the middle two for
+// an even count), rounded as the figure is; null when a round lacks it.
+json median_of(const json& rounds, const json::json_pointer& key) {
+  std::vector<double> v;
+  for (const auto& x : rounds) {
+    if (!x.contains(key) || !x[key].is_number()) return nullptr;
+    v.push_back(x[key].get<double>());
+  }
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  bool integral = std::all_of(v.begin(), v.end(), [](double x) { return std::floor(x) == x; });
+  return integral ? json(std::round(m)) : json(round3(m));
+}
 
 // The bench's own process: names its queues and worker ids.
 std::string tag() {
@@ -638,7 +658,7 @@ double to_pos(const std::string& flag, const std::string& v) {
 
 Options parse_options(const std::vector<std::string>& args) {
   static const std::set<std::string> values = {
-      "--db", "--jobs", "--batch", "--enqueue-clients", "--workers", "--concurrency", "--pickup-jobs",
+      "--db", "--jobs", "--rounds", "--batch", "--enqueue-clients", "--workers", "--concurrency", "--pickup-jobs",
       "--pickup-gap-ms", "--ref-clients", "--ref-seconds", "--pgbench", "--scaling-jobs", "--scaling-workers",
       "--scaling-concurrency", "--history", "--backlog", "--claim-iterations", "--json", "--log-dir"};
   static const std::set<std::string> flags = {"--skip-reference", "--skip-rss", "--scaling", "--keep"};
@@ -652,6 +672,7 @@ Options parse_options(const std::vector<std::string>& args) {
   };
   if (auto v = get("--db")) o.db = *v;
   if (auto v = get("--jobs")) o.jobs = to_int("--jobs", *v, 1, 100000000);
+  if (auto v = get("--rounds")) o.rounds = to_int("--rounds", *v, 1, 100);
   if (auto v = get("--batch")) o.batch = to_int("--batch", *v, 1, 100000);
   if (auto v = get("--enqueue-clients")) o.enqueue_clients = to_int("--enqueue-clients", *v, 1, 64);
   if (auto v = get("--workers")) o.workers = to_int("--workers", *v, 1, 256);
@@ -703,6 +724,13 @@ void print_table(const json& r) {
   row("drain jobs/s", fmt(r["drain_jobs_per_s"], 0));
   if (r.contains("drain_over_reference"))
     row("  drain / reference", fmt(r["drain_over_reference"], 2) + "x", ">= 2.4x");
+  if (r["rounds"].size() > 1) {
+    std::string per;
+    for (const auto& x : r["rounds"])
+      per += (per.empty() ? "" : " ") + (x.contains("drain_over_reference") ? fmt(x["drain_over_reference"], 2) + "x"
+                                                                             : fmt(x["drain_jobs_per_s"], 0));
+    row("  drain, each round", per);
+  }
   row("commits per job (drain)", fmt(r["commits_per_job"], 2));
   row("WAL bytes per job (drain)", fmt(r["wal_bytes_per_job"], 0));
   const auto& cpu = r["drain_cpu_us_per_job"];
@@ -766,7 +794,7 @@ int run_bench(const std::vector<std::string>& args) {
         "SELECT current_setting('server_version'), current_setting('fsync'),"
         " current_setting('synchronous_commit'), current_setting('shared_buffers'),"
         " current_setting('wal_level'), current_setting('max_connections')");
-    r["config"] = {{"jobs", o.jobs}, {"batch", o.batch}, {"enqueue_clients", o.enqueue_clients},
+    r["config"] = {{"jobs", o.jobs}, {"rounds", o.rounds}, {"batch", o.batch}, {"enqueue_clients", o.enqueue_clients},
                    {"workers", o.workers}, {"concurrency", o.concurrency}, {"pickup_jobs", o.pickup_jobs},
                    {"pickup_gap_ms", o.pickup_gap_ms}, {"ref_clients", o.ref_clients},
                    {"ref_seconds", o.ref_seconds}, {"cpus", std::thread::hardware_concurrency()},
@@ -775,57 +803,79 @@ int run_bench(const std::vector<std::string>& args) {
                    {"synchronous_commit", settings.get(0, 2).value_or("")},
                    {"shared_buffers", settings.get(0, 3).value_or("")},
                    {"wal_level", settings.get(0, 4).value_or("")}};
-    r["config"]["summary"] = "N=" + std::to_string(o.jobs) + " W=" + std::to_string(o.workers) +
+    r["config"]["summary"] = "N=" + std::to_string(o.jobs) + " x " + std::to_string(o.rounds) + " rounds, W=" + std::to_string(o.workers) +
                              " C=" + std::to_string(o.concurrency) + ", PG " + settings.get(0, 0).value_or("") +
                              ", fsync=" + settings.get(0, 1).value_or("") +
                              ", synchronous_commit=" + settings.get(0, 2).value_or("") +
                              ", shared_buffers=" + settings.get(0, 3).value_or("") + ", " +
                              std::to_string(std::thread::hardware_concurrency()) + " CPUs";
 
-    if (!o.skip_reference) {
-      note("reference: pgbench one-row UPDATE, " + std::to_string(o.ref_clients) + " clients, " +
-           fmt(o.ref_seconds) + " s");
-      r["reference_update_tps"] = std::round(reference_tps(o));
-      note("reference: " + r["reference_update_tps"].dump() + " tps");
+    // Reference, enqueue and drain, --rounds times in turn: the machine's
+    // speed drifts within minutes, so each round pairs a drain with a
+    // reference taken just before it, and the figures reported are the
+    // medians of the rounds (each round's are in "rounds").
+    Check dc;
+    for (int i = 1; i <= o.rounds; ++i) {
+      json x = {{"round", i}};
+      std::string at = o.rounds > 1 ? "round " + std::to_string(i) + ": " : "";
+      if (!o.skip_reference) {
+        note(at + "reference: pgbench one-row UPDATE, " + std::to_string(o.ref_clients) + " clients, " +
+             fmt(o.ref_seconds) + " s");
+        x["reference_update_tps"] = std::round(reference_tps(o));
+        note(at + "reference: " + x["reference_update_tps"].dump() + " tps");
+      }
+
+      std::string suffix = o.rounds > 1 ? "-" + std::to_string(i) : "";
+      std::string dq = tag() + "-drain" + suffix;
+      note(at + "enqueue: " + std::to_string(o.jobs) + " jobs in batches of " + std::to_string(o.batch));
+      double el = enqueue(o, dq, o.jobs, o.batch, o.enqueue_clients);
+      x["enqueue_jobs_per_s"] = std::round(o.jobs / el);
+      note(at + "enqueue: " + x["enqueue_jobs_per_s"].dump() + " jobs/s");
+
+      note(at + "drain: " + std::to_string(o.workers) + " workers x " + std::to_string(o.concurrency));
+      Drain d = drain(o, dq, o.jobs, o.workers, o.concurrency, "drain" + suffix);
+      x["drain_jobs_per_s"] = std::round(d.jobs_per_s);
+      x["drain_seconds"] = round3(d.seconds);
+      x["commits_per_job"] = round3(static_cast<double>(d.commits) / o.jobs);
+      x["wal_bytes_per_job"] = std::round(d.wal_bytes / o.jobs);
+      x["drain_cpu_us_per_job"] = {
+          {"workers", std::round(d.worker_cpu_s * 1e7 / o.jobs) / 10},
+          {"backends", d.server_cpu_s < 0 ? json(nullptr) : json(std::round(d.server_cpu_s * 1e7 / o.jobs) / 10)}};
+      x["drain_host_cpu_busy"] = d.host_busy < 0 ? json(nullptr) : json(round3(d.host_busy));
+      if (x.contains("reference_update_tps") && x["reference_update_tps"].get<double>() > 0) {
+        double ref = x["reference_update_tps"].get<double>();
+        x["drain_over_reference"] = round3(x["drain_jobs_per_s"].get<double>() / ref);
+        x["enqueue_over_reference"] = round3(x["enqueue_jobs_per_s"].get<double>() / ref);
+      }
+      x["missing"] = d.check.missing;
+      x["duplicates"] = d.check.duplicates;
+      note(at + "drain: " + x["drain_jobs_per_s"].dump() + " jobs/s, " + x["commits_per_job"].dump() +
+           " commits/job, " + x["wal_bytes_per_job"].dump() + " WAL bytes/job");
+      dc.jobs += d.check.jobs;
+      dc.completed += d.check.completed;
+      dc.missing += d.check.missing;
+      dc.duplicates += d.check.duplicates;
+      r["rounds"].push_back(std::move(x));
     }
-
-    std::string dq = tag() + "-drain";
-    note("enqueue: " + std::to_string(o.jobs) + " jobs in batches of " + std::to_string(o.batch));
-    double el = enqueue(o, dq, o.jobs, o.batch, o.enqueue_clients);
-    r["enqueue_jobs_per_s"] = std::round(o.jobs / el);
-    note("enqueue: " + r["enqueue_jobs_per_s"].dump() + " jobs/s");
-
-    note("drain: " + std::to_string(o.workers) + " workers x " + std::to_string(o.concurrency));
-    Drain d = drain(o, dq, o.jobs, o.workers, o.concurrency, "drain");
-    r["drain_jobs_per_s"] = std::round(d.jobs_per_s);
-    r["drain_seconds"] = round3(d.seconds);
-    r["commits_per_job"] = round3(static_cast<double>(d.commits) / o.jobs);
-    r["wal_bytes_per_job"] = std::round(d.wal_bytes / o.jobs);
-    r["drain_cpu_us_per_job"] = {
-        {"workers", std::round(d.worker_cpu_s * 1e7 / o.jobs) / 10},
-        {"backends", d.server_cpu_s < 0 ? json(nullptr) : json(std::round(d.server_cpu_s * 1e7 / o.jobs) / 10)}};
-    r["drain_host_cpu_busy"] = d.host_busy < 0 ? json(nullptr) : json(round3(d.host_busy));
-    note("drain: " + r["drain_jobs_per_s"].dump() + " jobs/s, " + r["commits_per_job"].dump() + " commits/job, " +
-         r["wal_bytes_per_job"].dump() + " WAL bytes/job");
+    for (const char* k : {"reference_update_tps", "enqueue_jobs_per_s", "drain_jobs_per_s", "drain_seconds",
+                          "commits_per_job", "wal_bytes_per_job", "drain_host_cpu_busy", "drain_over_reference",
+                          "enqueue_over_reference"})
+      if (r["rounds"][0].contains(k)) r[k] = median_of(r["rounds"], json::json_pointer(std::string("/") + k));
+    r["drain_cpu_us_per_job"] = {{"workers", median_of(r["rounds"], json::json_pointer("/drain_cpu_us_per_job/workers"))},
+                                 {"backends", median_of(r["rounds"], json::json_pointer("/drain_cpu_us_per_job/backends"))}};
 
     note("pickup: " + std::to_string(o.pickup_jobs) + " jobs, one every " + fmt(o.pickup_gap_ms, 1) + " ms");
     Check pk;
     r["pickup_ms"] = pickup(o, pk);
     note("pickup: " + r["pickup_ms"].dump());
 
-    r["exactly_once"] = {{"drain", {{"jobs", d.check.jobs}, {"completed", d.check.completed},
-                                    {"missing", d.check.missing}, {"duplicates", d.check.duplicates}}},
+    r["exactly_once"] = {{"drain", {{"jobs", dc.jobs}, {"completed", dc.completed},
+                                    {"missing", dc.missing}, {"duplicates", dc.duplicates}}},
                          {"pickup", {{"jobs", pk.jobs}, {"completed", pk.completed},
                                      {"missing", pk.missing}, {"duplicates", pk.duplicates}}}};
-    r["missing"] = d.check.missing + pk.missing;
-    r["duplicates"] = d.check.duplicates + pk.duplicates;
-    bad += d.check.missing + pk.missing + d.check.duplicates + pk.duplicates;
-
-    if (r.contains("reference_update_tps") && r["reference_update_tps"].get<double>() > 0) {
-      double ref = r["reference_update_tps"].get<double>();
-      r["drain_over_reference"] = round3(r["drain_jobs_per_s"].get<double>() / ref);
-      r["enqueue_over_reference"] = round3(r["enqueue_jobs_per_s"].get<double>() / ref);
-    }
+    r["missing"] = dc.missing + pk.missing;
+    r["duplicates"] = dc.duplicates + pk.duplicates;
+    bad += dc.missing + pk.missing + dc.duplicates + pk.duplicates;
 
     if (!o.skip_rss) {
       note("rss: one worker with 64 slots, idle then 64 jobs in flight");
