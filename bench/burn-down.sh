@@ -40,7 +40,7 @@ run() {  # run THRESHOLD: one drain, jobs/s
   # Every run starts from a vacuumed table (the previous run's jobs deleted).
   sql -c "VACUUM bgexec.job" >/dev/null
   sleep 1
-  "$bin" bench --jobs "$jobs" --workers 2 --concurrency 16 --pickup-jobs 1 --skip-reference --skip-rss 2>&1 |
+  "$bin" bench --jobs "$jobs" --rounds 1 --workers 2 --concurrency 16 --pickup-jobs 1 --skip-reference --skip-rss 2>&1 |
     awk '/^bench: drain: [0-9.]+ jobs\/s/ {print $3}'
 }
 echo "burn-down: $rounds rounds of $jobs jobs, 2 x 16, vacuum_threshold -1 vs $was" >&2
