@@ -10,12 +10,11 @@
  * preprocessing over it and compiles it.  Claim and finish each write a
  * batch of jobs and their events in one statement, so this preparation is
  * paid per call, not per row.  The job table's seven rules as SQL
- * expressions were about 6 000 characters of node text in seven
- * expressions, and the event kinds' list 3 100 more; a claim + finish of
- * one job paid about 8 % of its backend CPU to prepare them (perf; dropping
- * them all made it 10 % faster, bench/README.md).  Here they are one
- * function call per table with its columns as arguments (about 1 800 and
- * 400 characters).
+ * expressions were about 6 000 characters of node text, and the event
+ * kinds' list 3 100 more; preparing them was 8 % of the backend CPU of a
+ * claim of 16 jobs and their finish (perf, bench/README.md).  Here they are
+ * one function call per table with its columns as arguments (about 1 500
+ * and 300 characters).
  *
  * Each rule keeps its own name: _job_valid raises check_violation (23514)
  * with the message PostgreSQL would give for a constraint of that name
