@@ -720,7 +720,7 @@ std::string fmt(double x, int prec = 0) {
 
 void print_table(const json& r) {
   auto row = [](const std::string& k, const std::string& v, const std::string& target = "") {
-    std::printf("  %-40s %14s   %s\n", k.c_str(), v.c_str(), target.c_str());
+    std::printf("  %-40s %18s   %s\n", k.c_str(), v.c_str(), target.c_str());
   };
   std::printf("\nbgexec bench  (%s)\n", r["config"]["summary"].get<std::string>().c_str());
   row("metric", "value", "target");
