@@ -70,6 +70,8 @@ enum_label_oid(Oid type, const char *label)
 static const StatusOids *
 lookup_status_oids(Oid type)
 {
+	if (!OidIsValid(type))
+		elog(ERROR, "bgexec._job_valid called without the type of its status argument");
 	if (status_oids.type != type)
 	{
 		StatusOids	s;
@@ -86,16 +88,16 @@ lookup_status_oids(Oid type)
 	return &status_oids;
 }
 
+/* Raises what a broken CHECK constraint of bgexec.job named `rule` would. */
 static pg_noinline void
-violated(const char *table, const char *rule, const char *detail)
+violated(const char *rule, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_CHECK_VIOLATION),
-			 errmsg("new row for relation \"%s\" violates check constraint \"%s\"",
-					table, rule),
+			 errmsg("new row for relation \"job\" violates check constraint \"%s\"", rule),
 			 errdetail_internal("%s", detail),
 			 err_generic_string(PG_DIAG_SCHEMA_NAME, "bgexec"),
-			 err_generic_string(PG_DIAG_TABLE_NAME, table),
+			 err_generic_string(PG_DIAG_TABLE_NAME, "job"),
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, rule)));
 }
 
@@ -127,24 +129,24 @@ bgexec_job_valid(PG_FUNCTION_ARGS)
 	/* In the order of their names, as PostgreSQL checks constraints. */
 	if ((!PG_ARGISNULL(7) && PG_GETARG_INT32(7) < 1) ||
 		(!PG_ARGISNULL(6) && PG_GETARG_INT32(6) < 0))
-		violated("job", "job_attempts_valid",
+		violated("job_attempts_valid",
 				 "max_attempts must be at least 1 and attempt at least 0");
 	if (status == st->completed && PG_ARGISNULL(5))
-		violated("job", "job_completed_has_result", "a completed job has a result");
+		violated("job_completed_has_result", "a completed job has a result");
 	if (!PG_ARGISNULL(9) && !name_ok(PG_GETARG_TEXT_PP(9), 128))
-		violated("job", "job_kind_valid",
+		violated("job_kind_valid",
 				 "kind must be 1 to 128 ASCII letters, digits or _ . : -");
 	if (!PG_ARGISNULL(10) && !name_ok(PG_GETARG_TEXT_PP(10), 63))
-		violated("job", "job_queue_valid",
+		violated("job_queue_valid",
 				 "queue must be 1 to 63 ASCII letters, digits or _ . : -");
 	/* invariant 2: a running job holds exactly one lease; no other state holds one */
 	if (!PG_ARGISNULL(0) &&
 		(running != has_lease || has_lease != !PG_ARGISNULL(3) || has_lease != !PG_ARGISNULL(2)))
-		violated("job", "job_running_has_lease",
+		violated("job_running_has_lease",
 				 "a running job, and only a running job, has a lease, a lease_owner and a lease_expires_at");
 	/* invariant 5: terminal states, and only they, carry finished_at */
 	if (!PG_ARGISNULL(0) && terminal != !PG_ARGISNULL(4))
-		violated("job", "job_terminal_has_finished_at",
+		violated("job_terminal_has_finished_at",
 				 "a job in a terminal status, and only such a job, has a finished_at");
 	if (!PG_ARGISNULL(8))
 	{
@@ -152,7 +154,7 @@ bgexec_job_valid(PG_FUNCTION_ARGS)
 
 		if (!DatumGetBool(DirectFunctionCall2(interval_gt, PG_GETARG_DATUM(8),
 											  IntervalPGetDatum(&zero))))
-			violated("job", "job_timeout_positive", "timeout must be positive");
+			violated("job_timeout_positive", "timeout must be positive");
 	}
 
 	PG_RETURN_BOOL(true);
