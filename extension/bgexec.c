@@ -218,8 +218,15 @@ bgexec_name_chars_ok(const char *s, int len, int max_len, const char *punct)
 Datum
 bgexec_valid_name(PG_FUNCTION_ARGS)
 {
-	text	   *name = PG_GETARG_TEXT_PP(0);
+	PG_RETURN_BOOL(bgexec_text_name_ok(PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1)));
+}
 
-	PG_RETURN_BOOL(bgexec_name_chars_ok(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name),
-										PG_GETARG_INT32(1), "_.:-"));
+/*
+ * The rule of job kinds and queue names on a text value (see
+ * bgexec._valid_name); also checked by the job table's rules (checks.c).
+ */
+bool
+bgexec_text_name_ok(const text *name, int max_len)
+{
+	return bgexec_name_chars_ok(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), max_len, "_.:-");
 }

@@ -101,12 +101,6 @@ violated(const char *rule, const char *detail)
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, rule)));
 }
 
-static bool
-name_ok(text *t, int max_len)
-{
-	return bgexec_name_chars_ok(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), max_len, "_.:-");
-}
-
 /*
  * bgexec._job_valid(status, lease, lease_owner, lease_expires_at,
  * finished_at, result, attempt, max_attempts, timeout, kind, queue) ->
@@ -133,10 +127,10 @@ bgexec_job_valid(PG_FUNCTION_ARGS)
 				 "max_attempts must be at least 1 and attempt at least 0");
 	if (status == st->completed && PG_ARGISNULL(5))
 		violated("job_completed_has_result", "a completed job has a result");
-	if (!PG_ARGISNULL(9) && !name_ok(PG_GETARG_TEXT_PP(9), 128))
+	if (!PG_ARGISNULL(9) && !bgexec_text_name_ok(PG_GETARG_TEXT_PP(9), 128))
 		violated("job_kind_valid",
 				 "kind must be 1 to 128 ASCII letters, digits or _ . : -");
-	if (!PG_ARGISNULL(10) && !name_ok(PG_GETARG_TEXT_PP(10), 63))
+	if (!PG_ARGISNULL(10) && !bgexec_text_name_ok(PG_GETARG_TEXT_PP(10), 63))
 		violated("job_queue_valid",
 				 "queue must be 1 to 63 ASCII letters, digits or _ . : -");
 	/* invariant 2: a running job holds exactly one lease; no other state holds one */

@@ -30,6 +30,9 @@ extern bool bgexec_watchdog_enabled;
  * characters of punct (the rule of kinds, queue names and step ids). */
 extern bool bgexec_name_chars_ok(const char *s, int len, int max_len,
 								 const char *punct);
+/* bgexec.c: the rule of job kinds and queue names (1 to max_len of
+ * [A-Za-z0-9_.:-]) on a text value. */
+extern bool bgexec_text_name_ok(const text *name, int max_len);
 
 /* watchdog.c */
 extern void bgexec_watchdog_register(void);
