@@ -94,16 +94,17 @@ while ((SECONDS - start < SECONDS_TOTAL)); do
            pg_total_relation_size('bgexec.job'),
            (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass),
            pg_total_relation_size('bgexec.job_event'),
-           (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bgexec.job_event'::regclass)")
+           (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'bgexec.job_event'::regclass),
+           -- jobs finished so far: inserted (statistics, a second or so
+           -- behind) less those still queued or running
+           (SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass)
+           - (SELECT count(*) FROM bgexec.job WHERE status IN ('queued', 'running'))")
+  done_total=${row##*,} row=${row%,*}
   # What a reconcile() costs now (the watchdog runs one every second): the
   # second of two calls in one session, so plpgsql's first-call setup is out.
   rec=$(psql -X -qAt postgres -c '\timing on' -c 'SELECT bgexec.reconcile()' -c 'SELECT bgexec.reconcile()' |
     awk '/^Time:/ {t = $2} END {print t}')
-  # Jobs finished so far: inserted (statistics, a second or so behind) less
-  # those still queued or running; per second over the last interval.
-  done_total=$(psql -X -qAt postgres -c "
-    SELECT (SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass)
-           - (SELECT count(*) FROM bgexec.job WHERE status IN ('queued', 'running'))")
+  # Jobs finished per second over the last interval.
   t=$((SECONDS - start))
   rate=$(( t > prev_t ? (done_total - prev_done) / (t - prev_t) : 0 ))
   prev_t=$t prev_done=$done_total
