@@ -25,11 +25,15 @@ endif
 .PHONY: deps daemon install-daemon test demo bench
 
 # `make install` installs the extension (PGXS) and the daemon binary
-# (bin/bgexec under DAEMON_PREFIX, default /usr/local).
+# (bin/bgexec under DAEMON_PREFIX, default /usr/local), with the systemd
+# unit, the example config and the README in share/doc/bgexec.
 DAEMON_PREFIX ?= /usr/local
+DAEMON_DOCS    = README.md daemon/bgexec.service daemon/bgexec.example.json
 install: install-daemon
 install-daemon: daemon
 	cmake --install daemon/build --prefix $(DAEMON_PREFIX) >/dev/null
+	install -d $(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec
+	install -m 0644 $(DAEMON_DOCS) $(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec/
 
 # Installs the Debian packages the build, tests and demo need (no-op when present).
 deps:

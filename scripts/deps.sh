@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages bgexec needs, only those missing.
 # Runs as root (CI, `make test`, `make demo`); as another user it only reports.
+# --build: only what building, installing and running needs (a production
+# host), not the test suites' tools.
 set -euo pipefail
 
 PKGS=(
   build-essential make cmake pkg-config g++
   postgresql-15 postgresql-server-dev-15 postgresql-client-15 libpq-dev
-  libboost1.81-dev nlohmann-json3-dev libgtest-dev googletest
-  procps psmisc curl jq python3
-  chromium
-  pgbouncer
-  ${BGEXEC_EXTRA_PKGS:-}
+  libboost1.81-dev nlohmann-json3-dev
 )
-# Node.js runs the HTTP tests (eventsource, playwright-core); any install with
-# npm will do (this machine kind ships NodeSource's), else Debian's.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  PKGS+=(nodejs npm)
+if [[ ${1:-} != --build ]]; then
+  PKGS+=(
+    libgtest-dev googletest
+    procps psmisc curl jq python3
+    chromium
+    pgbouncer
+  )
+  # Node.js runs the HTTP tests (eventsource, playwright-core); any install
+  # with npm will do (this machine kind ships NodeSource's), else Debian's.
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    PKGS+=(nodejs npm)
+  fi
 fi
+PKGS+=(${BGEXEC_EXTRA_PKGS:-})
 
 missing=()
 for p in "${PKGS[@]}"; do
