@@ -178,11 +178,12 @@ bgexec_watchdog_main(Datum main_arg)
 
 	/*
 	 * The watchdog runs as a superuser: resolve nothing through a schema a
-	 * user can write.  Its queries name bgexec.* explicitly.
+	 * user can write.  Its queries name bgexec.* explicitly, and pg_temp
+	 * comes last (left out, it would be searched first for types).
 	 */
 	SetConfigOption("application_name", WATCHDOG_NAME,
 					PGC_USERSET, PGC_S_SESSION);
-	SetConfigOption("search_path", "pg_catalog",
+	SetConfigOption("search_path", "pg_catalog, pg_temp",
 					PGC_USERSET, PGC_S_SESSION);
 
 	ereport(LOG,

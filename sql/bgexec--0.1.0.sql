@@ -10,6 +10,16 @@
  *
  * Script order: roles, types, tables, indexes, C functions, internal
  * helpers, worker functions, client functions, views, grants.
+ *
+ * search_path.  Every PL/pgSQL and SQL function that is not inlined runs with
+ * SET search_path = pg_catalog, bgexec, pg_temp.  pg_temp is named, and
+ * last: left out, PostgreSQL searches the session's temporary schema FIRST
+ * for relations and types, so a client could create pg_temp.text (or jsonb,
+ * timestamptz, ...) as a domain whose CHECK calls its own function, and a
+ * SECURITY DEFINER body that casts to text would run that function as the
+ * extension owner, a superuser.  Functions and operators are never looked up
+ * in pg_temp.  Regress "pgtemp" mounts that attack on every function a client
+ * or a worker may call.
  */
 
 \echo Use "CREATE EXTENSION bgexec" to load this file. \quit
@@ -227,7 +237,7 @@ CREATE INDEX job_suspended_idx ON bgexec.job (queue) WHERE status = 'suspended';
  * so are the terminal counts of queue_count. */
 CREATE FUNCTION bgexec._job_deleted() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	IF TG_OP = 'TRUNCATE' THEN
@@ -267,7 +277,7 @@ COMMENT ON FUNCTION bgexec._validate_payload(text, jsonb) IS
 -- _can_see: the caller owns the job, or is a superuser.
 CREATE FUNCTION bgexec._can_see(job_owner name) RETURNS boolean
 	LANGUAGE sql STABLE PARALLEL SAFE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	SELECT job_owner = bgexec._caller()
 	    OR coalesce((SELECT rolsuper FROM pg_catalog.pg_roles
@@ -289,7 +299,8 @@ CREATE FUNCTION bgexec._notify_event(p_job bigint, p_seq int) RETURNS void
 	SELECT CASE WHEN coalesce(pg_catalog.current_setting('bgexec.notify_events', true), 'on')
 	                 OPERATOR(pg_catalog.<>) 'off'
 	            THEN pg_catalog.pg_notify('bgexec_events',
-	                     p_job::text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) p_seq::text)
+	                     p_job::pg_catalog.text OPERATOR(pg_catalog.||) ':'
+	                     OPERATOR(pg_catalog.||) p_seq::pg_catalog.text)
 	       END
 $$;
 
@@ -300,7 +311,7 @@ $$;
 CREATE FUNCTION bgexec._event(p_job bigint, p_seq int, p_kind text, p_data jsonb)
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
@@ -314,7 +325,7 @@ $$;
 -- uniform in [0, min(cap, base * 2^(attempt-1))].
 CREATE FUNCTION bgexec._backoff(p_queue text, p_attempt int) RETURNS interval
 	LANGUAGE sql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	SELECT random() * least(
 	         coalesce(q.retry_cap, interval '10 minutes'),
@@ -324,7 +335,8 @@ CREATE FUNCTION bgexec._backoff(p_queue text, p_attempt int) RETURNS interval
 	  LEFT JOIN bgexec.queue q ON q.name = p_queue
 $$;
 
--- _is_terminal: true for the four terminal statuses.
+-- _is_terminal: true for the four terminal statuses.  Without SET, so that
+-- it is inlined; its body names no type.
 CREATE FUNCTION bgexec._is_terminal(s bgexec.job_status) RETURNS boolean
 	LANGUAGE sql IMMUTABLE PARALLEL SAFE
 	AS $$ SELECT s IN ('completed', 'failed', 'cancelled', 'timed_out') $$;
@@ -334,7 +346,7 @@ CREATE FUNCTION bgexec._is_terminal(s bgexec.job_status) RETURNS boolean
 CREATE FUNCTION bgexec._count(p_queue text, p_status bgexec.job_status, p_delta bigint)
 	RETURNS void
 	LANGUAGE sql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	INSERT INTO bgexec.queue_count (queue, status, n) VALUES (p_queue, p_status, p_delta)
 $$;
@@ -345,7 +357,7 @@ $$;
  * so deltas committed meanwhile stay for the next one. */
 CREATE FUNCTION bgexec._compact_counts(p_min_rows int DEFAULT 256) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	IF (SELECT count(*) FROM bgexec.queue_count) <= p_min_rows
@@ -363,6 +375,7 @@ $$;
 -- _check_interval: raises 22023 naming the field unless iv is positive.
 CREATE FUNCTION bgexec._check_positive(field text, iv interval) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	IF iv IS NULL OR iv <= interval '0' THEN
@@ -380,7 +393,7 @@ CREATE FUNCTION bgexec._check_submit(
 	p_max_attempts int, p_timeout interval, p_idempotency_key text)
 	RETURNS boolean
 	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	IF p_kind IS NULL OR NOT bgexec._valid_name(p_kind, 128) THEN
@@ -432,7 +445,7 @@ CREATE FUNCTION bgexec._submit_one(
 	p_idempotency_key text, p_concurrency_key text)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -501,7 +514,7 @@ CREATE FUNCTION bgexec._terminal(p_job bigint, p_status bgexec.job_status,
                                  p_result jsonb, p_error jsonb)
 	RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
 	v_seq int;
@@ -533,7 +546,7 @@ $$;
 CREATE FUNCTION bgexec._requeue(p_job bigint, p_queue text, p_attempt int, p_error jsonb)
 	RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
 	v_delay interval := bgexec._backoff(p_queue, p_attempt);
@@ -559,7 +572,7 @@ $$;
 CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000)
 	RETURNS bigint
 	LANGUAGE sql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	WITH doomed AS (
 		SELECT id FROM bgexec.job
@@ -588,7 +601,7 @@ CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
                                        concurrency int, info jsonb DEFAULT '{}')
 	RETURNS void
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
@@ -614,7 +627,7 @@ COMMENT ON FUNCTION bgexec.register_worker(text, text[], int, jsonb) IS
 
 CREATE FUNCTION bgexec.deregister_worker(worker_id text) RETURNS void
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	UPDATE bgexec.worker SET stopped_at = now() WHERE id = worker_id;
@@ -643,7 +656,7 @@ CREATE FUNCTION bgexec.claim(worker_id text, queues text[], max_jobs int,
 	               deadline timestamptz, lease_expires_at timestamptz,
 	               completed_steps jsonb, completed_stdout jsonb, started_seq int)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	-- One cached plan per statement: the candidate scan's LIMIT and the queue
 	-- list are arguments, so plpgsql judged every generic plan costlier than
 	-- a custom one and planned both statements again on every call.  Without
@@ -811,7 +824,7 @@ CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
                                  lease_for interval DEFAULT '30 seconds')
 	RETURNS TABLE (lease bigint, action text)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -860,7 +873,7 @@ COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval) IS
 CREATE FUNCTION bgexec.append_events(job_id bigint, lease bigint, events jsonb, after_seq int DEFAULT NULL)
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -944,7 +957,7 @@ CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data
                                     after_seq int DEFAULT NULL)
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	RETURN bgexec.append_events(job_id, lease,
@@ -962,7 +975,7 @@ CREATE FUNCTION bgexec._finish_one(job_id bigint, lease bigint, outcome bgexec.j
                                    body jsonb)
 	RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -1010,7 +1023,7 @@ CREATE FUNCTION bgexec.finish(job_id bigint, lease bigint, outcome bgexec.job_st
                               body jsonb DEFAULT NULL)
 	RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	RETURN bgexec._finish_one(job_id, lease, outcome, body);
@@ -1028,7 +1041,7 @@ COMMENT ON FUNCTION bgexec.finish(bigint, bigint, bgexec.job_status, jsonb) IS
 CREATE FUNCTION bgexec.finish_many(items jsonb)
 	RETURNS TABLE (job_id bigint, lease bigint, status bgexec.job_status)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	-- Only nested loops: the finishing UPDATE below then takes its row locks
@@ -1124,7 +1137,7 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * Also folds queue_stats' count deltas once there are many (_compact_counts). */
 CREATE FUNCTION bgexec.reconcile() RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	-- Plain index scans, which mark the entries of finished runs dead as they
 	-- pass them.  A bitmap scan never does: until the next vacuum it visited
 	-- the heap page of every job run more than a lease period before, on
@@ -1194,7 +1207,7 @@ COMMENT ON FUNCTION bgexec.reconcile() IS
  * (step_completed events), plus the approval step answered by resume. */
 CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
 	LANGUAGE sql STABLE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	SELECT coalesce(jsonb_object_agg(s.step, s.output), '{}')
 	  FROM (SELECT DISTINCT ON (step) step, output FROM (
@@ -1215,7 +1228,7 @@ $$;
  * earlier runs that recorded one, so {{steps.ID.stdout}} is exact on re-runs. */
 CREATE FUNCTION bgexec._completed_stdout(p_job bigint) RETURNS jsonb
 	LANGUAGE sql STABLE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	SELECT coalesce(jsonb_object_agg(s.step, s.stdout), '{}')
 	  FROM (SELECT DISTINCT ON (e.data->>'step') e.data->>'step' AS step, e.data->'stdout' AS stdout
@@ -1234,7 +1247,7 @@ CREATE FUNCTION bgexec.submit(
 	idempotency_key text DEFAULT NULL, concurrency_key text DEFAULT NULL)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
 	RETURN bgexec._submit_one(bgexec._caller(), kind, payload, queue, priority,
@@ -1254,7 +1267,7 @@ COMMENT ON FUNCTION bgexec.submit(text, jsonb, text, int, timestamptz, int, inte
  * ones submit returns. */
 CREATE FUNCTION bgexec._inserted_here(job_id bigint) RETURNS boolean
 	LANGUAGE sql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	SELECT EXISTS (SELECT FROM bgexec.job j
 	                WHERE j.id = _inserted_here.job_id
@@ -1263,7 +1276,7 @@ $$;
 
 CREATE FUNCTION bgexec.submit_many(jobs jsonb) RETURNS SETOF bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -1353,7 +1366,7 @@ COMMENT ON FUNCTION bgexec.submit_many(jsonb) IS
 -- _visible_job: locks and returns a job the caller may act on, or raises P0002.
 CREATE FUNCTION bgexec._visible_job(p_job bigint) RETURNS bgexec.job
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
 	j bgexec.job;
@@ -1372,7 +1385,7 @@ $$;
  * 'stop'); terminal → no-op.  Returns the status after the call. */
 CREATE FUNCTION bgexec.stop(job_id bigint) RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -1404,7 +1417,7 @@ COMMENT ON FUNCTION bgexec.stop(bigint) IS
  * step that suspended the job.  The attempt is not used up. */
 CREATE FUNCTION bgexec.resume(job_id bigint, input jsonb DEFAULT NULL) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -1437,7 +1450,7 @@ COMMENT ON FUNCTION bgexec.resume(bigint, jsonb) IS
  * (manual re-run, dead-letter redrive).  Completed steps are not re-run. */
 CREATE FUNCTION bgexec.retry(job_id bigint) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
@@ -1468,7 +1481,7 @@ COMMENT ON FUNCTION bgexec.retry(bigint) IS
 CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0)
 	RETURNS SETOF bgexec.job_event
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
 	v_owner name;
@@ -1489,7 +1502,7 @@ COMMENT ON FUNCTION bgexec.events(bigint, int) IS
 
 CREATE FUNCTION bgexec.purge(older_than interval) RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
 	v_n bigint;
@@ -1516,7 +1529,7 @@ COMMENT ON FUNCTION bgexec.purge(interval) IS
  * until the recount commits (one scan of the table). */
 CREATE FUNCTION bgexec._recount() RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
 	v_n bigint;
@@ -1542,7 +1555,7 @@ CREATE FUNCTION bgexec.configure_queue(
 	retry_base interval DEFAULT NULL, retry_cap interval DEFAULT NULL)
 	RETURNS bgexec.queue
 	LANGUAGE plpgsql VOLATILE
-	SET search_path = pg_catalog, bgexec
+	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
 	q bgexec.queue;
