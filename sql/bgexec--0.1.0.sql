@@ -24,6 +24,53 @@
 
 \echo Use "CREATE EXTENSION bgexec" to load this file. \quit
 
+/* The schema.  CREATE EXTENSION creates bgexec, owned by the installing
+ * superuser, unless it exists; then it uses it as it is.  Every SECURITY
+ * DEFINER function below resolves names in it and runs as a superuser, so a
+ * schema that another role owns, may create in, or has left objects in would
+ * let that role plant a function or operator those bodies pick up: refuse
+ * such a schema. */
+DO $schema$
+DECLARE
+	v_what pg_catalog.text;
+BEGIN
+	SELECT x.what INTO v_what FROM (
+		SELECT pg_catalog.format('is owned by role %I', r.rolname) AS what
+		  FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+		 WHERE n.nspname = 'bgexec' AND NOT r.rolsuper
+		UNION ALL
+		SELECT CASE WHEN a.grantee = 0 THEN 'grants CREATE to PUBLIC'
+		            ELSE pg_catalog.format('grants CREATE to role %I', r.rolname) END
+		  FROM pg_catalog.pg_namespace n
+		 CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+		  LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+		 WHERE n.nspname = 'bgexec' AND a.privilege_type = 'CREATE'
+		   AND a.grantee <> n.nspowner AND NOT coalesce(r.rolsuper, false)
+		UNION ALL
+		SELECT pg_catalog.format('holds %s, owned by role %I', o.obj, r.rolname)
+		  FROM (SELECT p.pronamespace, p.proowner, p.oid::pg_catalog.regprocedure::pg_catalog.text
+		          FROM pg_catalog.pg_proc p
+		        UNION ALL
+		        SELECT o.oprnamespace, o.oprowner, o.oid::pg_catalog.regoperator::pg_catalog.text
+		          FROM pg_catalog.pg_operator o
+		        UNION ALL
+		        SELECT t.typnamespace, t.typowner, t.oid::pg_catalog.regtype::pg_catalog.text
+		          FROM pg_catalog.pg_type t
+		        UNION ALL
+		        SELECT c.relnamespace, c.relowner, c.oid::pg_catalog.regclass::pg_catalog.text
+		          FROM pg_catalog.pg_class c) o(nsp, owner, obj)
+		  JOIN pg_catalog.pg_namespace n ON n.oid = o.nsp
+		  JOIN pg_catalog.pg_roles r ON r.oid = o.owner
+		 WHERE n.nspname = 'bgexec' AND NOT r.rolsuper) x
+	 LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'schema bgexec %, not a superuser', v_what
+			USING ERRCODE = 'insufficient_privilege',
+			      HINT = 'Let only superusers own, create in and have objects in schema bgexec (or drop it), then CREATE EXTENSION bgexec.';
+	END IF;
+END
+$schema$;
+
 -- Roles are cluster-wide; create them once, keep them across DROP EXTENSION.
 DO $roles$
 BEGIN

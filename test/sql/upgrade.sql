@@ -34,3 +34,24 @@ UNION ALL
 (SELECT * FROM catalog_fingerprint() EXCEPT ALL SELECT * FROM fp);
 -- the extension cannot be relocated
 ALTER EXTENSION bgexec SET SCHEMA public;
+-- CREATE EXTENSION refuses a schema bgexec that a role other than a
+-- superuser owns, may create in, or has left objects in: that role could
+-- plant what the SECURITY DEFINER functions resolve (42501, nothing created)
+DROP EXTENSION bgexec CASCADE;
+ALTER SCHEMA bgexec OWNER TO regress_alice;
+CREATE EXTENSION bgexec;
+ALTER SCHEMA bgexec OWNER TO CURRENT_USER;
+GRANT CREATE ON SCHEMA bgexec TO regress_bob;
+CREATE EXTENSION bgexec;
+REVOKE CREATE ON SCHEMA bgexec FROM regress_bob;
+GRANT CREATE ON SCHEMA bgexec TO PUBLIC;
+CREATE EXTENSION bgexec;
+REVOKE CREATE ON SCHEMA bgexec FROM PUBLIC;
+CREATE FUNCTION bgexec.planted(jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT $1';
+ALTER FUNCTION bgexec.planted(jsonb) OWNER TO regress_alice;
+CREATE EXTENSION bgexec;
+SELECT count(*) AS extensions FROM pg_extension WHERE extname = 'bgexec';
+DROP FUNCTION bgexec.planted(jsonb);
+-- a superuser's schema, with nothing in it but what superusers own: accepted
+CREATE EXTENSION bgexec;
+SELECT extname FROM pg_extension WHERE extname = 'bgexec';
