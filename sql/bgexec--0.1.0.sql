@@ -432,12 +432,32 @@ BEGIN
 END
 $$;
 
+/* _interval_within: true when iv is at most lim and each of its parts
+ * (months, days, time) lies within -lim..lim.  PostgreSQL adds an interval
+ * to a timestamp part by part, so '4000000 mons -119999000 days' is 1000
+ * days long but overflows every timestamp it is added to; bounded parts
+ * keep now() + iv within three times lim of now().  Without SET, so that it
+ * is inlined; its body names no type. */
+CREATE FUNCTION bgexec._interval_within(iv interval, lim interval) RETURNS boolean
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT iv <= lim
+	   AND pg_catalog.date_trunc('month', iv) BETWEEN -lim AND lim
+	   AND pg_catalog.date_trunc('day', iv) - pg_catalog.date_trunc('month', iv) BETWEEN -lim AND lim
+	   AND iv - pg_catalog.date_trunc('day', iv) BETWEEN -lim AND lim
+$$;
+
 /* _check_submit: every argument check of submit, raising 22023/54000
  * naming the field, else true; shared by submit and the set-based
- * submit_many (which filters on the result, so the call is never pruned). */
+ * submit_many (which filters on the result, so the call is never pruned).
+ * Every value a claim later computes with is bounded here, so no job can
+ * make the claims that reach it fail: the running-key index takes
+ * concurrency_key only when the job runs (512 characters fit its entry),
+ * and the deadline is the start plus timeout. */
 CREATE FUNCTION bgexec._check_submit(
 	p_kind text, p_payload jsonb, p_queue text, p_priority int,
-	p_max_attempts int, p_timeout interval, p_idempotency_key text)
+	p_max_attempts int, p_timeout interval, p_idempotency_key text,
+	p_concurrency_key text)
 	RETURNS boolean
 	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -466,14 +486,20 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('max_attempts was %s', coalesce(p_max_attempts::text, 'null'));
 	END IF;
-	IF p_timeout IS NOT NULL AND p_timeout <= interval '0' THEN
-		RAISE EXCEPTION 'timeout must be a positive interval'
+	IF p_timeout IS NOT NULL AND (p_timeout <= interval '0'
+	                              OR NOT bgexec._interval_within(p_timeout, interval '100 years')) THEN
+		RAISE EXCEPTION 'timeout must be a positive interval of at most 100 years'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('timeout was %s', p_timeout);
 	END IF;
 	IF p_idempotency_key IS NOT NULL AND length(p_idempotency_key) NOT BETWEEN 1 AND 512 THEN
 		RAISE EXCEPTION 'idempotency_key must be 1-512 characters'
 			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF p_concurrency_key IS NOT NULL AND length(p_concurrency_key) NOT BETWEEN 1 AND 512 THEN
+		RAISE EXCEPTION 'concurrency_key must be 1-512 characters'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('concurrency_key has %s characters', length(p_concurrency_key));
 	END IF;
 	PERFORM bgexec._validate_payload(p_kind, p_payload);
 	RETURN true;
@@ -502,7 +528,7 @@ DECLARE
 	v_depth bigint;
 BEGIN
 	PERFORM bgexec._check_submit(p_kind, p_payload, p_queue, p_priority, p_max_attempts,
-	                             p_timeout, p_idempotency_key);
+	                             p_timeout, p_idempotency_key, p_concurrency_key);
 
 	-- Same owner + same key: the existing job, nothing inserted.
 	IF p_idempotency_key IS NOT NULL THEN
@@ -1362,16 +1388,22 @@ BEGIN
 			current_setting('bgexec.max_payload_bytes', true)), 1048576);
 		PERFORM bgexec._check_submit(x.kind, coalesce(x.payload, '{}'),
 		                             coalesce(x.queue, 'default'), coalesce(x.priority, 0),
-		                             coalesce(x.max_attempts, 1), x.timeout, NULL)
+		                             coalesce(x.max_attempts, 1), x.timeout, NULL,
+		                             x.concurrency_key)
 		   FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
 		          kind text, payload jsonb, queue text, priority int, max_attempts int,
-		          timeout interval)) WITH ORDINALITY AS x(kind, payload, queue, priority,
-		                                                  max_attempts, timeout, ord)
+		          timeout interval, concurrency_key text))
+		        WITH ORDINALITY AS x(kind, payload, queue, priority, max_attempts, timeout,
+		                             concurrency_key, ord)
 		  WHERE NOT coalesce(bgexec._valid_name(x.kind, 128)
 		                     AND bgexec._valid_name(coalesce(x.queue, 'default'), 63)
 		                     AND jsonb_typeof(coalesce(x.payload, '{}')) = 'object'
 		                     AND coalesce(x.max_attempts, 1) >= 1
-		                     AND (x.timeout IS NULL OR x.timeout > interval '0'), false)
+		                     AND (x.timeout IS NULL
+		                          OR x.timeout > interval '0'
+		                             AND bgexec._interval_within(x.timeout, interval '100 years'))
+		                     AND (x.concurrency_key IS NULL
+		                          OR length(x.concurrency_key) BETWEEN 1 AND 512), false)
 		     OR x.kind = 'workflow'
 		     OR pg_catalog.pg_column_size(x.payload) > v_limit / 2
 		  ORDER BY x.ord;

@@ -136,5 +136,33 @@ SELECT * FROM try($q$SELECT bgexec.submit_many('[{"payload": {}}]')$q$);
 SET bgexec.max_payload_bytes = '2kB';
 SELECT * FROM try($q$SELECT bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'payload', jsonb_build_object('blob', repeat('x', 4000)))))$q$);
 RESET bgexec.max_payload_bytes;
+-- what a claim computes with is bounded at submit, so that no job makes the
+-- claims that reach it fail: concurrency_key 1-512 characters (the index of
+-- running keys takes it when the job runs: 9600 bytes broke every claim),
+-- timeout at most 100 years, and each of its parts too (the deadline is the
+-- claim's now() plus it)
+SELECT * FROM try($q$SELECT bgexec.submit('noop', concurrency_key => repeat('k', 9600))$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('noop', concurrency_key => '')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '300000 years')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '100 years 1 day')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '4000000 mons -119999000 days')$q$);
+-- the same in submit_many, set-based and per job (with an idempotency key)
+SELECT * FROM try($q$SELECT bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'concurrency_key', repeat('k', 9600))))$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'idempotency_key', 'v-ck', 'concurrency_key', repeat('k', 9600))))$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "concurrency_key": ""}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "timeout": "300000 years"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "timeout": "4000000 mons -119999000 days"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "idempotency_key": "v-t", "timeout": "300000 years"}]')$q$);
 -- nothing was written by any of the above
 SELECT count(*) - :jobs_before AS inserted FROM bgexec.job;
+-- at the bounds a job runs: top priority, a key of 512 four-byte characters,
+-- a timeout of 100 years, in a queue with a per-key cap
+SELECT (bgexec.configure_queue('val-edge', max_running_per_key => 1)).name;
+SELECT bgexec.submit('noop', queue => 'val-edge', priority => 2147483647, timeout => '100 years',
+                     concurrency_key => repeat(chr(119070), 512)) AS edge,
+       (bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'queue', 'val-edge',
+                           'timeout', '100 years', 'concurrency_key', repeat(chr(119070), 511) || 'x')))) AS edge2 \gset
+SELECT job_id IN (:edge, :edge2) AS claimed, deadline > now() + interval '99 years' AS deadline_set,
+       octet_length((SELECT concurrency_key FROM bgexec.job WHERE id = job_id)) AS key_bytes
+  FROM bgexec.claim('w-edge', '{val-edge}', 2) ORDER BY job_id;
+SELECT bgexec.finish(id, lease, 'completed', '{}') FROM bgexec.job WHERE id IN (:edge, :edge2) ORDER BY id;
