@@ -453,11 +453,13 @@ $$;
  * Every value a claim later computes with is bounded here, so no job can
  * make the claims that reach it fail: the running-key index takes
  * concurrency_key only when the job runs (512 characters fit its entry),
- * and the deadline is the start plus timeout. */
+ * and the deadline is the start plus timeout.  run_after is finite: an
+ * infinite one would never run, and queue_stats subtracts the oldest one
+ * from now().  NULL run_after means now(). */
 CREATE FUNCTION bgexec._check_submit(
 	p_kind text, p_payload jsonb, p_queue text, p_priority int,
-	p_max_attempts int, p_timeout interval, p_idempotency_key text,
-	p_concurrency_key text)
+	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
+	p_idempotency_key text, p_concurrency_key text)
 	RETURNS boolean
 	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -480,6 +482,11 @@ BEGIN
 	IF p_priority IS NULL THEN
 		RAISE EXCEPTION 'priority must not be null'
 			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF NOT isfinite(p_run_after) THEN
+		RAISE EXCEPTION 'run_after must be a finite timestamp'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('run_after was %s', p_run_after);
 	END IF;
 	IF p_max_attempts IS NULL OR p_max_attempts < 1 THEN
 		RAISE EXCEPTION 'max_attempts must be at least 1'
@@ -527,8 +534,9 @@ DECLARE
 	v_cap int;
 	v_depth bigint;
 BEGIN
-	PERFORM bgexec._check_submit(p_kind, p_payload, p_queue, p_priority, p_max_attempts,
-	                             p_timeout, p_idempotency_key, p_concurrency_key);
+	PERFORM bgexec._check_submit(p_kind, p_payload, p_queue, p_priority, p_run_after,
+	                             p_max_attempts, p_timeout, p_idempotency_key,
+	                             p_concurrency_key);
 
 	-- Same owner + same key: the existing job, nothing inserted.
 	IF p_idempotency_key IS NOT NULL THEN
@@ -1388,16 +1396,17 @@ BEGIN
 			current_setting('bgexec.max_payload_bytes', true)), 1048576);
 		PERFORM bgexec._check_submit(x.kind, coalesce(x.payload, '{}'),
 		                             coalesce(x.queue, 'default'), coalesce(x.priority, 0),
-		                             coalesce(x.max_attempts, 1), x.timeout, NULL,
+		                             x.run_after, coalesce(x.max_attempts, 1), x.timeout, NULL,
 		                             x.concurrency_key)
 		   FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
-		          kind text, payload jsonb, queue text, priority int, max_attempts int,
-		          timeout interval, concurrency_key text))
-		        WITH ORDINALITY AS x(kind, payload, queue, priority, max_attempts, timeout,
-		                             concurrency_key, ord)
+		          kind text, payload jsonb, queue text, priority int, run_after timestamptz,
+		          max_attempts int, timeout interval, concurrency_key text))
+		        WITH ORDINALITY AS x(kind, payload, queue, priority, run_after, max_attempts,
+		                             timeout, concurrency_key, ord)
 		  WHERE NOT coalesce(bgexec._valid_name(x.kind, 128)
 		                     AND bgexec._valid_name(coalesce(x.queue, 'default'), 63)
 		                     AND jsonb_typeof(coalesce(x.payload, '{}')) = 'object'
+		                     AND (x.run_after IS NULL OR isfinite(x.run_after))
 		                     AND coalesce(x.max_attempts, 1) >= 1
 		                     AND (x.timeout IS NULL
 		                          OR x.timeout > interval '0'

@@ -153,6 +153,13 @@ SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "concurrency_k
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "timeout": "300000 years"}]')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "timeout": "4000000 mons -119999000 days"}]')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "idempotency_key": "v-t", "timeout": "300000 years"}]')$q$);
+-- run_after must be finite: an infinite one never runs, and '-infinity'
+-- made queue_stats fail for everyone (its oldest age is now() minus it)
+SELECT * FROM try($q$SELECT bgexec.submit('noop', run_after => 'infinity')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('noop', run_after => '-infinity')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "run_after": "-infinity"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "idempotency_key": "v-ra", "run_after": "infinity"}]')$q$);
+SELECT count(*) > 0 AS queue_stats_reads FROM bgexec.queue_stats;
 -- nothing was written by any of the above
 SELECT count(*) - :jobs_before AS inserted FROM bgexec.job;
 -- at the bounds a job runs: top priority, a key of 512 four-byte characters,
