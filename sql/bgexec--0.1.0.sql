@@ -962,6 +962,7 @@ DECLARE
 	c_worker_kinds CONSTANT text[] := ARRAY['step_started', 'step_completed', 'step_failed', 'log', 'progress'];
 	v_n int;
 	v_last int;
+	v_at int;
 	v_bad text;
 BEGIN
 	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
@@ -972,12 +973,20 @@ BEGIN
 		RAISE EXCEPTION 'after_seq must not be negative' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	v_n := jsonb_array_length(events);
-	SELECT e->>'kind' INTO v_bad FROM jsonb_array_elements(events) e
-	 WHERE jsonb_typeof(e) <> 'object'
-	    OR coalesce(e->>'kind', '') <> ALL (c_worker_kinds)
+	SELECT x.ord - 1, CASE WHEN jsonb_typeof(x.e) = 'object'
+	                       THEN coalesce(quote_literal(x.e->>'kind'), 'null') END
+	  INTO v_at, v_bad
+	  FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)
+	 WHERE jsonb_typeof(x.e) <> 'object'
+	    OR coalesce(x.e->>'kind', '') <> ALL (c_worker_kinds)
+	 ORDER BY x.ord
 	 LIMIT 1;
-	IF FOUND THEN
-		RAISE EXCEPTION 'event kind % cannot be appended by a worker', coalesce(quote_literal(v_bad), 'null')
+	IF FOUND AND v_bad IS NULL THEN
+		RAISE EXCEPTION 'events[%] must be a JSON object', v_at
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'each event is an object {"kind", "data"}';
+	ELSIF FOUND THEN
+		RAISE EXCEPTION 'events[%]: event kind % cannot be appended by a worker', v_at, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'workers append step_started, step_completed, step_failed, log or progress';
 	END IF;
@@ -1041,6 +1050,12 @@ CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
+	-- Checked here too, so that the message names the kind, not events[0].
+	IF coalesce(kind, '') NOT IN ('step_started', 'step_completed', 'step_failed', 'log', 'progress') THEN
+		RAISE EXCEPTION 'event kind % cannot be appended by a worker', coalesce(quote_literal(kind), 'null')
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'workers append step_started, step_completed, step_failed, log or progress';
+	END IF;
 	RETURN bgexec.append_events(job_id, lease,
 	         jsonb_build_array(jsonb_build_object('kind', kind, 'data', coalesce(data, '{}'))), after_seq);
 END

@@ -6,6 +6,9 @@ SELECT bgexec.append_events(:j, :l, (SELECT jsonb_agg(jsonb_build_object('kind',
 SELECT bgexec.append_events(:j, :l, '[]');
 -- a failed batch (bad kind) rolls back whole: no seq is consumed
 SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, {"kind": "bogus"}]');
+-- an element that is not an object is named too, and writes nothing
+SELECT bgexec.append_events(:j, :l, '[1]');
+SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, [{"kind": "log"}]]');
 SELECT bgexec.append_event(:j, :l, 'progress', '{"pct": 100}');
 SELECT bgexec.finish(:j, :l, 'completed', '{}');
 SELECT gapless(:j), count(*), min(seq), max(seq) FROM bgexec.job_event WHERE job_id = :j;
