@@ -1385,13 +1385,36 @@ BEGIN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	SELECT k INTO v_bad FROM jsonb_array_elements(jobs) e, jsonb_object_keys(
-	         CASE WHEN jsonb_typeof(e) = 'object' THEN e ELSE '{"?": 0}' END) k
-	 WHERE k NOT IN ('kind', 'payload', 'queue', 'priority', 'run_after', 'max_attempts',
-	                 'timeout', 'idempotency_key', 'concurrency_key')
+	-- The shape of each element, naming the first bad one: an object of
+	-- submit's arguments; both keys strings (the set-based path below is
+	-- chosen by the type of idempotency_key, and read any other type as no
+	-- key); a payload given as null refused, as submit refuses it.  A null
+	-- for any other field means its default.
+	SELECT x.bad INTO v_bad FROM (
+		SELECT t.ord, CASE
+		         WHEN jsonb_typeof(t.e) <> 'object' THEN
+		           format('jobs[%s] must be a JSON object', t.ord - 1)
+		         WHEN u.k IS NOT NULL THEN
+		           format('jobs[%s]: unknown field %s', t.ord - 1, quote_literal(u.k))
+		         WHEN jsonb_typeof(t.e->'idempotency_key') NOT IN ('string', 'null') THEN
+		           format('jobs[%s]: idempotency_key must be a string', t.ord - 1)
+		         WHEN jsonb_typeof(t.e->'concurrency_key') NOT IN ('string', 'null') THEN
+		           format('jobs[%s]: concurrency_key must be a string', t.ord - 1)
+		         WHEN jsonb_typeof(t.e->'payload') = 'null' THEN
+		           format('jobs[%s]: payload must be a JSON object', t.ord - 1)
+		       END AS bad
+		  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
+		  LEFT JOIN LATERAL (
+			SELECT k FROM jsonb_object_keys(CASE WHEN jsonb_typeof(t.e) = 'object' THEN t.e
+			                                     ELSE '{}' END) k
+			 WHERE k NOT IN ('kind', 'payload', 'queue', 'priority', 'run_after', 'max_attempts',
+			                 'timeout', 'idempotency_key', 'concurrency_key')
+			 LIMIT 1) u ON true) x
+	 WHERE x.bad IS NOT NULL
+	 ORDER BY x.ord
 	 LIMIT 1;
 	IF FOUND THEN
-		RAISE EXCEPTION 'jobs: unknown field %', quote_literal(v_bad)
+		RAISE EXCEPTION '%', v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each element must be an object with the arguments of bgexec.submit';
 	END IF;

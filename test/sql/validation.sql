@@ -160,6 +160,18 @@ SELECT * FROM try($q$SELECT bgexec.submit('noop', run_after => '-infinity')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "run_after": "-infinity"}]')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "idempotency_key": "v-ra", "run_after": "infinity"}]')$q$);
 SELECT count(*) > 0 AS queue_stats_reads FROM bgexec.queue_stats;
+-- submit_many names the first element of the wrong shape: not an object
+SELECT * FROM try($q$SELECT bgexec.submit_many('[1]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, "noop"]')$q$);
+-- a key that is not a string (it was dropped: the set-based path, chosen by
+-- the type of idempotency_key, inserted the job without it)
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "idempotency_key": 42}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "idempotency_key": "v-i"}, {"kind": "noop", "idempotency_key": {"k": 1}}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "concurrency_key": 7}]')$q$);
+-- a null payload, refused as submit refuses it, on both paths (the
+-- set-based one took it for {})
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "payload": null}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "payload": null, "idempotency_key": "v-p"}]')$q$);
 -- nothing was written by any of the above
 SELECT count(*) - :jobs_before AS inserted FROM bgexec.job;
 -- at the bounds a job runs: top priority, a key of 512 four-byte characters,
