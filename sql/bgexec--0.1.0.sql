@@ -1066,7 +1066,11 @@ COMMENT ON FUNCTION bgexec.append_event(bigint, bigint, text, jsonb, int) IS
 /* finish: the guarded terminal write.  Applies only while status='running'
  * AND lease=$lease (invariant 3) — so of finish and reconcile, or two
  * finishes, exactly one wins and writes exactly one terminal event
- * (invariant 5).  Returns the new status, or NULL when refused. */
+ * (invariant 5).  Returns the new status, or NULL when refused.
+ * A requested stop is never lost: with one, a failed job is not retried and
+ * a job the worker suspends ends cancelled (as reconcile cancels it when
+ * the worker is gone), instead of waiting for a resume whose first
+ * heartbeat would only say stop. */
 CREATE FUNCTION bgexec._finish_one(job_id bigint, lease bigint, outcome bgexec.job_status,
                                    body jsonb)
 	RETURNS bgexec.job_status
@@ -1092,6 +1096,11 @@ BEGIN
 		RETURN NULL;  -- lease not current: refused, nothing changed
 	END IF;
 
+	IF outcome = 'suspended' AND j.stop_requested_at IS NOT NULL THEN
+		RETURN bgexec._terminal(j.id, 'cancelled', NULL,
+			jsonb_build_object('reason', 'stopped', 'suspended', coalesce(body, '{}'),
+			                   'message', 'stop requested; cancelled instead of suspended'));
+	END IF;
 	IF outcome = 'suspended' THEN
 		-- Release the lease; a resume does not use up an attempt.
 		UPDATE bgexec.job x

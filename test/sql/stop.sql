@@ -22,6 +22,23 @@ SELECT bgexec.submit('noop', queue => 'st', max_attempts => 3) AS f \gset
 SELECT lease AS l FROM bgexec.claim('w', '{st}', 1) \gset
 SELECT bgexec.stop(:f);
 SELECT bgexec.finish(:f, :l, 'failed', '{"message": "killed"}');
+-- stop requested, then the worker suspends the job (an approval step): it
+-- ends cancelled, one terminal event, instead of waiting for a resume that
+-- would only hear stop; by finish and by finish_many
+SELECT bgexec.submit('noop', queue => 'st') AS s \gset
+SELECT lease AS l FROM bgexec.claim('w', '{st}', 1) \gset
+SELECT bgexec.stop(:s);
+SELECT bgexec.finish(:s, :l, 'suspended', '{"step": "gate"}');
+SELECT status, error - 'message' AS error, lease IS NULL AS released, finished_at IS NOT NULL AS finished
+  FROM bgexec.job WHERE id = :s;
+SELECT event_kinds(:s), gapless(:s), terminal_events(:s);
+SELECT bgexec.resume(:s);
+SELECT bgexec.submit('noop', queue => 'st') AS s \gset
+SELECT lease AS l FROM bgexec.claim('w', '{st}', 1) \gset
+SELECT bgexec.stop(:s);
+SELECT status FROM bgexec.finish_many(jsonb_build_array(
+	jsonb_build_object('job_id', :s, 'lease', :l, 'outcome', 'suspended', 'body', jsonb_build_object('step', 'gate'))));
+SELECT status, event_kinds(:s), terminal_events(:s) FROM bgexec.job WHERE id = :s;
 -- stop requested and the worker vanished: reconcile ends it cancelled
 SELECT bgexec.submit('noop', queue => 'st', max_attempts => 3) AS v \gset
 SELECT lease AS l FROM bgexec.claim('w', '{st}', 1) \gset
