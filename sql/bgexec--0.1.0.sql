@@ -116,6 +116,22 @@ CREATE FUNCTION bgexec._valid_event_kind(kind text) RETURNS boolean
 COMMENT ON FUNCTION bgexec._valid_event_kind(text) IS
 	'true for the event kinds of job_event';
 
+/* _interval_within: true when iv is at most lim and each of its parts
+ * (months, days, time) lies within -lim..lim.  PostgreSQL adds an interval
+ * to a timestamp part by part, so '4000000 mons -119999000 days' is 1000
+ * days long but overflows every timestamp it is added to; bounded parts
+ * keep now() + iv within three times lim of now().  The queue table's
+ * CHECK constraint queue_backoff_sane calls it, so it comes before it.
+ * Without SET, so that it is inlined; its body names no type. */
+CREATE FUNCTION bgexec._interval_within(iv interval, lim interval) RETURNS boolean
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT iv <= lim
+	   AND pg_catalog.date_trunc('month', iv) BETWEEN -lim AND lim
+	   AND pg_catalog.date_trunc('day', iv) - pg_catalog.date_trunc('month', iv) BETWEEN -lim AND lim
+	   AND iv - pg_catalog.date_trunc('day', iv) BETWEEN -lim AND lim
+$$;
+
 /* --------------------------------------------------------------- tables */
 
 CREATE SEQUENCE bgexec.lease_seq AS bigint CACHE 1;
@@ -134,8 +150,10 @@ CREATE TABLE bgexec.queue (
 	CONSTRAINT queue_caps_positive CHECK (
 		coalesce(max_queued, 1) >= 0 AND coalesce(max_running, 1) >= 0
 		AND coalesce(max_running_per_key, 1) >= 0),
+	-- the backoff adds at most retry_cap to now()
 	CONSTRAINT queue_backoff_sane CHECK (
-		retry_base > interval '0' AND retry_cap >= retry_base)
+		retry_base > interval '0' AND retry_cap >= retry_base
+		AND bgexec._interval_within(retry_cap, interval '100 years'))
 );
 COMMENT ON TABLE bgexec.queue IS
 	'per-queue settings; a queue without a row has no caps and default backoff';
@@ -368,18 +386,26 @@ BEGIN
 END
 $$;
 
--- _backoff: exponential backoff with full jitter on the DB clock:
--- uniform in [0, min(cap, base * 2^(attempt-1))].
+/* _backoff: exponential backoff with full jitter on the DB clock:
+ * uniform in [0, min(cap, base * 2^(attempt-1))], computed as cap times a
+ * fraction of at most 1: base * 2^(attempt-1) / cap in seconds, as double
+ * precision (the exponent capped at 62), then capped at 1.  As an interval,
+ * base * 2^(attempt-1) overflowed (22008) long before the cap applied (a
+ * base of a year at the 28th attempt), and failed the finish and every
+ * reconcile() that met the job.  retry_cap is at most 100 years, each of
+ * its parts too (queue_backoff_sane), and so is the delay. */
 CREATE FUNCTION bgexec._backoff(p_queue text, p_attempt int) RETURNS interval
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
-	SELECT random() * least(
-	         coalesce(q.retry_cap, interval '10 minutes'),
-	         coalesce(q.retry_base, interval '1 second')
-	           * power(2, least(greatest(p_attempt, 1) - 1, 30)))
-	  FROM (SELECT 1) one
-	  LEFT JOIN bgexec.queue q ON q.name = p_queue
+	SELECT b.cap * (random() * CASE WHEN b.cap_s <= 0 THEN 1 ELSE
+	         least(1, greatest(0, b.base_s * power(2, least(greatest(p_attempt, 1) - 1, 62))
+	                              / b.cap_s)) END)
+	  FROM (SELECT coalesce(q.retry_cap, interval '10 minutes') AS cap,
+	               date_part('epoch', coalesce(q.retry_cap, interval '10 minutes')) AS cap_s,
+	               date_part('epoch', coalesce(q.retry_base, interval '1 second')) AS base_s
+	          FROM (SELECT 1) one
+	          LEFT JOIN bgexec.queue q ON q.name = p_queue) b
 $$;
 
 -- _is_terminal: true for the four terminal statuses.  Without SET, so that
@@ -430,21 +456,6 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 END
-$$;
-
-/* _interval_within: true when iv is at most lim and each of its parts
- * (months, days, time) lies within -lim..lim.  PostgreSQL adds an interval
- * to a timestamp part by part, so '4000000 mons -119999000 days' is 1000
- * days long but overflows every timestamp it is added to; bounded parts
- * keep now() + iv within three times lim of now().  Without SET, so that it
- * is inlined; its body names no type. */
-CREATE FUNCTION bgexec._interval_within(iv interval, lim interval) RETURNS boolean
-	LANGUAGE sql IMMUTABLE PARALLEL SAFE
-	AS $$
-	SELECT iv <= lim
-	   AND pg_catalog.date_trunc('month', iv) BETWEEN -lim AND lim
-	   AND pg_catalog.date_trunc('day', iv) - pg_catalog.date_trunc('month', iv) BETWEEN -lim AND lim
-	   AND iv - pg_catalog.date_trunc('day', iv) BETWEEN -lim AND lim
 $$;
 
 /* _check_submit: every argument check of submit, raising 22023/54000

@@ -40,3 +40,7 @@ SELECT queue, queued, running, max_queued, max_running, max_running_per_key
 -- negative: a bad queue name or backoff in configure_queue
 SELECT bgexec.configure_queue('bad name');
 SELECT bgexec.configure_queue('q2', retry_base => '0 s');
+-- negative: a retry_cap over 100 years, or with a part over it (the backoff
+-- adds up to the cap to now())
+SELECT bgexec.configure_queue('q2', retry_cap => '101 years');
+SELECT bgexec.configure_queue('q2', retry_cap => '4000000 mons -119999000 days');

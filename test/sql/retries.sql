@@ -29,6 +29,37 @@ SELECT bool_and(bgexec._backoff('rq', 30) <= interval '40 seconds') AS capped,
        bool_and(bgexec._backoff('rq', 1) <= interval '10 seconds') AS base,
        bool_or(bgexec._backoff('rq', 3) > interval '20 seconds') AS jitter_spreads
   FROM generate_series(1, 200);
+-- a long backoff at a high attempt: base and cap of a year, 29 failures.
+-- At the 29th, base * 2^28 overflowed an interval (22008) before the cap
+-- applied: the finish failed, and so did every reconcile() that met the job
+SELECT (bgexec.configure_queue('rq-year', retry_base => '1 year', retry_cap => '1 year')).name;
+SELECT bgexec.submit('noop', queue => 'rq-year', max_attempts => 50) AS y \gset
+DO $$
+DECLARE
+	v_job bigint;
+	v_lease bigint;
+BEGIN
+	FOR i IN 1..29 LOOP
+		UPDATE bgexec.job SET run_after = now() WHERE queue = 'rq-year' AND status = 'queued';
+		SELECT c.job_id, c.lease INTO v_job, v_lease FROM bgexec.claim('w-year', '{rq-year}', 1) c;
+		IF bgexec.finish(v_job, v_lease, 'failed', '{"message": "again"}') IS DISTINCT FROM 'queued' THEN
+			RAISE EXCEPTION 'attempt % was not requeued', i;
+		END IF;
+	END LOOP;
+END $$;
+SELECT status, attempt, run_after <= now() + interval '1 year' AS capped FROM bgexec.job WHERE id = :y;
+-- the 30th attempt's worker vanishes: reconcile requeues it, with the same cap
+UPDATE bgexec.job SET run_after = now(), attempt = 29 WHERE id = :y;
+SELECT count(*) FROM bgexec.claim('w-year', '{rq-year}', 1);
+SELECT expire_lease(:y);
+SELECT bgexec.reconcile();
+SELECT status, attempt, run_after <= now() + interval '1 year' AS capped,
+       (SELECT string_agg(kind, ',' ORDER BY seq) FROM (SELECT kind, seq FROM bgexec.job_event
+         WHERE job_id = :y ORDER BY seq DESC LIMIT 3) e) AS last_events
+  FROM bgexec.job WHERE id = :y;
+-- whatever the attempt, the delay stays within the cap
+SELECT bool_and(bgexec._backoff('rq-year', a) BETWEEN interval '0' AND interval '1 year') AS capped
+  FROM generate_series(1, 100) i, unnest(ARRAY[1, 31, 64, 1000, 2147483647]) a;
 -- the last attempt fails for good
 SELECT bgexec.submit('noop', queue => 'rq', max_attempts => 1) AS k \gset
 SELECT lease AS l FROM bgexec.claim('w', '{rq}', 1) \gset
