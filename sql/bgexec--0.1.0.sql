@@ -1593,7 +1593,12 @@ COMMENT ON FUNCTION bgexec.resume(bigint, jsonb) IS
 	'resumes a suspended job; the input becomes the waiting approval step''s output';
 
 /* retry: failed/cancelled/timed_out → queued with a fresh attempt budget
- * (manual re-run, dead-letter redrive).  Completed steps are not re-run. */
+ * (manual re-run, dead-letter redrive).  Completed steps are not re-run.
+ * A retry adds a queued job, so it is admitted as a submit is: with a
+ * max_queued cap, under the queue's advisory lock (the one _submit_one
+ * takes), and refused at the cap (53400).  The lock is taken before the
+ * job's row lock, as submit takes it before its insert, so submits and
+ * retries of one queue always lock in that order. */
 CREATE FUNCTION bgexec.retry(job_id bigint) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1601,11 +1606,33 @@ CREATE FUNCTION bgexec.retry(job_id bigint) RETURNS boolean
 	SET jit = off
 	AS $$
 DECLARE
-	j bgexec.job := bgexec._visible_job(job_id);
+	j bgexec.job;
+	v_queue text;
+	v_cap int;
+	v_depth bigint;
 	v_seq int;
 BEGIN
+	-- A job's queue never changes: read without a lock, to lock the queue first.
+	SELECT x.queue INTO v_queue FROM bgexec.job x WHERE x.id = retry.job_id;
+	SELECT q.max_queued INTO v_cap FROM bgexec.queue q WHERE q.name = v_queue;
+	IF v_cap IS NOT NULL THEN
+		PERFORM pg_catalog.pg_advisory_xact_lock(
+			pg_catalog.hashtext('bgexec.queue'), pg_catalog.hashtext(v_queue));
+	END IF;
+	j := bgexec._visible_job(job_id);
 	IF j.status NOT IN ('failed', 'cancelled', 'timed_out') THEN
 		RETURN false;
+	END IF;
+	IF v_cap IS NOT NULL THEN
+		-- Under the queue's lock, so concurrent submitters count this job.
+		SELECT count(*) INTO v_depth FROM (
+			SELECT 1 FROM bgexec.job x
+			 WHERE x.queue = v_queue AND x.status = 'queued' LIMIT v_cap) d;
+		IF v_depth >= v_cap THEN
+			RAISE EXCEPTION 'queue "%" is full (max_queued %)', v_queue, v_cap
+				USING ERRCODE = 'configuration_limit_exceeded',
+				      HINT = 'retry later, or raise the cap with bgexec.configure_queue()';
+		END IF;
 	END IF;
 	UPDATE bgexec.job x
 	   SET status = 'queued', attempt = 0, run_after = now(), finished_at = NULL,

@@ -13,6 +13,17 @@ SELECT (bgexec.configure_queue('capq', max_queued => -1)).name;
 SELECT bgexec.submit('noop', queue => 'capq', idempotency_key => 'cap-k') AS ck \gset
 SELECT (bgexec.configure_queue('capq', max_queued => 1)).name;
 SELECT bgexec.submit('noop', queue => 'capq', idempotency_key => 'cap-k') = :ck AS deduped;
+-- a retry queues its job again, so it is admitted as a submit is: at the
+-- cap, 53400 and nothing changes; below it, the job is queued
+SELECT (bgexec.configure_queue('capr', max_queued => 1)).name;
+SELECT bgexec.submit('noop', queue => 'capr') AS rf \gset
+SELECT bgexec.finish(job_id, lease, 'failed', '{}') FROM bgexec.claim('w', '{capr}', 1);
+SELECT bgexec.submit('noop', queue => 'capr') AS rq \gset
+SELECT * FROM try(format('SELECT bgexec.retry(%s)', :rf));
+SELECT status, attempt, event_kinds(:rf) FROM bgexec.job WHERE id = :rf;
+SELECT bgexec.stop(:rq);
+SELECT bgexec.retry(:rf);
+SELECT status, count(*) FROM bgexec.job WHERE queue = 'capr' GROUP BY 1 ORDER BY 1;
 -- max_running: never more running than the cap
 SELECT (bgexec.configure_queue('runq', max_running => 2)).name;
 SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'runq') FROM generate_series(1, 5)) s;
