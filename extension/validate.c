@@ -242,7 +242,7 @@ validate_workflow(JsonbContainer *root)
 				 errmsg("workflow \"steps\" must not be empty")));
 	if (nsteps > BGEXEC_WORKFLOW_MAX_STEPS)
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("workflow has %d steps, over the limit of %d",
 						nsteps, BGEXEC_WORKFLOW_MAX_STEPS),
 				 errhint("Split the work into several workflows.")));

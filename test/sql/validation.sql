@@ -120,6 +120,9 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "n
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "needs": "b", "sleep": 1}, {"id": "b", "sleep": 1}]}')$q$);
 -- workflow: a cycle
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "needs": ["c"], "sleep": 1}, {"id": "b", "needs": ["a"], "sleep": 1}, {"id": "c", "needs": ["b"], "sleep": 1}]}')$q$);
+-- workflow: over 1000 steps is a program limit (54000), as the payload size
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', jsonb_build_object('steps',
+  (SELECT jsonb_agg(jsonb_build_object('id', 's' || i, 'sleep', 0)) FROM generate_series(1, 1001) i)))$q$);
 -- payload over bgexec.max_payload_bytes
 SET bgexec.max_payload_bytes = '2kB';
 SELECT * FROM try($q$SELECT bgexec.submit('noop', jsonb_build_object('blob', repeat('x', 4000)))$q$);
@@ -185,3 +188,7 @@ SELECT job_id IN (:edge, :edge2) AS claimed, deadline > now() + interval '99 yea
        octet_length((SELECT concurrency_key FROM bgexec.job WHERE id = job_id)) AS key_bytes
   FROM bgexec.claim('w-edge', '{val-edge}', 2) ORDER BY job_id;
 SELECT bgexec.finish(id, lease, 'completed', '{}') FROM bgexec.job WHERE id IN (:edge, :edge2) ORDER BY id;
+-- a workflow of 1000 steps, the limit, is accepted
+SELECT bgexec.submit('workflow', jsonb_build_object('steps',
+  (SELECT jsonb_agg(jsonb_build_object('id', 's' || i, 'sleep', 0)) FROM generate_series(1, 1000) i)),
+  queue => 'val-limit') > 0 AS thousand_steps_ok;
