@@ -445,15 +445,20 @@ BEGIN
 END
 $$;
 
--- _check_interval: raises 22023 naming the field unless iv is positive.
-CREATE FUNCTION bgexec._check_positive(field text, iv interval) RETURNS void
+/* _check_lease_for: raises 22023 naming lease_for unless it is positive
+ * and at most a day.  A lease is renewed by heartbeats every few seconds
+ * and a lost worker's job waits for it to expire: a day is already long;
+ * a lease of 300000 years overflowed now() + lease_for (22008).  Two
+ * comparisons: claim and heartbeat call it on every call. */
+CREATE FUNCTION bgexec._check_lease_for(lease_for interval) RETURNS void
 	LANGUAGE plpgsql IMMUTABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
-	IF iv IS NULL OR iv <= interval '0' THEN
-		RAISE EXCEPTION '% must be a positive interval', field
-			USING ERRCODE = 'invalid_parameter_value';
+	IF lease_for IS NULL OR lease_for <= interval '0' OR lease_for > interval '1 day' THEN
+		RAISE EXCEPTION 'lease_for must be a positive interval of at most 1 day'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('lease_for was %s', coalesce(lease_for::text, 'null'));
 	END IF;
 END
 $$;
@@ -704,6 +709,21 @@ BEGIN
 		RAISE EXCEPTION 'concurrency must be at least 1'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	-- host and pid are read from info: an object, with an integer pid.
+	IF jsonb_typeof(info) <> 'object' THEN
+		RAISE EXCEPTION 'info must be a JSON object'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('info was %s', info);
+	END IF;
+	IF (CASE coalesce(jsonb_typeof(info->'pid'), 'null')
+	      WHEN 'null' THEN false
+	      WHEN 'number' THEN (info->'pid')::numeric NOT BETWEEN -2147483648 AND 2147483647
+	                         OR (info->'pid')::numeric <> trunc((info->'pid')::numeric)
+	      ELSE true END) THEN
+		RAISE EXCEPTION 'info.pid must be an integer'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('pid was %s', info->'pid');
+	END IF;
 	INSERT INTO bgexec.worker AS w (id, host, pid, queues, concurrency, info,
 	                                started_at, heartbeat_at, stopped_at)
 	VALUES (worker_id, info->>'host', (info->>'pid')::int, coalesce(queues, '{}'),
@@ -774,10 +794,13 @@ BEGIN
 	IF worker_id IS NULL OR worker_id = '' THEN
 		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	IF max_jobs IS NULL OR max_jobs < 1 THEN
-		RAISE EXCEPTION 'max_jobs must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+	-- Bounded: the capped path's candidate scan reads max_jobs * 4 + 100 rows.
+	IF max_jobs IS NULL OR max_jobs NOT BETWEEN 1 AND 10000 THEN
+		RAISE EXCEPTION 'max_jobs must be 1-10000'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('max_jobs was %s', coalesce(max_jobs::text, 'null'));
 	END IF;
-	PERFORM bgexec._check_positive('lease_for', lease_for);
+	PERFORM bgexec._check_lease_for(lease_for);
 
 	SELECT coalesce(array_agg(DISTINCT qn) FILTER (WHERE NOT coalesce(q.paused, false)), '{}'),
 	       coalesce(array_agg(DISTINCT qn ORDER BY qn)
@@ -921,7 +944,7 @@ CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
 	SET jit = off
 	AS $$
 BEGIN
-	PERFORM bgexec._check_positive('lease_for', lease_for);
+	PERFORM bgexec._check_lease_for(lease_for);
 	UPDATE bgexec.worker SET heartbeat_at = now(), stopped_at = NULL
 	 WHERE id = heartbeat.worker_id;
 	-- The rows are locked in job id order first, as finish_many locks them:
@@ -1680,9 +1703,11 @@ CREATE FUNCTION bgexec.purge(older_than interval) RETURNS bigint
 DECLARE
 	v_n bigint;
 BEGIN
-	IF older_than IS NULL OR older_than < interval '0' THEN
-		RAISE EXCEPTION 'older_than must be a non-negative interval'
-			USING ERRCODE = 'invalid_parameter_value';
+	IF older_than IS NULL OR older_than < interval '0'
+	   OR NOT bgexec._interval_within(older_than, interval '100 years') THEN
+		RAISE EXCEPTION 'older_than must be a non-negative interval of at most 100 years'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('older_than was %s', coalesce(older_than::text, 'null'));
 	END IF;
 	WITH gone AS (
 		DELETE FROM bgexec.job j
@@ -1733,6 +1758,11 @@ CREATE FUNCTION bgexec.configure_queue(
 DECLARE
 	q bgexec.queue;
 BEGIN
+	-- (A bad name is refused by the CHECK constraint queue_name_valid, 23514.)
+	IF configure_queue.name IS NULL THEN
+		RAISE EXCEPTION 'name must not be null'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	INSERT INTO bgexec.queue AS x (name) VALUES (configure_queue.name)
 	ON CONFLICT ON CONSTRAINT queue_pkey DO NOTHING;
 	UPDATE bgexec.queue x

@@ -48,6 +48,8 @@ SELECT bgexec.submit('noop', queue => 'freeq') > 0;
 SELECT queue, count(*) FROM bgexec.claim('w', '{keyq,freeq}', 10) GROUP BY 1 ORDER BY 1;
 SELECT queue, queued, running, max_queued, max_running, max_running_per_key
   FROM bgexec.queue_stats WHERE queue IN ('capq', 'runq', 'keyq') ORDER BY queue;
+-- negative: a null queue name (22023; it was a not-null violation, 23502)
+SELECT bgexec.configure_queue(NULL);
 -- negative: a bad queue name or backoff in configure_queue
 SELECT bgexec.configure_queue('bad name');
 SELECT bgexec.configure_queue('q2', retry_base => '0 s');

@@ -69,6 +69,16 @@ SELECT bgexec.submit_many('[{"kind": "noop", "prio": 3}]');
 -- negative: claim with max_jobs < 1 or a non-positive lease
 SELECT * FROM bgexec.claim('w1', '{default}', 0);
 SELECT * FROM bgexec.claim('w1', '{default}', 1, '0 s');
+-- negative: max_jobs over 10000 (on a capped queue the candidate scan's
+-- max_jobs * 4 + 100 overflowed: 22003), a lease over a day (22008 at
+-- now() + lease_for), in claim and in heartbeat
+SELECT (bgexec.configure_queue('lcap', max_running => 5)).name;
+SELECT * FROM bgexec.claim('w1', '{lcap}', 2147483647);
+SELECT * FROM bgexec.claim('w1', '{default}', 10001);
+SELECT * FROM bgexec.claim('w1', '{default}', 1, '300000 years');
+SELECT * FROM bgexec.claim('w1', '{default}', 1, '1 day 1 second');
+SELECT * FROM bgexec.heartbeat('w1', '{}', '300000 years');
+SELECT count(*) FROM bgexec.claim('w1', '{lcap}', 10000, '1 day');
 -- negative: finish with a non-terminal outcome
 SELECT bgexec.finish(:j1, :l1, 'running', NULL);
 -- negative: a worker cannot append DB-owned event kinds
@@ -77,5 +87,16 @@ SELECT bgexec.append_event(:j1, :l1, 'completed', '{}');
 SELECT bgexec.register_worker('w1', '{default,other}', 4, '{"host": "h1", "pid": 42}');
 SELECT id, host, pid, queues, concurrency, alive, in_flight > 0 AS busy FROM bgexec.worker_stats ORDER BY id;
 SELECT bgexec.deregister_worker('w1');
+-- negative: info not an object (it was accepted), a pid that is not an
+-- integer (22P02, 22003 from a cast)
+SELECT bgexec.register_worker('w1', '{default}', 4, '[1]');
+SELECT bgexec.register_worker('w1', '{default}', 4, '{"pid": "abc"}');
+SELECT bgexec.register_worker('w1', '{default}', 4, '{"pid": 1.5}');
+SELECT bgexec.register_worker('w1', '{default}', 4, '{"pid": 99999999999}');
+-- a null or absent pid is no pid
+SELECT bgexec.register_worker('w2', '{default}', 1, '{"pid": null}'), bgexec.register_worker('w3', '{default}', 1);
+-- (the refused registrations changed nothing: w1 is still deregistered)
+SELECT id, pid, stopped_at IS NULL AS running FROM bgexec.worker_stats WHERE id IN ('w1', 'w2', 'w3') ORDER BY id;
+DELETE FROM bgexec.worker WHERE id IN ('w2', 'w3');
 SELECT id, stopped_at IS NOT NULL AS stopped, alive FROM bgexec.worker_stats ORDER BY id;
 SELECT queue, queued, running, completed FROM bgexec.queue_stats ORDER BY queue;

@@ -33,6 +33,9 @@ UPDATE bgexec.job SET finished_at = now() - interval '1 day' WHERE queue = 'pg' 
 SELECT bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2);
 -- negative: a negative interval
 SELECT bgexec.purge('-1 day');
+-- negative: over 100 years, or a part over it (22008 at now() - older_than)
+SELECT bgexec.purge('300000 years');
+SELECT bgexec.purge('4000000 mons -119999000 days');
 -- events go with their jobs on any delete, not only purge (no foreign key:
 -- the job_deleted trigger); other jobs' events stay
 SELECT bgexec.submit('noop', queue => 'pg-del') AS dj \gset
