@@ -1193,6 +1193,7 @@ DECLARE
 	v_other boolean;
 	v_done bigint[];
 	v_seqs int[];
+	v_ords bigint[];
 BEGIN
 	IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
@@ -1223,12 +1224,20 @@ BEGIN
 
 	-- The common case set-based: every 'completed' item whose lease is current
 	-- in one UPDATE and one INSERT of terminal events (same transaction, so
-	-- invariant 5 holds as in _terminal).
+	-- invariant 5 holds as in _terminal).  Items apply as finish() calls in
+	-- array order would: of several items for one job and lease only the
+	-- first can, so only the first is a candidate here, and the others find
+	-- the job finished (status NULL, refused).
 	WITH it AS MATERIALIZED (
-		SELECT r.job_id, r.lease, coalesce(r.body, '{}') AS body
-		  FROM jsonb_to_recordset(items) AS r(job_id bigint, lease bigint, outcome text, body jsonb)
-		 WHERE r.outcome = 'completed'
-		 ORDER BY r.job_id),
+		SELECT f.job_id, f.lease, f.body, f.ord FROM (
+			SELECT DISTINCT ON (r.job_id, r.lease) r.job_id, r.lease, r.outcome,
+			       coalesce(r.body, '{}') AS body, r.ord
+			  FROM ROWS FROM (jsonb_to_recordset(items) AS (
+			         job_id bigint, lease bigint, outcome text, body jsonb))
+			       WITH ORDINALITY AS r(job_id, lease, outcome, body, ord)
+			 ORDER BY r.job_id, r.lease, r.ord) f
+		 WHERE f.outcome = 'completed'
+		 ORDER BY f.job_id),
 	done AS (
 		UPDATE bgexec.job x
 		   SET status = 'completed', result = it.body, error = NULL, finished_at = now(),
@@ -1239,7 +1248,7 @@ BEGIN
 		 -- primary key.  With "status = 'running'" the planner walked a
 		 -- partial index of every running job once per item.
 		 WHERE x.id = it.job_id AND x.lease = it.lease AND x.status::text = 'running'
-		RETURNING x.id, x.queue, x.last_seq, x.result),
+		RETURNING x.id, x.queue, x.last_seq, x.result, it.ord),
 	counted AS (
 		INSERT INTO bgexec.queue_count (queue, status, n)
 		SELECT d.queue, 'completed', count(*) FROM done d GROUP BY d.queue),
@@ -1248,15 +1257,16 @@ BEGIN
 		SELECT d.id, d.last_seq, 'completed', jsonb_build_object('result', d.result) FROM done d
 		RETURNING job_event.job_id AS jid, job_event.seq AS jseq)
 	SELECT coalesce(array_agg(ev.jid), '{}'),
-	       coalesce(array_agg(ev.jseq), '{}')
-	  INTO v_done, v_seqs
+	       coalesce(array_agg(ev.jseq), '{}'),
+	       (SELECT coalesce(array_agg(d.ord), '{}') FROM done d)
+	  INTO v_done, v_seqs, v_ords
 	  FROM ev;
 	PERFORM bgexec._notify_event(d.jid, d.jseq) FROM unnest(v_done, v_seqs) AS d(jid, jseq);
 
 	-- Every other item (failed, cancelled, timed_out, suspended) as finish().
 	RETURN QUERY
 	SELECT (i->>'job_id')::bigint, (i->>'lease')::bigint,
-	       CASE WHEN (i->>'job_id')::bigint = ANY (v_done) THEN 'completed'::bgexec.job_status
+	       CASE WHEN t.ord = ANY (v_ords) THEN 'completed'::bgexec.job_status
 	            WHEN i->>'outcome' = 'completed' THEN NULL
 	            ELSE bgexec._finish_one((i->>'job_id')::bigint, (i->>'lease')::bigint,
 	                                    (i->>'outcome')::bgexec.job_status, i->'body') END

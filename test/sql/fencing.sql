@@ -48,6 +48,24 @@ SELECT status, result, terminal_events(id), gapless(id) FROM bgexec.job WHERE qu
 -- the same batch again: every lease is refused now, nothing changes
 SELECT status FROM bgexec.finish_many(jsonb_build_array(
          jsonb_build_object('job_id', (:'fj'::bigint[])[1], 'lease', (:'fl'::bigint[])[1], 'outcome', 'failed')));
+-- several items for one job and lease: as finish() calls in array order,
+-- the first applies and reports its status, the others are refused (NULL);
+-- a completion after a failure, a failure after a completion, and a second
+-- completion with another result
+SELECT count(bgexec.submit('noop', queue => 'fd', max_attempts => 2)) FROM generate_series(1, 2);
+SELECT array_agg(job_id ORDER BY job_id) AS dj, array_agg(lease ORDER BY job_id) AS dl
+  FROM bgexec.claim('w4', '{fd}', 2) \gset
+SELECT t.ord, t.job_id = (:'dj'::bigint[])[1] AS first_job, t.status
+  FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', (:'dj'::bigint[])[1], 'lease', (:'dl'::bigint[])[1], 'outcome', 'completed', 'body', '{"r": 1}'::jsonb),
+         jsonb_build_object('job_id', (:'dj'::bigint[])[1], 'lease', (:'dl'::bigint[])[1], 'outcome', 'failed'),
+         jsonb_build_object('job_id', (:'dj'::bigint[])[1], 'lease', (:'dl'::bigint[])[1], 'outcome', 'completed', 'body', '{"r": 2}'::jsonb),
+         jsonb_build_object('job_id', (:'dj'::bigint[])[2], 'lease', (:'dl'::bigint[])[2], 'outcome', 'failed'),
+         jsonb_build_object('job_id', (:'dj'::bigint[])[2], 'lease', (:'dl'::bigint[])[2], 'outcome', 'completed')))
+       WITH ORDINALITY AS t(job_id, lease, status, ord)
+ ORDER BY t.ord;
+SELECT status, result, attempt, event_kinds(id), terminal_events(id), gapless(id)
+  FROM bgexec.job WHERE queue = 'fd' ORDER BY id;
 -- negative: an item without a valid outcome
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "running"}]');
 SELECT * FROM bgexec.finish_many('{}');
