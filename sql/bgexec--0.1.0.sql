@@ -1399,6 +1399,14 @@ CREATE FUNCTION bgexec.submit(
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
+	-- The owner is the role the session acts as.  bgexec_client and
+	-- bgexec_worker are groups: a job one of them owned would be every
+	-- member's to read (row-level security compares owner and current_user).
+	IF bgexec._caller() IN ('bgexec_client', 'bgexec_worker') THEN
+		RAISE EXCEPTION 'role % cannot own jobs: every member of it could read them', bgexec._caller()
+			USING ERRCODE = 'insufficient_privilege',
+			      HINT = 'Submit as your own role (RESET ROLE, or SET ROLE to a role of yours).';
+	END IF;
 	RETURN bgexec._submit_one(bgexec._caller(), kind, payload, queue, priority,
 	                          run_after, max_attempts, timeout, idempotency_key,
 	                          concurrency_key);
@@ -1434,6 +1442,11 @@ DECLARE
 	v_bad text;
 	v_limit bigint;
 BEGIN
+	IF v_owner IN ('bgexec_client', 'bgexec_worker') THEN  -- see submit
+		RAISE EXCEPTION 'role % cannot own jobs: every member of it could read them', v_owner
+			USING ERRCODE = 'insufficient_privilege',
+			      HINT = 'Submit as your own role (RESET ROLE, or SET ROLE to a role of yours).';
+	END IF;
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
 			USING ERRCODE = 'invalid_parameter_value';

@@ -41,6 +41,16 @@ SELECT status FROM bgexec.job WHERE id = :a;
 SELECT bgexec.stop(:a);
 SELECT seq, kind FROM bgexec.events(:a) ORDER BY seq;
 RESET ROLE;
+-- a client acting as the group role bgexec_client (SET ROLE) cannot submit:
+-- the job would be owned by the group, so readable by every client (42501,
+-- nothing written)
+SET ROLE regress_alice;
+SET ROLE bgexec_client;
+SELECT bgexec.submit('noop', queue => 'sec-group');
+SELECT bgexec.submit_many('[{"kind": "noop", "queue": "sec-group"}]');
+SELECT bgexec.submit_many('[{"kind": "noop", "queue": "sec-group", "idempotency_key": "g"}]');
+RESET ROLE;
+SELECT count(*) AS group_jobs FROM bgexec.job WHERE owner IN ('bgexec_client', 'bgexec_worker');
 -- a role outside bgexec_client cannot use the API at all
 CREATE ROLE regress_outsider;
 SET ROLE regress_outsider;
