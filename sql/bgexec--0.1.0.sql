@@ -589,7 +589,7 @@ BEGIN
 		-- Under the queue's lock, so concurrent submitters count one another.
 		SELECT count(*) INTO v_depth FROM (
 			SELECT 1 FROM bgexec.job
-			 WHERE queue = p_queue AND status = 'queued' LIMIT v_cap + 1) d;
+			 WHERE queue = p_queue AND status = 'queued' LIMIT v_cap::bigint + 1) d;
 		IF v_depth > v_cap THEN
 			RAISE EXCEPTION 'queue "%" is full (max_queued %)', p_queue, v_cap
 				USING ERRCODE = 'configuration_limit_exceeded',

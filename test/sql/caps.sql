@@ -13,6 +13,11 @@ SELECT (bgexec.configure_queue('capq', max_queued => -1)).name;
 SELECT bgexec.submit('noop', queue => 'capq', idempotency_key => 'cap-k') AS ck \gset
 SELECT (bgexec.configure_queue('capq', max_queued => 1)).name;
 SELECT bgexec.submit('noop', queue => 'capq', idempotency_key => 'cap-k') = :ck AS deduped;
+-- the largest cap admits (its count's LIMIT cap + 1 overflowed: 22003 for
+-- every submit to the queue)
+SELECT (bgexec.configure_queue('capbig', max_queued => 2147483647)).name;
+SELECT bgexec.submit('noop', queue => 'capbig') > 0 AS admitted,
+       (SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "capbig"}]')) AS admitted_many;
 -- a retry queues its job again, so it is admitted as a submit is: at the
 -- cap, 53400 and nothing changes; below it, the job is queued
 SELECT (bgexec.configure_queue('capr', max_queued => 1)).name;
