@@ -14,10 +14,14 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <system_error>
 
 namespace bgexec::client {
 
@@ -81,11 +85,29 @@ json parse_json_arg(const std::string& arg) {
   return j;
 }
 
-std::int64_t parse_id(const std::string& s) {
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end || v <= 0) throw Usage("invalid job id \"" + s + "\"");
+// The whole of `text` as a decimal integer in [lo, hi]: digits with an
+// optional '-', no spaces, no '+', no overflow; nullopt for anything else.
+std::optional<long long> parse_integer(std::string_view text, long long lo, long long hi) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || v < lo || v > hi)
+    return std::nullopt;
   return v;
+}
+
+std::int64_t parse_id(const std::string& s) {
+  auto v = parse_integer(s, 1, INT64_MAX);
+  if (!v) throw Usage("invalid job id \"" + s + "\"");
+  return *v;
+}
+
+// An integer option's value in [lo, hi]; a Usage error names the option.
+long long int_option(const std::string& option, const std::string& value, long long lo, long long hi) {
+  auto v = parse_integer(value, lo, hi);
+  if (!v)
+    throw Usage(option + ": expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                ", got \"" + value + "\"");
+  return *v;
 }
 
 std::string short_json(const json& j, std::size_t max = 300) {
@@ -221,13 +243,17 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
       run_after = *t;
     }
   }
+  // Checked here, so a typo is a usage error naming the option, not a database error.
+  long long priority = 0, max_attempts = 1;
+  if (auto v = opt("--priority")) priority = int_option("--priority", *v, INT32_MIN, INT32_MAX);
+  if (auto v = opt("--max-attempts")) max_attempts = int_option("--max-attempts", *v, 1, INT32_MAX);
   pg::Params p = {a.positional[0],
                   payload.dump(),
                   opt("--queue").value_or("default"),
-                  opt("--priority").value_or("0"),
+                  std::to_string(priority),
                   run_after,
                   run_in,
-                  opt("--max-attempts").value_or("1"),
+                  std::to_string(max_attempts),
                   timeout,
                   opt("--idempotency-key"),
                   opt("--concurrency-key")};
@@ -293,7 +319,7 @@ asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("tail takes ID");
   int from = 0;
   if (auto it = a.options.find("--from"); it != a.options.end() && !it->second.empty())
-    from = std::stoi(it->second.back());
+    from = static_cast<int>(int_option("--from", it->second.back(), 0, INT32_MAX));
   co_return co_await follow(s, parse_id(a.positional[0]), from, true);
 }
 
