@@ -28,5 +28,16 @@ q=$("$BGEXEC" submit noop --queue elsewhere)
 wait_status "$q" cancelled 5
 set +e; timeout 10 "$BGEXEC" tail "$q" >/dev/null; rc=$?; set -e
 ((rc == 1)) || fail "tail exit code $rc for a cancelled job"
+# stop's exit code says the request was accepted: 0 whenever the job exists
+# (it prints the status found, a finished job is left as it is), 4 when not.
+set +e; out=$("$BGEXEC" stop "$q"); rc=$?; set -e
+((rc == 0)) && [[ $out == "job $q: cancelled" ]] || fail "stop of a cancelled job: exit $rc, \"$out\""
+done_id=$("$BGEXEC" submit noop)
+wait_status "$done_id" completed 10
+set +e; out=$("$BGEXEC" stop "$done_id"); rc=$?; set -e
+((rc == 0)) && [[ $out == "job $done_id: completed" ]] || fail "stop of a completed job: exit $rc, \"$out\""
+[[ $(job_status "$done_id") == completed ]] || fail "stop changed a completed job"
+set +e; "$BGEXEC" stop 987654321 2>/dev/null; rc=$?; set -e
+((rc == 4)) || fail "stop of a missing job: exit $rc"
 kill -0 "$PID_w1" || fail "worker died"
 ok

@@ -47,8 +47,10 @@ Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
 end quietly, --follow shows steps and logs live.  tail exits after a terminal or
 suspended event.
-Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or the action
-was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.
+Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
+was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
+exits 0 whenever the job exists and prints the status it found (running: its
+worker ends it as cancelled).
 )";
 
 struct Usage : std::runtime_error {
@@ -342,8 +344,9 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
   int code = ok;
   std::string msg;
   if (cmd == "stop") {
+    // The exit code says the request was accepted (the job exists), whatever
+    // the status it found: stopping a finished job is a no-op, not a failure.
     msg = v == "running" ? "stop requested (the worker ends it as cancelled)" : v;
-    if (v != "running" && v != "cancelled") code = job_failed;  // already finished otherwise
   } else if (v == "true") {
     msg = cmd == "resume" ? "resumed" : "queued again";
   } else {
