@@ -34,7 +34,7 @@ Commands:
   status ID              show a job
   tail ID [--from SEQ]   print a job's events until it ends or suspends
   stop ID                cancel a job (a running one is stopped by its worker)
-  resume ID [JSON]       resume a suspended job; JSON becomes the approval's output
+  resume ID [JSON|@FILE] resume a suspended job; JSON becomes the approval's output
   retry ID               re-queue a failed, cancelled or timed-out job
   queues                 per-queue counts
   bench [options]        burn-down benchmark (see bgexec bench --help)

@@ -327,7 +327,7 @@ asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
 
 asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
   if (cmd == "resume" ? (a.positional.empty() || a.positional.size() > 2) : a.positional.size() != 1)
-    throw Usage(cmd + (cmd == "resume" ? " takes ID [JSON]" : " takes ID"));
+    throw Usage(cmd + (cmd == "resume" ? " takes ID [JSON|@FILE]" : " takes ID"));
   std::int64_t id = parse_id(a.positional[0]);
   pg::Params p = {std::to_string(id)};
   std::string sql;

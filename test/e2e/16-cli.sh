@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# CLI arguments the database never sees: a bad number is a usage error (exit
+# 2) naming the argument, never a database error (exit 3); the help texts
+# agree on resume's argument.  No cluster: nothing here may reach one.
+source "$(dirname "$0")/lib.sh"
+export PGHOST=/nonexistent PGPORT=1 BGEXEC_DB="host=/nonexistent port=1 connect_timeout=1"
+
+# expect_usage NEEDLE ARGS...: exit 2 and NEEDLE in the message.
+expect_usage() {
+  local needle=$1 rc; shift
+  set +e; "$BGEXEC" "$@" >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 2)) || fail "bgexec $*: exit $rc (expected 2): $(cat "$E2E_DIR/err")"
+  grep -qF -- "$needle" "$E2E_DIR/err" || fail "bgexec $*: message does not name $needle: $(cat "$E2E_DIR/err")"
+}
+
+expect_usage '--from: expected an integer from 0 to 2147483647, got "abc"' tail 4 --from abc
+expect_usage '--from' tail 4 --from=-1
+expect_usage '--from' tail 4 --from 99999999999
+expect_usage 'invalid job id "abc"' tail abc
+expect_usage 'invalid job id "+4"' status +4
+expect_usage 'invalid job id "99999999999999999999"' stop 99999999999999999999
+expect_usage 'invalid job id "4x"' resume 4x
+expect_usage 'invalid job id ""' retry ""
+expect_usage '--priority: expected an integer' submit noop --priority high
+expect_usage '--priority' submit noop --priority 2147483648
+expect_usage '--max-attempts: expected an integer from 1' submit noop --max-attempts 0
+expect_usage '--max-attempts' submit noop --max-attempts 3.5
+expect_usage 'resume takes ID [JSON|@FILE]' resume
+
+# Both help texts show resume's @FILE form, as the README does.
+"$BGEXEC" --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec --help: resume ID [JSON|@FILE]"
+"$BGEXEC" resume --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec resume --help: resume ID [JSON|@FILE]"
+ok
