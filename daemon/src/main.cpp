@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -101,11 +102,20 @@ int run_worker(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
-  if (const char* lvl = std::getenv("BGEXEC_LOG_LEVEL")) bgexec::core::set_level(lvl);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << usage_text;
     return args.empty() ? 2 : 0;
+  }
+  // Like every other setting, a bad value is refused, not silently ignored;
+  // empty counts as unset, names are case-insensitive.
+  if (const char* lvl = std::getenv("BGEXEC_LOG_LEVEL"); lvl && *lvl) {
+    std::string name(lvl);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!bgexec::core::set_level(name)) {
+      std::cerr << "bgexec: BGEXEC_LOG_LEVEL: expected debug, info, warn or error, got \"" << lvl << "\"\n";
+      return 2;
+    }
   }
   std::string cmd = args[0];
   args.erase(args.begin());

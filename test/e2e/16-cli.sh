@@ -27,6 +27,18 @@ expect_usage '--max-attempts: expected an integer from 1' submit noop --max-atte
 expect_usage '--max-attempts' submit noop --max-attempts 3.5
 expect_usage 'resume takes ID [JSON|@FILE]' resume
 
+# An unknown BGEXEC_LOG_LEVEL is refused by every command, naming the
+# variable and the allowed values; any case of a known one is taken.
+for cmd in worker "status 1" version; do
+  # (timeout: a worker that took the value would run on, retrying its connection)
+  set +e; BGEXEC_LOG_LEVEL=verbose timeout 10 "$BGEXEC" $cmd >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 2)) || fail "BGEXEC_LOG_LEVEL=verbose bgexec $cmd: exit $rc (expected 2)"
+  grep -qF 'BGEXEC_LOG_LEVEL: expected debug, info, warn or error, got "verbose"' "$E2E_DIR/err" \
+    || fail "BGEXEC_LOG_LEVEL=verbose bgexec $cmd: $(cat "$E2E_DIR/err")"
+done
+BGEXEC_LOG_LEVEL=WARN "$BGEXEC" version >/dev/null || fail "BGEXEC_LOG_LEVEL=WARN refused"
+BGEXEC_LOG_LEVEL= "$BGEXEC" version >/dev/null || fail "an empty BGEXEC_LOG_LEVEL refused"
+
 # Both help texts show resume's @FILE form, as the README does.
 "$BGEXEC" --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec --help: resume ID [JSON|@FILE]"
 "$BGEXEC" resume --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec resume --help: resume ID [JSON|@FILE]"

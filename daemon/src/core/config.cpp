@@ -429,8 +429,8 @@ config file > defaults. Every flag accepts both "--flag value" and
                              Env BGEXEC_FINISH_DELAY. Defaults to 0.002.
   -h, --help                 Show this help.
 
-Env BGEXEC_LOG_LEVEL (debug, info, warn, error) sets log verbosity.
-Defaults to info.
+Env BGEXEC_LOG_LEVEL (debug, info, warn, error; any case) sets log verbosity;
+any other value is an error. Defaults to info.
 )";
 }
 
