@@ -169,6 +169,32 @@ TEST(WorkerConfig, ConfigFile) {
   EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_CONFIG", file.path()}}).id, "file-w");
 }
 
+// Durations in the file may be strings, read by the parser flags and
+// variables use; a bad one is refused with the same message, naming the key.
+TEST(WorkerConfig, FileDurationStrings) {
+  TempConfig file(R"({"lease": "30s", "grace": "5m", "poll": "500ms", "reconcile_interval": "1.5",
+                      "kill_grace": "0", "finish_delay": "2ms"})");
+  const WorkerConfig c = parse_worker_config({"--config", file.path()}, {});
+  EXPECT_EQ(c.lease_s, 30);
+  EXPECT_EQ(c.grace_s, 300);
+  EXPECT_DOUBLE_EQ(c.poll_s, 0.5);
+  EXPECT_EQ(c.reconcile_s, 1.5);
+  EXPECT_EQ(c.kill_grace_s, 0);
+  EXPECT_DOUBLE_EQ(c.finish_delay_s, 0.002);
+
+  TempConfig bad(R"({"lease": "30 s"})");
+  EXPECT_EQ(error_of({"--config", bad.path()}),
+            "config file " + bad.path() + ": key \"lease\": expected a duration greater than 0, got \"30 s\"");
+  TempConfig negative(R"({"kill_grace": "-1s"})");
+  EXPECT_EQ(error_of({"--config", negative.path()}),
+            "config file " + negative.path() + ": key \"kill_grace\": expected a duration of 0 or more, got \"-1s\"");
+  // The same text from a variable and from the file: the same message, but for the name.
+  EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "30 s"}}), "BGEXEC_LEASE: expected a duration greater than 0, got \"30 s\"");
+  TempConfig wrong(R"({"poll": [1]})");
+  EXPECT_EQ(error_of({"--config", wrong.path()}),
+            "config file " + wrong.path() + ": key \"poll\": expected a number of seconds or a duration string, got [1]");
+}
+
 TEST(WorkerConfig, PrecedenceFlagsOverEnvOverFile) {
   TempConfig file(R"({"db": "file", "id": "file", "concurrency": 2, "lease": 5,
                       "queues": ["file-q"], "actions": {"a": "/file/a", "b": "/file/b", "c": "/file/c"}})");
@@ -211,7 +237,11 @@ TEST(WorkerConfig, FileWrongTypes) {
       {R"({"concurrency": 2.5})", "\"concurrency\""},
       {R"({"concurrency": 0})", "\"concurrency\""},
       {R"({"concurrency": 5000})", "\"concurrency\""},
-      {R"({"lease": "30"})", "\"lease\""},
+      {R"({"lease": "thirty"})", "\"lease\""},
+      {R"({"lease": "0s"})", "\"lease\""},
+      {R"({"lease": true})", "\"lease\""},
+      {R"({"grace": "-1s"})", "\"grace\""},
+      {R"({"poll": ""})", "\"poll\""},
       {R"({"lease": 0})", "\"lease\""},
       {R"({"allow_run": 1})", "\"allow_run\""},
       {R"({"actions": ["a"]})", "\"actions\""},

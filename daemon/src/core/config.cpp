@@ -226,7 +226,13 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
     }
     case Kind::positive_seconds:
     case Kind::nonneg_seconds:
-      if (!v.is_number()) throw wrong_type("a number of seconds");
+      // A number of seconds, or a string read as the flags and variables are ("30s").
+      if (v.is_string()) {
+        cfg.*(s.seconds_member) = checked_seconds(parse_seconds(v.get_ref<const std::string&>()), s.kind, label,
+                                                  "\"" + v.get<std::string>() + "\"");
+        break;
+      }
+      if (!v.is_number()) throw wrong_type("a number of seconds or a duration string");
       cfg.*(s.seconds_member) = checked_seconds(v.get<double>(), s.kind, label, v.dump());
       break;
     case Kind::boolean:
@@ -383,7 +389,7 @@ std::string worker_usage() {
 Claims jobs from PostgreSQL and runs them. Precedence: flags > environment >
 config file > defaults. Every flag accepts both "--flag value" and
 "--flag=value". Durations are seconds ("30", "1.5") or take a unit ("500ms",
-"30s", "5m", "2h").
+"30s", "5m", "2h"); in the config file, a number of seconds or such a string.
 
   --db CONNINFO              libpq connection string, passed verbatim (PG*
                              variables and service= work). Env BGEXEC_DB.
