@@ -4,6 +4,7 @@
 
 #include "core/config.hpp"
 #include "core/duration.hpp"
+#include "core/utf8.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
 
@@ -112,8 +113,17 @@ long long int_option(const std::string& option, const std::string& value, long l
   return *v;
 }
 
+// A json/jsonb column's value; text that does not parse (invalid UTF-8 from a
+// SQL_ASCII database) is kept as a string rather than thrown.
+json db_json(const std::optional<std::string>& text) {
+  if (!text) return nullptr;
+  auto j = json::parse(*text, nullptr, false);
+  return j.is_discarded() ? json(*text) : j;
+}
+
+// Compact JSON cut to max bytes; never throws on invalid UTF-8.
 std::string short_json(const json& j, std::size_t max = 300) {
-  std::string s = j.dump();
+  std::string s = core::dump(j);
   if (s.size() > max) s = s.substr(0, max) + "...";
   return s;
 }
@@ -127,7 +137,7 @@ struct Session {
 // One readable line per event (logs: one line per log line).
 void print_event(const json& e, bool as_json) {
   if (as_json) {
-    std::cout << e.dump() << std::endl;
+    std::cout << core::dump(e) << std::endl;
     return;
   }
   const std::string kind = e.value("kind", "");
@@ -148,7 +158,7 @@ void print_event(const json& e, bool as_json) {
     bool first = true;
     for (auto& l : d.value("lines", json::array())) {
       if (!first) os << "\n";
-      os << prefix << (l.is_string() ? l.get<std::string>() : l.dump());
+      os << prefix << (l.is_string() ? l.get<std::string>() : core::dump(l));
       first = false;
     }
     std::cout << os.str().substr(os.str().find(']') + 2) << std::endl;
@@ -156,13 +166,13 @@ void print_event(const json& e, bool as_json) {
   } else if (kind == "progress") {
     os << "progress " << step << " " << short_json(d.value("progress", d));
   } else if (kind == "suspended") {
-    os << "suspended at " << step << ": " << d.value("prompt", json("")).dump() << "  (bgexec resume "
+    os << "suspended at " << step << ": " << core::dump(d.value("prompt", json(""))) << "  (bgexec resume "
        << e.value("job_id", 0) << " JSON)";
   } else if (kind == "completed") {
     os << "completed " << short_json(d.value("result", json()), 2000);
   } else if (terminal(kind)) {
     const json& err = d.value("error", json());
-    os << kind << ": " << (err.is_object() && err.contains("message") ? err["message"].dump() : short_json(err));
+    os << kind << ": " << (err.is_object() && err.contains("message") ? core::dump(err["message"]) : short_json(err));
   } else {
     os << kind << " " << short_json(d);
   }
@@ -282,9 +292,9 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
     std::string status = st.get(0, 0).value_or("?");
     if (s.json_out) {
       json out = {{"id", id}, {"status", status}};
-      out["result"] = json::parse(st.get(0, 1).value_or("null"));
-      out["error"] = json::parse(st.get(0, 2).value_or("null"));
-      std::cout << out.dump() << std::endl;
+      out["result"] = db_json(st.get(0, 1));
+      out["error"] = db_json(st.get(0, 2));
+      std::cout << core::dump(out) << std::endl;
     } else {
       std::cout << id << " " << status << std::endl;
     }
@@ -306,7 +316,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   }
   json row = r.to_json()[0];
   if (s.json_out) {
-    std::cout << row.dump() << std::endl;
+    std::cout << core::dump(row) << std::endl;
   } else {
     for (auto& [k, v] : row.items()) {
       if (v.is_null()) continue;
@@ -362,7 +372,7 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs&) {
   auto r = co_await s.conn.query("SELECT * FROM bgexec.queue_stats ORDER BY queue");
   json rows = r.to_json();
   if (s.json_out) {
-    std::cout << rows.dump() << std::endl;
+    std::cout << core::dump(rows) << std::endl;
     co_return ok;
   }
   const char* cols[] = {"queue", "paused", "queued", "running", "suspended", "completed", "failed", "cancelled", "timed_out"};
@@ -371,7 +381,7 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs&) {
   for (auto& row : rows) {
     for (const char* c : cols) {
       auto& v = row[c];
-      std::cout << (v.is_string() ? v.get<std::string>() : v.dump()) << (std::string(c) == "queue" ? "\t\t" : "\t");
+      std::cout << (v.is_string() ? v.get<std::string>() : core::dump(v)) << (std::string(c) == "queue" ? "\t\t" : "\t");
     }
     auto& age = row["oldest_queued_age"];
     std::cout << (age.is_string() ? age.get<std::string>() : "-") << "\n";

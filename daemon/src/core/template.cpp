@@ -5,6 +5,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "utf8.hpp"
+
 namespace bgexec::core {
 
 namespace {
@@ -181,7 +183,7 @@ nlohmann::json render_string(const std::string& text, const TemplateContext& ctx
     if (v.is_string()) {
       out += v.get_ref<const std::string&>();
     } else {
-      out += v.dump();
+      out += dump(v);
     }
     pos = ph.end;
   }

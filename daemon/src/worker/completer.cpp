@@ -3,6 +3,7 @@
 
 #include "core/logfmt.hpp"
 #include "core/sqlstate.hpp"
+#include "core/utf8.hpp"
 #include "worker/worker.hpp"
 
 #include <algorithm>
@@ -134,7 +135,8 @@ asio::awaitable<void> Completer::write(std::vector<Item>& batch) {
     until = std::max(until, item.until);
   }
   bool retried = false;
-  pg::Params params = {items.dump()};
+  // Never throws on a body holding invalid UTF-8, which would fail the whole batch.
+  pg::Params params = {core::dump(items)};
   const std::string sql = "SELECT job_id, lease, status FROM bgexec.finish_many($1::jsonb)";
   auto r = co_await w_.fin_exec(sql, params, until, &retried);
   std::map<std::pair<std::int64_t, std::int64_t>, std::optional<std::string>> status;

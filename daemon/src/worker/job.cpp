@@ -4,6 +4,7 @@
 #include "core/duration.hpp"
 #include "core/logfmt.hpp"
 #include "core/sqlstate.hpp"
+#include "core/utf8.hpp"
 #include "proc/child.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -172,7 +173,7 @@ asio::awaitable<std::optional<std::string>> Job::append_write(const std::string&
 
 asio::awaitable<void> Job::append(const std::string& kind, const json& data) {
   co_await flush_logs();
-  pg::Params arg1_ = {id_str(id()), id_str(lease()), kind, mask(data).dump()};
+  pg::Params arg1_ = {id_str(id()), id_str(lease()), kind, core::dump(mask(data))};
   auto seq = co_await append_write("SELECT bgexec.append_event($1, $2, $3, $4::jsonb, $5)", std::move(arg1_));
   if (!seq) {
     abandon("append_event refused: lease no longer current");
@@ -183,6 +184,8 @@ asio::awaitable<void> Job::append(const std::string& kind, const json& data) {
 void Job::log_line(const std::string& id, const char* stream, std::string line) {
   if (abandoned_) return;
   std::string masked = masker_.mask(line);
+  // Binary output is stored, not refused: invalid UTF-8 becomes U+FFFD.
+  if (!core::valid_utf8(masked)) masked = core::to_valid_utf8(masked);
   // A stderr line "::progress JSON" becomes a progress event (same batch, same order).
   static constexpr std::string_view progress_prefix = "::progress ";
   if (std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
@@ -243,7 +246,7 @@ asio::awaitable<void> Job::flush_logs() {
   json batch = std::move(pending_logs_);
   pending_logs_ = json::array();
   pending_lines_ = 0;
-  pg::Params arg1_ = {id_str(id()), id_str(lease()), batch.dump()};
+  pg::Params arg1_ = {id_str(id()), id_str(lease()), core::dump(batch)};
   std::optional<std::string> seq;
   ++log_flushes_;
   try {
@@ -378,7 +381,7 @@ asio::awaitable<void> Job::execute() {
       if (auto it = stdouts.find(sid); it != stdouts.end() && it->is_string()) {
         outputs_[sid]["stdout"] = it->get<std::string>();
       } else if (!out.is_null()) {
-        outputs_[sid]["stdout"] = out.is_string() ? out.get<std::string>() : out.dump();
+        outputs_[sid]["stdout"] = out.is_string() ? out.get<std::string>() : core::dump(out);
       }
     }
   }
@@ -533,7 +536,7 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
     throw StepFailure{"unknown action \"" + name + "\" on worker " + w_.config().id, false};
   json with = render(step.value("with", json::object()));
   std::vector<std::string> arg1_ = {it->second};
-  std::string in = with.dump();
+  std::string in = core::dump(with);
   auto out = co_await run_process(sid, arg1_, in, false);
   stdout_text = std::move(out.stdout_text);
   co_return parse_output(stdout_text);
@@ -548,12 +551,12 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
   if (argv.is_string()) {
     args = {"/bin/sh", "-c", argv.get<std::string>()};
   } else if (argv.is_array() && !argv.empty()) {
-    for (auto& a : argv) args.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+    for (auto& a : argv) args.push_back(a.is_string() ? a.get<std::string>() : core::dump(a));
   } else {
     throw StepFailure{"run must be a non-empty array of arguments or a shell command string", false};
   }
   json in = step.contains("with") ? render(step["with"]) : json();
-  std::string in_text = in.is_null() ? "" : in.dump();
+  std::string in_text = in.is_null() ? "" : core::dump(in);
   auto out = co_await run_process(sid, args, in_text, true);
   stdout_text = std::move(out.stdout_text);
   co_return parse_output(stdout_text);
@@ -566,7 +569,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step) {
   pg::Params p;
   for (auto& v : params) {
     if (v.is_null()) p.push_back(std::nullopt);
-    else p.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    else p.push_back(v.is_string() ? v.get<std::string>() : core::dump(v));
   }
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
@@ -580,6 +583,9 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step) {
     std::string text = step["sql"].get<std::string>();
     auto r = co_await conn->query(text, p);
     rows = r.to_json();
+    // A SQL_ASCII database (or a client_encoding other than UTF8) can return
+    // bytes that are not UTF-8: they become U+FFFD rather than fail the step.
+    core::sanitize_utf8(rows);
     co_await conn->query("COMMIT");
   } catch (const pg::Error& e) {
     auto cls = core::classify(e.sqlstate());
@@ -647,6 +653,9 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
                                   read_stream(child->err(), sid, "stderr", true, nullptr));
   killers_.erase(sid);
   if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
+  // Binary output does not fail the step: invalid UTF-8 becomes U+FFFD, after
+  // masking, so no secret is missed because one of its bytes was replaced.
+  if (!core::valid_utf8(out.stdout_text)) out.stdout_text = core::to_valid_utf8(masker_.mask(out.stdout_text));
   co_return out;
 }
 

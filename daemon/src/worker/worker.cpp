@@ -4,6 +4,7 @@
 #include "core/duration.hpp"
 #include "core/logfmt.hpp"
 #include "core/sqlstate.hpp"
+#include "core/utf8.hpp"
 #include "proc/child.hpp"
 #include "worker/job.hpp"
 
@@ -350,7 +351,7 @@ asio::awaitable<int> Worker::run() {
   double backoff = backoff_min_s;
   for (;;) {
     try {
-      pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(cfg_.concurrency), info.dump()};
+      pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(cfg_.concurrency), core::dump(info)};
       co_await ctl_.query("SELECT bgexec.register_worker($1, $2::text[], $3, $4::jsonb)", std::move(arg1_));
       break;
     } catch (const pg::Error& e) {

@@ -1,0 +1,123 @@
+#include "utf8.hpp"
+
+namespace bgexec::core {
+
+namespace {
+
+constexpr std::string_view replacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// Length of the well-formed sequence at text[i], or 0 when it is
+// ill-formed; *bad is then the length of its maximal subpart (>= 1), the
+// bytes one U+FFFD stands for.
+std::size_t sequence_at(std::string_view text, std::size_t i, std::size_t* bad) {
+  const auto b = static_cast<unsigned char>(text[i]);
+  if (b < 0x80) return 1;
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte (table 3-7)
+  if (b >= 0xC2 && b <= 0xDF) {
+    len = 2;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    len = 3;
+    if (b == 0xE0) lo = 0xA0;       // no overlong forms
+    else if (b == 0xED) hi = 0x9F;  // no surrogates
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    len = 4;
+    if (b == 0xF0) lo = 0x90;       // no overlong forms
+    else if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    *bad = 1;  // a continuation byte, C0, C1 or F5..FF cannot start a sequence
+    return 0;
+  }
+  for (std::size_t k = 1; k < len; ++k) {
+    if (i + k >= text.size()) {
+      *bad = k;
+      return 0;
+    }
+    const auto c = static_cast<unsigned char>(text[i + k]);
+    const bool ok = k == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xBF);
+    if (!ok) {
+      *bad = k;
+      return 0;
+    }
+  }
+  return len;
+}
+
+}  // namespace
+
+// ASCII runs are skipped a byte at a time without decoding.
+bool valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t bad = 0;
+    const std::size_t n = sequence_at(text, i, &bad);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+// One pass: well-formed sequences are copied, each maximal ill-formed
+// subpart becomes one U+FFFD.
+std::string to_valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t bad = 0;
+    const std::size_t n = sequence_at(text, i, &bad);
+    if (n == 0) {
+      out += replacement;
+      i += bad;
+    } else {
+      out.append(text, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+// Strings in place; an object is rebuilt only when one of its keys is bad.
+bool sanitize_utf8(nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::string: {
+      auto& s = value.get_ref<std::string&>();
+      if (valid_utf8(s)) return false;
+      s = to_valid_utf8(s);
+      return true;
+    }
+    case nlohmann::json::value_t::array: {
+      bool changed = false;
+      for (auto& item : value) changed = sanitize_utf8(item) || changed;
+      return changed;
+    }
+    case nlohmann::json::value_t::object: {
+      bool bad_key = false;
+      for (auto it = value.begin(); it != value.end() && !bad_key; ++it) bad_key = !valid_utf8(it.key());
+      bool changed = false;
+      if (!bad_key) {
+        for (auto& item : value) changed = sanitize_utf8(item) || changed;
+        return changed;
+      }
+      nlohmann::json out = nlohmann::json::object();
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        sanitize_utf8(it.value());
+        out[to_valid_utf8(it.key())] = std::move(it.value());
+      }
+      value = std::move(out);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+std::string dump(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace bgexec::core

@@ -1,0 +1,33 @@
+#pragma once
+// UTF-8 repair where bytes from outside (step process output, SQL results,
+// server messages) become JSON: nlohmann_json stores any bytes in a string
+// but throws type_error.316 when it dumps one that is not UTF-8, which would
+// fail a step, a log flush or a whole finish batch.
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace bgexec::core {
+
+// Whether text is well-formed UTF-8 (Unicode table 3-7: no overlong forms,
+// no surrogates, nothing above U+10FFFF, no truncated sequence).
+bool valid_utf8(std::string_view text);
+
+// text with each maximal ill-formed subsequence replaced by U+FFFD (Unicode
+// "substitution of maximal subparts"): "\xFF\xFEabc" -> "\uFFFD\uFFFDabc",
+// a sequence cut short at the end -> one U+FFFD. Valid text is unchanged.
+std::string to_valid_utf8(std::string_view text);
+
+// Repairs every string in value, object keys included (to_valid_utf8);
+// returns whether anything changed. Two keys that repair to the same text
+// keep the later value.
+bool sanitize_utf8(nlohmann::json& value);
+
+// Compact JSON text of value that never throws type_error.316: invalid
+// UTF-8 left in a string is written as U+FFFD. For every dump of data that
+// came from outside and goes to the database, a log or the terminal.
+std::string dump(const nlohmann::json& value);
+
+}  // namespace bgexec::core

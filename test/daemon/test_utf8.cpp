@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/utf8.hpp"
+
+namespace bgexec::core {
+namespace {
+
+using nlohmann::json;
+
+const std::string fffd = "\xEF\xBF\xBD";
+
+TEST(Utf8, ValidTextIsUnchanged) {
+  const std::string valid[] = {"", "plain ascii\n\t", "caf\xC3\xA9", "\xE2\x82\xAC 5", "\xF0\x9F\x98\x80",
+                               "\xF4\x8F\xBF\xBF" /* U+10FFFF */, "\xEF\xBF\xBD", "\xED\x9F\xBF" /* U+D7FF */,
+                               std::string("nul\0inside", 10)};
+  for (const auto& s : valid) {
+    EXPECT_TRUE(valid_utf8(s)) << s;
+    EXPECT_EQ(to_valid_utf8(s), s);
+  }
+}
+
+// Each maximal ill-formed subpart becomes one U+FFFD (Unicode's recommended practice).
+TEST(Utf8, InvalidSequencesBecomeReplacementCharacters) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"\xFF\xFE" "abc", fffd + fffd + "abc"},               // printf '\377\376abc'
+      {"a\x80z", "a" + fffd + "z"},                           // lone continuation byte
+      {"\xC0\xAF", fffd + fffd},                              // overlong '/'
+      {"\xE0\x80\xAF", fffd + fffd + fffd},                   // overlong, 3 bytes
+      {"\xED\xA0\x80", fffd + fffd + fffd},                   // surrogate U+D800
+      {"\xF4\x90\x80\x80", fffd + fffd + fffd + fffd},        // above U+10FFFF
+      {"\xF5\x80", fffd + fffd},                              // never a lead byte
+      {"\xE2\x82", fffd},                                     // cut short at the end
+      {"\xE2\x82" "A", fffd + "A"},                           // cut short before ASCII
+      {"\xF0\x9F\x98", fffd},                                 // 4-byte sequence cut short
+      {"\xF0\x9F\x98\x80\xFF", "\xF0\x9F\x98\x80" + fffd},    // valid, then invalid
+      {"caf\xE9", "caf" + fffd},                              // Latin-1 text
+  };
+  for (const auto& [in, want] : cases) {
+    EXPECT_FALSE(valid_utf8(in)) << in;
+    EXPECT_EQ(to_valid_utf8(in), want) << in;
+    EXPECT_TRUE(valid_utf8(to_valid_utf8(in)));
+  }
+}
+
+// nlohmann_json's strict dump throws on these; the repaired value dumps.
+TEST(Utf8, SanitizeJsonStringsAndKeys) {
+  json j = {{"out", "\xFF\xFE" "abc"},
+            {"rows", json::array({json{{"k\xE9y", "v\xE9"}, {"ok", 1}}, "fine", 3})},
+            {"nested", {{"deep", json::array({"\xC3"})}}}};
+  EXPECT_THROW((void)j.dump(), json::type_error);
+  EXPECT_TRUE(sanitize_utf8(j));
+  EXPECT_NO_THROW((void)j.dump());
+  EXPECT_EQ(j["out"], fffd + fffd + "abc");
+  EXPECT_EQ(j["rows"][0]["k" + fffd + "y"], "v" + fffd);
+  EXPECT_EQ(j["rows"][0]["ok"], 1);
+  EXPECT_EQ(j["rows"][1], "fine");
+  EXPECT_EQ(j["nested"]["deep"][0], fffd);
+  EXPECT_FALSE(sanitize_utf8(j));  // already valid: nothing to do
+
+  json clean = {{"a", "caf\xC3\xA9"}, {"b", json::array({1, true, nullptr})}};
+  const json before = clean;
+  EXPECT_FALSE(sanitize_utf8(clean));
+  EXPECT_EQ(clean, before);
+}
+
+TEST(Utf8, DumpNeverThrows) {
+  const json j = {{"line", "\xFF\xFE" "abc"}, {"n", 1}};
+  EXPECT_EQ(dump(j), R"({"line":")" + fffd + fffd + R"(abc","n":1})");
+  EXPECT_EQ(dump(json{{"a", "b"}}), R"({"a":"b"})");
+}
+
+}  // namespace
+}  // namespace bgexec::core

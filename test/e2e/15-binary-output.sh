@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Output that is not UTF-8 does not fail a step: a run step printing bytes
+# like 0xFF 0xFE (stdout and stderr), and a sql step whose result comes back
+# in LATIN1, complete; each invalid sequence is stored as U+FFFD.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57955
+start_worker w1 --allow-run
+
+id=$("$BGEXEC" submit workflow '{"steps": [
+  {"id": "bin", "run": ["sh", "-c", "printf '"'"'\\377\\376abc'"'"'; printf '"'"'err \\377 line\\n'"'"' >&2"]},
+  {"id": "json", "run": ["sh", "-c", "printf '"'"'{\"k\": \"v\\351\"}'"'"'"]},
+  {"id": "latin1", "sql": "SELECT set_config('"'"'client_encoding'"'"', '"'"'LATIN1'"'"', true) AS enc, '"'"'caf\u00e9'"'"' AS word"},
+  {"id": "after", "needs": ["bin", "json", "latin1"],
+   "run": ["sh", "-c", "printf %s \"$0|$1|$2\"", "{{steps.bin.stdout}}", "{{steps.json.output.k}}", "{{steps.latin1.output.0.word}}"]}]}') \
+  || fail submit
+wait_status "$id" completed 20
+fffd=$'\xef\xbf\xbd'
+[[ $(sql "SELECT result->>'after' FROM bgexec.job WHERE id = $id") == "$fffd${fffd}abc|v$fffd|caf$fffd" ]] \
+  || fail "result: $(sql "SELECT result FROM bgexec.job WHERE id = $id")"
+[[ $(sql "SELECT data->>'output' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_completed' AND data->>'step' = 'bin'") \
+   == "$fffd${fffd}abc" ]] || fail "bin output"
+[[ $(sql "SELECT data->>'stdout' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_completed' AND data->>'step' = 'bin'") \
+   == "$fffd${fffd}abc" ]] || fail "bin stdout"
+[[ $(sql "SELECT data->'lines'->>0 FROM bgexec.job_event WHERE job_id = $id AND kind = 'log' AND data->>'step' = 'bin' AND data->>'stream' = 'stderr'") \
+   == "err $fffd line" ]] || fail "stderr line not stored as a log event with U+FFFD"
+# The CLI prints the job and its events (no type_error.316 on the way out).
+"$BGEXEC" status "$id" --json >/dev/null || fail "status --json"
+timeout 10 "$BGEXEC" tail "$id" --json >/dev/null || fail "tail --json"
+if grep -q "type_error" "$E2E_DIR/w1.log"; then fail "type_error in the worker log"; fi
+kill -0 "$PID_w1" || fail "worker died"
+ok
