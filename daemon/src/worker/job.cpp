@@ -63,6 +63,16 @@ std::string step_kind(const json& step) {
 
 std::string id_str(std::int64_t v) { return std::to_string(v); }
 
+// What the worker tells every step process about itself; a step's "env"
+// cannot set these (the worker's values are what scripts rely on).
+const char* const worker_vars[] = {"BGEXEC_JOB_ID", "BGEXEC_STEP_ID", "BGEXEC_ATTEMPT", "BGEXEC_QUEUE"};
+
+bool is_worker_var(std::string_view name) {
+  for (const char* v : worker_vars)
+    if (name == v) return true;
+  return false;
+}
+
 // Writes a step's stdin and closes it (EPIPE from a child that never reads is ignored).
 asio::awaitable<void> feed_stdin(std::shared_ptr<proc::Child> c, std::shared_ptr<std::string> data) {
   if (!data->empty())
@@ -535,9 +545,10 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
   if (it == w_.config().actions.end())
     throw StepFailure{"unknown action \"" + name + "\" on worker " + w_.config().id, false};
   json with = render(step.value("with", json::object()));
+  EnvVars env = step_env(step);
   std::vector<std::string> arg1_ = {it->second};
   std::string in = core::dump(with);
-  auto out = co_await run_process(sid, arg1_, in, false);
+  auto out = co_await run_process(sid, arg1_, in, false, env);
   stdout_text = std::move(out.stdout_text);
   co_return parse_output(stdout_text);
 }
@@ -557,9 +568,36 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
   }
   json in = step.contains("with") ? render(step["with"]) : json();
   std::string in_text = in.is_null() ? "" : core::dump(in);
-  auto out = co_await run_process(sid, args, in_text, true);
+  EnvVars env = step_env(step);
+  auto out = co_await run_process(sid, args, in_text, true, env);
   stdout_text = std::move(out.stdout_text);
   co_return parse_output(stdout_text);
+}
+
+// Values are rendered like run's arguments: {{input...}}, {{steps...}} and
+// {{secrets.NAME}} (registered with the masker, so a secret passed this way
+// is masked in output and errors like one passed as an argument); a value
+// that renders to a non-string is passed as its compact JSON.  Submit checked
+// names and values; the worker checks again, so bad data from the database
+// fails the step, never the process.
+Job::EnvVars Job::step_env(const json& step) {
+  EnvVars out;
+  auto it = step.find("env");
+  if (it == step.end()) return out;
+  if (!it->is_object()) throw StepFailure{"env must be an object of strings", false};
+  json env = render(*it);
+  for (auto& [name, v] : env.items()) {
+    // execve() splits "NAME=value" at the first '=' and ends it at a NUL.
+    if (name.empty() || name.find_first_of(std::string_view("=\0", 2)) != std::string::npos)
+      throw StepFailure{"env has an invalid variable name \"" + name + "\"", false};
+    if (is_worker_var(name))
+      throw StepFailure{"env cannot set " + name + ": the worker sets it for every step process", false};
+    std::string text = v.is_string() ? v.get<std::string>() : core::dump(v);
+    if (text.find('\0') != std::string::npos)
+      throw StepFailure{"env variable " + name + " contains a NUL byte", false};
+    out.emplace_back(name, std::move(text));
+  }
+  return out;
 }
 
 asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step) {
@@ -630,13 +668,26 @@ asio::awaitable<void> Job::read_stream(asio::posix::stream_descriptor& sd, const
   }
 }
 
+// The child's environment: the worker's (without BGEXEC_SECRET_*), then the
+// step's env over it, then the worker's BGEXEC_* variables over both; a name
+// is set once, so the value that wins is the only one the child sees.
 asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const std::vector<std::string>& argv,
-                                                  const std::string& stdin_data, bool log_stdout) {
-  auto env = w_.child_env();
-  env.push_back("BGEXEC_JOB_ID=" + id_str(id()));
-  env.push_back("BGEXEC_STEP_ID=" + sid);
-  env.push_back("BGEXEC_ATTEMPT=" + std::to_string(c_.attempt));
-  env.push_back("BGEXEC_QUEUE=" + c_.queue);
+                                                  const std::string& stdin_data, bool log_stdout,
+                                                  const EnvVars& step_vars) {
+  const std::string own[] = {id_str(id()), sid, std::to_string(c_.attempt), c_.queue};  // worker_vars' values
+  auto set_below = [&](std::string_view entry) {
+    std::string_view name = entry.substr(0, entry.find('='));
+    if (is_worker_var(name)) return true;
+    for (const auto& [k, v] : step_vars)
+      if (k == name) return true;
+    return false;
+  };
+  std::vector<std::string> env;
+  env.reserve(w_.child_env().size() + step_vars.size() + std::size(own));
+  for (const auto& e : w_.child_env())
+    if (!set_below(e)) env.push_back(e);
+  for (const auto& [k, v] : step_vars) env.push_back(k + "=" + v);
+  for (std::size_t i = 0; i < std::size(own); ++i) env.push_back(std::string(worker_vars[i]) + "=" + own[i]);
   std::shared_ptr<proc::Child> child;
   try {
     child = proc::Child::spawn(w_.executor(), argv, env);

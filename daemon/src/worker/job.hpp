@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bgexec::worker {
@@ -73,6 +74,7 @@ class Job : public std::enable_shared_from_this<Job> {
   struct ProcOutput {
     std::string stdout_text;
   };
+  using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
   asio::awaitable<void> execute();
   asio::awaitable<void> run_step(std::string id);
@@ -83,7 +85,10 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step);
   asio::awaitable<void> step_sleep(const std::string& id, const nlohmann::json& step);
   asio::awaitable<ProcOutput> run_process(const std::string& id, const std::vector<std::string>& argv,
-                                          const std::string& stdin_data, bool log_stdout);
+                                          const std::string& stdin_data, bool log_stdout, const EnvVars& env);
+  // A run/action step's "env", rendered like its arguments; StepFailure naming
+  // the variable when one cannot be passed.
+  EnvVars step_env(const nlohmann::json& step);
   asio::awaitable<void> read_stream(asio::posix::stream_descriptor& sd, const std::string& id,
                                     const char* stream, bool log, std::string* capture);
 
