@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A step's own options: "env" reaches run and action step processes
 # (templates and secrets expanded, secrets masked, the worker's BGEXEC_*
-# variables kept).
+# variables kept); "timeout" ends a run, sql or sleep step that overruns it
+# (a process as a stop does: TERM, then KILL) and fails the job with
+# reason step_timeout, retryable.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57954
 SECRET=s3cr3t-env-$RANDOM$RANDOM
@@ -43,5 +45,46 @@ wait_status "$bad" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $bad") == "env cannot set BGEXEC_JOB_ID: the worker sets it for every step process" ]] \
   || fail "env setting BGEXEC_JOB_ID: $(sql "SELECT error FROM bgexec.job WHERE id = $bad")"
 [[ $(sql "SELECT error->>'step' FROM bgexec.job WHERE id = $bad") == x ]] || fail "the error names the step"
+# timeout: a process that ignores TERM is killed (kill grace 0.5 s) soon
+# after its 1 s; the job fails with an error naming the step and the timeout.
+P=$E2E_DIR/pids
+E2E_PIDFILES+=("$P")
+start=$(date +%s%N)
+slow=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"slow\", \"timeout\": 1, \"run\": [\"sh\", \"-c\",
+  \"echo \$\$ >> $P; trap '' TERM; sleep 30 & sleep 30 & wait\"]}]}") || fail submit
+wait_status "$slow" failed 10
+ms=$((($(date +%s%N) - start) / 1000000))
+echo "# run step failed ${ms} ms after submit" >&2
+((ms < 5000)) || fail "the run step's timeout ended it after ${ms} ms"
+[[ $(sql "SELECT error FROM bgexec.job WHERE id = $slow") == \
+   '{"step": "slow", "reason": "step_timeout", "message": "step slow timed out after 1 s", "retryable": true}' ]] \
+  || fail "run step timeout error: $(sql "SELECT error FROM bgexec.job WHERE id = $slow")"
+[[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event WHERE job_id = $slow AND kind = 'step_failed'") == step_timeout ]] \
+  || fail "step_failed event of the timed-out step"
+pgid=$(head -1 "$P")
+wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the timed-out step's group: $(pgrep -g "$pgid" | tr '\n' ' ')"
+
+# A sql step past its timeout is cancelled (nothing left running on the
+# server); a sleep step is cut short.  Both fail the same way.
+q=$("$BGEXEC" submit workflow '{"steps": [{"id": "q", "timeout": 0.5, "sql": "SELECT pg_sleep(30)"}]}')
+z=$("$BGEXEC" submit workflow '{"steps": [{"id": "z", "timeout": 1, "sleep": 30}]}')
+wait_status "$q" failed 10
+wait_status "$z" failed 10
+[[ $(sql "SELECT error->>'message' || ' ' || (error->>'reason') FROM bgexec.job WHERE id = $q") == "step q timed out after 0.5 s step_timeout" ]] \
+  || fail "sql step timeout error: $(sql "SELECT error FROM bgexec.job WHERE id = $q")"
+[[ $(sql "SELECT error->>'message' || ' ' || (error->>'reason') FROM bgexec.job WHERE id = $z") == "step z timed out after 1 s step_timeout" ]] \
+  || fail "sleep step timeout error: $(sql "SELECT error FROM bgexec.job WHERE id = $z")"
+wait_for 5 bash -c "[[ \$(psql -qXAt -c \"SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'\") == 0 ]]" \
+  || fail "the timed-out sql statement still runs"
+
+# A step within its timeout completes; a timed-out step is retryable: with
+# attempts left the job is queued again.
+fine=$("$BGEXEC" submit workflow '{"steps": [{"id": "f", "timeout": 30, "run": ["sh", "-c", "echo done"]}, {"id": "s", "timeout": 30, "sleep": 0.1}]}')
+wait_status "$fine" completed 10
+again=$("$BGEXEC" submit workflow '{"steps": [{"id": "r", "timeout": 0.2, "sleep": 5}]}' --max-attempts 2)
+wait_for 10 bash -c "[[ \$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job_event WHERE job_id = $again AND kind = 'retry_scheduled'\") == 1 ]]" \
+  || fail "a timed-out step with attempts left was not retried"
+wait_status "$again" failed 15
+[[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $again") == 2 ]] || fail "attempts of the retried job"
 kill -0 "$PID_w1" || fail "worker died"
 ok

@@ -16,9 +16,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <system_error>
 
 namespace bgexec::worker {
 
@@ -30,6 +34,18 @@ namespace {
 constexpr std::size_t capture_cap = 16 << 20;  // stdout kept for a step's output
 constexpr std::size_t batch_lines = 200;        // log lines per append_events batch
 constexpr auto flush_delay = std::chrono::milliseconds(250);
+// Longest wait a step's sleep or timeout arms: a timer beyond ten years is as
+// good as forever, and the cast to the clock's nanoseconds stays in range.
+constexpr double max_step_wait_s = 10 * 365.25 * 86400;
+
+Clock::duration step_wait(double s) { return seconds(std::min(s, max_step_wait_s)); }
+
+// Seconds as a message shows them: "1", "0.5", "2.25".
+std::string seconds_text(double s) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, s);
+  return ec == std::errc{} ? std::string(buf, end) : std::to_string(s);
+}
 
 // Captured stdout with one trailing newline trimmed (as {{steps.ID.stdout}} sees it).
 std::string trim_newline(std::string s) {
@@ -119,6 +135,32 @@ void Job::abandon(const std::string& why) {
 void Job::kill_steps() {
   auto killers = killers_;  // a killer may unregister itself
   for (auto& [id, k] : killers) k();
+}
+
+Job::StepDeadline::StepDeadline(asio::any_io_executor ex) : timer_(ex), state_(std::make_shared<State>()) {}
+
+Job::StepDeadline::~StepDeadline() { disarm(); }
+
+void Job::StepDeadline::disarm() {
+  state_->armed = false;
+  timer_.cancel();
+}
+
+void Job::StepDeadline::arm(Clock::duration d, std::function<void()> on_expiry) {
+  timer_.expires_after(d);
+  timer_.async_wait([state = state_, f = std::move(on_expiry)](const boost::system::error_code& ec) {
+    if (ec || !state->armed) return;
+    state->passed = true;
+    f();
+  });
+}
+
+void Job::on_step_deadline(const std::string& sid, double secs) {
+  core::log("warn", "step timed out", {{"job_id", id_str(id())}, {"step", sid}, {"timeout_s", seconds_text(secs)}});
+  if (auto it = killers_.find(sid); it != killers_.end()) {
+    auto kill = it->second;  // a killer may unregister itself
+    kill();
+  }
 }
 
 core::TemplateContext Job::context() {
@@ -487,20 +529,48 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     nlohmann::json arg1_ = {{"step", sid}};
     co_await append("step_started", std::move(arg1_));
     if (stop_ != StopReason::none || abandoned_) co_return;
+    // The step's own deadline, from here (submit checked it; checked again
+    // so bad data from the database fails the step only).
+    std::optional<double> limit;
+    if (auto t = step.find("timeout"); t != step.end()) {
+      if (!t->is_number() || !(t->get<double>() > 0) || !std::isfinite(t->get<double>()))
+        throw StepFailure{"timeout must be a number of seconds > 0", false};
+      limit = t->get<double>();
+    }
     core::log("info", "step started", {{"job_id", id_str(id())}, {"step", sid}, {"kind", kind}});
+    StepDeadline deadline(w_.executor());
+    if (limit)
+      deadline.arm(step_wait(*limit), [self = weak_from_this(), sid, secs = *limit] {
+        if (auto job = self.lock()) job->on_step_deadline(sid, secs);
+      });
     json output;
     std::string out_text;
     bool has_stdout = false;
-    if (kind == "action") {
-      output = co_await step_action(sid, step, out_text);
-      has_stdout = true;
-    } else if (kind == "run") {
-      output = co_await step_run(sid, step, out_text);
-      has_stdout = true;
-    } else if (kind == "sql") {
-      output = co_await step_sql(sid, step);
-    } else if (kind == "sleep") {
-      co_await step_sleep(sid, step);
+    bool failed_late = false;  // the step failed after its deadline passed (killed for it)
+    try {
+      if (kind == "action") {
+        output = co_await step_action(sid, step, out_text);
+        has_stdout = true;
+      } else if (kind == "run") {
+        output = co_await step_run(sid, step, out_text);
+        has_stdout = true;
+      } else if (kind == "sql") {
+        output = co_await step_sql(sid, step, deadline);
+      } else if (kind == "sleep") {
+        co_await step_sleep(sid, step);
+      }
+    } catch (const Abandoned&) {
+      throw;
+    } catch (...) {
+      if (!deadline.passed()) throw;
+      failed_late = true;
+    }
+    deadline.disarm();  // not while step_completed is written
+    // Past its deadline a process or a sleep has been ended early, whatever
+    // its exit; a sql step counts as done only when its COMMIT made it.
+    if (failed_late || (deadline.passed() && kind != "sql")) {
+      std::string text = seconds_text(*limit);
+      throw StepFailure{"step " + sid + " timed out after " + text + " s", true, "step_timeout"};
     }
     if (stop_ != StopReason::none || abandoned_) co_return;
     output = mask(output);
@@ -519,6 +589,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     co_return;
   } catch (const StepFailure& f) {
     err = json{{"message", f.message}, {"step", sid}, {"retryable", f.retryable}};
+    if (!f.reason.empty()) (*err)["reason"] = f.reason;
   } catch (const core::TemplateError& e) {
     err = json{{"message", e.what()}, {"step", sid}, {"retryable", false}};
   } catch (const std::exception& e) {
@@ -600,7 +671,7 @@ Job::EnvVars Job::step_env(const json& step) {
   return out;
 }
 
-asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step) {
+asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, const StepDeadline& deadline) {
   if (!step["sql"].is_string()) throw StepFailure{"sql must be a string", false};
   json params = render(step.value("params", json::array()));
   if (!params.is_array()) throw StepFailure{"params must be an array", false};
@@ -612,18 +683,24 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step) {
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
   killers_[sid] = [conn] { conn->cancel(); };
+  // A cancel reaches only a statement in flight: a stop or the deadline that
+  // came while connecting or between statements is seen here, and the
+  // transaction is rolled back (closed without COMMIT) instead.
+  auto ended = [&] { return stop_ != StopReason::none || abandoned_ || deadline.passed(); };
   std::optional<std::string> fail;
   bool retryable = false;
   json rows;
   try {
     co_await conn->query("BEGIN");
     co_await conn->query("SET LOCAL ROLE " + pg::quote_ident(c_.owner));
+    if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
     auto r = co_await conn->query(text, p);
     rows = r.to_json();
     // A SQL_ASCII database (or a client_encoding other than UTF8) can return
     // bytes that are not UTF-8: they become U+FFFD rather than fail the step.
     core::sanitize_utf8(rows);
+    if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
     co_await conn->query("COMMIT");
   } catch (const pg::Error& e) {
     auto cls = core::classify(e.sqlstate());
@@ -642,7 +719,7 @@ asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) 
   if (v.is_number()) secs = v.get<double>();
   else if (v.is_string()) secs = core::parse_seconds(v.get<std::string>());
   if (!secs || *secs < 0) throw StepFailure{"sleep must be a number of seconds or a duration", false};
-  auto t = std::make_shared<asio::steady_timer>(w_.executor(), seconds(*secs));
+  auto t = std::make_shared<asio::steady_timer>(w_.executor(), step_wait(*secs));
   killers_[sid] = [t] { t->cancel(); };
   co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
   killers_.erase(sid);

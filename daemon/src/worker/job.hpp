@@ -68,8 +68,33 @@ class Job : public std::enable_shared_from_this<Job> {
   struct Abandoned {};
   // A step's failure: becomes the job's error object.
   struct StepFailure {
+    StepFailure(std::string m, bool r, std::string why = {})
+        : message(std::move(m)), retryable(r), reason(std::move(why)) {}
     std::string message;
     bool retryable = true;
+    std::string reason;  // the error's "reason" when not empty (step_timeout)
+  };
+  // A step's own deadline (its "timeout"): when it passes while the step
+  // runs, on_expiry ends the step as a stop would.  Disarmed when destroyed,
+  // so a timer that already fired cannot touch a step that has ended.
+  class StepDeadline {
+   public:
+    explicit StepDeadline(asio::any_io_executor ex);
+    ~StepDeadline();
+    StepDeadline(const StepDeadline&) = delete;
+    StepDeadline& operator=(const StepDeadline&) = delete;
+    void arm(Clock::duration d, std::function<void()> on_expiry);
+    // The step is over: a deadline passing from now on does nothing.
+    void disarm();
+    bool passed() const { return state_->passed; }
+
+   private:
+    struct State {
+      bool armed = true;
+      bool passed = false;
+    };
+    asio::steady_timer timer_;
+    std::shared_ptr<State> state_;
   };
   struct ProcOutput {
     std::string stdout_text;
@@ -82,7 +107,8 @@ class Job : public std::enable_shared_from_this<Job> {
                                               std::string& stdout_text);
   asio::awaitable<nlohmann::json> step_run(const std::string& id, const nlohmann::json& step,
                                            std::string& stdout_text);
-  asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step);
+  asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step,
+                                           const StepDeadline& deadline);
   asio::awaitable<void> step_sleep(const std::string& id, const nlohmann::json& step);
   asio::awaitable<ProcOutput> run_process(const std::string& id, const std::vector<std::string>& argv,
                                           const std::string& stdin_data, bool log_stdout, const EnvVars& env);
@@ -106,6 +132,9 @@ class Job : public std::enable_shared_from_this<Job> {
   void log_line(const std::string& id, const char* stream, std::string line);
   void arm_flush();
   void kill_steps();
+  // A step's deadline passed: ends it through its killer (TERM then KILL, a
+  // cancel, the end of a sleep).
+  void on_step_deadline(const std::string& id, double seconds);
   core::TemplateContext context();
   nlohmann::json render(const nlohmann::json& v);
   nlohmann::json mask(const nlohmann::json& v) const { return masker_.mask_json(v); }
