@@ -188,6 +188,12 @@ TEST(WorkerConfig, FileDurationStrings) {
   TempConfig negative(R"({"kill_grace": "-1s"})");
   EXPECT_EQ(error_of({"--config", negative.path()}),
             "config file " + negative.path() + ": key \"kill_grace\": expected a duration of 0 or more, got \"-1s\"");
+  // A lease over a day: the database would refuse every claim.
+  EXPECT_EQ(error_of({"--lease", "25h"}), "--lease: expected a duration of at most 86400 seconds, got \"25h\"");
+  TempConfig long_lease(R"({"lease": 86401})");
+  EXPECT_EQ(error_of({"--config", long_lease.path()}),
+            "config file " + long_lease.path() + ": key \"lease\": expected a duration of at most 86400 seconds, got 86401");
+  EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "86400"}}), "");
   // The same text from a variable and from the file: the same message, but for the name.
   EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "30 s"}}), "BGEXEC_LEASE: expected a duration greater than 0, got \"30 s\"");
   TempConfig wrong(R"({"poll": [1]})");

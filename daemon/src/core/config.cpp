@@ -31,6 +31,7 @@ struct Setting {
   int WorkerConfig::*int_member = nullptr;  // Kind::integer, in [min, max]
   int min = 0;
   int max = 0;
+  double max_s = 0;  // seconds kinds: largest value allowed, 0 for none
 };
 
 const Setting settings[] = {
@@ -39,7 +40,9 @@ const Setting settings[] = {
     {"--queue", "BGEXEC_QUEUES", "queues", Kind::queues},
     {"--concurrency", "BGEXEC_CONCURRENCY", "concurrency", Kind::integer, nullptr, nullptr,
      &WorkerConfig::concurrency, 1, 1024},
-    {"--lease", "BGEXEC_LEASE", "lease", Kind::positive_seconds, nullptr, &WorkerConfig::lease_s},
+    // At most a day: bgexec.claim and bgexec.heartbeat refuse a longer lease_for.
+    {"--lease", "BGEXEC_LEASE", "lease", Kind::positive_seconds, nullptr, &WorkerConfig::lease_s, nullptr, 0, 0,
+     86400},
     {"--allow-run", "BGEXEC_ALLOW_RUN", "allow_run", Kind::boolean},
     {"--config", "BGEXEC_CONFIG", "", Kind::config},
     {"--action", "BGEXEC_ACTIONS", "actions", Kind::actions},
@@ -133,11 +136,15 @@ int checked_integer(std::optional<long long> v, const Setting& s, const std::str
 }
 
 // Seconds must be finite and > 0 (positive kinds) or >= 0.
-double checked_seconds(std::optional<double> v, Kind kind, const std::string& label, const std::string& shown) {
-  if (kind == Kind::positive_seconds) {
+double checked_seconds(std::optional<double> v, const Setting& s, const std::string& label, const std::string& shown) {
+  if (s.kind == Kind::positive_seconds) {
     if (!v || !(*v > 0)) throw ConfigError(label + ": expected a duration greater than 0, got " + shown);
   } else if (!v || !(*v >= 0)) {
     throw ConfigError(label + ": expected a duration of 0 or more, got " + shown);
+  }
+  if (s.max_s > 0 && *v > s.max_s) {
+    throw ConfigError(label + ": expected a duration of at most " + std::to_string(static_cast<long long>(s.max_s)) +
+                      " seconds, got " + shown);
   }
   return *v;
 }
@@ -171,7 +178,7 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
     }
     case Kind::positive_seconds:
     case Kind::nonneg_seconds:
-      cfg.*(s.seconds_member) = checked_seconds(parse_seconds(value), s.kind, label, shown);
+      cfg.*(s.seconds_member) = checked_seconds(parse_seconds(value), s, label, shown);
       break;
     case Kind::boolean:
       cfg.allow_run = parse_bool(value, label);
@@ -228,12 +235,12 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
     case Kind::nonneg_seconds:
       // A number of seconds, or a string read as the flags and variables are ("30s").
       if (v.is_string()) {
-        cfg.*(s.seconds_member) = checked_seconds(parse_seconds(v.get_ref<const std::string&>()), s.kind, label,
+        cfg.*(s.seconds_member) = checked_seconds(parse_seconds(v.get_ref<const std::string&>()), s, label,
                                                   "\"" + v.get<std::string>() + "\"");
         break;
       }
       if (!v.is_number()) throw wrong_type("a number of seconds or a duration string");
-      cfg.*(s.seconds_member) = checked_seconds(v.get<double>(), s.kind, label, v.dump());
+      cfg.*(s.seconds_member) = checked_seconds(v.get<double>(), s, label, v.dump());
       break;
     case Kind::boolean:
       if (!v.is_boolean()) throw wrong_type("true or false");
@@ -400,7 +407,8 @@ config file > defaults. Every flag accepts both "--flag value" and
                              (comma-separated). Defaults to "default".
   --concurrency N            Jobs run at once, 1..1024. Env BGEXEC_CONCURRENCY.
                              Defaults to 10.
-  --lease SECONDS            Lease length, > 0; heartbeats renew it.
+  --lease SECONDS            Lease length, > 0 and at most 86400 (a day);
+                             heartbeats renew it.
                              Env BGEXEC_LEASE. Defaults to 30.
   --allow-run                Permit "run" steps (arbitrary argv).
                              Env BGEXEC_ALLOW_RUN (1/true/yes, 0/false/no).
