@@ -491,7 +491,18 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero)
 							s->id)));
 	}
 
-	/* Fields any step may have. */
+	/* Fields any step may have, but for the kinds they do nothing to. */
+	if (s->has[SK_TIMEOUT] && kinds[0] == SK_APPROVAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\": \"timeout\" is not allowed with \"approval\"",
+						s->id),
+				 errhint("An approval waits for resume as long as it takes; give the job a timeout instead.")));
+	if (s->has[SK_ENV] && kinds[0] != SK_RUN && kinds[0] != SK_ACTION)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\": \"env\" is only allowed with \"run\" or \"action\"",
+						s->id)));
 	if (s->has[SK_TIMEOUT] &&
 		(s->val[SK_TIMEOUT].type != jbvNumeric ||
 		 jbv_numeric_cmp(&s->val[SK_TIMEOUT], zero) <= 0))
@@ -530,6 +541,14 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero)
 						 errmsg("workflow step \"%s\": \"env\" has an invalid variable name \"%s\"",
 								s->id, jbv_cstring(&key)),
 						 errhint("A variable name must not be empty and must not contain \"=\".")));
+			/* The worker sets these for every step process (README). */
+			if (key_equals(&key, "BGEXEC_JOB_ID") || key_equals(&key, "BGEXEC_STEP_ID") ||
+				key_equals(&key, "BGEXEC_ATTEMPT") || key_equals(&key, "BGEXEC_QUEUE"))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": \"env\" cannot set \"%s\"",
+								s->id, jbv_cstring(&key)),
+						 errhint("The worker sets BGEXEC_JOB_ID, BGEXEC_STEP_ID, BGEXEC_ATTEMPT and BGEXEC_QUEUE for every step process.")));
 			if (v.type != jbvString)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -39,8 +39,14 @@ wait_status "$id" completed 20
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND data::text LIKE '%$SECRET%'") == 0 ]] \
   || fail "a secret passed in env reached the database"
 
-# env cannot set the worker's own variables: the step fails naming it.
-bad=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "run": ["true"], "env": {"BGEXEC_JOB_ID": "7"}}]}')
+# env cannot set the worker's own variables: submit refuses it, and a job
+# whose payload says so anyway (written past submit, as bad data from the
+# database would be) fails its step naming it, never the worker.
+"$BGEXEC" submit workflow '{"steps": [{"id": "x", "run": ["true"], "env": {"BGEXEC_JOB_ID": "7"}}]}' 2>/dev/null \
+  && fail "submit accepted an env setting BGEXEC_JOB_ID"
+bad=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "run": ["true"], "env": {"OK": "7"}}]}' --run-after +1h)
+sql "UPDATE bgexec.job SET payload = jsonb_set(payload, '{steps,0,env}', '{\"BGEXEC_JOB_ID\": \"7\"}'),
+            run_after = now() WHERE id = $bad" >/dev/null
 wait_status "$bad" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $bad") == "env cannot set BGEXEC_JOB_ID: the worker sets it for every step process" ]] \
   || fail "env setting BGEXEC_JOB_ID: $(sql "SELECT error FROM bgexec.job WHERE id = $bad")"

@@ -113,6 +113,23 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "s
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "approval": "yes"}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "params": [1]}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "with": {}}]}')$q$);
+-- workflow: the options any step may have, where they do something
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 0}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": "1s"}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "approval": true, "timeout": 5}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": ["A=1"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"A=B": "1"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"": "1"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"A": 1}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"BGEXEC_QUEUE": "x"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "env": {"A": "1"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1", "env": {"A": "1"}}]}')$q$);
+BEGIN;  -- accepted (rolled back: this part of the file writes nothing)
+SELECT count(*) FROM (SELECT bgexec.submit('workflow', '{"steps": [
+  {"id": "a", "run": ["true"], "timeout": 1.5, "env": {"A": "{{input.x}}", "BGEXEC_OTHER": "ok"}},
+  {"id": "b", "action": "x", "env": {}, "timeout": 2}, {"id": "c", "sql": "select 1", "timeout": 1},
+  {"id": "d", "sleep": 1, "timeout": 1}]}')) s;
+ROLLBACK;
 -- workflow: needs names a step that does not exist (dangling)
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1}, {"id": "b", "needs": ["c"], "sleep": 1}]}')$q$);
 -- workflow: needs itself / needs not an array of strings
