@@ -1,0 +1,47 @@
+#pragma once
+// JSON that comes from outside the process (HTTP request bodies, command-line
+// arguments).  nlohmann's parser is iterative, but dump(), copies and
+// comparisons recurse once per level: a document nested 60000 deep parses
+// fine and then overflows the stack when written back out.  So input is
+// parsed with a nesting limit, and strings holding U+0000, which neither
+// PostgreSQL's text nor its jsonb can store (a text parameter would be cut at
+// the NUL), can be found before they reach the database.
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace bgexec::core {
+
+// The deepest nesting of arrays and objects accepted from outside: far more
+// than any job payload needs, far less than what overflows a thread's stack.
+inline constexpr std::size_t max_json_depth = 512;
+
+struct JsonInput {
+  enum class Error { none, syntax, too_deep };
+  Error error = Error::none;
+  nlohmann::json value;  // the document; null unless error is none
+  // syntax: what the parser reported, with its position ("syntax error while
+  // parsing value - invalid literal; last read: 'x' at line 1, column 1").
+  std::string message;
+  // too_deep: the member of the top-level object the limit was hit in; empty
+  // when the top level is not an object (or the limit is hit by it).
+  std::string field;
+
+  explicit operator bool() const { return error == Error::none; }
+};
+
+// Parses `text` as one JSON document whose arrays and objects nest at most
+// `max_depth` levels: a scalar is depth 0, `[]` and `{}` are 1, `[[]]` is 2.
+// Stops reading at the first container past the limit.  Never throws for bad
+// input: a syntax error, a number out of double's range or invalid UTF-8 is
+// Error::syntax.
+JsonInput parse_json_input(std::string_view text, std::size_t max_depth = max_json_depth);
+
+// True when a string value or an object key anywhere in `v` contains U+0000.
+// Walks with its own stack, so any depth is safe.
+bool contains_nul(const nlohmann::json& v);
+
+}  // namespace bgexec::core

@@ -1,0 +1,98 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/json_input.hpp"
+
+namespace bgexec::core {
+namespace {
+
+std::string nested(std::size_t n, const std::string& inner = "") {
+  return std::string(n, '[') + inner + std::string(n, ']');
+}
+
+TEST(JsonInput, ParsesDocuments) {
+  auto r = parse_json_input(R"({"kind": "noop", "payload": {"n": [1, 2.5, "x", null, true]}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.value["kind"], "noop");
+  EXPECT_EQ(r.value["payload"]["n"][1], 2.5);
+  EXPECT_TRUE(parse_json_input("42"));
+  EXPECT_TRUE(parse_json_input(" \"s\" "));
+  EXPECT_TRUE(parse_json_input("null"));
+}
+
+TEST(JsonInput, DepthLimitIsInclusive) {
+  EXPECT_TRUE(parse_json_input(nested(max_json_depth)));
+  auto r = parse_json_input(nested(max_json_depth + 1));
+  EXPECT_FALSE(r);
+  EXPECT_EQ(r.error, JsonInput::Error::too_deep);
+  EXPECT_TRUE(r.field.empty());
+  EXPECT_TRUE(r.value.is_null());
+  EXPECT_TRUE(parse_json_input("[]", 1));
+  EXPECT_FALSE(parse_json_input("[[]]", 1));
+  EXPECT_TRUE(parse_json_input("1", 0));
+  EXPECT_FALSE(parse_json_input("{}", 0));
+}
+
+TEST(JsonInput, ObjectsCountLikeArrays) {
+  std::string deep;
+  for (int i = 0; i < 3; ++i) deep += "{\"a\":";
+  deep += "1}}}";
+  EXPECT_TRUE(parse_json_input(deep, 3));
+  EXPECT_FALSE(parse_json_input(deep, 2));
+  // Brackets inside strings are text, not nesting.
+  EXPECT_TRUE(parse_json_input("[\"" + std::string(1000, '[') + "\"]", 1));
+}
+
+// The crash this guards against: dump() of a document this deep overflows
+// an 8 MiB stack.  Parsing it must stop early and cost nothing more.
+TEST(JsonInput, VeryDeepInputIsRefusedNotCrashed) {
+  auto r = parse_json_input(nested(100000));
+  EXPECT_EQ(r.error, JsonInput::Error::too_deep);
+  r = parse_json_input(R"({"kind": "noop", "payload": )" + nested(100000, "{}") + "}");
+  EXPECT_EQ(r.error, JsonInput::Error::too_deep);
+  EXPECT_EQ(r.field, "payload");
+  // Unbalanced: refused at the limit, before the missing brackets matter.
+  EXPECT_EQ(parse_json_input(std::string(100000, '[')).error, JsonInput::Error::too_deep);
+}
+
+TEST(JsonInput, NamesTheTopLevelMember) {
+  auto r = parse_json_input(R"({"a": [[1]], "b": {"c": [[[2]]]}})", 3);
+  EXPECT_EQ(r.error, JsonInput::Error::too_deep);
+  EXPECT_EQ(r.field, "b");
+  EXPECT_TRUE(parse_json_input(R"({"a": [[1]], "b": {"c": [2]}})", 3));
+  // A key of a nested object is not a top-level member.
+  r = parse_json_input(R"({"a": {"inner": [[[]]]}})", 3);
+  EXPECT_EQ(r.field, "a");
+}
+
+TEST(JsonInput, SyntaxErrors) {
+  for (const char* bad : {"", "{", "{\"a\":1,}", "[1 2]", "nul", "\"\xff\"", "1e400", "{\"a\":1} x"}) {
+    auto r = parse_json_input(bad);
+    EXPECT_EQ(r.error, JsonInput::Error::syntax) << bad;
+    EXPECT_FALSE(r.message.empty()) << bad;
+    EXPECT_EQ(r.message.find("[json.exception"), std::string::npos) << r.message;
+    EXPECT_TRUE(r.value.is_null());
+  }
+  EXPECT_NE(parse_json_input("[1 2]").message.find("column 4"), std::string::npos);
+}
+
+TEST(JsonInput, ContainsNul) {
+  EXPECT_FALSE(contains_nul(parse_json_input(R"({"a": ["b", {"c": "d"}], "e": 1})").value));
+  EXPECT_TRUE(contains_nul(parse_json_input(R"("a\u0000b")").value));
+  EXPECT_TRUE(contains_nul(parse_json_input(R"({"a": [1, {"c": "\u0000"}]})").value));
+  EXPECT_TRUE(contains_nul(parse_json_input(R"({"k\u0000": 1})").value));
+  EXPECT_FALSE(contains_nul(parse_json_input(R"("\\u0000")").value));  // an escaped backslash
+  // Its own stack: a deep value built in memory is walked without recursion.
+  nlohmann::json deep = "x";
+  deep.get_ref<std::string&>().push_back('\0');
+  for (int i = 0; i < 200000; ++i) {
+    nlohmann::json a = nlohmann::json::array();
+    a.push_back(std::move(deep));
+    deep = std::move(a);
+  }
+  EXPECT_TRUE(contains_nul(deep));
+}
+
+}  // namespace
+}  // namespace bgexec::core
