@@ -62,3 +62,27 @@ test('garbage on the socket gets 400 or a close, and the server keeps serving', 
   assert.equal(ok.status, 200);
   assert.equal(count(), before);
 });
+
+test('bytes that are not UTF-8 in the path or the query get 400 JSON, with or without a token', async () => {
+  const raw = (target, auth) => rawRequest(Buffer.concat([
+    Buffer.from('GET '), Buffer.from(target, 'latin1'),
+    Buffer.from(` HTTP/1.1\r\nHost: x\r\n${auth ? 'Authorization: Bearer token-a\r\n' : ''}Connection: close\r\n\r\n`)]));
+  for (const [target, auth] of [['/\xff', false], ['/v1/jobs/\xff', true], ['/v1/jobs/1/events?a=\xff', true],
+    ['/v1/\xc3\x28', true]]) {
+    const out = await raw(target, auth);
+    assert.match(out, /^HTTP\/1\.1 400 /, JSON.stringify(target));
+    const body = JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4));
+    assert.equal(body.error.sqlstate, '08P01');
+    assert.match(body.error.message, /not valid UTF-8/);
+  }
+  for (const q of ['%FF=1', 'queue=%FF', 'status=%C3%28', 'queue=%ED%A0%80', 'limit=%F4%90%80%80']) {
+    const r = await api('GET', `/v1/jobs?${q}`, { token: A });
+    assert.equal(r.status, 400, `${q}: ${r.text}`);
+    assert.match(r.body.error.message, /not valid UTF-8/, q);
+  }
+  // Valid multi-byte text is fine: an unknown queue lists nothing.
+  const ok = await api('GET', `/v1/jobs?queue=${encodeURIComponent('é€😀')}`, { token: A });
+  assert.equal(ok.status, 200, ok.text);
+  assert.deepEqual(ok.body.jobs, []);
+  assert.equal((await api('GET', '/v1/queues', { token: A })).status, 200);
+});

@@ -56,12 +56,17 @@ bhttp::status status_for(const std::string& st) {
   return bhttp::status::internal_server_error;
 }
 
+// Serializes a response body.  Invalid UTF-8 (an error message quoting the
+// request, text from a SQL_ASCII database) becomes U+FFFD instead of an
+// exception that would leave the request without an answer.
+std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 Response make_json(unsigned version, bhttp::status status, const json& body) {
   Response res{status, version};
   res.set(bhttp::field::server, "bgexec");
   res.set(bhttp::field::content_type, "application/json");
   res.set(bhttp::field::cache_control, "no-store");
-  res.body() = body.dump() + "\n";
+  res.body() = dump(body) + "\n";
   return res;
 }
 
@@ -116,6 +121,39 @@ std::string url_decode(std::string_view s) {
   return out;
 }
 
+// True when `s` is well-formed UTF-8 (no overlong forms, no surrogates,
+// nothing past U+10FFFF): what PostgreSQL and JSON accept as text.
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n;
+    unsigned lo = 0x80, hi = 0xBF;  // bounds of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // truncated sequence
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 std::map<std::string, std::string> parse_query(std::string_view q) {
   std::map<std::string, std::string> out;
   while (!q.empty()) {
@@ -130,6 +168,18 @@ std::map<std::string, std::string> parse_query(std::string_view q) {
       out[url_decode(part.substr(0, eq))] = url_decode(part.substr(eq + 1));
   }
   return out;
+}
+
+// The path and the decoded query must be UTF-8: they are quoted in error
+// messages and passed to the database as text.  The path is matched as sent
+// (not percent-decoded), so only raw bytes can make it invalid.
+std::optional<HttpError> check_utf8(const std::string& path, const std::map<std::string, std::string>& qs) {
+  if (!valid_utf8(path)) return bad_request("request path is not valid UTF-8");
+  for (const auto& [k, v] : qs) {
+    if (!valid_utf8(k)) return bad_request("a query parameter name is not valid UTF-8");
+    if (!valid_utf8(v)) return bad_request("query parameter \"" + k + "\" is not valid UTF-8");
+  }
+  return std::nullopt;
 }
 
 // Strict decimal parse of the whole string.
@@ -165,7 +215,7 @@ bool is_stream_end(std::string_view kind) {
 std::string sse_event(const json& ev) {
   std::string out = "id: " + ev.at("seq").dump() + "\n";
   out += "event: " + ev.at("kind").get<std::string>() + "\n";
-  out += "data: " + ev.dump() + "\n\n";
+  out += "data: " + dump(ev) + "\n\n";
   return out;
 }
 
@@ -340,7 +390,8 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       std::string path(target.substr(0, qpos));
       auto qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
       auto seg = segments(path);
-      if (req.method() == bhttp::verb::get && seg.size() == 4 && seg[0] == "v1" &&
+      const auto bad_text = check_utf8(path, qs);
+      if (!bad_text && req.method() == bhttp::verb::get && seg.size() == 4 && seg[0] == "v1" &&
           seg[1] == "jobs" && seg[3] == "events") {
         auto id = parse_int(seg[2]);
         if (id && *id > 0) {
@@ -350,6 +401,7 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       }
       Response res;
       try {
+        if (bad_text) throw *bad_text;
         res = co_await route(req, path, qs);
       } catch (const HttpError& e) {
         res = make_error(req.version(), e);
