@@ -86,3 +86,28 @@ test('bytes that are not UTF-8 in the path or the query get 400 JSON, with or wi
   assert.deepEqual(ok.body.jobs, []);
   assert.equal((await api('GET', '/v1/queues', { token: A })).status, 200);
 });
+
+test('JSON nested deeper than 512 levels gets 422 naming the field; the gateway survives', async () => {
+  const nest = (n, inner = '') => '['.repeat(n) + inner + ']'.repeat(n);
+  const post = (path, raw) => api('POST', path, { token: A, raw, headers: { 'Content-Type': 'application/json' } });
+  const before = count();
+  let r = await post('/v1/jobs', `{"kind":"noop","payload":{"a":${nest(100000)}}}`);
+  assert.equal(r.status, 422, r.text);
+  assert.deepEqual(r.body.error, { sqlstate: '54000', message: 'payload nested deeper than 512 levels' });
+  r = await post('/v1/jobs', nest(60000));
+  assert.equal(r.status, 400, r.text);
+  r = await post('/v1/jobs/999999/resume', nest(100000));
+  assert.equal(r.status, 422, r.text);
+  assert.deepEqual(r.body.error, { sqlstate: '54000', message: 'resume input nested deeper than 512 levels' });
+  // 512 levels of payload (the object and 511 arrays) are accepted, 513 are not.
+  r = await post('/v1/jobs', `{"kind":"noop","queue":"deep","payload":{"a":${nest(512)}}}`);
+  assert.equal(r.status, 422, r.text);
+  assert.equal(count(), before);
+  r = await post('/v1/jobs', `{"kind":"noop","queue":"deep","payload":{"a":${nest(511)}}}`);
+  assert.equal(r.status, 201, r.text);
+  const g = await api('GET', `/v1/jobs/${r.body.id}`, { token: A });
+  assert.equal(g.status, 200);
+  assert.equal(JSON.stringify(g.body.payload), `{"a":${nest(511)}}`);
+  assert.equal((await post('/v1/jobs/999999/resume', nest(512))).status, 404);
+  assert.equal((await api('GET', '/v1/queues', { token: A })).status, 200);
+});

@@ -1,6 +1,7 @@
 // The HTTP gateway (see gateway.hpp and README-http.md).
 #include "http/gateway.hpp"
 
+#include "core/json_input.hpp"
 #include "core/logfmt.hpp"
 #include "http/assets.hpp"
 
@@ -97,6 +98,11 @@ HttpError invalid(std::string msg) {
   return {bhttp::status::unprocessable_entity, "22023", std::move(msg)};
 }
 HttpError not_found(std::string msg) { return {bhttp::status::not_found, "P0002", std::move(msg)}; }
+// A request value nested past core::max_json_depth (54000: program_limit_exceeded).
+HttpError too_deep(const std::string& what) {
+  return {bhttp::status::unprocessable_entity, "54000",
+          what + " nested deeper than " + std::to_string(core::max_json_depth) + " levels"};
+}
 
 int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -251,8 +257,16 @@ const char* events_sql =
 // Translates a POST /v1/jobs body into one statement calling bgexec.submit
 // with named arguments (omitted fields keep submit's defaults).
 std::pair<std::string, pg::Params> build_submit(const std::string& text) {
-  auto body = json::parse(text, nullptr, false);
-  if (body.is_discarded()) throw bad_request("request body is not valid JSON");
+  // One level more than the limit: the body object itself, so payload may
+  // nest max_json_depth levels of its own.
+  auto in = core::parse_json_input(text, core::max_json_depth + 1);
+  if (in.error == core::JsonInput::Error::too_deep) {
+    // Unnamed: the limit was hit outside any member, so the body is an array.
+    if (in.field.empty()) throw bad_request("request body must be a JSON object");
+    throw too_deep(in.field);
+  }
+  if (!in) throw bad_request("request body is not valid JSON: " + in.message);
+  auto& body = in.value;
   if (!body.is_object()) throw bad_request("request body must be a JSON object");
   static const std::set<std::string> known = {"kind", "payload", "queue", "priority",
                                               "run_after", "max_attempts", "timeout",
@@ -553,9 +567,10 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       std::optional<std::string> input;
       auto b = std::string_view(req.body());
       if (b.find_first_not_of(" \t\r\n") != std::string_view::npos) {
-        auto j = json::parse(b, nullptr, false);
-        if (j.is_discarded()) throw bad_request("request body is not valid JSON");
-        input = j.dump();
+        auto in = core::parse_json_input(b);
+        if (in.error == core::JsonInput::Error::too_deep) throw too_deep("resume input");
+        if (!in) throw bad_request("request body is not valid JSON: " + in.message);
+        input = in.value.dump();
       }
       auto r = co_await pool_.query(*role, "SELECT bgexec.resume($1::bigint, $2::jsonb) AS ok",
                                     args(id_s, input));
