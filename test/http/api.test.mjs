@@ -139,6 +139,7 @@ test('validation errors are 422 with the SQLSTATE; a full queue is 429 with Retr
     [{ kind: 'noop', payload: [1, 2] }, '22023'],
     [{ kind: 'workflow', payload: { steps: [] } }, '22023'],
     [{ kind: 'noop', run_after: 'tomorrowish' }, '22007'],
+    [{ kind: 'noop', timeout: '99999999999 hours' }, '22015'],
     [{ payload: {} }, '22023'],
   ];
   for (const [body, state] of cases) {
