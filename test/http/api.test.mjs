@@ -175,3 +175,37 @@ test('queues and metrics', async () => {
   const g = /^bgexec_jobs\{queue="default",status="queued"\} (\d+)$/m.exec(m.text);
   assert.equal(Number(g ? g[1] : 0), queued);
 });
+
+test('a string holding NUL gets 422 naming the field, never a truncated value', async () => {
+  const queue = uniq('nul');
+  const count = () => Number(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${queue}'`));
+  const cases = [
+    [{ kind: 'no\u0000op' }, 'kind'],
+    [{ kind: 'noop', queue: `${queue}\u0000x` }, 'queue'],
+    [{ kind: 'noop', idempotency_key: 'k\u0000a' }, 'idempotency_key'],
+    [{ kind: 'noop', concurrency_key: 'c\u0000' }, 'concurrency_key'],
+    [{ kind: 'noop', timeout: '1\u0000 hour' }, 'timeout'],
+    [{ kind: 'noop', run_after: 'now\u0000' }, 'run_after'],
+    [{ kind: 'noop', payload: { a: ['x\u0000'] } }, 'payload'],
+    [{ kind: 'noop', payload: { 'k\u0000': 1 } }, 'payload'],
+  ];
+  for (const [body, field] of cases) {
+    const r = await api('POST', '/v1/jobs', { token: A, body: { queue, ...body } });
+    assert.equal(r.status, 422, `${JSON.stringify(body)}: ${r.text}`);
+    assert.equal(r.body.error.sqlstate, '22021');
+    assert.equal(r.body.error.message, `${field} must not contain NUL (\\u0000)`);
+  }
+  assert.equal(count(), 0);
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const c = claim(queue);
+  finish(c.job, c.lease, 'suspended', {});
+  let r = await api('POST', `/v1/jobs/${id}/resume`, { token: A, raw: '{"ok": "y\\u0000"}' });
+  assert.equal(r.status, 422, r.text);
+  assert.equal(r.body.error.message, 'resume input must not contain NUL (\\u0000)');
+  assert.equal((await api('GET', `/v1/jobs/${id}`, { token: A })).body.status, 'suspended');
+  for (const q of [`queue=${queue}%00x`, 'status=queued%00']) {
+    r = await api('GET', `/v1/jobs?${q}`, { token: A });
+    assert.equal(r.status, 422, `${q}: ${r.text}`);
+    assert.match(r.body.error.message, /^query parameter "(queue|status)" must not contain NUL/);
+  }
+});

@@ -100,6 +100,11 @@ HttpError invalid(std::string msg) {
   return {bhttp::status::unprocessable_entity, "22023", std::move(msg)};
 }
 HttpError not_found(std::string msg) { return {bhttp::status::not_found, "P0002", std::move(msg)}; }
+// A request string holding U+0000: a text parameter would be cut at it
+// (libpq takes C strings) and jsonb refuses it (22021: character_not_in_repertoire).
+HttpError nul_in(const std::string& what) {
+  return {bhttp::status::unprocessable_entity, "22021", what + " must not contain NUL (\\u0000)"};
+}
 // A request value nested past core::max_json_depth (54000: program_limit_exceeded).
 HttpError too_deep(const std::string& what) {
   return {bhttp::status::unprocessable_entity, "54000",
@@ -180,12 +185,14 @@ std::map<std::string, std::string> parse_query(std::string_view q) {
 
 // The path and the decoded query must be UTF-8: they are quoted in error
 // messages and passed to the database as text.  The path is matched as sent
-// (not percent-decoded), so only raw bytes can make it invalid.
-std::optional<HttpError> check_utf8(const std::string& path, const std::map<std::string, std::string>& qs) {
+// (not percent-decoded), so only raw bytes can make it invalid.  A value must
+// not hold NUL either (%00), which a text parameter would be cut at.
+std::optional<HttpError> check_text(const std::string& path, const std::map<std::string, std::string>& qs) {
   if (!valid_utf8(path)) return bad_request("request path is not valid UTF-8");
   for (const auto& [k, v] : qs) {
     if (!valid_utf8(k)) return bad_request("a query parameter name is not valid UTF-8");
     if (!valid_utf8(v)) return bad_request("query parameter \"" + k + "\" is not valid UTF-8");
+    if (v.find('\0') != std::string::npos) return nul_in("query parameter \"" + k + "\"");
   }
   return std::nullopt;
 }
@@ -278,6 +285,7 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
   pg::Params params;
   std::vector<std::string> args;
   auto arg = [&](const std::string& name, std::string value, const std::string& expr) {
+    if (value.find('\0') != std::string::npos) throw nul_in(name);
     params.push_back(std::move(value));
     std::string n = "$" + std::to_string(params.size());
     std::string e = expr;
@@ -300,6 +308,7 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
   arg("kind", *kind, "?::text");
   if (body.contains("payload") && !body["payload"].is_null()) {
     if (!body["payload"].is_object()) throw invalid("payload must be a JSON object");
+    if (core::contains_nul(body["payload"])) throw nul_in("payload");
     arg("payload", body["payload"].dump(), "?::jsonb");
   }
   if (auto q = str("queue")) arg("queue", *q, "?::text");
@@ -406,7 +415,7 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       std::string path(target.substr(0, qpos));
       auto qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
       auto seg = segments(path);
-      const auto bad_text = check_utf8(path, qs);
+      const auto bad_text = check_text(path, qs);
       if (!bad_text && req.method() == bhttp::verb::get && seg.size() == 4 && seg[0] == "v1" &&
           seg[1] == "jobs" && seg[3] == "events") {
         auto id = parse_int(seg[2]);
@@ -572,6 +581,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         auto in = core::parse_json_input(b);
         if (in.error == core::JsonInput::Error::too_deep) throw too_deep("resume input");
         if (!in) throw bad_request("request body is not valid JSON: " + in.message);
+        if (core::contains_nul(in.value)) throw nul_in("resume input");
         input = in.value.dump();
       }
       auto r = co_await pool_.query(*role, "SELECT bgexec.resume($1::bigint, $2::jsonb) AS ok",
