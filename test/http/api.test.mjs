@@ -209,3 +209,42 @@ test('a string holding NUL gets 422 naming the field, never a truncated value', 
     assert.match(r.body.error.message, /^query parameter "(queue|status)" must not contain NUL/);
   }
 });
+
+test('error messages: the server\'s primary message naming the field, DETAIL and HINT apart, no CONTEXT', async () => {
+  const cases = [
+    [{ kind: 'noop', timeout: 'abc' }, '22007', /^timeout: invalid input syntax for type interval: "abc"$/],
+    [{ kind: 'noop', timeout: '99999999999 hours' }, '22015', /^timeout: interval field value out of range/],
+    [{ kind: 'noop', timeout: 1e300 }, '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\)$/],
+    [{ kind: 'noop', timeout: 3110400001 }, '22023', /^timeout must be/],
+    [{ kind: 'noop', run_after: '294277-01-01' }, '22008', /^run_after: timestamp out of range/],
+    [{ kind: 'noop', run_after: 'soonish', timeout: '1 hour' }, '22007', /^run_after: invalid input syntax/],
+    [{ kind: 'noop', priority: 2147483648 }, '22003', /^priority must be an integer from -2147483648 to 2147483647$/],
+    [{ kind: 'noop', max_attempts: -2147483649 }, '22003', /^max_attempts must be an integer from/],
+    [{ kind: 'bad kind' }, '22023', /^kind must be 1-128 characters/],
+  ];
+  for (const [body, state, message] of cases) {
+    const r = await api('POST', '/v1/jobs', { token: A, body });
+    assert.equal(r.status, 422, `${JSON.stringify(body)}: ${r.text}`);
+    assert.equal(r.body.error.sqlstate, state, JSON.stringify(body));
+    assert.match(r.body.error.message, message, JSON.stringify(body));
+    assert.doesNotMatch(r.text, /CONTEXT|PL\/pgSQL|portal/, JSON.stringify(body));
+  }
+  const big = await api('POST', '/v1/jobs', { token: A, raw: '{"kind": "noop", "max_attempts": 18446744073709551615}' });
+  assert.equal(big.status, 422);
+  assert.equal(big.body.error.sqlstate, '22003');
+  const bad = await api('POST', '/v1/jobs', { token: A, body: { kind: 'bad kind' } });
+  assert.equal(bad.body.error.detail, "kind was 'bad kind'");
+  const st = await api('GET', '/v1/jobs?status=bogus', { token: A });
+  assert.equal(st.status, 422);
+  assert.match(st.body.error.message, /^status: invalid input value for enum/);
+  // The edges of the ranges are accepted.
+  const ok = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('edge'), priority: -2147483648,
+    max_attempts: 2147483647, timeout: 3110400000 } });
+  assert.equal(ok.status, 201, ok.text);
+  const queue = uniq('hint');
+  psql(`SELECT bgexec.configure_queue('${queue}', max_queued => 0)`);
+  const full = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  assert.equal(full.status, 429);
+  assert.match(full.body.error.message, /^queue ".*" is full \(max_queued 0\)$/);
+  assert.match(full.body.error.hint, /configure_queue/);
+});

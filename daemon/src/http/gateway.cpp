@@ -38,9 +38,13 @@ constexpr int replay_batch = 1000;              // events per bgexec.events() fe
 
 // A request-level failure with its HTTP status and the SQLSTATE reported in the body.
 struct HttpError {
+  HttpError(bhttp::status st, std::string state, std::string msg, std::string det = {}, std::string hin = {})
+      : status(st), sqlstate(std::move(state)), message(std::move(msg)), detail(std::move(det)),
+        hint(std::move(hin)) {}
   bhttp::status status;
   std::string sqlstate;
   std::string message;
+  std::string detail, hint;  // the database's DETAIL and HINT, when it gave them
 };
 
 // Maps a database error to the HTTP status the README documents.  Class 22
@@ -74,22 +78,50 @@ Response make_json(unsigned version, bhttp::status status, const json& body) {
 }
 
 Response make_error(unsigned version, const HttpError& e) {
-  auto res = make_json(version, e.status,
-                       json{{"error", {{"sqlstate", e.sqlstate}, {"message", e.message}}}});
+  json err{{"sqlstate", e.sqlstate}, {"message", e.message}};
+  if (!e.detail.empty()) err["detail"] = e.detail;
+  if (!e.hint.empty()) err["hint"] = e.hint;
+  auto res = make_json(version, e.status, json{{"error", err}});
   if (e.status == bhttp::status::too_many_requests) res.set(bhttp::field::retry_after, "5");
   if (e.status == bhttp::status::unauthorized)
     res.set(bhttp::field::www_authenticate, "Bearer realm=\"bgexec\"");
   return res;
 }
 
-HttpError from_pg(const pg::Error& e) {
-  std::string msg = e.what();
-  if (auto p = msg.find("ERROR:  "); p == 0) msg = msg.substr(8);
-  if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
+// The statement parameter (1-based) a data exception is about, 0 when it is
+// about none.  The server converts text parameters to their types while
+// binding and names the one that failed on the last line of CONTEXT
+// ("unnamed portal parameter $2 = '...'"; translated with lc_messages, but
+// always with "$N").  An error raised while the statement runs ends its
+// CONTEXT with the function it came from, or has none.
+std::size_t failed_param(const pg::Error& e) {
+  if (e.sqlstate().rfind("22", 0) != 0) return 0;
+  std::string_view ctx = e.fields().context;
+  while (!ctx.empty() && ctx.back() == '\n') ctx.remove_suffix(1);
+  if (auto nl = ctx.rfind('\n'); nl != std::string_view::npos) ctx.remove_prefix(nl + 1);
+  auto dollar = ctx.find('$');
+  if (dollar == std::string_view::npos) return 0;
+  std::size_t n = 0;
+  auto [p, ec] = std::from_chars(ctx.data() + dollar + 1, ctx.data() + ctx.size(), n);
+  return ec == std::errc{} ? n : 0;
+}
+
+// A database error as the client sees it: the server's primary message (its
+// CONTEXT, a PL/pgSQL call stack, stays out), prefixed with the request field
+// it is about when `params` names the statement's parameters.
+HttpError from_pg(const pg::Error& e, const std::vector<std::string>& params = {}) {
+  const auto& f = e.fields();
+  std::string msg = f.primary;
+  if (msg.empty()) {  // not from the server: a lost connection, say
+    msg = e.what();
+    if (msg.rfind("ERROR:  ", 0) == 0) msg = msg.substr(8);
+  }
+  if (auto n = failed_param(e); n >= 1 && n <= params.size() && !params[n - 1].empty())
+    msg = params[n - 1] + ": " + msg;
   auto status = status_for(e.sqlstate());
   if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;
   if (status == bhttp::status::gateway_timeout) msg = "database statement timed out: " + msg;
-  return {status, e.sqlstate(), msg};
+  return {status, e.sqlstate(), msg, f.detail, f.hint};
 }
 
 HttpError http_error(bhttp::status status, std::string sqlstate, std::string message) {
@@ -263,9 +295,25 @@ pg::Params args(std::optional<std::string> a, std::optional<std::string> b) {
 const char* events_sql =
     "SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1::bigint, $2::int) LIMIT 1000";
 
+// GET /v1/jobs's parameters, by position, for from_pg.
+const std::vector<std::string> list_fields = {"queue", "status", "before", "limit"};
+// POST /v1/jobs/{id}/resume's.
+const std::vector<std::string> resume_fields = {"id", "resume input"};
+
+// The longest numeric timeout: 100 years as PostgreSQL compares intervals
+// (36000 days of 86400 s), the extension's cap.  Larger values also
+// overflowed make_interval into a negative interval.
+constexpr double max_timeout_seconds = 36000.0 * 86400;
+
+struct Submit {
+  std::string sql;
+  pg::Params params;
+  std::vector<std::string> fields;  // request field of each parameter
+};
+
 // Translates a POST /v1/jobs body into one statement calling bgexec.submit
 // with named arguments (omitted fields keep submit's defaults).
-std::pair<std::string, pg::Params> build_submit(const std::string& text) {
+Submit build_submit(const std::string& text) {
   // One level more than the limit: the body object itself, so payload may
   // nest max_json_depth levels of its own.
   auto in = core::parse_json_input(text, core::max_json_depth + 1);
@@ -283,10 +331,11 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
   for (auto it = body.begin(); it != body.end(); ++it)
     if (!known.count(it.key())) throw bad_request("unknown field \"" + it.key() + "\"");
   pg::Params params;
-  std::vector<std::string> args;
+  std::vector<std::string> fields, args;
   auto arg = [&](const std::string& name, std::string value, const std::string& expr) {
     if (value.find('\0') != std::string::npos) throw nul_in(name);
     params.push_back(std::move(value));
+    fields.push_back(name);
     std::string n = "$" + std::to_string(params.size());
     std::string e = expr;
     auto p = e.find('?');
@@ -300,8 +349,15 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
   };
   auto integer = [&](const char* f) -> std::optional<std::string> {
     if (!body.contains(f) || body[f].is_null()) return std::nullopt;
-    if (!body[f].is_number_integer()) throw invalid(std::string(f) + " must be an integer");
-    return body[f].dump();
+    const auto& v = body[f];
+    if (!v.is_number_integer()) throw invalid(std::string(f) + " must be an integer");
+    constexpr auto lo = std::numeric_limits<std::int32_t>::min(), hi = std::numeric_limits<std::int32_t>::max();
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
+                               : v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+      throw http_error(bhttp::status::unprocessable_entity, "22003",
+                       std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
+                           std::to_string(hi));
+    return v.dump();
   };
   auto kind = str("kind");
   if (!kind) throw invalid("kind is required");
@@ -319,7 +375,8 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
     const auto& t = body["timeout"];
     if (t.is_number()) {
       double secs = t.get<double>();
-      if (!std::isfinite(secs) || secs <= 0) throw invalid("timeout must be a positive interval");
+      if (!std::isfinite(secs) || secs <= 0 || secs > max_timeout_seconds)
+        throw invalid("timeout must be a positive number of seconds, at most 3110400000 (100 years)");
       arg("timeout", t.dump(), "make_interval(secs => ?::float8)");
     } else if (t.is_string()) {
       arg("timeout", t.get<std::string>(), "?::interval");
@@ -344,7 +401,7 @@ std::pair<std::string, pg::Params> build_submit(const std::string& text) {
                         ? "SELECT s.id, NOT bgexec._inserted_here(s.id) AS existed FROM (SELECT " +
                               call + " AS id OFFSET 0) s"
                         : "SELECT " + call + " AS id, false AS existed";
-  return {sql, params};
+  return {sql, params, fields};
 }
 
 }  // namespace
@@ -509,8 +566,13 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   if (seg.size() == 2) {
     if (method == bhttp::verb::post) {
       // POST /v1/jobs: the body mirrors bgexec.submit's named arguments.
-      auto [sql, params] = build_submit(req.body());
-      auto r = co_await pool_.query(*role, sql, params);
+      auto submit = build_submit(req.body());
+      pg::Result r;
+      try {
+        r = co_await pool_.query(*role, submit.sql, submit.params);
+      } catch (const pg::Error& e) {
+        throw from_pg(e, submit.fields);
+      }
       auto id = r.get(0, "id").value_or("0");
       bool existed = r.get(0, "existed") == std::optional<std::string>("t");
       auto res = make_json(v, existed ? bhttp::status::ok : bhttp::status::created,
@@ -542,12 +604,17 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     }
     params[3] = std::to_string(limit + 1);
     // Reads the table under row-level security: a tenant sees its own jobs.
-    auto r = co_await pool_.query(
-        *role,
-        "SELECT * FROM bgexec.job WHERE ($1::text IS NULL OR queue = $1::text)"
-        " AND ($2::bgexec.job_status IS NULL OR status = $2::bgexec.job_status)"
-        " AND ($3::bigint IS NULL OR id < $3::bigint) ORDER BY id DESC LIMIT $4::int",
-        params, true);
+    pg::Result r;
+    try {
+      r = co_await pool_.query(
+          *role,
+          "SELECT * FROM bgexec.job WHERE ($1::text IS NULL OR queue = $1::text)"
+          " AND ($2::bgexec.job_status IS NULL OR status = $2::bgexec.job_status)"
+          " AND ($3::bigint IS NULL OR id < $3::bigint) ORDER BY id DESC LIMIT $4::int",
+          params, true);
+    } catch (const pg::Error& e) {
+      throw from_pg(e, list_fields);
+    }
     auto jobs = r.to_json();
     json next = nullptr;
     if (static_cast<std::int64_t>(jobs.size()) > limit) {
@@ -584,8 +651,12 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         if (core::contains_nul(in.value)) throw nul_in("resume input");
         input = in.value.dump();
       }
-      auto r = co_await pool_.query(*role, "SELECT bgexec.resume($1::bigint, $2::jsonb) AS ok",
-                                    args(id_s, input));
+      pg::Result r;
+      try {
+        r = co_await pool_.query(*role, "SELECT bgexec.resume($1::bigint, $2::jsonb) AS ok", args(id_s, input));
+      } catch (const pg::Error& e) {
+        throw from_pg(e, resume_fields);
+      }
       ok = r.get(0, 0) == "t";
       if (!ok) throw http_error(bhttp::status::conflict, "55000", "job " + id_s + " is not suspended");
     } else {

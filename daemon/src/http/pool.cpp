@@ -20,7 +20,9 @@ const std::string set_role_sql =
     "SELECT pg_catalog.set_config('role', $1, false), pg_catalog.set_config('statement_timeout', $2, false)";
 
 [[noreturn]] void role_error(const pg::Error& e) {
-  throw pg::Error("42501", "cannot act as the token's role: " + std::string(e.what()));
+  const auto& f = e.fields();
+  auto msg = "cannot act as the token's role: " + (f.primary.empty() ? std::string(e.what()) : f.primary);
+  throw pg::Error("42501", msg, {msg, f.detail, f.hint, ""});
 }
 }  // namespace
 

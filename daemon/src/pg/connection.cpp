@@ -44,8 +44,8 @@ void on_notice(void* arg, const char* message) {
 
 }  // namespace
 
-Error::Error(std::string sqlstate, const std::string& message)
-    : std::runtime_error(message), sqlstate_(std::move(sqlstate)) {}
+Error::Error(std::string sqlstate, const std::string& message, Fields fields)
+    : std::runtime_error(message), sqlstate_(std::move(sqlstate)), fields_(std::move(fields)) {}
 
 // Frees the PGresult.
 void Result::Deleter::operator()(pg_result* r) const { PQclear(r); }
@@ -263,7 +263,13 @@ asio::awaitable<Result> Connection::read_results(std::optional<Error>& err) {
       if (!err) {
         const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         std::string state = code ? code : (PQstatus(conn_) == CONNECTION_BAD ? "08006" : "XX000");
-        err.emplace(state, clean(PQresultErrorMessage(r)));
+        auto field = [r](int code) {
+          const char* v = PQresultErrorField(r, code);
+          return std::string(v ? v : "");
+        };
+        err.emplace(state, clean(PQresultErrorMessage(r)),
+                    Error::Fields{field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
+                                  field(PG_DIAG_MESSAGE_HINT), field(PG_DIAG_CONTEXT)});
       }
     } else {
       last = std::move(res);

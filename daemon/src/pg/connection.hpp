@@ -30,13 +30,20 @@ namespace asio = boost::asio;
 // without the server naming a state.
 class Error : public std::runtime_error {
  public:
-  Error(std::string sqlstate, const std::string& message);
+  // The server's error fields, apart (empty when the error did not come from
+  // the server): what() folds them, CONTEXT's call stack included, into one line.
+  struct Fields {
+    std::string primary, detail, hint, context;
+  };
+  Error(std::string sqlstate, const std::string& message, Fields fields = {});
   const std::string& sqlstate() const { return sqlstate_; }
+  const Fields& fields() const { return fields_; }
   // Class 08: the connection is gone; reconnect with backoff.
   bool connection_lost() const { return sqlstate_.rfind("08", 0) == 0; }
 
  private:
   std::string sqlstate_;
+  Fields fields_;
 };
 
 // RAII owner of one PGresult (text format).
