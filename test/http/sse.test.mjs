@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventSource } from 'eventsource';
-import { api, claim, appendEvent, finish, freePort, startGateway, sleep, uniq, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, freePort, startGateway, sleep, uniq, A, BASE } from './lib.mjs';
 
 const KINDS = ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
   'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out'];
@@ -81,4 +81,29 @@ test('resume point via ?after= and Last-Event-ID; ended job answers 204; ?token=
   assert.equal(r.status, 401);
   r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=x`);
   assert.equal(r.status, 400);
+});
+
+test('a stream ends when the terminal event is the last of a full replay batch (1000 events)', async () => {
+  const queue = uniq('sse3');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease } = claim(queue); // seq 1
+  psql(`SELECT count(bgexec.append_event(${id}, ${lease}, 'log', jsonb_build_object('i', i)))
+          FROM generate_series(1, 998) i`); // seq 2..999
+  assert.equal(finish(id, lease, 'completed', {}), 'completed'); // seq 1000
+  // Without an end the stream would idle on; the abort makes that a failure.
+  const r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}`, { signal: AbortSignal.timeout(8000) });
+  assert.equal(r.status, 200);
+  const ids = [...(await r.text()).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+  assert.deepEqual(ids, Array.from({ length: 1000 }, (_, i) => i + 1));
+  // Two full batches, and 1000 events after a cursor that is not 0.
+  const { body: { id: id2 } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease: lease2 } = claim(queue);
+  psql(`SELECT count(bgexec.append_event(${id2}, ${lease2}, 'log', '{}')) FROM generate_series(1, 1998) i`);
+  assert.equal(finish(id2, lease2, 'failed', { retryable: false }), 'failed'); // seq 2000
+  for (const [after, n] of [[0, 2000], [1000, 1000]]) {
+    const rr = await fetch(`${BASE}/v1/jobs/${id2}/events?token=${A}&after=${after}`, { signal: AbortSignal.timeout(8000) });
+    const text = await rr.text();
+    assert.equal(text.match(/^id: /gm).length, n, `after=${after}`);
+    assert.match(text, /id: 2000\nevent: failed\n/);
+  }
 });

@@ -710,26 +710,28 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
 
   bool ended = false;
   std::string pending;  // serialized events not yet written
-  // Reads every event after the cursor (in batches); sets `ended` at a terminal or suspended event.
+  std::string last_kind;  // kind of the event at the cursor, once this stream has sent one
+  // Reads every event after the cursor (in batches); sets `ended` when the
+  // job's newest event is terminal or suspended.  Only the newest: an old
+  // terminal event followed by a manual retry (or a resume after suspended)
+  // does not end the stream.  The newest is known once a batch comes back
+  // short, possibly empty after a full one, so the end is found whatever
+  // the batch boundaries.
   auto fetch = [&]() -> asio::awaitable<void> {
     for (;;) {
       auto r = co_await pool_.query(*role, events_sql, args(id_s, std::to_string(cursor)), true);
       auto rows = r.to_json();
-      const bool more = static_cast<int>(rows.size()) >= replay_batch;
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const auto& ev = rows[i];
+      for (const auto& ev : rows) {
         auto seq = ev.at("seq").get<std::int64_t>();
         if (seq <= cursor) continue;  // never twice
         pending += sse_event(ev);
         cursor = seq;
-        // Only the job's newest event ends the stream: an old terminal event
-        // followed by a manual retry (or a resume after suspended) does not.
-        if (i + 1 == rows.size() && !more && is_stream_end(ev.at("kind").get<std::string>())) {
-          ended = true;
-          co_return;
-        }
+        last_kind = ev.at("kind").get<std::string>();
       }
-      if (!more) co_return;
+      if (static_cast<int>(rows.size()) < replay_batch) {
+        ended = is_stream_end(last_kind);
+        co_return;
+      }
     }
   };
 
