@@ -107,3 +107,26 @@ test('a stream ends when the terminal event is the last of a full replay batch (
     assert.match(text, /id: 2000\nevent: failed\n/);
   }
 });
+
+test('a cursor past the job\'s last event gets 400 at once, live job or ended', async () => {
+  const queue = uniq('sse4');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease } = claim(queue); // seq 1, running
+  const headers = (seq) => ({ Authorization: `Bearer ${A}`, 'Last-Event-ID': String(seq) });
+  let r = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: headers(50), signal: AbortSignal.timeout(5000) });
+  assert.equal(r.status, 400);
+  const body = await r.json();
+  assert.equal(body.error.sqlstate, '08P01');
+  assert.equal(body.error.message, "Last-Event-ID / after 50 is past the job's last event, 1");
+  // At the last event: the stream waits, and ends with the job.
+  r = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: headers(1), signal: AbortSignal.timeout(8000) });
+  assert.equal(r.status, 200);
+  const text = r.text();
+  await sleep(200);
+  finish(id, lease, 'completed', {});
+  assert.deepEqual([...(await text).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])), [2]);
+  r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=3`, { signal: AbortSignal.timeout(5000) });
+  assert.equal(r.status, 400);
+  r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=2`);
+  assert.equal(r.status, 204);
+});

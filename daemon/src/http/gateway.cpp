@@ -746,6 +746,14 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       if (r.rows() == 0) throw pg::Error("P0002", "job " + id_s + " does not exist");
       auto status = r.get(0, 0).value_or("");
       auto last = parse_int(r.get(0, 1).value_or("0")).value_or(0);
+      // A cursor past the job's last event names nothing this job ever sent
+      // (its log was reset, by a restore say): no event would pass it until
+      // the job wrote that many more, and those it would skip.  The client
+      // has to start over, so it is told at once.
+      if (cursor > last)
+        throw HttpError(bhttp::status::bad_request, "08P01",
+                        "Last-Event-ID / after " + std::to_string(cursor) + " is past the job's last event, " +
+                            std::to_string(last));
       if (last <= cursor && is_stream_end(status)) {
         Response res{bhttp::status::no_content, req.version()};
         res.set(bhttp::field::server, "bgexec");
@@ -758,6 +766,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     }
   } catch (const pg::Error& e) {
     failure = from_pg(e);
+  } catch (const HttpError& e) {
+    failure = e;
   }
   if (failure) {
     co_await reply_error(*failure);
