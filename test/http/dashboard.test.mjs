@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { api, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
 
-test('dashboard: live job page and the stop button', { timeout: 90000 }, async () => {
+test('dashboard: live job page, the stop button, a job past an old terminal event', { timeout: 90000 }, async () => {
   const profile = mkdtempSync(join(tmpdir(), 'bgexec-chromium-'));
   // A fresh profile directory per run (Playwright passes it as --user-data-dir).
   const browser = await chromium.launchPersistentContext(profile, {
@@ -61,6 +61,29 @@ test('dashboard: live job page and the stop button', { timeout: 90000 }, async (
     // and retry it from the page
     await page.click('#btn-retry');
     await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'queued');
+
+    // A job whose log holds an old terminal event (failed, then retried by
+    // hand): the page follows it past that event, the server ends the stream.
+    const rq = uniq('ui3');
+    const { body: { id: again } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: rq } });
+    let c = claim(rq); // 1 started
+    assert.equal(finish(again, c.lease, 'failed', { retryable: false }), 'failed'); // 2 failed
+    assert.equal((await api('POST', `/v1/jobs/${again}/retry`, { token: A })).status, 200); // 3 retry_scheduled
+    c = claim(rq); // 4 started
+    appendEvent(again, c.lease, 'progress', { pct: 50 }); // 5
+    await page.goto(`${BASE}/#/jobs/${again}`);
+    await page.waitForSelector('#events li[data-kind="progress"]');
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'running');
+    assert.deepEqual(await page.$$eval('#events li', (lis) => lis.map((li) => li.dataset.kind)),
+      ['started', 'failed', 'retry_scheduled', 'started', 'progress']);
+    assert.equal(await page.textContent('#stream-state'), '(live)');
+    finish(again, c.lease, 'completed', {});
+    await page.waitForSelector('#events li[data-kind="completed"]');
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'completed');
+    // The server closed the stream; EventSource's reconnect got 204 and stays closed.
+    await page.waitForFunction(() => source.readyState === EventSource.CLOSED, null, { timeout: 10000 });
+    assert.equal(await page.textContent('#stream-state'), '(ended)');
+    assert.equal(await page.$$eval('#events li', (lis) => lis.length), 6);
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });

@@ -177,24 +177,32 @@ async function showJob(id) {
   try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); return; }
   follow(id, 0);
 }
+// The server decides where the stream ends: after the job's newest event,
+// when that is terminal or suspended.  An older one (failed, then retried;
+// suspended, then resumed) is followed by more, so the page never closes the
+// stream itself.  When the server closes it, EventSource reconnects once
+// with Last-Event-ID: new events if the job went on meanwhile, else 204,
+// which leaves it CLOSED.
 function follow(id, after) {
   if (source) source.close();
-  source = new EventSource(`/v1/jobs/${id}/events?token=${encodeURIComponent(token)}&after=${after}`);
+  const es = new EventSource(`/v1/jobs/${id}/events?token=${encodeURIComponent(token)}&after=${after}`);
+  source = es;
+  let lastKind = null;
   $('#stream-state').textContent = '(live)';
   const handler = async (m) => {
     const ev = JSON.parse(m.data);
     onEvent(ev);
-    if (endKinds.includes(ev.kind)) {
-      source.close(); source = null;
-      $('#stream-state').textContent = '(ended)';
-    }
+    lastKind = ev.kind;
+    $('#stream-state').textContent = endKinds.includes(ev.kind) ? '(ended)' : '(live)';
     try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); }
   };
   for (const k of ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
     'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out']) {
-    source.addEventListener(k, handler);
+    es.addEventListener(k, handler);
   }
-  source.onerror = () => { if (source && source.readyState === EventSource.CLOSED) $('#stream-state').textContent = '(closed)'; };
+  es.onerror = () => {
+    if (es.readyState === EventSource.CLOSED && !endKinds.includes(lastKind)) $('#stream-state').textContent = '(closed)';
+  };
 }
 function lastSeq() {
   const items = $('#events').children;
@@ -210,7 +218,7 @@ async function act(what) {
     const r = await api('POST', `/v1/jobs/${id}/${what}`, body);
     say(`${what}: ${JSON.stringify(r)}`);
     renderJob(await api('GET', '/v1/jobs/' + id));
-    if (!source && (what === 'resume' || what === 'retry')) follow(id, lastSeq());
+    if ((!source || source.readyState === EventSource.CLOSED) && (what === 'resume' || what === 'retry')) follow(id, lastSeq());
   } catch (e) { say(`${what}: ${e.message}`, true); }
 }
 
