@@ -248,3 +248,29 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   assert.match(full.body.error.message, /^queue ".*" is full \(max_queued 0\)$/);
   assert.match(full.body.error.hint, /configure_queue/);
 });
+
+test('every route: a wrong method is 405 with Allow, an unknown query parameter 400 and changes nothing', async () => {
+  const queue = uniq('routes');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  for (const [method, path, allow] of [
+    ['POST', `/v1/jobs/${id}/events`, 'GET'], ['HEAD', `/v1/jobs/${id}/events`, 'GET'],
+    ['PUT', `/v1/jobs/${id}/events`, 'GET'], ['DELETE', `/v1/jobs/${id}`, 'GET, HEAD'],
+    ['POST', '/v1/queues', 'GET, HEAD'], ['GET', `/v1/jobs/${id}/stop`, 'POST'], ['PUT', '/v1/jobs', 'GET, HEAD, POST'],
+    ['POST', '/metrics', 'GET, HEAD'], ['POST', '/', 'GET, HEAD']]) {
+    const r = await api(method, path, { token: A });
+    assert.equal(r.status, 405, `${method} ${path}`);
+    assert.equal(r.headers.get('allow'), allow, `${method} ${path}`);
+    if (method !== 'HEAD') assert.equal(r.body.error.sqlstate, '08P01');
+  }
+  for (const [method, path] of [['GET', `/v1/jobs/${id}?bogus=1`], ['GET', '/v1/queues?foo=1'],
+    ['GET', `/v1/jobs/${id}/events?foo=1`], ['GET', `/v1/jobs/${id}/events?after=0&Token=x`],
+    ['POST', '/v1/jobs?dry_run=1'], ['POST', `/v1/jobs/${id}/stop?force=1`], ['GET', '/metrics?x=1'],
+    ['GET', `/v1/jobs/${id}?token=${A}`]]) {
+    const r = await api(method, path, { token: A });
+    assert.equal(r.status, 400, `${method} ${path}: ${r.text}`);
+    assert.match(r.body.error.message, /^unknown query parameter "/);
+  }
+  assert.equal(psql(`SELECT count(*) || ' ' || min(status::text) FROM bgexec.job WHERE queue = '${queue}'`), '1 queued');
+  // The dashboard page takes any query (links to it may carry one).
+  assert.equal((await api('GET', '/?utm_source=x')).status, 200);
+});

@@ -45,6 +45,7 @@ struct HttpError {
   std::string sqlstate;
   std::string message;
   std::string detail, hint;  // the database's DETAIL and HINT, when it gave them
+  std::string allow;         // 405: the methods the path takes
 };
 
 // Maps a database error to the HTTP status the README documents.  Class 22
@@ -85,6 +86,7 @@ Response make_error(unsigned version, const HttpError& e) {
   if (e.status == bhttp::status::too_many_requests) res.set(bhttp::field::retry_after, "5");
   if (e.status == bhttp::status::unauthorized)
     res.set(bhttp::field::www_authenticate, "Bearer realm=\"bgexec\"");
+  if (!e.allow.empty()) res.set(bhttp::field::allow, e.allow);
   return res;
 }
 
@@ -132,6 +134,11 @@ HttpError invalid(std::string msg) {
   return {bhttp::status::unprocessable_entity, "22023", std::move(msg)};
 }
 HttpError not_found(std::string msg) { return {bhttp::status::not_found, "P0002", std::move(msg)}; }
+HttpError method_not_allowed(std::string allow) {
+  HttpError e{bhttp::status::method_not_allowed, "08P01", "method not allowed"};
+  e.allow = std::move(allow);
+  return e;
+}
 // A request string holding U+0000: a text parameter would be cut at it
 // (libpq takes C strings) and jsonb refuses it (22021: character_not_in_repertoire).
 HttpError nul_in(const std::string& what) {
@@ -227,6 +234,22 @@ std::optional<HttpError> check_text(const std::string& path, const std::map<std:
     if (v.find('\0') != std::string::npos) return nul_in("query parameter \"" + k + "\"");
   }
   return std::nullopt;
+}
+
+// The query parameters each route takes (GET /v1/jobs checks its own).
+const std::set<std::string> no_params;
+const std::set<std::string> event_params = {"after", "token"};
+
+// An unknown query parameter is refused rather than ignored: a misspelt
+// filter or cursor would otherwise pass silently.
+std::optional<HttpError> unknown_param(const std::map<std::string, std::string>& qs,
+                                       const std::set<std::string>& known) {
+  for (const auto& [k, v] : qs)
+    if (!known.count(k)) return bad_request("unknown query parameter \"" + k + "\"");
+  return std::nullopt;
+}
+void check_params(const std::map<std::string, std::string>& qs, const std::set<std::string>& known) {
+  if (auto e = unknown_param(qs, known)) throw *e;
 }
 
 // Strict decimal parse of the whole string.
@@ -527,7 +550,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   // Static dashboard and metrics: no token.
   if (seg.empty() || (seg.size() == 1 && (seg[0] == "index.html" || seg[0] == "app.js" ||
                                           seg[0] == "app.css"))) {
-    if (!get) throw http_error(bhttp::status::method_not_allowed, "08P01", "method not allowed");
+    // The dashboard's files take any query: a link to the page may carry one.
+    if (!get) throw method_not_allowed("GET, HEAD");
     std::string name = seg.empty() ? "index.html" : seg[0];
     Response res{bhttp::status::ok, v};
     res.set(bhttp::field::server, "bgexec");
@@ -539,7 +563,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     co_return res;
   }
   if (seg.size() == 1 && seg[0] == "metrics") {
-    if (!get) throw http_error(bhttp::status::method_not_allowed, "08P01", "method not allowed");
+    if (!get) throw method_not_allowed("GET, HEAD");
+    check_params(qs, no_params);
     co_return co_await metrics(req);
   }
   if (seg.empty() || seg[0] != "v1") throw not_found("no such resource: " + path);
@@ -549,11 +574,10 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     throw http_error(bhttp::status::unauthorized, "28000",
                     "missing or unknown bearer token (Authorization: Bearer <token>)");
 
-  auto method_not_allowed = http_error(bhttp::status::method_not_allowed, "08P01", "method not allowed");
-
   // GET /v1/queues
   if (seg.size() == 2 && seg[1] == "queues") {
-    if (!get) throw method_not_allowed;
+    if (!get) throw method_not_allowed("GET, HEAD");
+    check_params(qs, no_params);
     auto r = co_await pool_.query(
         *role,
         "SELECT *, extract(epoch FROM oldest_queued_age)::float8 AS oldest_queued_seconds "
@@ -566,6 +590,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   if (seg.size() == 2) {
     if (method == bhttp::verb::post) {
       // POST /v1/jobs: the body mirrors bgexec.submit's named arguments.
+      check_params(qs, no_params);
       auto submit = build_submit(req.body());
       pg::Result r;
       try {
@@ -581,7 +606,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       res.set(bhttp::field::location, "/v1/jobs/" + id);
       co_return res;
     }
-    if (!get) throw method_not_allowed;
+    if (!get) throw method_not_allowed("GET, HEAD, POST");
     // GET /v1/jobs?queue=&status=&limit=&before=
     std::int64_t limit = 50;
     pg::Params params(4);
@@ -629,13 +654,15 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   const std::string id_s = std::to_string(*id);
 
   if (seg.size() == 3) {
-    if (!get) throw method_not_allowed;
+    if (!get) throw method_not_allowed("GET, HEAD");
+    check_params(qs, no_params);
     auto r = co_await pool_.query(*role, "SELECT * FROM bgexec.job WHERE id = $1::bigint", args(id_s), true);
     if (r.rows() == 0) throw not_found("job " + id_s + " does not exist");
     co_return make_json(v, bhttp::status::ok, r.to_json()[0]);
   }
   if (seg.size() == 4 && (seg[3] == "stop" || seg[3] == "resume" || seg[3] == "retry")) {
-    if (method != bhttp::verb::post) throw method_not_allowed;
+    if (method != bhttp::verb::post) throw method_not_allowed("POST");
+    check_params(qs, no_params);
     if (seg[3] == "stop") {
       auto r = co_await pool_.query(*role, "SELECT bgexec.stop($1::bigint)::text AS status", args(id_s));
       co_return make_json(v, bhttp::status::ok, kv("id", *id, "status", r.get(0, 0).value_or("")));
@@ -668,6 +695,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     }
     co_return make_json(v, bhttp::status::ok, kv("id", *id, seg[3] == "resume" ? "resumed" : "retried", true));
   }
+  // A GET of a job's events is answered by stream_events (session()).
+  if (seg.size() == 4 && seg[3] == "events") throw method_not_allowed("GET");
   throw not_found("no such resource: " + path);
 }
 
@@ -685,6 +714,10 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   const std::string* role = authenticate(req, qs, true);
   if (!role) {
     co_await reply_error(http_error(bhttp::status::unauthorized, "28000", "missing or unknown bearer token"));
+    co_return;
+  }
+  if (auto e = unknown_param(qs, event_params)) {
+    co_await reply_error(*e);
     co_return;
   }
   // Resume point: Last-Event-ID (set by EventSource on reconnect) wins over ?after=.
