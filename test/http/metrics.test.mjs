@@ -47,3 +47,23 @@ test('finished-job counters count each finish once and survive purge; gauges are
     gw.kill();
   }
 });
+
+test('a queued job with run_after -infinity does not break a scrape', async (t) => {
+  const queue = uniq('inf');
+  const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  assert.equal(r.status, 201);
+  try {
+    try {
+      psql(`UPDATE bgexec.job SET run_after = '-infinity' WHERE id = ${r.body.id}`);
+    } catch {
+      t.skip('the job table refuses a non-finite run_after');
+      return;
+    }
+    const m = await api('GET', '/metrics');
+    assert.equal(m.status, 200, m.text);
+    assert.equal(value(m.text, `bgexec_jobs{queue="${queue}",status="queued"}`), 1);
+    assert.equal(value(m.text, `bgexec_oldest_queued_seconds{queue="${queue}"}`), 0);
+  } finally {
+    psql(`DELETE FROM bgexec.job WHERE id = ${r.body.id}`);
+  }
+});

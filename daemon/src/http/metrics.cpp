@@ -23,7 +23,9 @@ namespace {
 constexpr const char* commit_margin = "5 seconds";
 
 // Rows (metric, label 1, label 2, value).  $1: the previous scrape's
-// watermark (NULL on the first scrape: the counters start at 0).
+// watermark (NULL on the first scrape: the counters start at 0).  A
+// run_after of -infinity (runnable since forever) has no age: now() minus it
+// raises 22008 and would fail every scrape, so the oldest age skips it.
 const char* metrics_sql = R"SQL(
 WITH w AS (SELECT now() - $2::interval AS cur),
 fin AS (
@@ -33,7 +35,8 @@ fin AS (
    WHERE j.finished_at > $1::timestamptz AND j.finished_at <= w.cur),
 active AS (
   SELECT queue, 'queued' AS status, count(*) AS n,
-         extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now()))::float8 AS oldest
+         extract(epoch FROM now() - min(run_after)
+                 FILTER (WHERE run_after <= now() AND isfinite(run_after)))::float8 AS oldest
     FROM bgexec.job WHERE status = 'queued' GROUP BY queue
   UNION ALL
   SELECT queue, 'running', count(*), NULL FROM bgexec.job WHERE status = 'running' GROUP BY queue
