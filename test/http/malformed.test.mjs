@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { api, psql, A, BASE } from './lib.mjs';
+import { api, psql, uniq, A, BASE } from './lib.mjs';
 
 const count = () => Number(psql('SELECT count(*) FROM bgexec.job'));
 
@@ -110,4 +110,47 @@ test('JSON nested deeper than 512 levels gets 422 naming the field; the gateway 
   assert.equal(JSON.stringify(g.body.payload), `{"a":${nest(511)}}`);
   assert.equal((await post('/v1/jobs/999999/resume', nest(512))).status, 404);
   assert.equal((await api('GET', '/v1/queues', { token: A })).status, 200);
+});
+
+// Sends `head`, waits up to `wait` ms for the first bytes back, then sends
+// `body` (unless the server already answered with a final status); returns
+// {first, all}: what came before the body was sent, and everything.
+function expectContinue(head, body, wait = 500) {
+  const { hostname, port } = new URL(BASE);
+  return new Promise((resolve) => {
+    const sock = net.connect(Number(port), hostname);
+    let out = '';
+    let first = null;
+    const send = () => {
+      if (first !== null) return;
+      first = out;
+      if (/^HTTP\/1\.1 100 /.test(out) || out === '') sock.end(body);
+    };
+    sock.on('data', (d) => { out += d; if (first === null) send(); });
+    sock.on('error', () => resolve({ first, all: out }));
+    sock.on('close', () => resolve({ first, all: out }));
+    sock.setTimeout(5000, () => sock.destroy());
+    sock.write(head);
+    setTimeout(send, wait);
+  });
+}
+
+test('Expect: 100-continue is answered at once: 100 then the body, or 413 for a Content-Length over 1 MiB', async () => {
+  const head = (extra) => `POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-a\r\n` +
+    `Content-Type: application/json\r\nExpect: 100-continue\r\nConnection: close\r\n${extra}\r\n`;
+  const queue = uniq('expect');
+  const json = JSON.stringify({ kind: 'noop', queue });
+  let r = await expectContinue(head(`Content-Length: ${json.length}\r\n`), json);
+  assert.match(r.first, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+  assert.match(r.all, /\r\n\r\nHTTP\/1\.1 201 /);
+  // Chunked, over the limit: invited, then refused once the body passes 1 MiB.
+  const chunk = 'x'.repeat(64 * 1024);
+  const chunks = Array.from({ length: 17 }, () => `${chunk.length.toString(16)}\r\n${chunk}\r\n`).join('') + '0\r\n\r\n';
+  r = await expectContinue(head('Transfer-Encoding: chunked\r\n'), chunks);
+  assert.match(r.first, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+  assert.match(r.all, /\r\n\r\nHTTP\/1\.1 413 /);
+  // A Content-Length over the limit: 413 before any body is sent.
+  r = await expectContinue(head(`Content-Length: ${2 << 20}\r\n`), '');
+  assert.match(r.first, /^HTTP\/1\.1 413 /);
+  assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${queue}'`), '1');
 });
