@@ -3,6 +3,7 @@
 
 #include "core/json_input.hpp"
 #include "core/logfmt.hpp"
+#include "core/utf8.hpp"
 #include "http/assets.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -65,10 +66,10 @@ bhttp::status status_for(const std::string& st) {
   return bhttp::status::internal_server_error;
 }
 
-// Serializes a response body.  Invalid UTF-8 (an error message quoting the
-// request, text from a SQL_ASCII database) becomes U+FFFD instead of an
-// exception that would leave the request without an answer.
-std::string dump(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+// Serializes a response body with core::dump: invalid UTF-8 (an error
+// message quoting the request, text from a SQL_ASCII database) becomes U+FFFD
+// instead of an exception that would leave the request without an answer.
+using core::dump;
 
 Response make_json(unsigned version, bhttp::status status, const json& body) {
   Response res{status, version};
