@@ -22,8 +22,13 @@ echo "# cancelled after ${ms} ms" >&2
 wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the step's group: $(pgrep -g "$pgid" | tr '\n' ' ')"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'cancelled'") == 1 ]] || fail "terminal event"
 
-# a stop of a queued job cancels it at once; the CLI exit code of tail says cancelled
+# a tail from past a live job's last event is a usage error at once (it
+# waited for ever, even after the job ended), as the gateway's 400
 q=$("$BGEXEC" submit noop --queue elsewhere)
+set +e; timeout 10 "$BGEXEC" tail "$q" --from 50 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 2)) && grep -qF -- "--from 50 is past job $q's last event (0)" "$E2E_DIR/err" \
+  || fail "tail --from past the end: exit $rc, $(cat "$E2E_DIR/err")"
+# a stop of a queued job cancels it at once; the CLI exit code of tail says cancelled
 "$BGEXEC" stop "$q" >/dev/null
 wait_status "$q" cancelled 5
 set +e; timeout 10 "$BGEXEC" tail "$q" >/dev/null; rc=$?; set -e

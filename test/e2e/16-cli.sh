@@ -26,6 +26,12 @@ expect_usage '--priority' submit noop --priority 2147483648
 expect_usage '--max-attempts: expected an integer from 1' submit noop --max-attempts 0
 expect_usage '--max-attempts' submit noop --max-attempts 3.5
 expect_usage 'resume takes ID [JSON|@FILE]' resume
+# JSON from the command line: nested past 512 levels it would overflow the
+# stack when written out (it crashed with SIGSEGV); jsonb refuses a NUL.
+python3 -c 'n = 100000; print("[" * n + "]" * n)' >"$E2E_DIR/deep.json"
+expect_usage 'JSON nested deeper than 512 levels' resume 4 @"$E2E_DIR/deep.json"
+expect_usage 'JSON nested deeper than 512 levels' submit noop @"$E2E_DIR/deep.json"
+expect_usage 'JSON holds a NUL character' submit noop '{"a": "x\u0000y"}'
 
 # An unknown BGEXEC_LOG_LEVEL is refused by every command, naming the
 # variable and the allowed values; any case of a known one is taken.

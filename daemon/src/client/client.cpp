@@ -4,6 +4,7 @@
 
 #include "core/config.hpp"
 #include "core/duration.hpp"
+#include "core/json_input.hpp"
 #include "core/utf8.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -83,9 +85,14 @@ json parse_json_arg(const std::string& arg) {
     }
     text = ss.str();
   }
-  auto j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw Usage("invalid JSON: " + text.substr(0, 80));
-  return j;
+  // Nested past the limit, a document would overflow the stack when written
+  // back out (core/json_input.hpp); a NUL is refused by jsonb.
+  auto in = core::parse_json_input(text);
+  if (in.error == core::JsonInput::Error::too_deep)
+    throw Usage("JSON nested deeper than " + std::to_string(core::max_json_depth) + " levels");
+  if (!in) throw Usage("invalid JSON: " + text.substr(0, 80));
+  if (core::contains_nul(in.value)) throw Usage("JSON holds a NUL character (\\u0000), which PostgreSQL cannot store");
+  return std::move(in.value);
 }
 
 // The whole of `text` as a decimal integer in [lo, hi]: digits with an
@@ -211,13 +218,18 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
     }
     if (!ending.empty()) co_return exit_for(ending);
     if (!checked_status) {
-      // Started after the end (e.g. --from past the last event): the job row says how it ended.
+      // Started after the end (--from at the last event): the job row says how it ended.
       checked_status = true;
       auto st = co_await s.conn.query("SELECT status::text, last_seq FROM bgexec.job WHERE id = $1", status_params);
       if (st.rows() == 0) co_return not_found;
       std::string status = st.get(0, 0).value_or("");
-      if ((terminal(status) || status == "suspended") && std::stoi(st.get(0, 1).value_or("0")) <= last)
-        co_return exit_for(status);
+      const long long last_seq = parse_integer(st.get(0, 1).value_or("0"), 0, std::numeric_limits<int>::max()).value_or(0);
+      // A cursor past the last event would wait for seqs the job may never
+      // reach, even after it ends (the gateway answers 400 alike).
+      if (last > last_seq)
+        throw Usage("--from " + std::to_string(last) + " is past job " + std::to_string(id) + "'s last event (" +
+                    std::to_string(last_seq) + ")");
+      if ((terminal(status) || status == "suspended") && last_seq <= last) co_return exit_for(status);
     }
     asio::steady_timer poll(co_await asio::this_coro::executor, std::chrono::seconds(1));
     // Wake on our job's notification or after the poll interval.
