@@ -331,6 +331,16 @@ CREATE FUNCTION bgexec._caller() RETURNS name
 COMMENT ON FUNCTION bgexec._caller() IS
 	'the role the session acts as (SET ROLE target or session user), even inside SECURITY DEFINER functions';
 
+/* _act_as(role): SET LOCAL ROLE role, fixed until the transaction ends
+ * (extension/act_as.c): a worker's sql step runs the owner's statement after
+ * it, and the statement can then neither SET ROLE nor RESET ROLE to another
+ * role the worker's login may become. */
+CREATE FUNCTION bgexec._act_as(role name) RETURNS void
+	AS 'MODULE_PATHNAME', 'bgexec_act_as'
+	LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION bgexec._act_as(name) IS
+	'SET LOCAL ROLE for the rest of the transaction, which can then not change role again (sql steps)';
+
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -1934,5 +1944,6 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.append_events(bigint, bigint, jsonb, int),
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),
 	bgexec.finish_many(jsonb),
-	bgexec.reconcile()
+	bgexec.reconcile(),
+	bgexec._act_as(name)
 	TO bgexec_worker;

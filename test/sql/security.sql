@@ -72,3 +72,58 @@ SELECT p.proname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE n.nspname = 'bgexec' AND has_function_privilege('public', p.oid, 'EXECUTE')
  ORDER BY 1;
+-- _act_as, what a worker's sql step runs the owner's statement under: the
+-- role is set for the rest of the transaction and cannot be changed again,
+-- by any of the ways a statement has (the worker's login may become every
+-- tenant, so a plain SET LOCAL ROLE let alice's step act as bob or as the
+-- worker itself)
+\set VERBOSITY terse
+SELECT bgexec._act_as('regress_alice');
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+SELECT current_user, bgexec._caller();
+SET ROLE regress_bob;
+ROLLBACK;
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+SELECT set_config('role', 'regress_bob', true);
+ROLLBACK;
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+RESET ROLE;
+ROLLBACK;
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+DO $$BEGIN EXECUTE 'RESET ROLE'; END$$;
+ROLLBACK;
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+SET SESSION AUTHORIZATION regress_bob;
+ROLLBACK;
+-- after an exception block (a subtransaction) the role is still fixed
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+DO $$BEGIN BEGIN PERFORM 1 / 0; EXCEPTION WHEN division_by_zero THEN NULL; END;
+          EXECUTE 'SET ROLE regress_bob'; END$$;
+ROLLBACK;
+-- a function's SET role clause
+CREATE FUNCTION pg_temp.as_bob() RETURNS name LANGUAGE sql SET role = regress_bob AS 'SELECT current_user';
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+SELECT pg_temp.as_bob();
+ROLLBACK;
+-- a committed transaction leaves the session as it was
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+SELECT current_user;
+COMMIT;
+SELECT current_user = session_user AS back_to_session_user;
+SET ROLE regress_bob;
+SELECT current_user;
+RESET ROLE;
+-- the session user must be allowed to become the role, as for SET ROLE
+BEGIN;
+SET LOCAL SESSION AUTHORIZATION regress_worker;
+SELECT bgexec._act_as('regress_alice');
+ROLLBACK;
+\set VERBOSITY default

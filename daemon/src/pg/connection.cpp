@@ -102,15 +102,6 @@ nlohmann::json Result::to_json() const {
   return out;
 }
 
-std::string quote_ident(std::string_view ident) {
-  std::string out = "\"";
-  for (char ch : ident) {
-    if (ch == '"') out += '"';
-    out += ch;
-  }
-  return out + '"';
-}
-
 namespace {
 
 std::string program_name = "bgexec";

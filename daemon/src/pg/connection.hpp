@@ -80,9 +80,6 @@ struct Notification {
   std::string payload;
 };
 
-// Double-quotes an identifier (role names in SET LOCAL ROLE).
-std::string quote_ident(std::string_view ident);
-
 // The program part of what this process's connections show as
 // application_name in pg_stat_activity; main() sets it once ("bgexec
 // worker", "bgexec serve", ...), the default is "bgexec".

@@ -692,7 +692,11 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   json rows;
   try {
     co_await conn->query("BEGIN");
-    co_await conn->query("SET LOCAL ROLE " + pg::quote_ident(c_.owner));
+    // SET LOCAL ROLE owner, fixed for the transaction: the owner's statement
+    // cannot SET ROLE or RESET ROLE to another role this login may become
+    // (another tenant, or the worker's own role).
+    pg::Params owner = {c_.owner};
+    co_await conn->query("SELECT bgexec._act_as($1)", std::move(owner));
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
     auto r = co_await conn->query(text, p);

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# A sql step runs as the job's owner and stays that role: the worker's login
+# may become every tenant (and here is a superuser), so the owner's statement
+# must not be able to SET ROLE, set_config('role') or RESET ROLE its way to
+# another tenant's jobs or to the worker's own role.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57957
+sql "CREATE ROLE e2e_alice LOGIN IN ROLE bgexec_client; CREATE ROLE e2e_bob LOGIN IN ROLE bgexec_client" >/dev/null
+start_worker w1
+as_alice="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_alice"
+as_bob="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_bob"
+
+bob_job=$("$BGEXEC" submit noop '{"secret": "bob-only"}' --db "$as_bob") || fail "bob's submit"
+wait_status "$bob_job" completed 20
+
+# the step sees its owner, and may act within its rights
+ok_id=$("$BGEXEC" submit workflow '{"steps": [{"id": "who", "sql": "SELECT current_user AS u, session_user AS s"}]}' \
+  --db "$as_alice") || fail "alice's submit"
+wait_status "$ok_id" completed 20
+[[ $(sql "SELECT result->'who'->0->>'u' FROM bgexec.job WHERE id = $ok_id") == e2e_alice ]] \
+  || fail "the step did not run as its owner: $(sql "SELECT result FROM bgexec.job WHERE id = $ok_id")"
+
+# each way out of the role fails the step, and nothing of bob's is read
+n=0
+for stmt in \
+  "SELECT set_config('role', 'e2e_bob', true) AS r, (SELECT count(*) FROM bgexec.job WHERE id = $bob_job) AS n" \
+  "SELECT set_config('role', 'none', true) AS r, (SELECT count(*) FROM bgexec.job WHERE id = $bob_job) AS n" \
+  "DO \$\$BEGIN EXECUTE 'RESET ROLE'; END\$\$" \
+  "DO \$\$BEGIN EXECUTE 'SET ROLE postgres'; END\$\$" \
+  "DO \$\$BEGIN EXECUTE 'SET SESSION AUTHORIZATION postgres'; END\$\$"; do
+  n=$((n + 1))
+  payload=$(jq -cn --arg s "$stmt" '{steps: [{id: "escape", sql: $s}]}')
+  id=$("$BGEXEC" submit workflow "$payload" --db "$as_alice") || fail "submit $n"
+  wait_status "$id" failed 20
+  msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $id")
+  [[ $msg == *"cannot set parameter"*"within security-definer function"* ]] || fail "escape $n ($stmt): $msg"
+done
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE owner = 'e2e_alice' AND result::text LIKE '%bob-only%'") == 0 ]] \
+  || fail "alice's step read bob's job"
+kill -0 "$PID_w1" || fail "worker died"
+ok
