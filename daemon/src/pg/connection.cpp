@@ -6,9 +6,11 @@
 #include <libpq-fe.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <cstdint>
 #include <cstdio>
-#include <boost/asio/use_awaitable.hpp>
+#include <thread>
 
 namespace bgexec::pg {
 
@@ -352,10 +354,16 @@ asio::awaitable<std::vector<Notification>> Connection::wait_notifications() {
 
 void Connection::cancel() {
   if (!conn_) return;
+  // PQcancel opens a new connection to the server and waits for it: on a
+  // thread of its own, so a slow or unreachable server never stalls the
+  // event loop (and with it every heartbeat).  The PGcancel is independent
+  // of conn_, which may be closed meanwhile.
   if (PGcancel* c = PQgetCancel(conn_)) {
-    char buf[256];
-    PQcancel(c, buf, sizeof buf);
-    PQfreeCancel(c);
+    std::thread([c] {
+      char buf[256];
+      PQcancel(c, buf, sizeof buf);
+      PQfreeCancel(c);
+    }).detach();
   }
 }
 

@@ -101,7 +101,7 @@ struct ConnectParams {
 
 // One connection; statements are serialized in FIFO order (one at a time on
 // the wire).  Connects lazily.  All waits are asynchronous: nothing blocks
-// the event loop except close() of a broken socket and cancel() (PQcancel).
+// the event loop except close() of a broken socket.
 class Connection {
  public:
   Connection(asio::any_io_executor ex, std::string conninfo, std::string name);
@@ -123,7 +123,8 @@ class Connection {
   asio::awaitable<Result> query(const std::string& sql, const Params& params = {}, bool prepare = false);
   // Waits until notifications arrive (after LISTEN); throws Error when the connection breaks.
   asio::awaitable<std::vector<Notification>> wait_notifications();
-  // Asks the server to cancel the statement in flight (PQcancel, brief blocking connect).
+  // Asks the server to cancel the statement in flight (PQcancel, on a
+  // detached thread: it connects to the server and waits for the reply).
   void cancel();
   const std::string& name() const { return name_; }
 
