@@ -70,6 +70,22 @@ echo "# run step failed ${ms} ms after submit" >&2
 pgid=$(head -1 "$P")
 wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the timed-out step's group: $(pgrep -g "$pgid" | tr '\n' ' ')"
 
+# A descendant that left the step's process group (setsid) and holds its
+# stdout open: the step waited for that EOF for ever, past any timeout or
+# stop.  Once the leader has exited the outputs get a second, then are
+# closed: a finished leader completes its step, a timed-out one fails it.
+D=$E2E_DIR/detached
+E2E_PIDFILES+=("$D")
+det=$("$BGEXEC" submit workflow "{\"steps\": [
+  {\"id\": \"done\", \"run\": [\"sh\", \"-c\", \"setsid sleep 300 & echo \$! >> $D; echo started\"]},
+  {\"id\": \"late\", \"timeout\": 1, \"run\": [\"sh\", \"-c\", \"setsid sleep 300 & echo \$! >> $D; sleep 300\"]}]}") \
+  || fail submit
+wait_status "$det" failed 15
+[[ $(sql "SELECT data->>'output' FROM bgexec.job_event WHERE job_id = $det AND kind = 'step_completed' AND data->>'step' = 'done'") == started ]] \
+  || fail "a step whose detached child holds stdout did not complete: $(sql "SELECT kind, data FROM bgexec.job_event WHERE job_id = $det")"
+[[ $(sql "SELECT error->>'reason' FROM bgexec.job WHERE id = $det") == step_timeout ]] \
+  || fail "a timed-out step whose detached child holds stdout: $(sql "SELECT error FROM bgexec.job WHERE id = $det")"
+
 # A sql step past its timeout is cancelled (nothing left running on the
 # server); a sleep step is cut short.  Both fail the same way.
 q=$("$BGEXEC" submit workflow '{"steps": [{"id": "q", "timeout": 0.5, "sql": "SELECT pg_sleep(30)"}]}')

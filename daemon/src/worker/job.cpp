@@ -752,6 +752,44 @@ asio::awaitable<void> Job::read_stream(asio::posix::stream_descriptor& sd, const
 // The child's environment: the worker's (without BGEXEC_SECRET_*), then the
 // step's env over it, then the worker's BGEXEC_* variables over both; a name
 // is set once, so the value that wins is the only one the child sees.
+// How the output of a step's process ends.  The leader's exit kills its
+// process group, but a descendant that left the group (setsid, a daemon)
+// may still hold stdout or stderr open, and the step would wait for its EOF
+// for ever: no stop, step timeout or job timeout could end it.  So once the
+// leader is reaped, the outputs get `limit` to reach their end, and are
+// closed after it.
+struct Job::OutputDrain {
+  explicit OutputDrain(asio::any_io_executor ex) : timer(ex) {}
+  asio::steady_timer timer;
+  bool done = false;  // both outputs reached their end
+};
+
+asio::awaitable<void> Job::read_outputs(std::shared_ptr<proc::Child> child, std::string sid, bool log_stdout,
+                                        std::string* capture, std::shared_ptr<OutputDrain> drain) {
+  co_await (read_stream(child->out(), sid, "stdout", log_stdout, capture) &&
+            read_stream(child->err(), sid, "stderr", true, nullptr));
+  drain->done = true;
+  drain->timer.cancel();
+}
+
+asio::awaitable<proc::Exit> Job::reap_then_drain(std::shared_ptr<proc::Child> child,
+                                                 std::shared_ptr<OutputDrain> drain, Clock::duration limit,
+                                                 std::string job_id, std::string sid) {
+  proc::Exit exit = co_await child->wait();
+  if (!drain->done) {
+    drain->timer.expires_after(limit);
+    co_await drain->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (!drain->done) {
+      core::log("warn", "step output still open after its process exited; closed",
+                {{"job_id", job_id}, {"step", sid}});
+      boost::system::error_code ignored;
+      child->out().close(ignored);
+      child->err().close(ignored);
+    }
+  }
+  co_return exit;
+}
+
 asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const std::vector<std::string>& argv,
                                                   const std::string& stdin_data, bool log_stdout,
                                                   const EnvVars& step_vars) {
@@ -780,9 +818,10 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
   core::log("debug", "process started", {{"job_id", id_str(id())}, {"step", sid}, {"pid", std::to_string(child->pid())}});
   ProcOutput out;
   auto data = std::make_shared<std::string>(stdin_data);
-  proc::Exit exit = co_await (child->wait() && feed_stdin(child, data) &&
-                                  read_stream(child->out(), sid, "stdout", log_stdout, &out.stdout_text) &&
-                                  read_stream(child->err(), sid, "stderr", true, nullptr));
+  auto drain = std::make_shared<OutputDrain>(w_.executor());
+  proc::Exit exit = co_await (reap_then_drain(child, drain, seconds(std::max(grace, 1.0)), id_str(id()), sid) &&
+                              feed_stdin(child, data) &&
+                              read_outputs(child, sid, log_stdout, &out.stdout_text, drain));
   killers_.erase(sid);
   if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
   // Binary output does not fail the step: invalid UTF-8 becomes U+FFFD, after

@@ -24,6 +24,11 @@
 #include <utility>
 #include <vector>
 
+namespace bgexec::proc {
+class Child;
+struct Exit;
+}  // namespace bgexec::proc
+
 namespace bgexec::worker {
 
 // What claim() handed us, with the DB-clock times converted to local monotonic ones.
@@ -117,6 +122,14 @@ class Job : public std::enable_shared_from_this<Job> {
   EnvVars step_env(const nlohmann::json& step);
   asio::awaitable<void> read_stream(asio::posix::stream_descriptor& sd, const std::string& id,
                                     const char* stream, bool log, std::string* capture);
+  // Both of a process's outputs until they end (read_outputs), and the
+  // leader's exit, after which they get a bounded time to end (reap_then_drain).
+  struct OutputDrain;
+  asio::awaitable<void> read_outputs(std::shared_ptr<proc::Child> child, std::string id, bool log_stdout,
+                                     std::string* capture, std::shared_ptr<OutputDrain> drain);
+  static asio::awaitable<proc::Exit> reap_then_drain(std::shared_ptr<proc::Child> child,
+                                                     std::shared_ptr<OutputDrain> drain, Clock::duration limit,
+                                                     std::string job_id, std::string id);
 
   // Writes (all fenced by the lease; Abandoned when refused or out of time).
   asio::awaitable<std::optional<std::string>> write(const std::string& sql, const pg::Params& params);
