@@ -163,8 +163,10 @@ void Child::terminate(double grace_s) {
   if (exited_) return;
   signal_group(SIGTERM);
   kill_timer_.expires_after(std::chrono::milliseconds(static_cast<long>(grace_s * 1000)));
-  kill_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) signal_group(SIGKILL);
+  // A weak reference: the timer's handler may already be queued when the
+  // leader is reaped and the last owner lets the Child go.
+  kill_timer_.async_wait([self = weak_from_this()](const boost::system::error_code& ec) {
+    if (auto child = self.lock(); child && !ec) child->signal_group(SIGKILL);
   });
 }
 

@@ -26,7 +26,7 @@ struct Exit {
 
 // One spawned process, leader of its own process group.  The group is
 // SIGKILLed once the leader exits, so no stray descendant outlives a step.
-class Child {
+class Child : public std::enable_shared_from_this<Child> {
  public:
   // Spawns argv (PATH lookup when argv[0] has no '/') with env; throws std::system_error.
   static std::shared_ptr<Child> spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
