@@ -92,9 +92,17 @@ typedef struct WorkflowStep
 	int			nneeds;
 } WorkflowStep;
 
+/*
+ * The longest "sleep" or "timeout" of a step, in seconds: 100 years as
+ * PostgreSQL compares intervals (36000 days), the bound of a job's timeout.
+ * Larger numbers are valid jsonb, but not always a double the worker can
+ * read (1e400), and mean nothing a worker could wait for.
+ */
+#define MAX_STEP_SECONDS INT64CONST(3110400000)
+
 static void validate_workflow(JsonbContainer *root);
 static void validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps,
-						  Numeric zero);
+						  Numeric zero, Numeric most);
 static void check_no_cycle(WorkflowStep *steps, int nsteps);
 static StepEntry *lookup_step(HTAB *ids, const char *name, int len);
 static const char *closest_step_id(WorkflowStep *steps, int nsteps,
@@ -186,6 +194,7 @@ validate_workflow(JsonbContainer *root)
 	HASHCTL		ctl;
 	HTAB	   *ids;
 	Numeric		zero;
+	Numeric		most;
 
 	/* Top-level keys: only input, steps, name, description. */
 	it = JsonbIteratorInit(root);
@@ -308,8 +317,9 @@ validate_workflow(JsonbContainer *root)
 
 	/* Pass 2: keys, kind and fields of each step; resolve "needs". */
 	zero = int64_to_numeric(0);
+	most = int64_to_numeric(MAX_STEP_SECONDS);
 	for (int i = 0; i < nsteps; i++)
-		validate_step(steps, i, ids, nsteps, zero);
+		validate_step(steps, i, ids, nsteps, zero, most);
 
 	check_no_cycle(steps, nsteps);
 
@@ -325,7 +335,8 @@ validate_workflow(JsonbContainer *root)
  * entry detects a repeated name in O(1), so the whole pass is O(n + e).
  */
 static void
-validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero)
+validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
+			  Numeric most)
 {
 	WorkflowStep *s = &steps[i];
 	JsonbIterator *it;
@@ -425,11 +436,12 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero)
 			break;
 		case SK_SLEEP:
 			if (s->val[SK_SLEEP].type != jbvNumeric ||
-				jbv_numeric_cmp(&s->val[SK_SLEEP], zero) < 0)
+				jbv_numeric_cmp(&s->val[SK_SLEEP], zero) < 0 ||
+				jbv_numeric_cmp(&s->val[SK_SLEEP], most) > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("workflow step \"%s\": \"sleep\" must be a number of seconds >= 0",
-								s->id)));
+						 errmsg("workflow step \"%s\": \"sleep\" must be a number of seconds from 0 to %lld",
+								s->id, (long long) MAX_STEP_SECONDS)));
 			break;
 		case SK_APPROVAL:
 			{
@@ -505,11 +517,12 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero)
 						s->id)));
 	if (s->has[SK_TIMEOUT] &&
 		(s->val[SK_TIMEOUT].type != jbvNumeric ||
-		 jbv_numeric_cmp(&s->val[SK_TIMEOUT], zero) <= 0))
+		 jbv_numeric_cmp(&s->val[SK_TIMEOUT], zero) <= 0 ||
+		 jbv_numeric_cmp(&s->val[SK_TIMEOUT], most) > 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("workflow step \"%s\": \"timeout\" must be a number of seconds > 0",
-						s->id)));
+				 errmsg("workflow step \"%s\": \"timeout\" must be a number of seconds > 0 and at most %lld",
+						s->id, (long long) MAX_STEP_SECONDS)));
 	if (s->has[SK_NAME] && s->val[SK_NAME].type != jbvString)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -27,5 +27,16 @@ fffd=$'\xef\xbf\xbd'
 "$BGEXEC" status "$id" --json >/dev/null || fail "status --json"
 timeout 10 "$BGEXEC" tail "$id" --json >/dev/null || fail "tail --json"
 if grep -q "type_error" "$E2E_DIR/w1.log"; then fail "type_error in the worker log"; fi
+# A number jsonb holds but no double can (1e400): a noop completes whatever
+# its payload; a workflow says what it cannot read (it said "payload is not
+# a JSON object").
+# (submitted in SQL: the CLI's own parser refuses such a number)
+big_noop=$(sql "SELECT bgexec.submit('noop', '{\"n\": 1e400}')") || fail "submit noop"
+big_flow=$(sql "SELECT bgexec.submit('workflow', '{\"input\": {\"n\": 1e400}, \"steps\": [{\"id\": \"a\", \"sleep\": 0}]}')") \
+  || fail "submit workflow"
+wait_status "$big_noop" completed 20
+wait_status "$big_flow" failed 20
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $big_flow") == "payload cannot be read: "*"number overflow"* ]] \
+  || fail "unreadable payload: $(sql "SELECT error FROM bgexec.job WHERE id = $big_flow")"
 kill -0 "$PID_w1" || fail "worker died"
 ok

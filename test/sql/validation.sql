@@ -117,6 +117,10 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "s
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 0}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": "1s"}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "approval": true, "timeout": 5}]}')$q$);
+-- sleep and timeout at most 3110400000 s (100 years): 1e400 is valid jsonb but
+-- no double a worker can read, and failed the job as "not a JSON object"
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 3110400000.5}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1e400}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": ["A=1"]}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"A=B": "1"}}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"": "1"}}]}')$q$);
@@ -128,7 +132,7 @@ BEGIN;  -- accepted (rolled back: this part of the file writes nothing)
 SELECT count(*) FROM (SELECT bgexec.submit('workflow', '{"steps": [
   {"id": "a", "run": ["true"], "timeout": 1.5, "env": {"A": "{{input.x}}", "BGEXEC_OTHER": "ok"}},
   {"id": "b", "action": "x", "env": {}, "timeout": 2}, {"id": "c", "sql": "select 1", "timeout": 1},
-  {"id": "d", "sleep": 1, "timeout": 1}]}')) s;
+  {"id": "d", "sleep": 3110400000, "timeout": 3110400000}]}')) s;
 ROLLBACK;
 -- workflow: needs names a step that does not exist (dangling)
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1}, {"id": "b", "needs": ["c"], "sleep": 1}]}')$q$);

@@ -385,14 +385,22 @@ asio::awaitable<void> Job::run() {
 
 asio::awaitable<void> Job::execute() {
   json steps;
-  auto payload = json::parse(c_.payload_text, nullptr, false);
-  if (payload.is_discarded() || !payload.is_object()) {
-    nlohmann::json arg1_ = {{"message", "payload is not a JSON object"}, {"retryable", false}};
-    co_await finish("failed", std::move(arg1_));
+  if (c_.kind == "noop") {  // completes at once, whatever its payload says
+    co_await finish("completed", json::object());
     co_return;
   }
-  if (c_.kind == "noop") {
-    co_await finish("completed", json::object());
+  // jsonb holds numbers nlohmann cannot (1e400): say so, not "not an object".
+  json payload;
+  std::string unreadable;
+  try {
+    payload = json::parse(c_.payload_text);
+  } catch (const json::exception& e) {
+    unreadable = e.what();
+  }
+  if (!unreadable.empty() || !payload.is_object()) {
+    std::string message = unreadable.empty() ? "payload is not a JSON object" : "payload cannot be read: " + unreadable;
+    nlohmann::json arg1_ = {{"message", message}, {"retryable", false}};
+    co_await finish("failed", std::move(arg1_));
     co_return;
   }
   if (c_.kind == "workflow") {
@@ -700,9 +708,11 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
     auto r = co_await conn->query(text, p);
-    rows = r.to_json();
     // A SQL_ASCII database (or a client_encoding other than UTF8) can return
-    // bytes that are not UTF-8: they become U+FFFD rather than fail the step.
+    // bytes that are not UTF-8: they become U+FFFD rather than fail the step,
+    // after masking, so no secret is missed because one of its bytes was
+    // replaced (run_step masks the output again, which changes nothing).
+    rows = mask(r.to_json());
     core::sanitize_utf8(rows);
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
     co_await conn->query("COMMIT");
