@@ -401,7 +401,7 @@ $$;
  * fraction of at most 1: base * 2^(attempt-1) / cap in seconds, as double
  * precision (the exponent capped at 62), then capped at 1.  As an interval,
  * base * 2^(attempt-1) overflowed (22008) long before the cap applied (a
- * base of a year at the 28th attempt), and failed the finish and every
+ * base of a year at the 29th attempt), and failed the finish and every
  * reconcile() that met the job.  retry_cap is at most 100 years, each of
  * its parts too (queue_backoff_sane), and so is the delay. */
 CREATE FUNCTION bgexec._backoff(p_queue text, p_attempt int) RETURNS interval
