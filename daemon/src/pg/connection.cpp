@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <system_error>
 #include <thread>
 
 namespace bgexec::pg {
@@ -252,6 +253,15 @@ asio::awaitable<Result> Connection::read_results(std::optional<Error>& err) {
     if (!r) break;
     Result res(r);
     auto st = PQresultStatus(r);
+    if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+      // libpq hands the COPY result back on every call until the copy is
+      // done, so this loop would spin for ever without yielding (a tenant's
+      // sql step "COPY ... TO STDOUT" froze its worker).  Nothing here
+      // speaks the copy protocol: the connection ends, and the server rolls
+      // its transaction back.
+      close();
+      throw Error("0A000", name_ + ": COPY to or from the client is not supported");
+    }
     if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
       if (!err) {
         const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -359,11 +369,16 @@ void Connection::cancel() {
   // event loop (and with it every heartbeat).  The PGcancel is independent
   // of conn_, which may be closed meanwhile.
   if (PGcancel* c = PQgetCancel(conn_)) {
-    std::thread([c] {
-      char buf[256];
-      PQcancel(c, buf, sizeof buf);
+    try {
+      std::thread([c] {
+        char buf[256];
+        PQcancel(c, buf, sizeof buf);
+        PQfreeCancel(c);
+      }).detach();
+    } catch (const std::system_error& e) {  // no thread to be had (EAGAIN)
       PQfreeCancel(c);
-    }).detach();
+      core::log("warn", "cannot cancel the statement", {{"conn", name_}, {"error", e.what()}});
+    }
   }
 }
 
