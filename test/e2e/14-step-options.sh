@@ -14,9 +14,21 @@ cat >/dev/null
 printf '{"color": "%s", "job": "%s"}\n' "$COLOR" "$BGEXEC_JOB_ID"
 SH
 chmod +x "$E2E_DIR/show-env.sh"
+cat >"$E2E_DIR/detach.sh" <<SH
+#!/bin/sh
+# action: leaves a child outside its process group holding stdin, reads
+# nothing of its input, and exits
+# (an asynchronous list's stdin is /dev/null unless redirected: via fd 3)
+exec 3<&0
+setsid sleep 300 <&3 >/dev/null 2>&1 3<&- &
+exec 3<&-
+echo \$! >> $E2E_DIR/detached
+echo '{"left": true}'
+SH
+chmod +x "$E2E_DIR/detach.sh"
 mkdir -p "$E2E_DIR/seen"; chmod 777 "$E2E_DIR/seen"
 E2E_OVERRIDDEN=from-worker BGEXEC_SECRET_TOKEN=$SECRET \
-  start_worker w1 --allow-run --action "show-env=$E2E_DIR/show-env.sh"
+  start_worker w1 --allow-run --action "show-env=$E2E_DIR/show-env.sh" --action "detach=$E2E_DIR/detach.sh"
 
 # env: templates like args (a lone template of a number passes its JSON
 # text), a secret reaches the process but is masked in its output, the step
@@ -85,6 +97,12 @@ wait_status "$det" failed 15
   || fail "a step whose detached child holds stdout did not complete: $(sql "SELECT kind, data FROM bgexec.job_event WHERE job_id = $det")"
 [[ $(sql "SELECT error->>'reason' FROM bgexec.job WHERE id = $det") == step_timeout ]] \
   || fail "a timed-out step whose detached child holds stdout: $(sql "SELECT error FROM bgexec.job WHERE id = $det")"
+# The same with stdin: an action that reads none of its 200 KB input and
+# leaves a detached child holding stdin; the write of the rest never ended.
+head -c 200000 /dev/zero | tr '\0' x >"$E2E_DIR/big.txt"
+jq -cn --rawfile big "$E2E_DIR/big.txt" '{steps: [{id: "d", action: "detach", with: {big: $big}}]}' >"$E2E_DIR/big.json"
+det_in=$("$BGEXEC" submit workflow @"$E2E_DIR/big.json") || fail submit
+wait_status "$det_in" completed 15
 
 # A sql step past its timeout is cancelled (nothing left running on the
 # server); a sleep step is cut short.  Both fail the same way.

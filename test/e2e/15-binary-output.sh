@@ -38,5 +38,16 @@ wait_status "$big_noop" completed 20
 wait_status "$big_flow" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $big_flow") == "payload cannot be read: "*"number overflow"* ]] \
   || fail "unreadable payload: $(sql "SELECT error FROM bgexec.job WHERE id = $big_flow")"
+# A resume input holding such a number: read as nothing, the completed steps
+# ran again and the job suspended again at every resume; it fails instead.
+gated=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "run": ["echo", "once"]},
+  {"id": "gate", "needs": ["a"], "approval": true}, {"id": "c", "needs": ["gate"], "run": ["true"]}]}') || fail submit
+wait_status "$gated" suspended 20
+sql "SELECT bgexec.resume($gated, '{\"n\": 1e400}')" >/dev/null
+wait_status "$gated" failed 20
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $gated") == "completed steps cannot be read: "*"number overflow"* ]] \
+  || fail "unreadable resume input: $(sql "SELECT error FROM bgexec.job WHERE id = $gated")"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $gated AND kind = 'step_started' AND data->>'step' = 'a'") == 1 ]] \
+  || fail "step a ran again"
 kill -0 "$PID_w1" || fail "worker died"
 ok

@@ -99,6 +99,9 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   posix_spawn_file_actions_adddup2(&fa, in.fd[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out.fd[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err.fd[1], 2);
+  // Nothing else of the worker's reaches a step: a descriptor opened without
+  // O_CLOEXEC (libpq's cancel socket, on its thread) would be inherited.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, all;

@@ -427,9 +427,22 @@ asio::awaitable<void> Job::execute() {
     co_await finish("failed", std::move(body));
     co_return;
   }
-  // Steps completed by earlier runs (retry, resume) are not run again.
-  auto completed = json::parse(c_.completed_steps_text.empty() ? "{}" : c_.completed_steps_text, nullptr, false);
-  auto stdouts = json::parse(c_.completed_stdout_text.empty() ? "{}" : c_.completed_stdout_text, nullptr, false);
+  // Steps completed by earlier runs (retry, resume) are not run again.  What
+  // cannot be read (a resume input holding 1e400) fails the job: read as
+  // nothing, it would run the completed steps again.
+  json completed, stdouts;
+  std::string unread;
+  try {
+    completed = json::parse(c_.completed_steps_text.empty() ? "{}" : c_.completed_steps_text);
+    stdouts = json::parse(c_.completed_stdout_text.empty() ? "{}" : c_.completed_stdout_text);
+  } catch (const json::exception& e) {
+    unread = e.what();
+  }
+  if (!unread.empty()) {
+    nlohmann::json arg1_ = {{"message", "completed steps cannot be read: " + unread}, {"retryable", false}};
+    co_await finish("failed", std::move(arg1_));
+    co_return;
+  }
   if (!stdouts.is_object()) stdouts = json::object();
   if (completed.is_object()) {
     for (auto& [sid, out] : completed.items()) {
@@ -786,13 +799,16 @@ asio::awaitable<proc::Exit> Job::reap_then_drain(std::shared_ptr<proc::Child> ch
                                                  std::shared_ptr<OutputDrain> drain, Clock::duration limit,
                                                  std::string job_id, std::string sid) {
   proc::Exit exit = co_await child->wait();
+  // Its stdin too: a descendant outside the group holding it would keep a
+  // write that the leader left unread from ever ending (no EPIPE).
+  boost::system::error_code ignored;
+  child->in().close(ignored);
   if (!drain->done) {
     drain->timer.expires_after(limit);
     co_await drain->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (!drain->done) {
       core::log("warn", "step output still open after its process exited; closed",
                 {{"job_id", job_id}, {"step", sid}});
-      boost::system::error_code ignored;
       child->out().close(ignored);
       child->err().close(ignored);
     }
