@@ -85,6 +85,15 @@ bgexec_act_as(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
 				 errmsg("_act_as must be called inside a transaction block"),
 				 errhint("The role it sets lasts until the transaction ends: BEGIN first.")));
+	/*
+	 * At the transaction's own level: a savepoint rolled back would undo the
+	 * role and the mark under us.
+	 */
+	if (GetCurrentTransactionNestLevel() != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("_act_as must be called at the top level of its transaction"),
+				 errhint("Call it right after BEGIN, outside any savepoint.")));
 	if (confined)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -2,7 +2,8 @@
 # A sql step runs as the job's owner and stays that role: the worker's login
 # may become every tenant (and here is a superuser), so the owner's statement
 # must not be able to SET ROLE, set_config('role') or RESET ROLE its way to
-# another tenant's jobs or to the worker's own role.
+# another tenant's jobs or to the worker's own role.  Nor can it stall the
+# worker with a COPY to or from the client.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57957
 sql "CREATE ROLE e2e_alice LOGIN IN ROLE bgexec_client; CREATE ROLE e2e_bob LOGIN IN ROLE bgexec_client" >/dev/null
@@ -37,5 +38,19 @@ for stmt in \
 done
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE owner = 'e2e_alice' AND result::text LIKE '%bob-only%'") == 0 ]] \
   || fail "alice's step read bob's job"
+
+# A COPY to or from the client fails its step; libpq hands the COPY result
+# back for ever, and the worker spun on it (no heartbeat, no signal handled).
+sql "CREATE TABLE e2e_sink (n int); GRANT INSERT ON e2e_sink TO e2e_alice" >/dev/null
+for stmt in "COPY (SELECT 1) TO STDOUT" "COPY e2e_sink FROM STDIN"; do
+  payload=$(jq -cn --arg s "$stmt" '{steps: [{id: "copy", sql: $s}]}')
+  id=$("$BGEXEC" submit workflow "$payload" --db "$as_alice") || fail "submit $stmt"
+  wait_status "$id" failed 20
+  msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $id")
+  [[ $msg == *"COPY to or from the client is not supported"*"0A000"* ]] || fail "$stmt: $msg"
+done
+# and the worker goes on
+after=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "sql": "SELECT 1 AS one"}]}' --db "$as_alice")
+wait_status "$after" completed 20
 kill -0 "$PID_w1" || fail "worker died"
 ok

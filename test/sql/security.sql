@@ -121,6 +121,11 @@ SELECT current_user = session_user AS back_to_session_user;
 SET ROLE regress_bob;
 SELECT current_user;
 RESET ROLE;
+-- at the transaction's own level only: a savepoint rolled back would undo it
+BEGIN;
+SAVEPOINT s;
+SELECT bgexec._act_as('regress_alice');
+ROLLBACK;
 -- the session user must be allowed to become the role, as for SET ROLE
 BEGIN;
 SET LOCAL SESSION AUTHORIZATION regress_worker;
