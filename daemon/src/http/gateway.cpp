@@ -175,38 +175,7 @@ std::string url_decode(std::string_view s) {
   return out;
 }
 
-// True when `s` is well-formed UTF-8 (no overlong forms, no surrogates,
-// nothing past U+10FFFF): what PostgreSQL and JSON accept as text.
-bool valid_utf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n;
-    unsigned lo = 0x80, hi = 0xBF;  // bounds of the second byte
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;  // truncated sequence
-    for (std::size_t k = 1; k <= n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
+using core::valid_utf8;  // well-formed UTF-8: what PostgreSQL and JSON accept as text
 
 std::map<std::string, std::string> parse_query(std::string_view q) {
   std::map<std::string, std::string> out;
