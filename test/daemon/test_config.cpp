@@ -188,6 +188,10 @@ TEST(WorkerConfig, FileDurationStrings) {
   TempConfig negative(R"({"kill_grace": "-1s"})");
   EXPECT_EQ(error_of({"--config", negative.path()}),
             "config file " + negative.path() + ": key \"kill_grace\": expected a duration of 0 or more, got \"-1s\"");
+  // The kill of an abandoned job must fit before its lease expires.
+  EXPECT_EQ(error_of({"--lease", "6", "--kill-grace", "2"}),
+            "kill_grace must be less than a third of lease (kill_grace 2 s, lease 6 s)");
+  EXPECT_EQ(error_of({"--lease", "6", "--kill-grace", "1.9"}), "");
   // A lease over a day: the database would refuse every claim.
   EXPECT_EQ(error_of({"--lease", "25h"}), "--lease: expected a duration of at most 86400 seconds, got \"25h\"");
   TempConfig long_lease(R"({"lease": 86401})");

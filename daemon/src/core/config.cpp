@@ -372,6 +372,18 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
     }
   }
   if (!flag_queues.empty()) cfg.queues = std::move(flag_queues);
+  // A job whose lease cannot be renewed is abandoned a margin before it
+  // expires, and its processes must be dead by then: TERM, then KILL after
+  // the kill grace (Worker::lease_guard, at most a third of the lease early).
+  if (cfg.kill_grace_s >= cfg.lease_s / 3) {
+    auto text = [](double v) {
+      std::ostringstream os;
+      os << v;
+      return os.str();
+    };
+    throw ConfigError("kill_grace must be less than a third of lease (kill_grace " + text(cfg.kill_grace_s) +
+                      " s, lease " + text(cfg.lease_s) + " s)");
+  }
   return cfg;
 }
 

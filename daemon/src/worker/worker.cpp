@@ -266,17 +266,25 @@ asio::awaitable<void> Worker::heartbeater() {
   }
 }
 
-// Abandons jobs whose lease could not be renewed before it would expire by
-// our own monotonic clock: by then the DB may have handed the job to another
-// worker, so running on would break single flight.
+// Abandons jobs whose lease could not be renewed, early enough that their
+// processes are dead before it expires on the database's clock: once it has,
+// the DB may hand the job to another worker, and a process still running
+// would break single flight.  The margin covers the kill (TERM, KILL after
+// --kill-grace), this loop's tick and a tenth of the lease, and is at most a
+// third of the lease (two missed heartbeats; the config check keeps the kill
+// grace below it).  lease_expiry is reckoned from when the renewal was sent,
+// before the database's now(), so it errs early.
 asio::awaitable<void> Worker::lease_guard() {
+  const auto tick = std::chrono::milliseconds(100);
+  const auto margin =
+      seconds(std::min(cfg_.kill_grace_s + 0.1 + cfg_.lease_s / 10, cfg_.lease_s / 3));
   while (!stopping_) {
     auto now = Clock::now();
     std::vector<std::shared_ptr<Job>> expired;
     for (auto& [id, job] : jobs_)
-      if (job->live() && job->lease_expiry() <= now) expired.push_back(job);
+      if (job->live() && job->lease_expiry() - margin <= now) expired.push_back(job);
     for (auto& job : expired) job->abandon("lease could not be renewed before it expired");
-    co_await sleep_for(std::chrono::milliseconds(100));
+    co_await sleep_for(tick);
   }
 }
 
