@@ -22,6 +22,17 @@ env_id=$("$BGEXEC" submit workflow '{"steps": [{"id": "env", "run": ["sh", "-c",
 wait_status "$env_id" completed 20
 [[ $(sql "SELECT result->>'env' FROM bgexec.job WHERE id = $env_id") == 0 ]] || fail "secrets leaked into the step environment"
 
+# a sql step's server notices quoting a secret are the job's log events,
+# masked, never lines of the worker's log (they were logged as they came)
+sql "CREATE FUNCTION e2e_notice(t text) RETURNS int LANGUAGE plpgsql AS
+     \$\$BEGIN RAISE NOTICE 'got %', t; RAISE WARNING 'warned %', t; RETURN 1; END\$\$" >/dev/null
+note_id=$("$BGEXEC" submit workflow '{"steps": [{"id": "n", "sql": "SELECT e2e_notice($1) AS r", "params": ["{{secrets.ENVTOKEN}}"]}]}')
+wait_status "$note_id" completed 20
+[[ $(sql "SELECT string_agg(l, '|' ORDER BY l) FROM bgexec.job_event, jsonb_array_elements_text(data->'lines') l
+          WHERE job_id = $note_id AND kind = 'log' AND data->>'stream' = 'notice'") == "NOTICE:  got ***|WARNING:  warned ***" ]] \
+  || fail "notices as log events: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $note_id AND kind = 'log'")"
+if grep -q -e "$S1" "$E2E_DIR/w1.log"; then fail "a secret reached the worker log through a notice"; fi
+
 # pg_dump skips extension tables without pg_extension_config_dump, so the
 # bgexec tables are copied out explicitly next to the dump.
 pg_dump --data-only >"$E2E_DIR/dump.sql" || fail "pg_dump"

@@ -38,14 +38,15 @@ std::string clean(const char* msg) {
   return out;
 }
 
-// Server notices (e.g. "terminating connection due to ...") go to the log as
-// logfmt lines instead of libpq's raw stderr default.
-void on_notice(void* arg, const char* message) {
-  const auto* name = static_cast<const std::string*>(arg);
-  core::log("warn", "server notice", {{"conn", *name}, {"notice", clean(message)}});
-}
-
 }  // namespace
+
+// Server notices (e.g. "terminating connection due to ...") go to the log as
+// logfmt lines instead of libpq's raw stderr default, or to the sink.
+void Connection::on_notice(void* arg, const char* message) {
+  auto* self = static_cast<Connection*>(arg);
+  if (self->notice_sink_) self->notice_sink_(clean(message));
+  else core::log("warn", "server notice", {{"conn", self->name_}, {"notice", clean(message)}});
+}
 
 Error::Error(std::string sqlstate, const std::string& message, Fields fields)
     : std::runtime_error(message), sqlstate_(std::move(sqlstate)), fields_(std::move(fields)) {}
@@ -214,7 +215,7 @@ asio::awaitable<void> Connection::connect() {
   }
   *state = 2;
   if (PQsetnonblocking(conn_, 1) != 0) fail(name_ + ": setnonblocking");
-  PQsetNoticeProcessor(conn_, on_notice, &name_);
+  PQsetNoticeProcessor(conn_, on_notice, this);
 }
 
 // A name for the server-side prepared statement of `sql`: FNV-1a of the

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -127,8 +128,13 @@ class Connection {
   // detached thread: it connects to the server and waits for the reply).
   void cancel();
   const std::string& name() const { return name_; }
+  // Where the server's notices (RAISE NOTICE, warnings) go instead of the
+  // worker's log: a sql step makes them the job's log events, masked and
+  // capped like its other output (unset: the log, as "server notice").
+  void set_notice_sink(std::function<void(std::string)> sink) { notice_sink_ = std::move(sink); }
 
  private:
+  static void on_notice(void* arg, const char* message);
   asio::awaitable<void> wait(bool write);
   void attach_socket();
   [[noreturn]] void fail(const std::string& what);
@@ -140,6 +146,7 @@ class Connection {
   asio::any_io_executor ex_;
   std::string conninfo_;
   std::string name_;
+  std::function<void(std::string)> notice_sink_;
   pg_conn* conn_ = nullptr;
   std::unique_ptr<asio::posix::stream_descriptor> sd_;
   int fd_ = -1;

@@ -703,6 +703,11 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   }
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
+  // Its notices (RAISE NOTICE ...) are the tenant's output: log events of
+  // the job, masked and capped, never lines of the worker's own log.
+  conn->set_notice_sink([self = weak_from_this(), sid](std::string text) {
+    if (auto job = self.lock()) job->log_line(sid, "notice", std::move(text));
+  });
   killers_[sid] = [conn] { conn->cancel(); };
   // A cancel reaches only a statement in flight: a stop or the deadline that
   // came while connecting or between statements is seen here, and the
