@@ -40,6 +40,7 @@ bool		bgexec_watchdog_enabled = true;
 void		_PG_init(void);
 
 PG_FUNCTION_INFO_V1(bgexec_caller);
+PG_FUNCTION_INFO_V1(bgexec_owner);
 PG_FUNCTION_INFO_V1(bgexec_valid_name);
 
 /*
@@ -180,6 +181,27 @@ bgexec_caller(PG_FUNCTION_ARGS)
 	char	   *rolname = GetUserNameFromId(GetOuterUserId(), false);
 	Name		result = (Name) palloc0(NAMEDATALEN);
 
+	namestrcpy(result, rolname);
+	PG_RETURN_NAME(result);
+}
+
+/*
+ * bgexec._owner() -> name: the owner a job submitted now gets, _caller(),
+ * refused (42501) when that is the group role bgexec_client or
+ * bgexec_worker: a job one of them owned would be every member's to read
+ * (row-level security compares owner and current_user).
+ */
+Datum
+bgexec_owner(PG_FUNCTION_ARGS)
+{
+	char	   *rolname = GetUserNameFromId(GetOuterUserId(), false);
+	Name		result = (Name) palloc0(NAMEDATALEN);
+
+	if (strcmp(rolname, "bgexec_client") == 0 || strcmp(rolname, "bgexec_worker") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role %s cannot own jobs: every member of it could read them", rolname),
+				 errhint("Submit as your own role (RESET ROLE, or SET ROLE to a role of yours).")));
 	namestrcpy(result, rolname);
 	PG_RETURN_NAME(result);
 }

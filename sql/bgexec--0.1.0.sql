@@ -331,6 +331,12 @@ CREATE FUNCTION bgexec._caller() RETURNS name
 COMMENT ON FUNCTION bgexec._caller() IS
 	'the role the session acts as (SET ROLE target or session user), even inside SECURITY DEFINER functions';
 
+CREATE FUNCTION bgexec._owner() RETURNS name
+	AS 'MODULE_PATHNAME', 'bgexec_owner'
+	LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._owner() IS
+	'the owner of a job submitted now: _caller(), refused (42501) when it is the group role bgexec_client or bgexec_worker';
+
 /* _act_as(role): SET LOCAL ROLE role, fixed until the transaction ends
  * (extension/act_as.c): a worker's sql step runs the owner's statement after
  * it, and the statement can then neither SET ROLE nor RESET ROLE to another
@@ -1409,15 +1415,8 @@ CREATE FUNCTION bgexec.submit(
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
-	-- The owner is the role the session acts as.  bgexec_client and
-	-- bgexec_worker are groups: a job one of them owned would be every
-	-- member's to read (row-level security compares owner and current_user).
-	IF bgexec._caller() IN ('bgexec_client', 'bgexec_worker') THEN
-		RAISE EXCEPTION 'role % cannot own jobs: every member of it could read them', bgexec._caller()
-			USING ERRCODE = 'insufficient_privilege',
-			      HINT = 'Submit as your own role (RESET ROLE, or SET ROLE to a role of yours).';
-	END IF;
-	RETURN bgexec._submit_one(bgexec._caller(), kind, payload, queue, priority,
+	-- The owner is the role the session acts as, never a group role (_owner).
+	RETURN bgexec._submit_one(bgexec._owner(), kind, payload, queue, priority,
 	                          run_after, max_attempts, timeout, idempotency_key,
 	                          concurrency_key);
 END
@@ -1448,15 +1447,10 @@ CREATE FUNCTION bgexec.submit_many(jobs jsonb) RETURNS SETOF bigint
 	SET jit = off
 	AS $$
 DECLARE
-	v_owner name := bgexec._caller();
+	v_owner name := bgexec._owner();
 	v_bad text;
 	v_limit bigint;
 BEGIN
-	IF v_owner IN ('bgexec_client', 'bgexec_worker') THEN  -- see submit
-		RAISE EXCEPTION 'role % cannot own jobs: every member of it could read them', v_owner
-			USING ERRCODE = 'insufficient_privilege',
-			      HINT = 'Submit as your own role (RESET ROLE, or SET ROLE to a role of yours).';
-	END IF;
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
 			USING ERRCODE = 'invalid_parameter_value';
