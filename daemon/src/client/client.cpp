@@ -5,6 +5,7 @@
 #include "core/config.hpp"
 #include "core/duration.hpp"
 #include "core/json_input.hpp"
+#include "core/number.hpp"
 #include "core/utf8.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
@@ -16,7 +17,6 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -95,15 +95,7 @@ json parse_json_arg(const std::string& arg) {
   return std::move(in.value);
 }
 
-// The whole of `text` as a decimal integer in [lo, hi]: digits with an
-// optional '-', no spaces, no '+', no overflow; nullopt for anything else.
-std::optional<long long> parse_integer(std::string_view text, long long lo, long long hi) {
-  long long v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || v < lo || v > hi)
-    return std::nullopt;
-  return v;
-}
+using core::parse_integer;
 
 std::int64_t parse_id(const std::string& s) {
   auto v = parse_integer(s, 1, INT64_MAX);

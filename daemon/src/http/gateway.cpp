@@ -3,6 +3,7 @@
 
 #include "core/json_input.hpp"
 #include "core/logfmt.hpp"
+#include "core/number.hpp"
 #include "core/utf8.hpp"
 #include "http/assets.hpp"
 
@@ -223,13 +224,10 @@ void check_params(const std::map<std::string, std::string>& qs, const std::set<s
   if (auto e = unknown_param(qs, known)) throw *e;
 }
 
-// Strict decimal parse of the whole string.
+// Strict decimal parse of the whole string (at most 19 characters).
 std::optional<std::int64_t> parse_int(std::string_view s) {
-  std::int64_t v = 0;
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
-  return v;
+  if (s.size() > 19) return std::nullopt;
+  return core::parse_integer(s, INT64_MIN, INT64_MAX);
 }
 
 // Splits "/v1/jobs/42/stop" into segments.

@@ -3,6 +3,7 @@
 
 #include "core/duration.hpp"
 #include "core/logfmt.hpp"
+#include "core/number.hpp"
 #include "http/gateway.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -10,7 +11,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -38,15 +38,6 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
                      Defaults to 30; 0 = no bound.
 )";
 
-// A flag's whole value as a decimal integer; nullopt for anything else
-// ("abc", "5x", "", out of range).
-std::optional<long long> parse_number(std::string_view s) {
-  long long v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
 }  // namespace
 
 int run_serve(const std::vector<std::string>& args) {
@@ -71,8 +62,8 @@ int run_serve(const std::vector<std::string>& args) {
       else if (flag == "--listen") listen = value();
       else if (flag == "--tokens") tokens_file = value();
       else if (flag == "--pool") {
-        auto n = parse_number(value());
-        if (!n || *n < 1 || *n > 100) throw std::runtime_error("--pool must be a number from 1 to 100");
+        auto n = core::parse_integer(value(), 1, 100);
+        if (!n) throw std::runtime_error("--pool must be a number from 1 to 100");
         cfg.pool_size = static_cast<std::size_t>(*n);
       }
       else if (flag == "--statement-timeout") {
@@ -92,8 +83,8 @@ int run_serve(const std::vector<std::string>& args) {
     if (colon == std::string::npos) throw std::runtime_error("--listen must be HOST:PORT");
     cfg.host = listen.substr(0, colon);
     if (cfg.host.size() > 2 && cfg.host.front() == '[') cfg.host = cfg.host.substr(1, cfg.host.size() - 2);
-    auto port = parse_number(std::string_view(listen).substr(colon + 1));
-    if (!port || *port < 0 || *port > 65535)
+    auto port = core::parse_integer(std::string_view(listen).substr(colon + 1), 0, 65535);
+    if (!port)
       throw std::runtime_error("--listen must be HOST:PORT with a port from 0 to 65535");
     cfg.port = static_cast<unsigned short>(*port);
     if (tokens_file.empty()) throw std::runtime_error("--tokens FILE is required");
