@@ -817,6 +817,11 @@ BEGIN
 			      DETAIL = format('max_jobs was %s', coalesce(max_jobs::text, 'null'));
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
+	-- Held until this claim commits or aborts, so unclaim() can tell when no
+	-- claim of this worker is still running.  Shared: claims never wait on
+	-- one another for it.
+	PERFORM pg_catalog.pg_advisory_xact_lock_shared(
+		pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id));
 
 	SELECT coalesce(array_agg(DISTINCT qn) FILTER (WHERE NOT coalesce(q.paused, false)), '{}'),
 	       coalesce(array_agg(DISTINCT qn ORDER BY qn)
@@ -946,6 +951,89 @@ END
 $$;
 COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
 	'leases up to max_jobs runnable jobs to a worker (FOR UPDATE SKIP LOCKED; caps respected)';
+
+/* unclaim: gives back the jobs of a claim whose reply the worker never
+ * received.  A claim commits before its rows reach the worker; when the
+ * connection drops in between, its jobs stay running under worker_id with
+ * leases the worker does not know, and fail as worker_lost once the leases
+ * expire, although no attempt started (invariant 7: with max_attempts = 1
+ * they would never run).  The worker calls unclaim after a claim failed with
+ * a connection error, before it claims again, passing after_lease, the
+ * highest lease it had received before that claim, and held, every lease it
+ * has received since.  Each running job of worker_id whose lease is above
+ * after_lease and not held, and which was claimed since the worker last
+ * registered (a previous run of the same worker id may have started its
+ * jobs), goes back to queued with its attempt given back, its place in the
+ * queue kept (claim does not move run_after) and a retry_scheduled event
+ * (error.reason 'claim_reply_lost'); one whose stop was requested meanwhile
+ * ends cancelled.  Returns how many.
+ * Returns NULL and changes nothing while a claim of this worker is still
+ * running: the lost claim's backend may not have noticed the dropped
+ * connection yet, and could commit after this looked.  Each claim holds a
+ * shared advisory lock on its worker id; unclaim tries for it exclusively,
+ * without waiting.  The caller tries again later, meanwhile claiming as
+ * usual (and adding the leases it receives to held). */
+CREATE FUNCTION bgexec.unclaim(worker_id text, after_lease bigint, held bigint[] DEFAULT '{}')
+	RETURNS int
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	SET enable_seqscan = off
+	SET jit = off
+	AS $$
+DECLARE
+	j record;
+	v_n int := 0;
+	v_seq int;
+	v_err jsonb;
+BEGIN
+	IF worker_id IS NULL OR worker_id = '' THEN
+		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF after_lease IS NULL THEN
+		RAISE EXCEPTION 'after_lease must not be null'
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'pass 0 when the worker has received no lease yet';
+	END IF;
+	IF NOT pg_catalog.pg_try_advisory_xact_lock(
+	         pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id)) THEN
+		RETURN NULL;
+	END IF;
+	FOR j IN
+		SELECT x.id, x.queue, x.attempt, x.stop_requested_at FROM bgexec.job x
+		  JOIN bgexec.worker w ON w.id = unclaim.worker_id
+		 WHERE x.status = 'running' AND x.lease > unclaim.after_lease
+		   AND x.lease_owner = unclaim.worker_id
+		   AND x.lease <> ALL (coalesce(unclaim.held, '{}'))
+		   AND x.started_at >= w.started_at
+		 ORDER BY x.id
+		   FOR UPDATE OF x
+	LOOP
+		v_n := v_n + 1;
+		IF j.stop_requested_at IS NOT NULL THEN
+			PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
+				jsonb_build_object('reason', 'stopped',
+				                   'message', 'stop requested before the job started'));
+			CONTINUE;
+		END IF;
+		v_err := jsonb_build_object('reason', 'claim_reply_lost', 'worker', unclaim.worker_id,
+		                            'attempt', j.attempt,
+		                            'message', format('worker %s never received this claim; the attempt is not counted',
+		                                              unclaim.worker_id));
+		UPDATE bgexec.job x
+		   SET status = 'queued', lease = NULL, lease_owner = NULL,
+		       lease_expires_at = NULL, deadline = NULL,
+		       attempt = x.attempt - 1, last_seq = x.last_seq + 1
+		 WHERE x.id = j.id
+		RETURNING x.last_seq INTO v_seq;
+		PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
+			jsonb_build_object('attempt', j.attempt, 'error', v_err, 'delay_ms', 0));
+		PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[]) IS
+	'requeues, attempt given back, the jobs of a claim whose reply the worker never received; NULL while a claim of the worker runs';
 
 /* heartbeat: one statement extends every listed lease that is still current
  * and reports what the worker must do with each: ok, stop (a stop was
@@ -1933,6 +2021,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.register_worker(text, text[], int, jsonb),
 	bgexec.deregister_worker(text),
 	bgexec.claim(text, text[], int, interval),
+	bgexec.unclaim(text, bigint, bigint[]),
 	bgexec.heartbeat(text, bigint[], interval),
 	bgexec.append_event(bigint, bigint, text, jsonb, int),
 	bgexec.append_events(bigint, bigint, jsonb, int),

@@ -80,6 +80,8 @@ SET ROLE regress_worker;
 SELECT bgexec.register_worker('w-tmp', '{tmp-w,tmp-cap}', 8, '{"host": "h", "pid": 1}');
 SELECT count(*) AS claimed FROM bgexec.claim('w-tmp', '{tmp-w2}', 5);
 SELECT count(*) AS capped_claim FROM bgexec.claim('w-tmp', '{tmp-cap}', 5);
+-- the two jobs just claimed, as if their reply had been lost
+SELECT bgexec.unclaim('w-tmp', 0, ARRAY[:l1, :l2, :l3, :l4, :l5]) AS unclaimed;
 SELECT action, count(*) FROM bgexec.heartbeat('w-tmp', ARRAY[:l1, :l2, :l3, :l4, :l5]) GROUP BY 1;
 SELECT bgexec.append_event(:w1, :l1, 'log', '{"line": "x"}') AS appended;
 SELECT bgexec.append_events(:w1, :l1, '[{"kind": "progress", "data": {"pct": 50}}]', after_seq => 1) AS appended_after;

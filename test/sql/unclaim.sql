@@ -1,0 +1,59 @@
+-- unclaim: the jobs of a claim whose reply the worker never received go back
+-- to the queue, their attempt given back; nothing else of the worker's, and
+-- nothing of another worker's or of an earlier run of the same worker id.
+\set SHOW_CONTEXT never
+SELECT bgexec.register_worker('uw', '{uc}', 4);
+-- a job whose claim reply arrived, then one whose claim reply was lost
+SELECT bgexec.submit('noop', queue => 'uc', run_after => now() - interval '1 minute') AS got \gset
+SELECT lease AS lg FROM bgexec.claim('uw', '{uc}', 1) \gset
+SELECT bgexec.submit('noop', queue => 'uc', run_after => now() - interval '30 seconds') AS lost \gset
+SELECT bgexec.submit('noop', queue => 'uc', run_after => now() - interval '30 seconds') AS stopped \gset
+SELECT run_after AS lost_run_after FROM bgexec.job WHERE id = :lost \gset
+SELECT count(*) FROM bgexec.claim('uw', '{uc}', 2);
+-- the client asks to stop one of them meanwhile
+SELECT bgexec.stop(:stopped);
+-- the worker then received another claim's reply (held), and another worker has a job
+SELECT bgexec.submit('noop', queue => 'uc') AS later \gset
+SELECT lease AS ll FROM bgexec.claim('uw', '{uc}', 1) \gset
+SELECT bgexec.submit('noop', queue => 'uc') AS other \gset
+SELECT count(*) FROM bgexec.claim('ux', '{uc}', 1);
+-- (a claim of this worker still running: NULL, see isolation claim-vs-unclaim)
+SELECT id = :got AS got, id = :later AS later, status, attempt
+  FROM bgexec.job WHERE queue = 'uc' ORDER BY id;
+-- after_lease = the last lease received before the lost claim; held = those since
+SELECT bgexec.unclaim('uw', :lg, ARRAY[:ll]::bigint[]) AS unclaimed;
+SELECT id = :got AS got, id = :lost AS lost, id = :stopped AS stopped,
+       id = :later AS later, id = :other AS other, status, attempt, lease IS NULL AS no_lease,
+       error->>'reason' AS reason
+  FROM bgexec.job WHERE queue = 'uc' ORDER BY id;
+-- the lost job keeps its place in the queue and its log says why it went back
+SELECT run_after = :'lost_run_after' AS same_run_after FROM bgexec.job WHERE id = :lost;
+SELECT event_kinds(:lost), gapless(:lost), event_kinds(:stopped), terminal_events(:stopped);
+SELECT data->'error'->>'reason' AS reason, data->>'attempt' AS attempt, data->>'delay_ms' AS delay_ms
+  FROM bgexec.job_event WHERE job_id = :lost AND kind = 'retry_scheduled';
+-- claimed again, it runs as attempt 1 (at-most-once jobs included)
+SELECT job_id AS relost, attempt, lease AS lr FROM bgexec.claim('uw', '{uc}', 1) \gset
+SELECT :relost = :lost AS lost, :attempt AS attempt;
+-- a second call, holding that lease too, finds nothing; an unknown worker has nothing
+SELECT bgexec.unclaim('uw', :lg, ARRAY[:ll, :lr]::bigint[]) AS again,
+       bgexec.unclaim('nobody', 0) AS unknown_worker;
+-- a job claimed by an earlier run of the same worker id, before it registered
+-- again, may have started: not given back, even with after_lease 0
+SELECT bgexec.register_worker('uv', '{uv}', 1);
+SELECT bgexec.submit('noop', queue => 'uv') AS earlier \gset
+SELECT count(*) FROM bgexec.claim('uv', '{uv}', 1);
+UPDATE bgexec.worker SET started_at = now() + interval '1 second' WHERE id = 'uv';
+SELECT bgexec.unclaim('uv', 0) AS earlier_run;
+UPDATE bgexec.worker SET started_at = now() - interval '1 second' WHERE id = 'uv';
+SELECT bgexec.unclaim('uv', 0) AS this_run;
+-- bad input: a clear error naming the argument, nothing changed
+SELECT * FROM try($$SELECT bgexec.unclaim('', 0)$$);
+SELECT * FROM try($$SELECT bgexec.unclaim(NULL, 0)$$);
+SELECT * FROM try($$SELECT bgexec.unclaim('uw', NULL)$$);
+-- workers only
+SET ROLE regress_alice;
+SELECT * FROM try($$SELECT bgexec.unclaim('uw', 0)$$);
+RESET ROLE;
+SELECT stats_mismatch();
+SELECT count(*) AS finished FROM bgexec.job j, bgexec.finish(j.id, j.lease, 'completed')
+ WHERE j.queue = 'uc' AND j.status = 'running';
