@@ -8,48 +8,8 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57953
 
-cat >"$E2E_DIR/proxy.py" <<'EOF'
-import asyncio, sys
-listen_port, pg_sock, marker, flag = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode(), sys.argv[4]
-done = False
-
-async def pipe_client(cr, sw, state):
-    while data := await cr.read(65536):
-        if not done and marker in data:
-            state["armed"] = True
-        sw.write(data)
-        await sw.drain()
-    sw.close()
-
-async def pipe_server(sr, cw, sw, state):
-    global done
-    while data := await sr.read(65536):
-        # ReadyForQuery ('Z', length 5, idle): the marked call has committed.
-        if state["armed"] and not done and b"Z\x00\x00\x00\x05I" in data:
-            done = True
-            open(flag, "w").write("cut\n")
-            cw.transport.abort()
-            sw.transport.abort()
-            return
-        cw.write(data)
-        await cw.drain()
-    cw.close()
-
-async def handle(cr, cw):
-    sr, sw = await asyncio.open_unix_connection(pg_sock)
-    state = {"armed": False}
-    await asyncio.gather(pipe_client(cr, sw, state), pipe_server(sr, cw, sw, state),
-                         return_exceptions=True)
-
-async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", listen_port)
-    async with server:
-        await server.serve_forever()
-
-asyncio.run(main())
-EOF
-python3 "$E2E_DIR/proxy.py" 57954 "$E2E_DIR/pg/.s.PGSQL.57953" LOST-REPLY-MARKER "$E2E_DIR/cut" \
-  >"$E2E_DIR/proxy.log" 2>&1 &
+python3 "$(dirname "$0")/cut-reply-proxy.py" 57954 "$E2E_DIR/pg/.s.PGSQL.57953" LOST-REPLY-MARKER \
+  request "$E2E_DIR/cut" >"$E2E_DIR/proxy.log" 2>&1 &
 E2E_PIDS+=("$!")
 PROXIED="host=127.0.0.1 port=57954 dbname=postgres user=postgres"
 wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"

@@ -173,6 +173,8 @@ asio::awaitable<int> Worker::claim_once(int free) {
     c.completed_steps_text = r.get(i, 9).value_or("{}");
     c.completed_stdout_text = r.get(i, 10).value_or("{}");
     c.started_seq = std::stoi(r.get(i, 11).value_or("0"));
+    max_lease_ = std::max(max_lease_, c.lease);
+    if (unclaim_) unclaim_->held.push_back(c.lease);
     start_job(std::make_shared<Job>(*this, std::move(c)));
   }
   co_return r.rows();
@@ -197,11 +199,38 @@ int Worker::free_slots() const {
   return std::min(cfg_.concurrency - running, cfg_.concurrency + awaiting_cap - held);
 }
 
+// A claim commits before its rows reach the worker: when the connection
+// broke during one, its jobs may be running under this worker's id with
+// leases it never received.  bgexec.unclaim gives them back to the queue,
+// their attempt uncounted, once no claim of this worker is still running
+// on the server (it returns NULL until then: tried again before each claim).
+asio::awaitable<void> Worker::try_unclaim() {
+  std::string held = "{";
+  for (std::size_t i = 0; i < unclaim_->held.size(); ++i)
+    held += (i ? "," : "") + std::to_string(unclaim_->held[i]);
+  held += '}';
+  try {
+    pg::Params arg1_ = {cfg_.id, std::to_string(unclaim_->after_lease), held};
+    auto r = co_await ctl_.query("SELECT bgexec.unclaim($1, $2, $3::bigint[])", std::move(arg1_),
+                                 /*prepare=*/true);
+    auto n = r.get(0, 0);
+    if (!n) co_return;  // the lost claim may still be running: next time
+    if (*n != "0")
+      core::log("warn", "jobs of a claim whose reply was lost returned to the queue", {{"jobs", *n}});
+    unclaim_.reset();
+  } catch (const pg::Error& e) {
+    auto cls = core::classify(e.sqlstate());
+    core::log("warn", "unclaim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+    if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) unclaim_.reset();
+  }
+}
+
 asio::awaitable<void> Worker::fetcher() {
   double backoff = backoff_min_s;
   while (!draining_) {
     int free = free_slots();
     bool more = false;
+    if (unclaim_) co_await try_unclaim();
     if (free > 0) {
       bool failed = false;
       try {
@@ -211,6 +240,9 @@ asio::awaitable<void> Worker::fetcher() {
       } catch (const pg::Error& e) {
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         failed = true;
+        // The claim may have committed: its reply is what was lost.
+        if (!unclaim_ && core::classify(e.sqlstate()) == core::ErrorClass::connection)
+          unclaim_ = Unclaim{max_lease_, {}};
       }
       set_backlog(more && !draining_);  // a drain claims nothing more
       if (failed) {
@@ -222,6 +254,7 @@ asio::awaitable<void> Worker::fetcher() {
     if (draining_) break;
     if (!more) co_await fetch_wake_.wait_for(seconds(cfg_.poll_s));
   }
+  if (unclaim_) co_await try_unclaim();  // once more: a drain claims nothing
 }
 
 // Whether the last claim took all it asked for; the completer holds a batch

@@ -67,6 +67,7 @@ class Worker {
   asio::awaitable<void> lease_guard();
   asio::awaitable<void> reconciler();
   asio::awaitable<int> claim_once(int free);
+  asio::awaitable<void> try_unclaim();
   asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
                                       Clock::time_point until, bool* retried);
   // Slots the fetcher may claim now: a job waiting on the completer no longer
@@ -92,6 +93,14 @@ class Worker {
   Event drained_;
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
+  std::int64_t max_lease_ = 0;  // the highest lease any claim returned
+  // Set when a claim failed with a connection error, until bgexec.unclaim
+  // has run: the highest lease received before it, and every lease since.
+  struct Unclaim {
+    std::int64_t after_lease;
+    std::vector<std::int64_t> held;
+  };
+  std::optional<Unclaim> unclaim_;
   bool backlog_ = false;  // the last claim took all it asked for: more to come
   bool draining_ = false;
   bool stopping_ = false;

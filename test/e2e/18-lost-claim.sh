@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A claim whose reply is lost after commit: the worker's connection goes
+# through a proxy that, once, withholds the reply of a claim carrying a
+# marked job until the claim has committed, and then cuts the connection.
+# The job is running under the worker's id with a lease the worker never
+# received.  The worker calls bgexec.unclaim before it claims again: the job
+# goes back to the queue with its attempt given back, and runs, although it
+# allows one attempt only (invariant 7: work not yet started is never lost).
+# Without unclaim its lease would expire and reconcile would fail it as
+# worker_lost.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57958
+
+python3 "$(dirname "$0")/cut-reply-proxy.py" 57959 "$E2E_DIR/pg/.s.PGSQL.57958" LOST-CLAIM-MARKER \
+  reply "$E2E_DIR/cut" >"$E2E_DIR/proxy.log" 2>&1 &
+E2E_PIDS+=("$!")
+PROXIED="host=127.0.0.1 port=57959 dbname=postgres user=postgres"
+wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
+
+start_worker w1 --db "$PROXIED" --poll 0.2 --reconcile-interval 0.5
+wait_for 10 sql "SELECT 1 FROM bgexec.worker WHERE id = 'w1'" || fail "worker did not register"
+j=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-CLAIM-MARKER\"}')")
+terminal() { [[ $(job_status "$j") =~ ^(completed|failed|cancelled|timed_out)$ ]]; }
+wait_for 60 terminal || fail "job $j is still $(job_status "$j")"
+[[ -f $E2E_DIR/cut ]] || fail "the proxy never cut a claim's reply (marker not seen)"
+[[ $(job_status "$j") == completed ]] \
+  || fail "job $j ended $(job_status "$j"): $(sql "SELECT error FROM bgexec.job WHERE id = $j")"
+[[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $j") == 1 ]] || fail "the lost claim's attempt was counted"
+kinds=$(sql "SELECT string_agg(kind, ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $j")
+[[ $kinds == "started retry_scheduled started completed" ]] || fail "events: $kinds"
+[[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event
+           WHERE job_id = $j AND kind = 'retry_scheduled'") == claim_reply_lost ]] \
+  || fail "retry_scheduled does not name claim_reply_lost"
+grep -q 'returned to the queue' "$E2E_DIR/w1.log" || fail "the worker did not log the unclaim"
+ok "a job whose claim reply was lost runs once, its attempt not counted"

@@ -1,0 +1,60 @@
+# A TCP proxy in front of a PostgreSQL socket that loses one reply after its
+# statement committed: once a marker is seen, it withholds what the server
+# sends until ReadyForQuery (idle: the statement's transaction is over), then
+# cuts both connections instead of passing the reply on.
+#   cut-reply-proxy.py LISTEN_PORT PG_SOCKET MARKER request|reply FLAG_FILE
+# request: the marker is in a statement the client sends (a worker's call);
+# reply: in a reply the server sends (the rows of a claim).  FLAG_FILE is
+# written when the cut is made.  Used by test/e2e/12-lost-reply.sh and
+# 18-lost-claim.sh.
+import asyncio, sys
+
+listen_port, pg_sock, marker = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+side, flag = sys.argv[4], sys.argv[5]
+READY_IDLE = b"Z\x00\x00\x00\x05I"
+done = False
+
+
+async def pipe_client(cr, sw, state):
+    while data := await cr.read(65536):
+        if side == "request" and not done and marker in data:
+            state["armed"] = True
+        sw.write(data)
+        await sw.drain()
+    sw.close()
+
+
+async def pipe_server(sr, cw, sw, state):
+    global done
+    held = b""
+    while data := await sr.read(65536):
+        if side == "reply" and not done and marker in data:
+            state["armed"] = True
+        if state["armed"] and not done:
+            held += data
+            if READY_IDLE in held:
+                done = True
+                open(flag, "w").write("cut\n")
+                cw.transport.abort()
+                sw.transport.abort()
+                return
+            continue
+        cw.write(data)
+        await cw.drain()
+    cw.close()
+
+
+async def handle(cr, cw):
+    sr, sw = await asyncio.open_unix_connection(pg_sock)
+    state = {"armed": False}
+    await asyncio.gather(pipe_client(cr, sw, state), pipe_server(sr, cw, sw, state),
+                         return_exceptions=True)
+
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", listen_port)
+    async with server:
+        await server.serve_forever()
+
+
+asyncio.run(main())
