@@ -1038,7 +1038,10 @@ COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[]) IS
 /* heartbeat: one statement extends every listed lease that is still current
  * and reports what the worker must do with each: ok, stop (a stop was
  * requested) or lost (the lease is no longer current: abandon the run and
- * write nothing more).  Also refreshes worker.heartbeat_at. */
+ * write nothing more).  Also refreshes worker.heartbeat_at; when there is
+ * no worker row of that id (someone deleted it), one more row, lease NULL
+ * and action 'register', asks the worker to call register_worker again:
+ * worker_stats and /metrics know workers by their row. */
 CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
                                  lease_for interval DEFAULT '30 seconds')
 	RETURNS TABLE (lease bigint, action text)
@@ -1047,10 +1050,13 @@ CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
+DECLARE
+	v_registered boolean;
 BEGIN
 	PERFORM bgexec._check_lease_for(lease_for);
 	UPDATE bgexec.worker SET heartbeat_at = now(), stopped_at = NULL
 	 WHERE id = heartbeat.worker_id;
+	v_registered := FOUND;
 	-- The rows are locked in job id order first, as finish_many locks them:
 	-- a worker runs the two on different connections over the same jobs, and
 	-- in lease order (the UPDATE's own scan) the two could deadlock.
@@ -1072,10 +1078,13 @@ BEGIN
 	  FROM unnest(heartbeat.leases) AS l(l)
 	  LEFT JOIN ext ON ext.lease = l.l
 	 ORDER BY l.l;
+	IF NOT v_registered THEN
+		RETURN QUERY SELECT NULL::bigint, 'register'::text;
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval) IS
-	'extends all of a worker''s current leases in one statement; returns ok/stop/lost per lease';
+	'extends all of a worker''s current leases in one statement; returns ok/stop/lost per lease (and register when the worker row is gone)';
 
 /* append_events: appends a batch of events under a lease; returns the last
  * seq, or NULL (and writes nothing) when the lease is not current

@@ -7,7 +7,8 @@
 # goes back to the queue with its attempt given back, and runs, although it
 # allows one attempt only (invariant 7: work not yet started is never lost).
 # Without unclaim its lease would expire and reconcile would fail it as
-# worker_lost.
+# worker_lost.  Then the worker's row is deleted under it: its next heartbeat
+# is answered 'register', and it registers again.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57958
 
@@ -18,7 +19,8 @@ PROXIED="host=127.0.0.1 port=57959 dbname=postgres user=postgres"
 wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
 
 start_worker w1 --db "$PROXIED" --poll 0.2 --reconcile-interval 0.5
-wait_for 10 sql "SELECT 1 FROM bgexec.worker WHERE id = 'w1'" || fail "worker did not register"
+registered() { [[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id = 'w1' AND stopped_at IS NULL") == 1 ]]; }
+wait_for 10 registered || fail "worker did not register"
 j=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-CLAIM-MARKER\"}')")
 terminal() { [[ $(job_status "$j") =~ ^(completed|failed|cancelled|timed_out)$ ]]; }
 wait_for 60 terminal || fail "job $j is still $(job_status "$j")"
@@ -33,3 +35,9 @@ kinds=$(sql "SELECT string_agg(kind, ' ' ORDER BY seq) FROM bgexec.job_event WHE
   || fail "retry_scheduled does not name claim_reply_lost"
 grep -q 'returned to the queue' "$E2E_DIR/w1.log" || fail "the worker did not log the unclaim"
 ok "a job whose claim reply was lost runs once, its attempt not counted"
+
+sql "DELETE FROM bgexec.worker WHERE id = 'w1'" >/dev/null
+wait_for 15 registered || fail "the worker did not register again after its row was deleted"
+grep -q 'worker row missing, registering again' "$E2E_DIR/w1.log" || fail "no log of the re-registration"
+[[ $(sql "SELECT alive FROM bgexec.worker_stats WHERE id = 'w1'") == t ]] || fail "worker_stats does not show it alive"
+ok "a worker whose row was deleted registers again"

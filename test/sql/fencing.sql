@@ -32,9 +32,16 @@ SELECT lease_expires_at AS exp_before FROM bgexec.job WHERE lease = (:'ls'::bigi
 SELECT pg_sleep(0.01);
 SELECT action FROM bgexec.heartbeat('w3', :'ls'::bigint[] || ARRAY[-1]::bigint[]) ORDER BY lease;
 SELECT lease_expires_at > :'exp_before' AS extended FROM bgexec.job WHERE lease = (:'ls'::bigint[])[1];
--- another worker cannot heartbeat leases it does not own
-SELECT DISTINCT action FROM bgexec.heartbeat('intruder', :'ls'::bigint[]);
+-- another worker cannot heartbeat leases it does not own (and, unknown, is
+-- asked to register)
+SELECT DISTINCT action FROM bgexec.heartbeat('intruder', :'ls'::bigint[]) ORDER BY 1;
 SELECT heartbeat_at IS NOT NULL AS seen FROM bgexec.worker WHERE id = 'w3';
+-- a worker whose row was deleted keeps its leases and is asked to register
+-- again: one more row, lease NULL, action 'register'; then no more
+DELETE FROM bgexec.worker WHERE id = 'w3';
+SELECT lease = (:'ls'::bigint[])[1] AS first, action FROM bgexec.heartbeat('w3', (:'ls'::bigint[])[1:1]);
+SELECT bgexec.register_worker('w3', '{hb}', 3);
+SELECT action FROM bgexec.heartbeat('w3', (:'ls'::bigint[])[1:1]);
 -- finish_many: many guarded finishes in one statement; refused leases get NULL
 SELECT count(bgexec.submit('noop', queue => 'fm', max_attempts => 2)) FROM generate_series(1, 3);
 SELECT array_agg(job_id ORDER BY job_id) AS fj, array_agg(lease ORDER BY job_id) AS fl

@@ -59,3 +59,5 @@ CREATE FUNCTION stats_mismatch() RETURNS TABLE (queue text, what text, shown tex
 	  FROM actual a FULL JOIN shown s ON s.queue = a.queue AND s.what = a.what
 	 WHERE a.n IS DISTINCT FROM s.n
 	 ORDER BY 1, 2 $$;
+-- the worker id most suites claim as (heartbeat asks an unregistered one to register)
+SELECT bgexec.register_worker('w', '{}', 1);

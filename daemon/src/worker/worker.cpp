@@ -285,11 +285,24 @@ asio::awaitable<void> Worker::heartbeater() {
       auto r = co_await hb_.query("SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)", std::move(arg1_),
                                   /*prepare=*/true);
       std::map<std::int64_t, std::string> actions;
-      for (int i = 0; i < r.rows(); ++i)
-        actions[std::stoll(r.get(i, 0).value_or("0"))] = r.get(i, 1).value_or("lost");
+      bool unregistered = false;
+      for (int i = 0; i < r.rows(); ++i) {
+        auto lease = r.get(i, 0);
+        if (!lease) {
+          unregistered = r.get(i, 1) == "register";
+          continue;
+        }
+        actions[std::stoll(*lease)] = r.get(i, 1).value_or("lost");
+      }
       for (auto& job : live) {
         auto it = actions.find(job->lease());
         job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
+      }
+      if (unregistered) {
+        // Someone deleted this worker's row: worker_stats and /metrics
+        // know workers by it.
+        core::log("warn", "worker row missing, registering again", {{"worker_id", cfg_.id}});
+        co_await register_self(hb_);
       }
     } catch (const pg::Error& e) {
       core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
@@ -378,9 +391,7 @@ void Worker::begin_drain() {
   });
 }
 
-asio::awaitable<int> Worker::run() {
-  proc::Child::init_reaper(io_.get_executor());
-  arm_signals();
+asio::awaitable<void> Worker::register_self(pg::Connection& conn) {
   json info = {{"host", ""}, {"pid", ::getpid()}, {"version", BGEXEC_VERSION},
                {"allow_run", cfg_.allow_run}, {"lease_s", cfg_.lease_s}};
   {
@@ -389,11 +400,17 @@ asio::awaitable<int> Worker::run() {
     info["host"] = host;
   }
   for (auto& [name, path] : cfg_.actions) info["actions"].push_back(name);
+  pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(cfg_.concurrency), core::dump(info)};
+  co_await conn.query("SELECT bgexec.register_worker($1, $2::text[], $3, $4::jsonb)", std::move(arg1_));
+}
+
+asio::awaitable<int> Worker::run() {
+  proc::Child::init_reaper(io_.get_executor());
+  arm_signals();
   double backoff = backoff_min_s;
   for (;;) {
     try {
-      pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(cfg_.concurrency), core::dump(info)};
-      co_await ctl_.query("SELECT bgexec.register_worker($1, $2::text[], $3, $4::jsonb)", std::move(arg1_));
+      co_await register_self(ctl_);
       break;
     } catch (const pg::Error& e) {
       auto cls = core::classify(e.sqlstate());

@@ -68,6 +68,8 @@ class Worker {
   asio::awaitable<void> reconciler();
   asio::awaitable<int> claim_once(int free);
   asio::awaitable<void> try_unclaim();
+  // Upserts this worker's row (bgexec.register_worker).  Throws pg::Error.
+  asio::awaitable<void> register_self(pg::Connection& conn);
   asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
                                       Clock::time_point until, bool* retried);
   // Slots the fetcher may claim now: a job waiting on the completer no longer
