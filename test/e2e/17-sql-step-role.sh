@@ -3,7 +3,7 @@
 # may become every tenant (and here is a superuser), so the owner's statement
 # must not be able to SET ROLE, set_config('role') or RESET ROLE its way to
 # another tenant's jobs or to the worker's own role.  Nor can it stall the
-# worker with a COPY to or from the client.
+# worker with a COPY to or from the client, or fill its memory with rows.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57957
 sql "CREATE ROLE e2e_alice LOGIN IN ROLE bgexec_client; CREATE ROLE e2e_bob LOGIN IN ROLE bgexec_client" >/dev/null
@@ -50,6 +50,11 @@ sql "CREATE TABLE e2e_sink (n int); GRANT INSERT ON e2e_sink TO e2e_alice" >/dev
 for stmt in "COPY (SELECT 1) TO STDOUT" "COPY e2e_sink FROM STDIN"; do
   sql_step_fails "$stmt" '*COPY to or from the client is not supported*0A000*'
 done
+# Rows past 16 MiB fail the step (54000) instead of being held whole by the
+# worker, and what the statement wrote is rolled back.
+sql_step_fails "WITH w AS (INSERT INTO e2e_sink VALUES (7)) SELECT repeat('x', 1048576) AS big FROM generate_series(1, 64)" \
+  '*over 16777216 bytes*54000*'
+[[ $(sql "SELECT count(*) FROM e2e_sink WHERE n = 7") == 0 ]] || fail "the oversized step's insert was committed"
 # and the worker goes on
 after=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "sql": "SELECT 1 AS one"}]}' --db "$as_alice")
 wait_status "$after" completed 20

@@ -242,8 +242,11 @@ asio::awaitable<void> Connection::flush_out() {
 }
 
 // Reads every result of the statement sent; the last non-error result is
-// returned, the first error (if any) is stored in `err`.
-asio::awaitable<Result> Connection::read_results(std::optional<Error>& err) {
+// returned, the first error (if any) is stored in `err`.  In single-row mode
+// each row's result goes to `on_row` instead (until an error), which may
+// throw to end the statement.
+asio::awaitable<Result> Connection::read_results(std::optional<Error>& err,
+                                                 const std::function<void(Result)>& on_row) {
   Result last;
   for (;;) {
     while (PQisBusy(conn_)) {
@@ -275,6 +278,8 @@ asio::awaitable<Result> Connection::read_results(std::optional<Error>& err) {
                     Error::Fields{field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
                                   field(PG_DIAG_MESSAGE_HINT), field(PG_DIAG_CONTEXT)});
       }
+    } else if (st == PGRES_SINGLE_TUPLE && on_row) {
+      if (!err) on_row(std::move(res));
     } else {
       last = std::move(res);
     }
@@ -340,6 +345,35 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
   }
   if (err) throw *err;
   co_return last;
+}
+
+asio::awaitable<nlohmann::json> Connection::query_rows(const std::string& sql, const Params& params,
+                                                      std::size_t max_bytes) {
+  co_await order_.lock();
+  FifoLock::Guard guard{order_};
+  if (!connected()) co_await connect();
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                         nullptr, nullptr, 0))
+    fail(name_ + ": send");
+  PQsetSingleRowMode(conn_);  // refused only for a pipeline, which this is not
+  co_await flush_out();
+  auto rows = nlohmann::json::array();
+  std::size_t bytes = 0;
+  std::optional<Error> err;
+  co_await read_results(err, [&](Result row) {
+    for (int c = 0; c < row.columns(); ++c) bytes += row.value(0, c).size() + row.column_name(c).size();
+    if (bytes > max_bytes) {
+      close();  // the server rolls the statement's transaction back
+      throw Error("54000", name_ + ": the result is over " + std::to_string(max_bytes) +
+                               " bytes, the limit of a sql step's rows");
+    }
+    for (auto& r : row.to_json()) rows.push_back(std::move(r));
+  });
+  if (err) throw *err;
+  co_return rows;
 }
 
 std::vector<Notification> Connection::drain_notifies() {

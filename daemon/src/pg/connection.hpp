@@ -122,6 +122,12 @@ class Connection {
   // statement runs as text instead, and so does every later one on this
   // connection.
   asio::awaitable<Result> query(const std::string& sql, const Params& params = {}, bool prepare = false);
+  // Runs one statement as text in single-row mode and returns its rows as
+  // Result::to_json does, never holding more than max_bytes of them: past
+  // that (values and column names counted) the connection is closed, so the
+  // server rolls the transaction back, and Error 54000 is thrown.
+  asio::awaitable<nlohmann::json> query_rows(const std::string& sql, const Params& params,
+                                             std::size_t max_bytes);
   // Waits until notifications arrive (after LISTEN); throws Error when the connection breaks.
   asio::awaitable<std::vector<Notification>> wait_notifications();
   // Asks the server to cancel the statement in flight (PQcancel, on a
@@ -141,7 +147,8 @@ class Connection {
   std::vector<Notification> drain_notifies();
   static std::string statement_name(const std::string& sql);
   asio::awaitable<void> flush_out();
-  asio::awaitable<Result> read_results(std::optional<Error>& err);
+  asio::awaitable<Result> read_results(std::optional<Error>& err,
+                                       const std::function<void(Result)>& on_row = {});
 
   asio::any_io_executor ex_;
   std::string conninfo_;

@@ -31,7 +31,7 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
-constexpr std::size_t capture_cap = 16 << 20;  // stdout kept for a step's output
+constexpr std::size_t capture_cap = 16 << 20;  // stdout kept for a step's output; a sql step's rows
 constexpr std::size_t batch_lines = 200;        // log lines per append_events batch
 constexpr auto flush_delay = std::chrono::milliseconds(250);
 // Longest wait a step's sleep or timeout arms: a timer beyond ten years is as
@@ -725,12 +725,12 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     co_await conn->query("SELECT bgexec._act_as($1)", std::move(owner));
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
-    auto r = co_await conn->query(text, p);
+    auto result = co_await conn->query_rows(text, p, capture_cap);
     // A SQL_ASCII database (or a client_encoding other than UTF8) can return
     // bytes that are not UTF-8: they become U+FFFD rather than fail the step,
     // after masking, so no secret is missed because one of its bytes was
     // replaced (run_step masks the output again, which changes nothing).
-    rows = mask(r.to_json());
+    rows = mask(std::move(result));
     core::sanitize_utf8(rows);
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
     co_await conn->query("COMMIT");
