@@ -3,7 +3,8 @@
  * watchdog.c
  *	  The "bgexec watchdog" background worker: runs bgexec.reconcile() and
  *	  retention on a timer inside the server, so that expired leases and
- *	  deadlines are recovered even when no worker host is alive (DESIGN §6).
+ *	  deadlines are recovered, and due schedules fired (reconcile() fires
+ *	  them), even when no worker host is alive (DESIGN §6).
  *
  * The worker connects to bgexec.database as the bootstrap superuser and,
  * every bgexec.watchdog_interval, runs

@@ -116,6 +116,14 @@ CREATE FUNCTION bgexec._valid_event_kind(kind text) RETURNS boolean
 COMMENT ON FUNCTION bgexec._valid_event_kind(text) IS
 	'true for the event kinds of job_event';
 
+-- _cron_next: the first whole minute after `after` (UTC) that a five-field
+-- cron expression matches; 22023 naming the field for a bad expression.
+CREATE FUNCTION bgexec._cron_next(expr text, after timestamptz) RETURNS timestamptz
+	AS 'MODULE_PATHNAME', 'bgexec_cron_next'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._cron_next(text, timestamptz) IS
+	'the first whole minute after `after` (UTC) that a cron expression matches';
+
 /* _interval_within: true when iv is at most lim and each of its parts
  * (months, days, time) lies within -lim..lim.  PostgreSQL adds an interval
  * to a timestamp part by part, so '4000000 mons -119999000 days' is 1000
@@ -235,6 +243,32 @@ CREATE TABLE bgexec.worker (
 	CONSTRAINT worker_concurrency_positive CHECK (concurrency >= 1)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE bgexec.worker IS 'worker daemons, upserted by register_worker, kept fresh by heartbeat';
+
+/* schedule: recurring jobs.  Each row submits a job as its owner whenever
+ * next_run_at comes (reconcile() fires due rows, so the watchdog or any
+ * worker does), then moves next_run_at to the cron expression's next minute
+ * after now.  Rows are written only by schedule() and unschedule(), which
+ * check the job fields as submit() does. */
+CREATE TABLE bgexec.schedule (
+	owner           name NOT NULL,
+	name            text NOT NULL,
+	cron            text NOT NULL,
+	kind            text NOT NULL,
+	payload         jsonb NOT NULL DEFAULT '{}',
+	queue           text NOT NULL DEFAULT 'default',
+	priority        int NOT NULL DEFAULT 0,
+	max_attempts    int NOT NULL DEFAULT 1,
+	timeout         interval,
+	concurrency_key text,
+	next_run_at     timestamptz NOT NULL,
+	last_run_at     timestamptz,           -- the tick last fired (its due time)
+	last_job_id     bigint,                -- the job it submitted
+	last_error      text,                  -- why the last due tick submitted nothing
+	created_at      timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (owner, name)
+);
+CREATE INDEX schedule_due_idx ON bgexec.schedule (next_run_at);
+COMMENT ON TABLE bgexec.schedule IS 'recurring jobs: a job submitted as owner at each minute the cron expression matches (UTC)';
 
 /* queue_count: how many jobs of each queue are in each terminal status, so
  * that queue_stats need not count the retained history (it read every row:
@@ -1396,7 +1430,74 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * jobs past their deadline: timed_out.  Rows are taken FOR UPDATE SKIP
  * LOCKED, and the state is re-checked under the lock, so racing reconcilers
  * (or a racing finish) never both act on a job: one terminal event per job.
- * Also folds queue_stats' count deltas once there are many (_compact_counts). */
+ * Also submits the jobs of due schedules (_fire_schedules) and folds
+ * queue_stats' count deltas once there are many (_compact_counts). */
+/* _fire_schedules: submits a job for every schedule whose next_run_at has
+ * come, as the schedule's owner, and moves next_run_at to the expression's
+ * next minute after now: a schedule that was due several times while
+ * nothing ran reconcile() fires once.  Rows are taken FOR UPDATE SKIP
+ * LOCKED and re-checked under the lock, so racing callers (the watchdog and
+ * every worker) fire each tick once (isolation schedule-fire-race); the job's
+ * idempotency key names the tick (schedule:NAME@TIME), so a tick fired again
+ * by hand returns the same job.  A tick that cannot submit (its queue is
+ * full, its fields no longer pass submit's checks) is skipped and its error
+ * kept in last_error: one schedule never stops reconcile() for everyone;
+ * so is a tick whose owner is no longer a member of bgexec_client.
+ * Returns how many ticks it fired. */
+CREATE FUNCTION bgexec._fire_schedules() RETURNS int
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	SET enable_seqscan = off
+	SET jit = off
+	AS $$
+DECLARE
+	s record;
+	v_n int := 0;
+	v_job bigint;
+	v_next timestamptz;
+	v_err text;
+BEGIN
+	FOR s IN
+		SELECT x.* FROM bgexec.schedule x
+		 WHERE x.next_run_at <= now()
+		 ORDER BY x.next_run_at
+		   FOR UPDATE SKIP LOCKED
+	LOOP
+		v_job := NULL;
+		v_err := NULL;
+		BEGIN
+			-- Revoking a role's bgexec_client (or dropping the role: 42704)
+			-- stops its schedules.
+			IF NOT pg_catalog.pg_has_role(s.owner, 'bgexec_client', 'USAGE') THEN
+				RAISE EXCEPTION 'role % may no longer submit jobs (not a member of bgexec_client)', s.owner
+					USING ERRCODE = 'insufficient_privilege';
+			END IF;
+			v_job := bgexec._submit_one(s.owner, s.kind, s.payload, s.queue, s.priority, now(),
+				s.max_attempts, s.timeout,
+				'schedule:' || s.name || '@'
+				  || to_char(s.next_run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"'),
+				s.concurrency_key);
+			v_n := v_n + 1;
+		EXCEPTION WHEN OTHERS THEN
+			v_err := format('%s (SQLSTATE %s)', SQLERRM, SQLSTATE);
+		END;
+		BEGIN
+			v_next := bgexec._cron_next(s.cron, greatest(now(), s.next_run_at));
+		EXCEPTION WHEN OTHERS THEN
+			-- only an expression written past schedule(): try again in a day
+			v_next := now() + interval '1 day';
+			v_err := coalesce(v_err || '; ', '') || format('%s (SQLSTATE %s)', SQLERRM, SQLSTATE);
+		END;
+		UPDATE bgexec.schedule x
+		   SET next_run_at = v_next, last_error = v_err,
+		       last_run_at = CASE WHEN v_job IS NULL THEN x.last_run_at ELSE s.next_run_at END,
+		       last_job_id = coalesce(v_job, x.last_job_id)
+		 WHERE x.owner = s.owner AND x.name = s.name;
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+
 CREATE FUNCTION bgexec.reconcile() RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1458,6 +1559,7 @@ BEGIN
 			PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
 		END IF;
 	END LOOP;
+	PERFORM bgexec._fire_schedules();
 	PERFORM bgexec._compact_counts();
 	RETURN v_n;
 END
@@ -1798,6 +1900,68 @@ $$;
 COMMENT ON FUNCTION bgexec.retry(bigint) IS
 	're-queues a failed, cancelled or timed_out job with a fresh attempt budget';
 
+/* schedule: creates or replaces the caller's schedule `name`: a job with
+ * these fields (as submit() takes them, and checked as submit() checks
+ * them) is submitted as the caller at every minute the five-field cron
+ * expression matches, in UTC, while a worker or the watchdog runs
+ * reconcile().  Returns the first time it will fire.  Replacing a schedule
+ * keeps its history (last_run_at, last_job_id) and recomputes its next run
+ * from now. */
+CREATE FUNCTION bgexec.schedule(name text, cron text, kind text, payload jsonb DEFAULT '{}',
+                                queue text DEFAULT 'default', priority int DEFAULT 0,
+                                max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
+                                concurrency_key text DEFAULT NULL)
+	RETURNS timestamptz
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	v_owner name := bgexec._owner();
+	v_next timestamptz;
+BEGIN
+	IF schedule.name IS NULL OR NOT bgexec._valid_name(schedule.name, 128) THEN
+		RAISE EXCEPTION 'name must be 1-128 characters of letters, digits, _ . : -'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('name was %L', schedule.name);
+	END IF;
+	IF schedule.cron IS NULL THEN
+		RAISE EXCEPTION 'cron must not be null' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	v_next := bgexec._cron_next(schedule.cron, now());
+	PERFORM bgexec._check_submit(schedule.kind, schedule.payload, schedule.queue,
+	                             schedule.priority, now(), schedule.max_attempts,
+	                             schedule.timeout, NULL, schedule.concurrency_key);
+	INSERT INTO bgexec.schedule AS x (owner, name, cron, kind, payload, queue, priority,
+	                                  max_attempts, timeout, concurrency_key, next_run_at)
+	VALUES (v_owner, schedule.name, schedule.cron, schedule.kind, schedule.payload,
+	        schedule.queue, schedule.priority, schedule.max_attempts, schedule.timeout,
+	        schedule.concurrency_key, v_next)
+	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
+	   SET cron = excluded.cron, kind = excluded.kind, payload = excluded.payload,
+	       queue = excluded.queue, priority = excluded.priority,
+	       max_attempts = excluded.max_attempts, timeout = excluded.timeout,
+	       concurrency_key = excluded.concurrency_key, next_run_at = excluded.next_run_at,
+	       last_error = NULL;
+	RETURN v_next;
+END
+$$;
+COMMENT ON FUNCTION bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text) IS
+	'creates or replaces the caller''s recurring job (five-field cron, UTC); returns its first run';
+
+/* unschedule: deletes the caller's schedule `name`; false when there was none.
+ * Jobs it already submitted are left alone. */
+CREATE FUNCTION bgexec.unschedule(name text) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+BEGIN
+	DELETE FROM bgexec.schedule x WHERE x.owner = bgexec._owner() AND x.name = unschedule.name;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION bgexec.unschedule(text) IS
+	'deletes the caller''s recurring job; jobs it submitted stay';
+
 CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0)
 	RETURNS SETOF bgexec.job_event
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1982,6 +2146,7 @@ SELECT pg_catalog.pg_extension_config_dump('bgexec.job', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.job_event', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.queue', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.worker', '');
+SELECT pg_catalog.pg_extension_config_dump('bgexec.schedule', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.queue_count', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.lease_seq', '');
 SELECT pg_catalog.pg_extension_config_dump(
@@ -1999,6 +2164,9 @@ CREATE POLICY job_owner_read ON bgexec.job FOR SELECT
 CREATE POLICY job_event_owner_read ON bgexec.job_event FOR SELECT
 	USING (EXISTS (SELECT 1 FROM bgexec.job j
 	                WHERE j.id = job_event.job_id AND j.owner = current_user));
+ALTER TABLE bgexec.schedule ENABLE ROW LEVEL SECURITY;
+CREATE POLICY schedule_owner_read ON bgexec.schedule FOR SELECT
+	USING (owner = current_user);
 
 -- Functions are executable by PUBLIC by default; every bgexec function is
 -- revoked from PUBLIC and granted to exactly the role that needs it, so the
@@ -2010,7 +2178,7 @@ REVOKE ALL ON SCHEMA bgexec FROM PUBLIC;
 GRANT USAGE ON SCHEMA bgexec TO bgexec_client, bgexec_worker;
 GRANT USAGE ON TYPE bgexec.job_status TO bgexec_client, bgexec_worker;
 -- Clients read (never write) their own rows, under RLS.
-GRANT SELECT ON bgexec.job, bgexec.job_event TO bgexec_client;
+GRANT SELECT ON bgexec.job, bgexec.job_event, bgexec.schedule TO bgexec_client;
 GRANT SELECT ON bgexec.queue_stats, bgexec.worker_stats, bgexec.queue TO bgexec_client, bgexec_worker;
 
 GRANT EXECUTE ON FUNCTION
@@ -2019,6 +2187,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.stop(bigint),
 	bgexec.resume(bigint, jsonb),
 	bgexec.retry(bigint),
+	bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text),
+	bgexec.unschedule(text),
 	bgexec.events(bigint, int),
 	bgexec.purge(interval),
 	bgexec._caller(),

@@ -3,7 +3,8 @@
 # shared_preload_libraries, recovery happens with no worker daemon alive.
 # A job whose worker vanished (lease expired) is failed/worker_lost by the
 # background worker alone, a retry-safe one is requeued, a job past its
-# deadline is timed out, bgexec.retention purges old terminal jobs, and
+# deadline is timed out, a due schedule's job is submitted,
+# bgexec.retention purges old terminal jobs, and
 # bgexec.vacuum_threshold dead rows in bgexec.job get it vacuumed.
 source "$(dirname "$0")/lib.sh"
 cluster_start "$E2E_DIR/pg" 57949 "bgexec.database = 'jobs'" "bgexec.watchdog_interval = '200ms'" \
@@ -33,6 +34,17 @@ wait_for 20 requeued || fail "the retry-safe job was not requeued"
 wait_status "$late" timed_out 20
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id IN ($once, $late) AND kind IN ('failed', 'timed_out')") == 2 ]] \
   || fail "exactly one terminal event per job"
+
+# Schedules: a due schedule's job is submitted by the watchdog alone, once.
+sql "SELECT bgexec.schedule('every-minute', '* * * * *', 'noop', queue => 'wd-sched')" >/dev/null
+sql "UPDATE bgexec.schedule SET next_run_at = now() - interval '5 minutes'" >/dev/null
+fired() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'wd-sched'") == 1 ]]; }
+wait_for 20 fired || fail "the watchdog did not fire the due schedule"
+[[ $(sql "SELECT next_run_at > now() AND last_error IS NULL FROM bgexec.schedule") == t ]] \
+  || fail "the schedule did not move on: $(sql "SELECT next_run_at, last_error FROM bgexec.schedule")"
+sleep 1
+fired || fail "the schedule fired more than once for one tick"
+sql "SELECT bgexec.unschedule('every-minute')" >/dev/null
 
 # Retention: terminal jobs finished over an hour ago go, with their events.
 sql "UPDATE bgexec.job SET finished_at = now() - interval '2 hours' WHERE id = $once" >/dev/null

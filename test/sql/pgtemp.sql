@@ -20,7 +20,10 @@ SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "tmp-w", "ma
   {"kind": "noop", "queue": "tmp-w2"}, {"kind": "noop", "queue": "tmp-cap", "concurrency_key": "k"},
   {"kind": "noop", "queue": "tmp-old", "max_attempts": 2}, {"kind": "noop", "queue": "tmp-old"},
   {"kind": "noop", "queue": "tmp-old", "timeout": "1 hour"}]');
+SELECT bgexec.schedule('tmp-due', '* * * * *', 'noop', queue => 'tmp-s') IS NOT NULL AS due_soon;
 RESET ROLE;
+-- a schedule due, for reconcile to fire under the traps
+UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = 'tmp-due';
 SELECT count(*) FROM bgexec.claim('w-old', '{tmp-c}', 4);
 SELECT bgexec.finish(:cs, (SELECT lease FROM bgexec.job WHERE id = :cs), 'suspended', '{}'),
        bgexec.finish(:cf, (SELECT lease FROM bgexec.job WHERE id = :cf), 'failed', '{}'),
@@ -70,6 +73,11 @@ SELECT bgexec.resume(:cs, '{"ok": true}') AS resumed;
 SELECT bgexec.retry(:cf) AS retried;
 SELECT count(*) AS events FROM bgexec.events(:cr);
 SELECT bgexec.purge('1 hour') AS purged;
+SELECT bgexec.schedule('tmp-s', '*/5 1-2 * jan,feb mon', 'noop', '{"a": 1}', queue => 'tmp-s',
+                       timeout => '1 hour', concurrency_key => 'k') > now() AS scheduled;
+SELECT bgexec.schedule('tmp-s', '@daily', 'noop', queue => 'tmp-s') > now() AS rescheduled;
+SELECT bgexec.schedule('tmp-t', '@hourly', 'noop', queue => 'tmp-s') > now() AS scheduled_too;
+SELECT bgexec.unschedule('tmp-t') AS unscheduled;
 SELECT bgexec._inserted_here(:cq) AS inserted_here, bgexec._can_see('regress_alice') AS can_see,
        bgexec._caller() AS caller;
 SELECT count(*) > 0 AS queue_stats FROM bgexec.queue_stats;
@@ -98,8 +106,10 @@ RESET ROLE;
 -- the traps go; what the calls did, as the owner
 DISCARD TEMP;
 SELECT queue, status, count(*) FROM bgexec.job WHERE queue LIKE 'tmp-%' GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT name, cron, last_job_id IS NOT NULL AS fired, last_error FROM bgexec.schedule ORDER BY name;
 SELECT rolname, rolsuper FROM pg_roles WHERE rolname IN ('regress_alice', 'regress_worker') ORDER BY 1;
 -- leave nothing to the suites after this one
 DELETE FROM bgexec.job WHERE queue LIKE 'tmp-%';
+DELETE FROM bgexec.schedule;
 DELETE FROM bgexec.queue WHERE name = 'tmp-cap';
 DELETE FROM bgexec.worker WHERE id IN ('w-tmp', 'w-old');

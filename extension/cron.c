@@ -1,0 +1,385 @@
+/*-------------------------------------------------------------------------
+ *
+ * cron.c
+ *	  Cron expressions for bgexec.schedule: _cron_next(expr, after) is the
+ *	  first whole minute strictly after `after` that the expression matches,
+ *	  in UTC.
+ *
+ * The syntax is Vixie cron's five fields, minute hour day-of-month month
+ * day-of-week, each a comma list of `*`, `N`, `N-M`, with an optional
+ * `/STEP` (`N/STEP` runs from N to the field's end); months and days of the
+ * week also by their three-letter English names, any case; day of week 0-7,
+ * 0 and 7 both Sunday.  The macros @yearly (@annually), @monthly, @weekly,
+ * @daily (@midnight) and @hourly stand for their usual expressions.  As in
+ * Vixie cron, when both day fields are restricted (neither starts with `*`)
+ * a day matching either runs; otherwise a day must match both.
+ *
+ * Bad input raises invalid_parameter_value (22023) naming the field and the
+ * item, and so does an expression that never matches (`0 0 30 2 *`): the
+ * search gives up after 12 years, past the longest gap between two 29ths of
+ * February (8 years, around 2100).
+ *
+ * The search skips whole months, days and hours that cannot match, so a
+ * call does at most a few thousand steps.
+ *
+ * extension/cron.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/timestamp.h"
+
+#include "bgexec/bgexec.h"
+
+PG_FUNCTION_INFO_V1(bgexec_cron_next);
+
+#define CRON_MAX_LEN	200
+#define CRON_MAX_YEARS	12
+
+typedef struct CronSpec
+{
+	uint64		minute;			/* bit N: minute N matches (0-59) */
+	uint32		hour;			/* 0-23 */
+	uint32		dom;			/* 1-31 */
+	uint32		month;			/* 1-12 */
+	uint32		dow;			/* 0-6, Sunday 0 */
+	bool		dom_star;		/* the field starts with '*' */
+	bool		dow_star;
+} CronSpec;
+
+typedef struct CronField
+{
+	const char *name;			/* as errors name it */
+	int			min;
+	int			max;			/* day of week: 7, folded to 0 */
+	const char *const *names;	/* names[i] is value min + i, or NULL */
+} CronField;
+
+static const char *const month_names[] = {
+	"jan", "feb", "mar", "apr", "may", "jun",
+	"jul", "aug", "sep", "oct", "nov", "dec", NULL
+};
+static const char *const dow_names[] = {
+	"sun", "mon", "tue", "wed", "thu", "fri", "sat", NULL
+};
+
+static const CronField fields[5] = {
+	{"minute", 0, 59, NULL},
+	{"hour", 0, 23, NULL},
+	{"day-of-month", 1, 31, NULL},
+	{"month", 1, 12, month_names},
+	{"day-of-week", 0, 7, dow_names},
+};
+
+static const struct
+{
+	const char *macro;
+	const char *expr;
+}			macros[] = {
+	{"@yearly", "0 0 1 1 *"},
+	{"@annually", "0 0 1 1 *"},
+	{"@monthly", "0 0 1 * *"},
+	{"@weekly", "0 0 * * 0"},
+	{"@daily", "0 0 * * *"},
+	{"@midnight", "0 0 * * *"},
+	{"@hourly", "0 * * * *"},
+};
+
+static void pg_attribute_noreturn()
+cron_error(const CronField *f, const char *item, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("cron %s field \"%s\" is not valid: %s", f->name, item, why),
+			 errhint("five fields: minute hour day-of-month month day-of-week, "
+					 "each *, N, N-M or a list of them, with an optional /STEP")));
+}
+
+/* A number or (for months and days of the week) a name; *end past it. */
+static int
+parse_value(const CronField *f, const char *item, const char *s, const char **end)
+{
+	if (isdigit((unsigned char) *s))
+	{
+		long		v = 0;
+
+		while (isdigit((unsigned char) *s))
+		{
+			v = v * 10 + (*s++ - '0');
+			if (v > 1000)
+				break;
+		}
+		if (v < f->min || v > f->max)
+			cron_error(f, item, psprintf("%ld is out of range %d-%d", v, f->min, f->max));
+		*end = s;
+		return (int) v;
+	}
+	if (f->names && isalpha((unsigned char) s[0]) && isalpha((unsigned char) s[1])
+		&& isalpha((unsigned char) s[2]))
+	{
+		for (int i = 0; f->names[i]; i++)
+			if (pg_strncasecmp(s, f->names[i], 3) == 0)
+			{
+				*end = s + 3;
+				return f->min + i;
+			}
+	}
+	cron_error(f, item, f->names ? "expected a number or a three-letter name" : "expected a number");
+}
+
+/* One field (its text in `text`, NUL-terminated) into a bit set. */
+static uint64
+parse_field(const CronField *f, const char *text)
+{
+	uint64		bits = 0;
+	char	   *copy;
+	char	   *save = NULL;
+	size_t		len = strlen(text);
+
+	if (text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,") != NULL)
+		cron_error(f, text, "a list item is empty");
+	copy = pstrdup(text);
+
+	for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save))
+	{
+		const char *s = item;
+		int			lo,
+					hi,
+					step = 1;
+
+		if (*s == '*')
+		{
+			lo = f->min;
+			hi = f->max;
+			s++;
+		}
+		else
+		{
+			lo = parse_value(f, item, s, &s);
+			hi = lo;
+			if (*s == '-')
+			{
+				hi = parse_value(f, item, s + 1, &s);
+				if (hi < lo)
+					cron_error(f, item, "a range must not run backwards");
+			}
+			else if (*s == '/')
+				hi = f->max;
+		}
+		if (*s == '/')
+		{
+			long		v = 0;
+
+			s++;
+			if (!isdigit((unsigned char) *s))
+				cron_error(f, item, "a step must be a number");
+			while (isdigit((unsigned char) *s))
+			{
+				v = v * 10 + (*s++ - '0');
+				if (v > 1000)
+					break;
+			}
+			if (v < 1 || v > f->max)
+				cron_error(f, item, psprintf("a step must be 1-%d", f->max));
+			step = (int) v;
+		}
+		if (*s != '\0')
+			cron_error(f, item, psprintf("unexpected \"%s\"", s));
+		for (int v = lo; v <= hi; v += step)
+			bits |= UINT64CONST(1) << v;
+	}
+	if (bits == 0)
+		cron_error(f, text, "empty");
+	pfree(copy);
+	return bits;
+}
+
+static void
+parse_cron(const char *expr, CronSpec *spec)
+{
+	char	   *field[5];
+	int			n = 0;
+	char	   *copy;
+	char	   *save = NULL;
+	uint64		bits[5];
+
+	if (strlen(expr) > CRON_MAX_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cron must be at most %d characters", CRON_MAX_LEN)));
+	while (isspace((unsigned char) *expr))
+		expr++;
+	if (*expr == '@')
+	{
+		const char *e = NULL;
+		size_t		len = strcspn(expr, " \t\r\n");
+
+		for (int i = 0; i < lengthof(macros); i++)
+			if (strlen(macros[i].macro) == len && pg_strncasecmp(expr, macros[i].macro, len) == 0)
+				e = macros[i].expr;
+		if (e == NULL || expr[len + strspn(expr + len, " \t\r\n")] != '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cron macro \"%s\" is not known", expr),
+					 errhint("@yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly")));
+		expr = e;
+	}
+	copy = pstrdup(expr);
+	for (char *t = strtok_r(copy, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save))
+	{
+		if (n == 5)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cron \"%s\" has more than five fields", expr),
+					 errhint("minute hour day-of-month month day-of-week")));
+		field[n++] = t;
+	}
+	if (n != 5)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cron \"%s\" has %d field%s, not five", expr, n, n == 1 ? "" : "s"),
+				 errhint("minute hour day-of-month month day-of-week")));
+	for (int i = 0; i < 5; i++)
+		bits[i] = parse_field(&fields[i], field[i]);
+	spec->minute = bits[0];
+	spec->hour = (uint32) bits[1];
+	spec->dom = (uint32) bits[2];
+	spec->month = (uint32) bits[3];
+	spec->dow = (uint32) ((bits[4] | (bits[4] >> 7)) & 0x7f);	/* 7 is Sunday */
+	spec->dom_star = field[2][0] == '*';
+	spec->dow_star = field[4][0] == '*';
+	pfree(copy);
+}
+
+static bool
+day_matches(const CronSpec *spec, int y, int m, int d)
+{
+	bool		dom = (spec->dom >> d) & 1;
+	bool		dow = (spec->dow >> j2day(date2j(y, m, d))) & 1;
+
+	if (spec->dom_star || spec->dow_star)
+		return dom && dow;
+	return dom || dow;
+}
+
+/* The first whole minute after `after` (UTC) that spec matches. */
+static TimestampTz
+cron_next(const CronSpec *spec, TimestampTz after, const char *expr)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+	TimestampTz start;
+	TimestampTz result;
+	int			y,
+				m,
+				d,
+				h,
+				mi,
+				limit;
+
+	/* the next whole minute: floor to the minute, plus one */
+	start = after - after % USECS_PER_MINUTE;
+	if (after % USECS_PER_MINUTE < 0)
+		start -= USECS_PER_MINUTE;
+	start += USECS_PER_MINUTE;
+	if (timestamp2tm(start, NULL, &tm, &fsec, NULL, NULL) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	y = tm.tm_year;
+	m = tm.tm_mon;
+	d = tm.tm_mday;
+	h = tm.tm_hour;
+	mi = tm.tm_min;
+	limit = y + CRON_MAX_YEARS;
+
+	for (;;)
+	{
+		if (y > limit)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cron \"%s\" matches no time in %d years", expr, CRON_MAX_YEARS),
+					 errhint("check the day-of-month against the month (a 30th of February never comes)")));
+		if (!((spec->month >> m) & 1) || d > day_tab[isleap(y)][m - 1])
+		{
+			/* to the first minute of the next month */
+			if (++m > 12)
+			{
+				m = 1;
+				y++;
+			}
+			d = 1;
+			h = 0;
+			mi = 0;
+			continue;
+		}
+		if (!day_matches(spec, y, m, d))
+		{
+			d++;
+			h = 0;
+			mi = 0;
+			continue;
+		}
+		if (!((spec->hour >> h) & 1))
+		{
+			if (++h > 23)
+			{
+				d++;
+				h = 0;
+			}
+			mi = 0;
+			continue;
+		}
+		if (!((spec->minute >> mi) & 1))
+		{
+			if (++mi > 59)
+			{
+				mi = 0;
+				if (++h > 23)
+				{
+					d++;
+					h = 0;
+				}
+			}
+			continue;
+		}
+		break;
+	}
+
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y;
+	tm.tm_mon = m;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	if (tm2timestamp(&tm, 0, NULL, &result) != 0 || !IS_VALID_TIMESTAMP(result))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	return result;
+}
+
+/*
+ * bgexec._cron_next(expr text, after timestamptz) RETURNS timestamptz
+ */
+Datum
+bgexec_cron_next(PG_FUNCTION_ARGS)
+{
+	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	TimestampTz after = PG_GETARG_TIMESTAMPTZ(1);
+	CronSpec	spec;
+
+	if (TIMESTAMP_NOT_FINITE(after))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("after must be a finite timestamp")));
+	parse_cron(expr, &spec);
+	PG_RETURN_TIMESTAMPTZ(cron_next(&spec, after, expr));
+}

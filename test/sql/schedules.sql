@@ -1,0 +1,135 @@
+-- schedules: recurring jobs.  _cron_next is the first whole minute after a
+-- time (UTC) that a five-field cron expression matches; schedule() and
+-- unschedule() keep a caller's schedules; reconcile() submits a job for each
+-- due one, as its owner, once per tick.
+\set SHOW_CONTEXT never
+SET timezone = 'UTC';
+-- the expression's forms, each from the same instant (a Tuesday)
+SELECT e, bgexec._cron_next(e, '2026-12-01 10:17:30+00') AS next
+  FROM unnest(ARRAY[
+    '* * * * *',             -- the next whole minute, strictly after
+    '17 * * * *',            -- 10:17 is past (the seconds count): 11:17
+    '*/15 * * * *',
+    '5-10/2 * * * *',
+    '50/5 9-11 * * *',       -- N/STEP: from N to the field's end
+    '0 0 * * *',
+    '0 12 1,15 * *',
+    '0 0 1 jan *',           -- names, any case
+    '0 0 * * SAT',
+    '0 0 * * 7',             -- 7 is Sunday, like 0
+    '0 9 * * mon-fri',
+    '0 0 13 * fri',          -- both days restricted: a 13th OR a Friday
+    '0 0 */2 * fri',         -- a day field starting with *: both must match
+    '0 0 31 * *',            -- skips the months without a 31st
+    '0 0 29 2 *',            -- the next 29th of February
+    '@hourly', '@daily', '@midnight', '@weekly', '@monthly', '@yearly', '@annually',
+    '  0   0  *  *  *  '     -- spaces around and between fields
+  ]) AS e;
+-- a minute boundary is strictly after; the year wraps; 29 February of 2096, then 2104
+SELECT bgexec._cron_next('30 10 * * *', '2026-12-01 10:30:00+00') AS at_the_minute,
+       bgexec._cron_next('59 23 31 12 *', '2026-12-31 23:59:00+00') AS next_year,
+       bgexec._cron_next('0 0 29 2 *', '2096-03-01+00') AS after_2100;
+-- bad expressions: 22023 naming the field and the item
+SELECT left(e, 20) AS e, (try(format('SELECT bgexec._cron_next(%L, now())', e))).*
+  FROM unnest(ARRAY[
+    '', '* * * *', '* * * * * *', '60 * * * *', '* 24 * * *', '* * 0 * *', '* * 32 * *',
+    '* * * 13 *', '* * * * 8', '*/0 * * * *', '*/61 * * * *', '5-1 * * * *', 'x * * * *',
+    '1,,2 * * * *', ',1 * * * *', '* * * foo *', '1- * * * *', '@sometimes', '@daily 5',
+    '0 0 30 2 *', '0 0 31 4,6,9,11 *', repeat('1,', 150) || '1 * * * *'
+  ]) AS e;
+SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', 'infinity')$$);
+-- schedule(): a client's recurring job, visible to its owner only
+SET ROLE regress_alice;
+SELECT bgexec.schedule('nightly', '0 3 * * *', 'noop', '{"a": 1}', queue => 'sch') AS first_run \gset
+SELECT owner, name, cron, kind, payload, queue, max_attempts, last_run_at, last_job_id, last_error
+  FROM bgexec.schedule;
+SET ROLE regress_bob;
+SELECT count(*) AS alices_seen_by_bob FROM bgexec.schedule;
+-- bob's own "nightly" is another schedule
+SELECT bgexec.schedule('nightly', '@hourly', 'noop', queue => 'sch-bob') IS NOT NULL AS bobs;
+RESET ROLE;
+SELECT :'first_run' = bgexec._cron_next('0 3 * * *', now()) AS returns_first_run;
+SELECT owner, name, cron FROM bgexec.schedule ORDER BY owner;
+-- a due schedule fires on reconcile(): one job as the schedule's owner, its
+-- key naming the tick; the next run moves past now
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 03:00+00'
+ WHERE owner = 'regress_alice' AND name = 'nightly';
+SELECT bgexec.reconcile();
+SELECT owner, kind, payload, queue, status, max_attempts, idempotency_key
+  FROM bgexec.job WHERE queue LIKE 'sch%';
+SELECT owner, last_run_at, last_job_id = (SELECT id FROM bgexec.job WHERE queue = 'sch') AS its_job,
+       next_run_at = bgexec._cron_next(cron, now()) AS next_after_now, last_error
+  FROM bgexec.schedule ORDER BY owner;
+-- it was due many times over (since January): fired once; nothing more now
+SELECT bgexec.reconcile();
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue LIKE 'sch%';
+-- the same tick fired again returns the same job (the key), and moves on
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 03:00+00'
+ WHERE owner = 'regress_alice' AND name = 'nightly';
+SELECT bgexec._fire_schedules() AS fired;
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue LIKE 'sch%';
+-- a tick that cannot submit is skipped, its error kept; the others fire
+SELECT (bgexec.configure_queue('sch-full', max_queued => 1)).name;
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'sch-full') > 0 AS filled;
+SELECT bgexec.schedule('full', '*/5 * * * *', 'noop', queue => 'sch-full') > now() AS later;
+RESET ROLE;
+UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name IN ('full', 'nightly');
+SELECT bgexec._fire_schedules() AS fired;
+SELECT owner, name, last_error, next_run_at > now() AS moved_on,
+       last_job_id IS NOT NULL AS has_job
+  FROM bgexec.schedule ORDER BY owner, name;
+-- an expression written past schedule() does not stop reconcile(): the tick
+-- fires, and the schedule waits a day, its error kept
+UPDATE bgexec.schedule SET cron = 'bogus', next_run_at = now() - interval '1 minute'
+ WHERE owner = 'regress_bob';
+SELECT bgexec.reconcile();
+SELECT owner, last_error, next_run_at > now() + interval '23 hours' AS in_a_day
+  FROM bgexec.schedule WHERE owner = 'regress_bob';
+-- a role that lost bgexec_client (or was dropped) submits nothing more
+CREATE ROLE regress_carol LOGIN IN ROLE bgexec_client;
+SET ROLE regress_carol;
+SELECT bgexec.schedule('carols', '@hourly', 'noop', queue => 'sch-carol') > now() AS scheduled;
+RESET ROLE;
+REVOKE bgexec_client FROM regress_carol;
+UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE owner = 'regress_carol';
+SELECT bgexec._fire_schedules() AS fired;
+SELECT last_error, last_job_id FROM bgexec.schedule WHERE owner = 'regress_carol';
+DROP ROLE regress_carol;
+UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE owner = 'regress_carol';
+SELECT bgexec._fire_schedules() AS fired;
+SELECT last_error, last_job_id FROM bgexec.schedule WHERE owner = 'regress_carol';
+SELECT count(*) AS carols_jobs FROM bgexec.job WHERE queue = 'sch-carol';
+DELETE FROM bgexec.schedule WHERE owner = 'regress_carol';
+-- replacing a schedule keeps its history, clears its error, starts from now
+SET ROLE regress_bob;
+SELECT bgexec.schedule('nightly', '30 4 * * *', 'noop', queue => 'sch-bob') > now() AS replaced;
+SELECT cron, last_error, last_job_id IS NOT NULL AS history_kept,
+       next_run_at - now() < interval '1 day' AS from_now FROM bgexec.schedule;
+-- bad input: a clear error naming the field, nothing stored
+SELECT * FROM try($$SELECT bgexec.schedule('bad name', '* * * * *', 'noop')$$);
+SELECT * FROM try($$SELECT bgexec.schedule(NULL, '* * * * *', 'noop')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', NULL, 'noop')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '61 * * * *', 'noop')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'bad kind')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'workflow', '{"steps": [{"id": "a", "needs": ["b"], "run": ["true"]}]}')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', max_attempts => 0)$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', timeout => '200 years')$$);
+SELECT count(*) AS stored FROM bgexec.schedule WHERE name = 'x';
+-- unschedule: the caller's own; the jobs it submitted stay
+SELECT bgexec.unschedule('nightly') AS deleted, bgexec.unschedule('nightly') AS again,
+       bgexec.unschedule('full') AS alices_not_bobs;
+RESET ROLE;
+SELECT owner, name FROM bgexec.schedule ORDER BY owner, name;
+SELECT count(*) AS jobs_kept FROM bgexec.job WHERE queue LIKE 'sch%';
+-- workers do not schedule; a group role is not an owner
+SET ROLE regress_worker;
+SELECT * FROM try($$SELECT bgexec.schedule('w', '* * * * *', 'noop')$$);
+RESET ROLE;
+SET ROLE bgexec_client;
+SELECT * FROM try($$SELECT bgexec.schedule('g', '* * * * *', 'noop')$$);
+RESET ROLE;
+-- leave nothing to the suites after this one
+DELETE FROM bgexec.schedule;
+SELECT count(*) AS cancelled FROM bgexec.job j, bgexec.stop(j.id) WHERE j.queue LIKE 'sch%';
+SELECT stats_mismatch();
