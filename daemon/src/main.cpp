@@ -38,6 +38,10 @@ Commands:
   resume ID [JSON|@FILE] resume a suspended job; JSON becomes the approval's output
   retry ID               re-queue a failed, cancelled or timed-out job
   queues                 per-queue counts
+  schedule NAME CRON KIND [JSON|@FILE] [options]
+                         create or replace a recurring job (cron, UTC)
+  unschedule NAME        delete a recurring job
+  schedules              list your recurring jobs
   bench [options]        burn-down benchmark (see bgexec bench --help)
   version                print the version
 

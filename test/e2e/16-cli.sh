@@ -26,6 +26,10 @@ expect_usage '--priority' submit noop --priority 2147483648
 expect_usage '--max-attempts: expected an integer from 1' submit noop --max-attempts 0
 expect_usage '--max-attempts' submit noop --max-attempts 3.5
 expect_usage 'resume takes ID [JSON|@FILE]' resume
+expect_usage 'schedule takes NAME CRON KIND [JSON|@FILE]' schedule nightly '@daily'
+expect_usage '--max-attempts: expected an integer from 1' schedule n '@daily' noop --max-attempts 0
+expect_usage 'unschedule takes NAME' unschedule
+expect_usage 'schedules takes no arguments' schedules x
 # JSON from the command line: nested past 512 levels it would overflow the
 # stack when written out (it crashed with SIGSEGV); jsonb refuses a NUL.
 python3 -c 'n = 100000; print("[" * n + "]" * n)' >"$E2E_DIR/deep.json"

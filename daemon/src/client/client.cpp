@@ -1,4 +1,5 @@
-// Client subcommands: submit, status, tail, stop, resume, retry, queues.
+// Client subcommands: submit, status, tail, stop, resume, retry, queues,
+// schedule, unschedule, schedules.
 // Each runs one coroutine on an io_context over one pg::Connection.
 #include "client/client.hpp"
 
@@ -34,7 +35,8 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
-const std::set<std::string> commands = {"submit", "status", "tail", "stop", "resume", "retry", "queues"};
+const std::set<std::string> commands = {"submit", "status", "tail",     "stop",      "resume",
+                                        "retry",  "queues", "schedule", "unschedule", "schedules"};
 
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
@@ -46,14 +48,20 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume ID [JSON|@FILE]
   bgexec retry ID
   bgexec queues
+  bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
+                  [--max-attempts N] [--timeout DUR] [--concurrency-key K]
+  bgexec unschedule NAME
+  bgexec schedules
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
 end quietly, --follow shows steps and logs live.  tail exits after a terminal or
-suspended event.
+suspended event.  schedule creates or replaces a recurring job: CRON is five
+fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
+in UTC; it prints the first run.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
 exits 0 whenever the job exists and prints the status it found (running: its
-worker ends it as cancelled).
+worker ends it as cancelled).  unschedule exits 4 when there is no such schedule.
 )";
 
 struct Usage : std::runtime_error {
@@ -237,19 +245,40 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
   }
 }
 
+// An option's last value, if given and not empty.
+std::optional<std::string> option(const core::ParsedArgs& a, const std::string& k) {
+  auto it = a.options.find(k);
+  if (it == a.options.end() || it->second.empty()) return std::nullopt;
+  return it->second.back();
+}
+
+// The job fields submit and schedule share, checked here, so a typo is a
+// usage error naming the option, not a database error.
+struct JobOptions {
+  std::string queue;
+  long long priority = 0, max_attempts = 1;
+  std::optional<std::string> timeout, concurrency_key;
+};
+
+JobOptions job_options(const core::ParsedArgs& a) {
+  JobOptions o;
+  o.queue = option(a, "--queue").value_or("default");
+  if (auto v = option(a, "--priority")) o.priority = int_option("--priority", *v, INT32_MIN, INT32_MAX);
+  if (auto v = option(a, "--max-attempts")) o.max_attempts = int_option("--max-attempts", *v, 1, INT32_MAX);
+  if (auto t = option(a, "--timeout")) {
+    auto secs = core::parse_seconds(*t);
+    o.timeout = secs ? core::to_pg_interval(*secs) : *t;
+  }
+  o.concurrency_key = option(a, "--concurrency-key");
+  return o;
+}
+
 asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   if (a.positional.empty() || a.positional.size() > 2) throw Usage("submit takes KIND [JSON|@FILE]");
   json payload = a.positional.size() > 1 ? parse_json_arg(a.positional[1]) : json::object();
-  auto opt = [&](const std::string& k) -> std::optional<std::string> {
-    auto it = a.options.find(k);
-    if (it == a.options.end() || it->second.empty()) return std::nullopt;
-    return it->second.back();
-  };
-  std::optional<std::string> timeout, run_after, run_in;
-  if (auto t = opt("--timeout")) {
-    auto secs = core::parse_seconds(*t);
-    timeout = secs ? core::to_pg_interval(*secs) : *t;
-  }
+  auto opt = [&](const std::string& k) { return option(a, k); };
+  JobOptions jo = job_options(a);
+  std::optional<std::string> run_after, run_in;
   if (auto t = opt("--run-after")) {
     if (!t->empty() && (*t)[0] == '+') {
       auto secs = core::parse_seconds(t->substr(1));
@@ -259,20 +288,16 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
       run_after = *t;
     }
   }
-  // Checked here, so a typo is a usage error naming the option, not a database error.
-  long long priority = 0, max_attempts = 1;
-  if (auto v = opt("--priority")) priority = int_option("--priority", *v, INT32_MIN, INT32_MAX);
-  if (auto v = opt("--max-attempts")) max_attempts = int_option("--max-attempts", *v, 1, INT32_MAX);
   pg::Params p = {a.positional[0],
                   payload.dump(),
-                  opt("--queue").value_or("default"),
-                  std::to_string(priority),
+                  jo.queue,
+                  std::to_string(jo.priority),
                   run_after,
                   run_in,
-                  std::to_string(max_attempts),
-                  timeout,
+                  std::to_string(jo.max_attempts),
+                  jo.timeout,
                   opt("--idempotency-key"),
-                  opt("--concurrency-key")};
+                  jo.concurrency_key};
   auto r = co_await s.conn.query(
       "SELECT bgexec.submit($1, $2::jsonb, queue => $3, priority => $4::int,"
       " run_after => coalesce($5::timestamptz, now() + coalesce($6::interval, '0')),"
@@ -394,6 +419,58 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs&) {
   co_return ok;
 }
 
+asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.size() < 3 || a.positional.size() > 4)
+    throw Usage("schedule takes NAME CRON KIND [JSON|@FILE]");
+  json payload = a.positional.size() > 3 ? parse_json_arg(a.positional[3]) : json::object();
+  JobOptions jo = job_options(a);
+  pg::Params p = {a.positional[0], a.positional[1], a.positional[2], payload.dump(), jo.queue,
+                  std::to_string(jo.priority), std::to_string(jo.max_attempts), jo.timeout,
+                  jo.concurrency_key};
+  auto r = co_await s.conn.query(
+      "SELECT to_char(bgexec.schedule($1, $2, $3, $4::jsonb, queue => $5, priority => $6::int,"
+      " max_attempts => $7::int, timeout => $8::interval, concurrency_key => $9)"
+      " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+      p);
+  std::string next = r.get(0, 0).value_or("");
+  if (s.json_out) std::cout << json{{"name", a.positional[0]}, {"next_run_at", next}}.dump() << std::endl;
+  else std::cout << "schedule " << a.positional[0] << ": next run " << next << std::endl;
+  co_return ok;
+}
+
+asio::awaitable<int> cmd_unschedule(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage("unschedule takes NAME");
+  pg::Params p = {a.positional[0]};
+  auto r = co_await s.conn.query("SELECT bgexec.unschedule($1)", p);
+  bool deleted = r.get(0, 0) == "t";
+  if (s.json_out) std::cout << json{{"name", a.positional[0]}, {"deleted", deleted}}.dump() << std::endl;
+  else if (deleted) std::cout << "schedule " << a.positional[0] << ": deleted" << std::endl;
+  else std::cerr << "bgexec: schedule " << a.positional[0] << " not found\n";
+  co_return deleted ? ok : not_found;
+}
+
+asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
+  if (!a.positional.empty()) throw Usage("schedules takes no arguments");
+  auto r = co_await s.conn.query(
+      "SELECT name, cron, kind, queue, next_run_at, last_run_at, last_job_id, last_error"
+      " FROM bgexec.schedule ORDER BY name");
+  json rows = r.to_json();
+  if (s.json_out) {
+    std::cout << core::dump(rows) << std::endl;
+    co_return ok;
+  }
+  const char* cols[] = {"name", "cron", "kind", "queue", "next_run_at", "last_run_at", "last_job_id", "last_error"};
+  for (const char* c : cols) std::cout << c << (std::string(c) == "last_error" ? "\n" : "\t");
+  for (auto& row : rows)
+    for (const char* c : cols) {
+      auto& v = row[c];
+      std::cout << (v.is_null() ? "-" : v.is_string() ? v.get<std::string>() : core::dump(v))
+                << (std::string(c) == "last_error" ? "\n" : "\t");
+    }
+  std::cout << std::flush;
+  co_return ok;
+}
+
 }  // namespace
 
 bool is_command(const std::string& cmd) { return commands.count(cmd) > 0; }
@@ -432,6 +509,9 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         if (cmd == "status") co_return co_await cmd_status(s, parsed);
         if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
         if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
+        if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
+        if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
+        if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
         co_return co_await cmd_simple(s, cmd, parsed);
       },
       [&](std::exception_ptr e, int rc) {

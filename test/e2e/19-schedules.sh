@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Recurring jobs from the CLI, fired by a worker: with the in-server watchdog
+# off (as without shared_preload_libraries), the worker's own reconcile()
+# timer submits a due schedule's job, once per tick, as the schedule's
+# owner, and runs it.  The CLI creates, lists and deletes schedules, and
+# refuses a bad cron expression naming the field.
+source "$(dirname "$0")/lib.sh"
+[[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
+cluster_start "$E2E_DIR/pg" 57960 "bgexec.watchdog = off" >/dev/null || fail "cluster did not start"
+sql "CREATE EXTENSION bgexec" >/dev/null
+[[ $(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'bgexec watchdog'") == 0 ]] \
+  || fail "the watchdog runs"
+
+out=$("$BGEXEC" schedule hello '*/5 * * * *' workflow \
+  '{"steps": [{"id": "s", "sql": "SELECT 42 AS answer"}]}' --queue sched --max-attempts 2) \
+  || fail "bgexec schedule: $out"
+[[ $out == "schedule hello: next run "20*Z ]] || fail "bgexec schedule printed: $out"
+"$BGEXEC" schedules | grep -q $'^hello\t\\*/5 \\* \\* \\* \\*\tworkflow\tsched\t' || fail "bgexec schedules: $("$BGEXEC" schedules)"
+
+set +e; "$BGEXEC" schedule bad '0 25 * * *' noop 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 3)) || fail "a bad cron: exit $rc"
+grep -qF 'cron hour field "25" is not valid' "$E2E_DIR/err" || fail "a bad cron: $(cat "$E2E_DIR/err")"
+
+start_worker w1 --queue sched --poll 0.2 --reconcile-interval 0.5
+# due ten minutes ago, so two ticks were missed: one job
+sql "UPDATE bgexec.schedule SET next_run_at = now() - interval '10 minutes'" >/dev/null
+fired() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'sched'") == 1 ]]; }
+wait_for 20 fired || fail "the worker's reconcile did not fire the due schedule"
+j=$(sql "SELECT id FROM bgexec.job WHERE queue = 'sched'")
+wait_status "$j" completed 20
+[[ $(sql "SELECT result->'s'->0->>'answer' FROM bgexec.job WHERE id = $j") == 42 ]] || fail "result"
+[[ $(sql "SELECT owner || ' ' || max_attempts FROM bgexec.job WHERE id = $j") == "postgres 2" ]] || fail "job fields"
+[[ $(sql "SELECT last_job_id = $j AND next_run_at > now() AND last_error IS NULL FROM bgexec.schedule") == t ]] \
+  || fail "schedule row: $(sql "SELECT * FROM bgexec.schedule")"
+sleep 1.5  # three more reconcile() calls
+fired || fail "one tick fired more than one job"
+
+"$BGEXEC" unschedule hello >/dev/null || fail "unschedule"
+set +e; "$BGEXEC" unschedule hello 2>/dev/null; rc=$?; set -e
+((rc == 4)) || fail "unschedule of a deleted schedule: exit $rc (expected 4)"
+ok
