@@ -304,8 +304,10 @@ struct Submit {
 };
 
 // Translates a POST /v1/jobs body into one statement calling bgexec.submit
-// with named arguments (omitted fields keep submit's defaults).
-Submit build_submit(const std::string& text) {
+// with named arguments (omitted fields keep submit's defaults); or, given a
+// schedule name, a PUT /v1/schedules/{name} body into one calling
+// bgexec.schedule (cron instead of run_after and idempotency_key).
+Submit build_submit(const std::string& text, const std::optional<std::string>& schedule = std::nullopt) {
   // One level more than the limit: the body object itself, so payload may
   // nest max_json_depth levels of its own.
   auto in = core::parse_json_input(text, core::max_json_depth + 1);
@@ -320,8 +322,11 @@ Submit build_submit(const std::string& text) {
   static const std::set<std::string> known = {"kind", "payload", "queue", "priority",
                                               "run_after", "max_attempts", "timeout",
                                               "idempotency_key", "concurrency_key"};
+  static const std::set<std::string> known_schedule = {"cron", "kind", "payload", "queue", "priority",
+                                                       "max_attempts", "timeout", "concurrency_key"};
   for (auto it = body.begin(); it != body.end(); ++it)
-    if (!known.count(it.key())) throw bad_request("unknown field \"" + it.key() + "\"");
+    if (!(schedule ? known_schedule : known).count(it.key()))
+      throw bad_request("unknown field \"" + it.key() + "\"");
   pg::Params params;
   std::vector<std::string> fields, args;
   auto arg = [&](const std::string& name, std::string value, const std::string& expr) {
@@ -351,6 +356,12 @@ Submit build_submit(const std::string& text) {
                            std::to_string(hi));
     return v.dump();
   };
+  if (schedule) {
+    arg("name", *schedule, "?::text");
+    auto cron = str("cron");
+    if (!cron) throw invalid("cron is required");
+    arg("cron", *cron, "?::text");
+  }
   auto kind = str("kind");
   if (!kind) throw invalid("kind is required");
   arg("kind", *kind, "?::text");
@@ -382,9 +393,12 @@ Submit build_submit(const std::string& text) {
     keyed = true;
   }
   if (auto c = str("concurrency_key")) arg("concurrency_key", *c, "?::text");
-  std::string call = "bgexec.submit(";
+  std::string call = schedule ? "bgexec.schedule(" : "bgexec.submit(";
   for (std::size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
   call += ")";
+  if (schedule)
+    return {"SELECT to_char(" + call + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS next_run_at",
+            params, fields};
   // With an idempotency key, submit may return a job that already existed
   // (200) instead of creating one (201).  _inserted_here reads after the
   // submit, so a job committed by a concurrent first submit of the same key,
@@ -566,6 +580,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         {}, true);
     co_return make_json(v, bhttp::status::ok, kv("queues", r.to_json()));
   }
+  if (seg.size() >= 2 && seg[1] == "schedules") co_return co_await schedules(req, *role, seg, qs);
   if (seg.size() < 2 || seg[1] != "jobs") throw not_found("no such resource: " + path);
 
   if (seg.size() == 2) {
@@ -679,6 +694,42 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   // A GET of a job's events is answered by stream_events (session()).
   if (seg.size() == 4 && seg[3] == "events") throw method_not_allowed("GET");
   throw not_found("no such resource: " + path);
+}
+
+// GET /v1/schedules, PUT and DELETE /v1/schedules/{name}: the caller's
+// recurring jobs (bgexec.schedule under row-level security).
+asio::awaitable<Response> Gateway::schedules(const Request& req, const std::string& role,
+                                             const std::vector<std::string>& seg,
+                                             const std::map<std::string, std::string>& qs) {
+  const auto v = req.version();
+  const auto method = req.method();
+  check_params(qs, no_params);
+  if (seg.size() == 2) {
+    if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD");
+    auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
+    co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json()));
+  }
+  if (seg.size() != 3) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
+  const std::string& name = seg[2];
+  if (method == bhttp::verb::put) {
+    auto call = build_submit(req.body(), name);
+    pg::Result r;
+    try {
+      r = co_await pool_.query(role, call.sql, call.params);
+    } catch (const pg::Error& e) {
+      throw from_pg(e, call.fields);
+    }
+    co_return make_json(v, bhttp::status::ok, kv("name", name, "next_run_at", r.get(0, 0).value_or("")));
+  }
+  if (method == bhttp::verb::delete_) {
+    auto r = co_await pool_.query(role, "SELECT bgexec.unschedule($1) AS deleted", args(name));
+    if (r.get(0, 0) != "t") throw not_found("schedule " + name + " does not exist");
+    co_return make_json(v, bhttp::status::ok, kv("name", name, "deleted", true));
+  }
+  if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD, PUT, DELETE");
+  auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE name = $1", args(name), true);
+  if (r.rows() == 0) throw not_found("schedule " + name + " does not exist");
+  co_return make_json(v, bhttp::status::ok, r.to_json()[0]);
 }
 
 asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Request& req,

@@ -45,6 +45,9 @@ class Gateway {
   asio::awaitable<Response> handle(const Request& req);
   asio::awaitable<Response> route(const Request& req, const std::string& path,
                                   const std::map<std::string, std::string>& qs);
+  asio::awaitable<Response> schedules(const Request& req, const std::string& role,
+                                      const std::vector<std::string>& seg,
+                                      const std::map<std::string, std::string>& qs);
   // Streams a job's events; writes its own response.  Returns when the stream ends.
   asio::awaitable<void> stream_events(beast::tcp_stream& stream, const Request& req,
                                       std::int64_t job_id,

@@ -1,0 +1,74 @@
+// Recurring jobs over HTTP: PUT, GET and DELETE /v1/schedules/{name}, GET
+// /v1/schedules; each token sees its own; bad input is 422 naming the field.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { api, psql, uniq, A, B } from './lib.mjs';
+
+test('schedules: create, replace, read, list, delete; a tenant sees only its own', async () => {
+  const name = uniq('nightly');
+  const queue = uniq('sq');
+  const put = await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '0 3 * * *', kind: 'noop',
+    payload: { n: 1 }, queue, priority: 2, max_attempts: 3, timeout: 60, concurrency_key: 'k' } });
+  assert.equal(put.status, 200, put.text);
+  assert.equal(put.body.name, name);
+  assert.match(put.body.next_run_at, /^\d{4}-\d\d-\d\dT03:00:00Z$/);
+  const got = await api('GET', `/v1/schedules/${name}`, { token: A });
+  assert.equal(got.status, 200);
+  assert.equal(got.body.owner, 'tenant_a');
+  assert.equal(got.body.cron, '0 3 * * *');
+  assert.deepEqual(got.body.payload, { n: 1 });
+  assert.equal(got.body.max_attempts, 3);
+  assert.equal(got.body.timeout, '00:01:00');
+  // replaced in place
+  const again = await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '@hourly', kind: 'noop', queue } });
+  assert.equal(again.status, 200, again.text);
+  assert.match(again.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:00:00Z$/);
+  const list = await api('GET', '/v1/schedules', { token: A });
+  assert.deepEqual(list.body.schedules.filter((s) => s.name === name).map((s) => s.cron), ['@hourly']);
+  // B sees none of A's, and cannot delete it
+  assert.equal((await api('GET', `/v1/schedules/${name}`, { token: B })).status, 404);
+  assert.ok(!(await api('GET', '/v1/schedules', { token: B })).body.schedules.some((s) => s.name === name));
+  assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: B })).status, 404);
+  // fired by reconcile(), as its owner
+  psql(`UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = '${name}'`);
+  psql('SELECT bgexec.reconcile()');
+  const jobs = await api('GET', `/v1/jobs?queue=${queue}`, { token: A });
+  assert.equal(jobs.body.jobs.length, 1);
+  assert.equal(jobs.body.jobs[0].owner, 'tenant_a');
+  const del = await api('DELETE', `/v1/schedules/${name}`, { token: A });
+  assert.equal(del.status, 200);
+  assert.deepEqual(del.body, { name, deleted: true });
+  assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 404);
+  assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).status, 404);
+});
+
+test('schedules: bad input is 422 or 400 naming the field, and stores nothing', async () => {
+  const name = uniq('bad');
+  for (const [body, status, sqlstate, message] of [
+    [{ kind: 'noop' }, 422, '22023', /^cron is required$/],
+    [{ cron: '0 25 * * *', kind: 'noop' }, 422, '22023', /^cron hour field "25" is not valid/],
+    [{ cron: '0 0 30 2 *', kind: 'noop' }, 422, '22023', /matches no time/],
+    [{ cron: 5, kind: 'noop' }, 422, '22023', /^cron must be a string$/],
+    [{ cron: '@daily' }, 422, '22023', /^kind is required$/],
+    [{ cron: '@daily', kind: 'noop', run_after: 'now' }, 400, '08P01', /^unknown field "run_after"$/],
+    [{ cron: '@daily', kind: 'noop', idempotency_key: 'k' }, 400, '08P01', /^unknown field "idempotency_key"$/],
+    [{ cron: '@daily', kind: 'noop', max_attempts: 0 }, 422, '22023', /max_attempts/],
+  ]) {
+    const r = await api('PUT', `/v1/schedules/${name}`, { token: A, body });
+    assert.equal(r.status, status, `${JSON.stringify(body)}: ${r.text}`);
+    assert.equal(r.body.error.sqlstate, sqlstate, JSON.stringify(body));
+    assert.match(r.body.error.message, message, JSON.stringify(body));
+  }
+  const badName = await api('PUT', '/v1/schedules/has%20space', { token: A, body: { cron: '@daily', kind: 'noop' } });
+  assert.equal(badName.status, 422, badName.text);
+  assert.match(badName.body.error.message, /^name must be 1-128 characters/);
+  assert.equal(psql(`SELECT count(*) FROM bgexec.schedule WHERE name = '${name}' OR name = 'has space'`), '0');
+  for (const [method, path, allow] of [['POST', '/v1/schedules', 'GET, HEAD'],
+    ['POST', `/v1/schedules/${name}`, 'GET, HEAD, PUT, DELETE']]) {
+    const r = await api(method, path, { token: A });
+    assert.equal(r.status, 405, `${method} ${path}`);
+    assert.equal(r.headers.get('allow'), allow);
+  }
+  assert.equal((await api('GET', '/v1/schedules?x=1', { token: A })).status, 400);
+  assert.equal((await api('GET', '/v1/schedules', {})).status, 401);
+});
