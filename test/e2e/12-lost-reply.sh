@@ -8,11 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57953
 
-python3 "$(dirname "$0")/cut-reply-proxy.py" 57954 "$E2E_DIR/pg/.s.PGSQL.57953" LOST-REPLY-MARKER \
-  request "$E2E_DIR/cut" >"$E2E_DIR/proxy.log" 2>&1 &
-E2E_PIDS+=("$!")
-PROXIED="host=127.0.0.1 port=57954 dbname=postgres user=postgres"
-wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
+start_cut_proxy 57954 LOST-REPLY-MARKER request
 
 start_worker w1 --db "$PROXIED" --allow-run --poll 0.2
 j=$("$BGEXEC" submit workflow '{"steps": [

@@ -12,11 +12,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57958
 
-python3 "$(dirname "$0")/cut-reply-proxy.py" 57959 "$E2E_DIR/pg/.s.PGSQL.57958" LOST-CLAIM-MARKER \
-  reply "$E2E_DIR/cut" >"$E2E_DIR/proxy.log" 2>&1 &
-E2E_PIDS+=("$!")
-PROXIED="host=127.0.0.1 port=57959 dbname=postgres user=postgres"
-wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
+start_cut_proxy 57959 LOST-CLAIM-MARKER reply
 
 start_worker w1 --db "$PROXIED" --poll 0.2 --reconcile-interval 0.5
 registered() { [[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id = 'w1' AND stopped_at IS NULL") == 1 ]]; }

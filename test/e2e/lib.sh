@@ -67,3 +67,15 @@ status_is() { [[ $(job_status "$1") == "$2" ]]; }
 wait_status() {
   wait_for "${3:-30}" status_is "$1" "$2" || fail "job $1 is $(job_status "$1"), expected $2"
 }
+
+# start_cut_proxy PORT MARKER request|reply: test/e2e/cut-reply-proxy.py on
+# PORT in front of this test's cluster, losing the reply of the statement
+# that carries MARKER (request) or whose reply does (reply); $E2E_DIR/cut
+# appears when it has.  PROXIED: the conninfo through it, once it answers.
+start_cut_proxy() {
+  python3 "$E2E_ROOT/test/e2e/cut-reply-proxy.py" "$1" "$E2E_DIR/pg/.s.PGSQL.$PGPORT" "$2" "$3" "$E2E_DIR/cut" \
+    >"$E2E_DIR/proxy.log" 2>&1 &
+  E2E_PIDS+=("$!")
+  PROXIED="host=127.0.0.1 port=$1 dbname=postgres user=postgres"
+  wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
+}

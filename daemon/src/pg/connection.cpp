@@ -294,20 +294,28 @@ asio::awaitable<Result> Connection::read_results(std::optional<Error>& err,
   co_return last;
 }
 
+// libpq's parameter array: pointers into params (NULL for SQL NULL).
+std::vector<const char*> Connection::c_values(const Params& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return values;
+}
+
+// Sends sql as text with its parameters (one statement, extended protocol).
+void Connection::send_text(const std::string& sql, const std::vector<const char*>& values) {
+  if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                         nullptr, nullptr, 0))
+    fail(name_ + ": send");
+}
+
 asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
   co_await order_.lock();
   FifoLock::Guard guard{order_};
   if (!connected()) co_await connect();
 
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const auto values = c_values(params);
   const int n = static_cast<int>(values.size());
-
-  auto send_text = [&] {
-    if (!PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
-      fail(name_ + ": send");
-  };
   std::optional<Error> err;
   std::string stmt;
   if (prepare && prepare_ok_) {
@@ -324,7 +332,7 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
     if (!PQsendQueryPrepared(conn_, stmt.c_str(), n, values.data(), nullptr, nullptr, 0))
       fail(name_ + ": send");
   } else {
-    send_text();
+    send_text(sql, values);
   }
   co_await flush_out();
   Result last = co_await read_results(err);
@@ -339,7 +347,7 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
     prepare_ok_ = false;
     prepared_.clear();
     err.reset();
-    send_text();
+    send_text(sql, values);
     co_await flush_out();
     last = co_await read_results(err);
   }
@@ -352,12 +360,7 @@ asio::awaitable<nlohmann::json> Connection::query_rows(const std::string& sql, c
   co_await order_.lock();
   FifoLock::Guard guard{order_};
   if (!connected()) co_await connect();
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                         nullptr, nullptr, 0))
-    fail(name_ + ": send");
+  send_text(sql, c_values(params));
   PQsetSingleRowMode(conn_);  // refused only for a pipeline, which this is not
   co_await flush_out();
   auto rows = nlohmann::json::array();

@@ -146,6 +146,8 @@ class Connection {
   [[noreturn]] void fail(const std::string& what);
   std::vector<Notification> drain_notifies();
   static std::string statement_name(const std::string& sql);
+  static std::vector<const char*> c_values(const Params& params);
+  void send_text(const std::string& sql, const std::vector<const char*>& values);
   asio::awaitable<void> flush_out();
   asio::awaitable<Result> read_results(std::optional<Error>& err,
                                        const std::function<void(Result)>& on_row = {});
