@@ -333,6 +333,7 @@ asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) 
     on_write_error(e);
     throw;
   }
+  finish_written_ = true;
   if (abandoned_) throw Abandoned{};
   finished_ = true;
   if (!r.status) {

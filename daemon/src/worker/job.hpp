@@ -60,6 +60,9 @@ class Job : public std::enable_shared_from_this<Job> {
   std::int64_t lease() const { return c_.lease; }
   // Whether the job still holds (and should renew) its lease.
   bool live() const { return !abandoned_ && !finished_; }
+  // Whether its finish reached the database (applied or refused): the job
+  // is no longer running under its lease there.
+  bool finish_written() const { return finish_written_; }
   Clock::time_point lease_expiry() const { return c_.lease_expiry; }
 
   // Heartbeat answer for this lease (ok|stop|lost), for a heartbeat sent at `sent`.
@@ -175,6 +178,7 @@ class Job : public std::enable_shared_from_this<Job> {
   StopReason stop_ = StopReason::none;
   bool abandoned_ = false;
   bool finished_ = false;
+  bool finish_written_ = false;
 };
 
 }  // namespace bgexec::worker

@@ -174,7 +174,6 @@ asio::awaitable<int> Worker::claim_once(int free) {
     c.completed_stdout_text = r.get(i, 10).value_or("{}");
     c.started_seq = std::stoi(r.get(i, 11).value_or("0"));
     max_lease_ = std::max(max_lease_, c.lease);
-    if (unclaim_) unclaim_->held.push_back(c.lease);
     start_job(std::make_shared<Job>(*this, std::move(c)));
   }
   co_return r.rows();
@@ -184,8 +183,13 @@ void Worker::start_job(std::shared_ptr<Job> job) {
   auto id = job->id();
   jobs_[id] = job;
   asio::co_spawn(io_, [job]() -> asio::awaitable<void> { co_await job->run(); },
-                 [this, id](std::exception_ptr e) {
+                 [this, id, job](std::exception_ptr e) {
                    log_exit("job")(e);
+                   // Abandoned without a finish, it may still be running
+                   // under its lease in the database: unclaim must not take
+                   // it for a job never received.
+                   if (unclaim_ && job->lease() > unclaim_->after_lease && !job->finish_written())
+                     unclaim_->gone.push_back(job->lease());
                    jobs_.erase(id);
                    fetch_wake_.notify();
                    if (draining_ && jobs_.empty()) drained_.notify();
@@ -203,12 +207,17 @@ int Worker::free_slots() const {
 // broke during one, its jobs may be running under this worker's id with
 // leases it never received.  bgexec.unclaim gives them back to the queue,
 // their attempt uncounted, once no claim of this worker is still running
-// on the server (it returns NULL until then: tried again before each claim).
+// on the server (it returns NULL until then: tried again, at most twice a
+// second, before the fetcher's claims).  The leases received since are the
+// jobs held now and those that ended without a finish written.
 asio::awaitable<void> Worker::try_unclaim() {
   std::string held = "{";
-  for (std::size_t i = 0; i < unclaim_->held.size(); ++i)
-    held += (i ? "," : "") + std::to_string(unclaim_->held[i]);
+  auto add = [&](std::int64_t lease) { held += (held.size() > 1 ? "," : "") + std::to_string(lease); };
+  for (auto& [id, job] : jobs_)
+    if (job->lease() > unclaim_->after_lease) add(job->lease());
+  for (auto lease : unclaim_->gone) add(lease);
   held += '}';
+  unclaim_->next_try = Clock::now() + std::chrono::milliseconds(500);
   try {
     pg::Params arg1_ = {cfg_.id, std::to_string(unclaim_->after_lease), held};
     auto r = co_await ctl_.query("SELECT bgexec.unclaim($1, $2, $3::bigint[])", std::move(arg1_),
@@ -230,7 +239,7 @@ asio::awaitable<void> Worker::fetcher() {
   while (!draining_) {
     int free = free_slots();
     bool more = false;
-    if (unclaim_) co_await try_unclaim();
+    if (unclaim_ && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
     if (free > 0) {
       bool failed = false;
       try {
@@ -242,7 +251,7 @@ asio::awaitable<void> Worker::fetcher() {
         failed = true;
         // The claim may have committed: its reply is what was lost.
         if (!unclaim_ && core::classify(e.sqlstate()) == core::ErrorClass::connection)
-          unclaim_ = Unclaim{max_lease_, {}};
+          unclaim_ = Unclaim{max_lease_, {}, Clock::now()};
       }
       set_backlog(more && !draining_);  // a drain claims nothing more
       if (failed) {

@@ -97,10 +97,12 @@ class Worker {
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   std::int64_t max_lease_ = 0;  // the highest lease any claim returned
   // Set when a claim failed with a connection error, until bgexec.unclaim
-  // has run: the highest lease received before it, and every lease since.
+  // has run: the highest lease received before it, the leases since of jobs
+  // that ended without a finish written, and when to try next.
   struct Unclaim {
     std::int64_t after_lease;
-    std::vector<std::int64_t> held;
+    std::vector<std::int64_t> gone;
+    Clock::time_point next_try;
   };
   std::optional<Unclaim> unclaim_;
   bool backlog_ = false;  // the last claim took all it asked for: more to come
