@@ -2078,7 +2078,10 @@ COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interva
 
 -- Terminal counts from queue_count; queued, running and suspended jobs (and
 -- the oldest runnable one) through their partial indexes: the cost follows
--- the active jobs and the number of queues, not the retained history.
+-- the active jobs and the number of queues, not the retained history.  A
+-- run_after of -infinity (only a direct write can store one: submit refuses
+-- it) has no age: it is left out of oldest_queued_age rather than failing
+-- the view for every reader ("cannot subtract infinite timestamps").
 CREATE VIEW bgexec.queue_stats AS
 	WITH fin AS (
 		SELECT c.queue,
@@ -2089,7 +2092,8 @@ CREATE VIEW bgexec.queue_stats AS
 		  FROM bgexec.queue_count c GROUP BY c.queue),
 	queued AS (
 		SELECT j.queue, count(*) AS queued,
-		       now() - min(j.run_after) FILTER (WHERE j.run_after <= now()) AS oldest_queued_age
+		       now() - min(j.run_after) FILTER (WHERE j.run_after <= now() AND isfinite(j.run_after))
+		           AS oldest_queued_age
 		  FROM bgexec.job j WHERE j.status = 'queued' GROUP BY j.queue),
 	running AS (
 		SELECT j.queue, count(*) AS running

@@ -65,6 +65,12 @@ SELECT * FROM try('UPDATE bgexec.queue_count SET n = n + 1');
 SELECT * FROM try('SELECT bgexec._recount()');
 SELECT count(*) > 0 AS alice_sees_stats FROM bgexec.queue_stats;
 RESET ROLE;
+-- a run_after of -infinity, written past submit, does not break the view
+SELECT bgexec.submit('noop', queue => 'inf') AS inf \gset
+SELECT bgexec.submit('noop', queue => 'inf', run_after => now() - interval '1 hour') AS hour_ago \gset
+UPDATE bgexec.job SET run_after = '-infinity' WHERE id = :inf;
+SELECT queued, oldest_queued_age >= interval '1 hour' AS age_of_the_finite_one
+  FROM bgexec.queue_stats WHERE queue = 'inf';
 -- TRUNCATE empties the counts with the jobs
 TRUNCATE bgexec.job;
 SELECT count(*) AS counts_left FROM bgexec.queue_count;
