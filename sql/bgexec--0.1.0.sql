@@ -1071,8 +1071,15 @@ COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[]) IS
 
 /* heartbeat: one statement extends every listed lease that is still current
  * and reports what the worker must do with each: ok, stop (a stop was
- * requested) or lost (the lease is no longer current: abandon the run and
- * write nothing more).  Also refreshes worker.heartbeat_at; when there is
+ * requested), lost (the lease is no longer current: abandon the run and
+ * write nothing more) or busy (current, but its row is locked by another
+ * transaction: not extended this time).  It never waits for a row lock: a
+ * client that called stop() inside a transaction it keeps open holds that
+ * job's row until it commits, and a heartbeat that waited for it renewed
+ * none of the worker's leases meanwhile, so the worker abandoned every job
+ * it ran, every tenant's.  Now only the locked job goes unrenewed; should
+ * the lock outlast its lease, the worker abandons that job alone.  Also
+ * refreshes worker.heartbeat_at; when there is
  * no worker row of that id (someone deleted it), one more row, lease NULL
  * and action 'register', asks the worker to call register_worker again:
  * worker_stats and /metrics know workers by their row. */
@@ -1091,24 +1098,25 @@ BEGIN
 	UPDATE bgexec.worker SET heartbeat_at = now(), stopped_at = NULL
 	 WHERE id = heartbeat.worker_id;
 	v_registered := FOUND;
-	-- The rows are locked in job id order first, as finish_many locks them:
-	-- a worker runs the two on different connections over the same jobs, and
-	-- in lease order (the UPDATE's own scan) the two could deadlock.
+	-- The rows are locked first, SKIP LOCKED (above), in job id order.
 	RETURN QUERY
 	WITH mine AS MATERIALIZED (
 		SELECT j.id FROM bgexec.job j
 		 WHERE j.lease = ANY (heartbeat.leases) AND j.status = 'running'
 		   AND j.lease_owner = heartbeat.worker_id
 		 ORDER BY j.id
-		   FOR UPDATE),
+		   FOR UPDATE SKIP LOCKED),
 	ext AS (
 		UPDATE bgexec.job j
 		   SET lease_expires_at = now() + heartbeat.lease_for
 		 WHERE j.id = ANY (ARRAY(SELECT m.id FROM mine m))
 		RETURNING j.lease, j.stop_requested_at)
-	SELECT l.l, CASE WHEN ext.lease IS NULL THEN 'lost'
-	                 WHEN ext.stop_requested_at IS NOT NULL THEN 'stop'
-	                 ELSE 'ok' END
+	SELECT l.l, CASE WHEN ext.lease IS NOT NULL THEN
+	                      CASE WHEN ext.stop_requested_at IS NOT NULL THEN 'stop' ELSE 'ok' END
+	                 WHEN EXISTS (SELECT 1 FROM bgexec.job j
+	                               WHERE j.lease = l.l AND j.status = 'running'
+	                                 AND j.lease_owner = heartbeat.worker_id) THEN 'busy'
+	                 ELSE 'lost' END
 	  FROM unnest(heartbeat.leases) AS l(l)
 	  LEFT JOIN ext ON ext.lease = l.l
 	 ORDER BY l.l;
@@ -1118,7 +1126,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval) IS
-	'extends all of a worker''s current leases in one statement; returns ok/stop/lost per lease (and register when the worker row is gone)';
+	'extends all of a worker''s current leases in one statement, never waiting for a row lock; returns ok/stop/lost/busy per lease (and register when the worker row is gone)';
 
 /* append_events: appends a batch of events under a lease; returns the last
  * seq, or NULL (and writes nothing) when the lease is not current

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# stop on a long step → cancelled within a second, no child process left alive.
+# stop on a long step → cancelled within a second, no child process left alive;
+# a stop held open in a client's transaction delays no other job.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57943
 P=$E2E_DIR/pids
@@ -44,5 +45,20 @@ set +e; out=$("$BGEXEC" stop "$done_id"); rc=$?; set -e
 [[ $(job_status "$done_id") == completed ]] || fail "stop changed a completed job"
 set +e; "$BGEXEC" stop 987654321 2>/dev/null; rc=$?; set -e
 ((rc == 4)) || fail "stop of a missing job: exit $rc"
+
+# A client that stops a job inside a transaction it keeps open holds that
+# job's row until it commits.  The worker's other jobs go on: its heartbeat
+# renews them without waiting for the row (it waited, so the worker
+# renewed no lease and abandoned every job it ran).  With --lease 2 a
+# heartbeat held up for 1.4 s abandons a job; the holder keeps 5 s.
+other=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 4}]}')
+victim=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 30}]}')
+wait_status "$other" running 10
+wait_status "$victim" running 10
+psql -qXAt -c "BEGIN" -c "SELECT bgexec.stop($victim)" -c "SELECT pg_sleep(5)" -c "COMMIT" >/dev/null &
+holder=$!
+wait_status "$other" completed 20
+wait "$holder"
+wait_status "$victim" cancelled 20
 kill -0 "$PID_w1" || fail "worker died"
 ok

@@ -110,6 +110,9 @@ void Job::on_heartbeat(const std::string& action, Clock::time_point sent) {
   if (action == "ok" || action == "stop") {
     c_.lease_expiry = std::max(c_.lease_expiry, sent + seconds(w_.config().lease_s));
     if (action == "stop") request_stop(StopReason::stop);
+  } else if (action == "busy") {
+    // Current, but another transaction holds the job's row: not renewed
+    // this time.  The lease guard abandons the job if that lasts.
   } else {
     abandon("lease lost");
   }
