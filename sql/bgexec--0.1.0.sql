@@ -1432,14 +1432,6 @@ $$;
 COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
 	'many guarded finishes in one statement; status NULL for each refused lease';
 
-/* reconcile: the watchdog.  Running jobs whose lease expired: queued with
- * backoff when attempts remain (and no stop was requested), else failed with
- * error.reason 'worker_lost' (cancelled if a stop was requested).  Running
- * jobs past their deadline: timed_out.  Rows are taken FOR UPDATE SKIP
- * LOCKED, and the state is re-checked under the lock, so racing reconcilers
- * (or a racing finish) never both act on a job: one terminal event per job.
- * Also submits the jobs of due schedules (_fire_schedules) and folds
- * queue_stats' count deltas once there are many (_compact_counts). */
 /* _fire_schedules: submits a job for every schedule whose next_run_at has
  * come, as the schedule's owner, and moves next_run_at to the expression's
  * next minute after now: a schedule that was due several times while
@@ -1506,6 +1498,14 @@ BEGIN
 END
 $$;
 
+/* reconcile: the watchdog.  Running jobs whose lease expired: queued with
+ * backoff when attempts remain (and no stop was requested), else failed with
+ * error.reason 'worker_lost' (cancelled if a stop was requested).  Running
+ * jobs past their deadline: timed_out.  Rows are taken FOR UPDATE SKIP
+ * LOCKED, and the state is re-checked under the lock, so racing reconcilers
+ * (or a racing finish) never both act on a job: one terminal event per job.
+ * Also submits the jobs of due schedules (_fire_schedules) and folds
+ * queue_stats' count deltas once there are many (_compact_counts). */
 CREATE FUNCTION bgexec.reconcile() RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
