@@ -1146,6 +1146,11 @@ CREATE FUNCTION bgexec.append_events(job_id bigint, lease bigint, events jsonb, 
 	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
+	-- A client's stop() in a transaction it keeps open holds the job's row:
+	-- waiting for it held up the worker's control connection, and with it
+	-- every claim and every other job's events.  55P03 instead; the worker
+	-- retries with backoff, the connection free in between.
+	SET lock_timeout = '500ms'
 	AS $$
 DECLARE
 	c_worker_kinds CONSTANT text[] := ARRAY['step_started', 'step_completed', 'step_failed', 'log', 'progress'];

@@ -47,17 +47,23 @@ set +e; "$BGEXEC" stop 987654321 2>/dev/null; rc=$?; set -e
 ((rc == 4)) || fail "stop of a missing job: exit $rc"
 
 # A client that stops a job inside a transaction it keeps open holds that
-# job's row until it commits.  The worker's other jobs go on: its heartbeat
-# renews them without waiting for the row (it waited, so the worker
-# renewed no lease and abandoned every job it ran).  With --lease 2 a
-# heartbeat held up for 1.4 s abandons a job; the holder keeps 5 s.
-other=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 4}]}')
-victim=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 30}]}')
-wait_status "$other" running 10
+# job's row until it commits.  The worker's other jobs go on meanwhile: its
+# heartbeat renews them without waiting for the row (it waited, so the
+# worker renewed no lease and abandoned every job it ran), and the held
+# job's log writes give up on the lock after 500 ms and retry (they waited,
+# and the worker's control connection, every claim and every other job's
+# events with it, waited behind them).  With --lease 2 a heartbeat held up
+# for 1.4 s abandons a job; the holder keeps 6 s.
+victim=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "run": ["sh", "-c",
+  "while :; do echo tick; sleep 0.1; done"]}]}')
 wait_status "$victim" running 10
-psql -qXAt -c "BEGIN" -c "SELECT bgexec.stop($victim)" -c "SELECT pg_sleep(5)" -c "COMMIT" >/dev/null &
+sleep 0.5
+psql -qXAt -c "BEGIN" -c "SELECT bgexec.stop($victim)" -c "SELECT pg_sleep(6)" -c "COMMIT" >/dev/null &
 holder=$!
+sleep 0.5
+other=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 1}, {"id": "t", "needs": ["s"], "run": ["echo", "done"]}]}')
 wait_status "$other" completed 20
+kill -0 "$holder" 2>/dev/null || fail "the other job completed only after the stop's transaction ended"
 wait "$holder"
 wait_status "$victim" cancelled 20
 kill -0 "$PID_w1" || fail "worker died"
