@@ -1344,9 +1344,14 @@ CREATE FUNCTION bgexec.finish_many(items jsonb)
 	SET enable_seqscan = off
 	SET jit = off
 	-- Only nested loops: the finishing UPDATE below then takes its row locks
-	-- in the order of its sorted items (job id order), like heartbeat.
+	-- in the order of its sorted items (job id order).
 	SET enable_hashjoin = off
 	SET enable_mergejoin = off
+	-- A job row another transaction holds (a client's stop() in a
+	-- transaction it keeps open) held up the whole batch, and every batch
+	-- after it on the worker's finish connection.  55P03 instead: the worker
+	-- writes the batch's other items without it, and that one again later.
+	SET lock_timeout = '500ms'
 	AS $$
 DECLARE
 	v_bad text;

@@ -6,6 +6,8 @@
 #include "core/utf8.hpp"
 #include "worker/worker.hpp"
 
+#include <boost/asio/steady_timer.hpp>
+
 #include <algorithm>
 #include <map>
 #include <stdexcept>
@@ -51,7 +53,7 @@ asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_
 asio::awaitable<void> Completer::run() {
   for (;;) {
     while (queue_.empty()) {
-      if (closing_) {
+      if (closing_ && delayed_ == 0) {
         stopped_flag_ = true;
         stopped_.notify();
         co_return;
@@ -86,14 +88,18 @@ asio::awaitable<void> Completer::close() {
 
 asio::awaitable<void> Completer::flush(std::vector<Item> batch) {
   std::exception_ptr error;
-  bool isolate = false;
+  bool isolate = false, locked = false;
   try {
     co_await write(batch);
   } catch (const pg::Error& e) {
     auto cls = core::classify(e.sqlstate());
     // One bad item must fail only its own job: a batch refused for any other
-    // reason than the connection is written again item by item.
-    isolate = batch.size() > 1 && cls != core::ErrorClass::connection && cls != core::ErrorClass::retry;
+    // reason than the connection is written again item by item.  So is one
+    // that met a job row another transaction holds (55P03: a client's stop()
+    // in a transaction it keeps open): the others must not wait for it.
+    locked = e.sqlstate() == "55P03";
+    isolate = batch.size() > 1 &&
+              (locked || (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry));
     if (isolate)
       core::log("warn", "finish batch failed, finishing its items one by one",
                 {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"items", std::to_string(batch.size())}});
@@ -107,6 +113,9 @@ asio::awaitable<void> Completer::flush(std::vector<Item> batch) {
       one.push_back(std::move(item));
       try {
         co_await write(one);
+      } catch (const pg::Error& e) {
+        if (e.sqlstate() == "55P03" && retry_later(one[0])) continue;
+        one[0].pending->error = std::current_exception();
       } catch (const std::exception&) {
         one[0].pending->error = std::current_exception();
       }
@@ -115,9 +124,25 @@ asio::awaitable<void> Completer::flush(std::vector<Item> batch) {
     co_return;
   }
   for (auto& item : batch) {
+    if (locked && retry_later(item)) continue;
     if (error) item.pending->error = error;
     complete(item);
   }
+}
+
+bool Completer::retry_later(Item& item) {
+  constexpr auto pause = std::chrono::milliseconds(200);
+  if (Clock::now() + pause >= item.until) return false;
+  if (sending_ > 0) --sending_;
+  ++delayed_;
+  auto timer = std::make_shared<asio::steady_timer>(w_.executor(), pause);
+  timer->async_wait([this, timer, it = std::move(item)](const boost::system::error_code&) mutable {
+    --delayed_;
+    if (queue_.empty()) first_at_ = Clock::now();
+    queue_.push_back(std::move(it));
+    wake_.notify();
+  });
+  return true;
 }
 
 void Completer::complete(Item& item) {

@@ -64,7 +64,7 @@ class Completer {
   asio::awaitable<FinishResult> finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
                                        nlohmann::json body, Clock::time_point until);
   // Jobs whose outcome is queued or being written (they hold no slot, only a lease).
-  std::size_t waiting() const { return queue_.size() + sending_; }
+  std::size_t waiting() const { return queue_.size() + sending_ + delayed_; }
   // The most items one finish_many carries.
   std::size_t batch_max() const { return batch_max_; }
   // The worker calls this when `may_grow` turns false other than by a job
@@ -91,6 +91,10 @@ class Completer {
   asio::awaitable<void> write(std::vector<Item>& batch);
   // Hands an item's result (or error) back to its job.
   void complete(Item& item);
+  // An item whose job row another transaction holds (finish_many's 55P03,
+  // after its lock_timeout): queued again after a short wait, while its
+  // lease lasts.  False when it would not: the item then fails.
+  bool retry_later(Item& item);
   // Whether nothing could add an item to the queued batch, so it need not
   // wait for its window.  Under a backlog it does wait: the next claim's
   // jobs join it (at 2 x 16, 0.15 commits per job instead of 0.175,
@@ -105,6 +109,7 @@ class Completer {
   std::deque<Item> queue_;
   Clock::time_point first_at_;  // arrival of the oldest queued item
   std::size_t sending_ = 0;     // items of the flush in progress not yet completed
+  std::size_t delayed_ = 0;     // items waiting to be queued again (retry_later)
   Event wake_;
   Event stopped_;
   bool closing_ = false;

@@ -92,11 +92,14 @@ asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::P
 
 asio::awaitable<pg::Result> Worker::fin_exec(const std::string& sql, const pg::Params& params,
                                              Clock::time_point until, bool* retried) {
-  co_return co_await exec_on(fin_, sql, params, until, retried);
+  // Not 55P03: finish_many gives up on a job row another transaction holds,
+  // and the completer writes the batch's other items without it.
+  co_return co_await exec_on(fin_, sql, params, until, retried, /*retry_locked=*/false);
 }
 
 asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::string& sql,
-                                            const pg::Params& params, Clock::time_point until, bool* retried) {
+                                            const pg::Params& params, Clock::time_point until, bool* retried,
+                                            bool retry_locked) {
   double backoff = backoff_min_s;
   for (bool first = true;; first = false) {
     if (!first && retried) *retried = true;
@@ -105,6 +108,7 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
     } catch (const pg::Error& e) {
       auto cls = core::classify(e.sqlstate());
       if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
+      if (!retry_locked && e.sqlstate() == "55P03") throw;
       if (stopping_ || Clock::now() + seconds(backoff) >= until) throw;
       core::log("warn", "database call failed, retrying",
                 {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)}});

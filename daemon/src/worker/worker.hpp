@@ -71,7 +71,7 @@ class Worker {
   // Upserts this worker's row (bgexec.register_worker).  Throws pg::Error.
   asio::awaitable<void> register_self(pg::Connection& conn);
   asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
-                                      Clock::time_point until, bool* retried);
+                                      Clock::time_point until, bool* retried, bool retry_locked = true);
   // Slots the fetcher may claim now: a job waiting on the completer no longer
   // holds a slot, but leases held (running + awaiting finish) stay <=
   // concurrency + max(concurrency, finish batch): room for one full finish
