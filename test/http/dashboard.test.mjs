@@ -23,10 +23,18 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
       payload: { steps: [{ id: 'build', run: ['true'] }, { id: 'ship', needs: ['build'], run: ['true'] }] } } });
     const { body: { id: other } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('ui2') } });
 
+    const schedule = uniq('ui-nightly');
+    const put = await api('PUT', `/v1/schedules/${schedule}`, { token: A, body: { cron: '0 3 * * *', kind: 'noop', queue } });
+    assert.equal(put.status, 200, put.text);
+
     await page.goto(BASE + '/');
     await page.fill('#token', A);
     await page.click('#save-token');
     await page.waitForSelector(`#queues tr[data-queue="${queue}"]`);
+    // The home page lists the token's schedules.
+    await page.waitForSelector(`#schedules tr[data-schedule="${schedule}"]`);
+    assert.equal(await page.textContent(`#schedules tr[data-schedule="${schedule}"] td:nth-child(2)`), '0 3 * * *');
+    await api('DELETE', `/v1/schedules/${schedule}`, { token: A });
     await page.waitForSelector(`#jobs tr[data-id="${live}"]`);
     await page.click(`#jobs tr[data-id="${live}"]`);
     await page.waitForFunction((id) => document.querySelector('#job-id').textContent === String(id), live);

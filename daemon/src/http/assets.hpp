@@ -30,6 +30,10 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
     <table id="queues"><thead><tr><th>queue</th><th>paused</th><th>queued</th><th>running</th><th>suspended</th>
       <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th></tr></thead>
       <tbody></tbody></table>
+    <h2>Schedules</h2>
+    <table id="schedules"><thead><tr><th>name</th><th>cron (UTC)</th><th>kind</th><th>queue</th><th>next run</th>
+      <th>last run</th><th>last job</th><th>last error</th></tr></thead>
+      <tbody></tbody></table>
     <h2>Recent jobs</h2>
     <form id="filters">
       <label>queue <input id="f-queue" placeholder="any"></label>
@@ -120,6 +124,13 @@ async function loadQueues() {
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
     <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td></tr>`).join('');
 }
+async function loadSchedules() {
+  const {schedules} = await api('GET', '/v1/schedules');
+  $('#schedules tbody').innerHTML = schedules.map((s) => `<tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
+    <td>${esc(s.cron)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${esc(s.next_run_at)}</td>
+    <td>${esc(s.last_run_at ?? '')}</td><td>${s.last_job_id == null ? '' : `<a href="#/jobs/${s.last_job_id}">${s.last_job_id}</a>`}</td>
+    <td class="error">${esc(s.last_error ?? '')}</td></tr>`).join('');
+}
 function jobRow(j) {
   return `<tr data-id="${j.id}"><td>${j.id}</td><td>${esc(j.kind)}</td><td>${esc(j.queue)}</td>
     <td><span class="status s-${esc(j.status)}">${esc(j.status)}</span></td><td>${j.attempt}/${j.max_attempts}</td>
@@ -137,7 +148,7 @@ async function loadJobs(append) {
   $('#more').hidden = next_before == null;
 }
 async function refreshHome() {
-  try { await Promise.all([loadQueues(), loadJobs(false)]); say(''); } catch (e) { say(e.message, true); }
+  try { await Promise.all([loadQueues(), loadSchedules(), loadJobs(false)]); say(''); } catch (e) { say(e.message, true); }
 }
 
 function renderJob(j) {
