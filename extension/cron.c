@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * cron.c
- *	  Cron expressions for bgexec.schedule: _cron_next(expr, after) is the
- *	  first whole minute strictly after `after` that the expression matches,
- *	  in UTC.
+ *	  Cron expressions for bgexec.schedule: _cron_next(expr, after, zone) is
+ *	  the first whole minute strictly after `after` that the expression
+ *	  matches on the wall clock of time zone `zone` (UTC by default).
  *
  * The syntax is Vixie cron's five fields, minute hour day-of-month month
  * day-of-week, each a comma list of `*`, `N`, `N-M`, with an optional
@@ -22,6 +22,16 @@
  * The search skips whole months, days and hours that cannot match, so a
  * call does at most a few thousand steps.
  *
+ * Daylight saving time: the search walks the zone's wall clock and turns the
+ * minute it finds into an instant as PostgreSQL reads a local time.  A
+ * minute the clock skips (02:30 when it jumps from 02:00 to 03:00) becomes
+ * the instant an hour later on the new clock (03:30): the job runs, late.
+ * A minute the clock shows twice (01:30 when it goes back from 02:00 to
+ * 01:00) becomes the second one, and runs once: the next search starts from
+ * the minute after it on the wall clock.  So the repeated hour is gone
+ * through once: a schedule due more often than hourly skips the first
+ * pass of it.  UTC, the default, has neither.
+ *
  * extension/cron.c
  *
  *-------------------------------------------------------------------------
@@ -33,6 +43,7 @@
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
+#include "pgtime.h"
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
@@ -269,12 +280,13 @@ day_matches(const CronSpec *spec, int y, int m, int d)
 	return dom || dow;
 }
 
-/* The first whole minute after `after` (UTC) that spec matches. */
+/* The first whole minute after `after` that spec matches on zone's clock. */
 static TimestampTz
-cron_next(const CronSpec *spec, TimestampTz after, const char *expr)
+cron_next(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char *expr)
 {
 	struct pg_tm tm;
 	fsec_t		fsec;
+	int			offset;
 	TimestampTz start;
 	TimestampTz result;
 	int			y,
@@ -289,7 +301,7 @@ cron_next(const CronSpec *spec, TimestampTz after, const char *expr)
 	if (after % USECS_PER_MINUTE < 0)
 		start -= USECS_PER_MINUTE;
 	start += USECS_PER_MINUTE;
-	if (timestamp2tm(start, NULL, &tm, &fsec, NULL, NULL) != 0)
+	if (timestamp2tm(start, &offset, &tm, &fsec, NULL, zone) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp out of range")));
@@ -359,27 +371,43 @@ cron_next(const CronSpec *spec, TimestampTz after, const char *expr)
 	tm.tm_mday = d;
 	tm.tm_hour = h;
 	tm.tm_min = mi;
-	if (tm2timestamp(&tm, 0, NULL, &result) != 0 || !IS_VALID_TIMESTAMP(result))
+	offset = DetermineTimeZoneOffset(&tm, zone);
+	if (tm2timestamp(&tm, 0, &offset, &result) != 0 || !IS_VALID_TIMESTAMP(result))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp out of range")));
+	/*
+	 * A skipped minute read on the new clock can land at or before `after`
+	 * (the search started in the skipped hour): look again from an hour on.
+	 */
+	if (result <= after)
+		return cron_next(spec, after + USECS_PER_HOUR, zone, expr);
 	return result;
 }
 
 /*
- * bgexec._cron_next(expr text, after timestamptz) RETURNS timestamptz
+ * bgexec._cron_next(expr text, after timestamptz, time_zone text)
+ *		RETURNS timestamptz
  */
 Datum
 bgexec_cron_next(PG_FUNCTION_ARGS)
 {
 	char	   *expr = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	TimestampTz after = PG_GETARG_TIMESTAMPTZ(1);
+	char	   *zone_name = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	pg_tz	   *zone;
 	CronSpec	spec;
 
 	if (TIMESTAMP_NOT_FINITE(after))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("after must be a finite timestamp")));
+	zone = strlen(zone_name) < TZ_STRLEN_MAX ? pg_tzset(zone_name) : NULL;
+	if (zone == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time_zone \"%s\" is not known", zone_name),
+				 errhint("a name of the IANA time zone database, such as UTC or Europe/Paris")));
 	parse_cron(expr, &spec);
-	PG_RETURN_TIMESTAMPTZ(cron_next(&spec, after, expr));
+	PG_RETURN_TIMESTAMPTZ(cron_next(&spec, after, zone, expr));
 }

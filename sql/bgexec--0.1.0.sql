@@ -116,13 +116,16 @@ CREATE FUNCTION bgexec._valid_event_kind(kind text) RETURNS boolean
 COMMENT ON FUNCTION bgexec._valid_event_kind(text) IS
 	'true for the event kinds of job_event';
 
--- _cron_next: the first whole minute after `after` (UTC) that a five-field
--- cron expression matches; 22023 naming the field for a bad expression.
-CREATE FUNCTION bgexec._cron_next(expr text, after timestamptz) RETURNS timestamptz
+-- _cron_next: the first whole minute after `after` that a five-field cron
+-- expression matches on the wall clock of time_zone; 22023 naming the field
+-- for a bad expression, or the zone.  STABLE: time zone rules come from the
+-- server's tz database, which an upgrade may change.
+CREATE FUNCTION bgexec._cron_next(expr text, after timestamptz, time_zone text DEFAULT 'UTC')
+	RETURNS timestamptz
 	AS 'MODULE_PATHNAME', 'bgexec_cron_next'
-	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION bgexec._cron_next(text, timestamptz) IS
-	'the first whole minute after `after` (UTC) that a cron expression matches';
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._cron_next(text, timestamptz, text) IS
+	'the first whole minute after `after` that a cron expression matches on time_zone''s clock';
 
 /* _interval_within: true when iv is at most lim and each of its parts
  * (months, days, time) lies within -lim..lim.  PostgreSQL adds an interval
@@ -260,6 +263,7 @@ CREATE TABLE bgexec.schedule (
 	max_attempts    int NOT NULL DEFAULT 1,
 	timeout         interval,
 	concurrency_key text,
+	time_zone       text NOT NULL DEFAULT 'UTC',   -- whose wall clock cron reads
 	next_run_at     timestamptz NOT NULL,
 	last_run_at     timestamptz,           -- the tick last fired (its due time)
 	last_job_id     bigint,                -- the job it submitted
@@ -268,7 +272,7 @@ CREATE TABLE bgexec.schedule (
 	PRIMARY KEY (owner, name)
 );
 CREATE INDEX schedule_due_idx ON bgexec.schedule (next_run_at);
-COMMENT ON TABLE bgexec.schedule IS 'recurring jobs: a job submitted as owner at each minute the cron expression matches (UTC)';
+COMMENT ON TABLE bgexec.schedule IS 'recurring jobs: a job submitted as owner at each minute the cron expression matches on time_zone''s clock';
 
 /* queue_count: how many jobs of each queue are in each terminal status, so
  * that queue_stats need not count the retained history (it read every row:
@@ -1492,7 +1496,7 @@ BEGIN
 			v_err := format('%s (SQLSTATE %s)', SQLERRM, SQLSTATE);
 		END;
 		BEGIN
-			v_next := bgexec._cron_next(s.cron, greatest(now(), s.next_run_at));
+			v_next := bgexec._cron_next(s.cron, greatest(now(), s.next_run_at), s.time_zone);
 		EXCEPTION WHEN OTHERS THEN
 			-- only an expression written past schedule(): try again in a day
 			v_next := now() + interval '1 day';
@@ -1921,14 +1925,14 @@ COMMENT ON FUNCTION bgexec.retry(bigint) IS
 /* schedule: creates or replaces the caller's schedule `name`: a job with
  * these fields (as submit() takes them, and checked as submit() checks
  * them) is submitted as the caller at every minute the five-field cron
- * expression matches, in UTC, while a worker or the watchdog runs
- * reconcile().  Returns the first time it will fire.  Replacing a schedule
+ * expression matches on time_zone's wall clock (UTC by default), while a
+ * worker or the watchdog runs reconcile().  Returns the first time it will fire.  Replacing a schedule
  * keeps its history (last_run_at, last_job_id) and recomputes its next run
  * from now. */
 CREATE FUNCTION bgexec.schedule(name text, cron text, kind text, payload jsonb DEFAULT '{}',
                                 queue text DEFAULT 'default', priority int DEFAULT 0,
                                 max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
-                                concurrency_key text DEFAULT NULL)
+                                concurrency_key text DEFAULT NULL, time_zone text DEFAULT 'UTC')
 	RETURNS timestamptz
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1945,26 +1949,30 @@ BEGIN
 	IF schedule.cron IS NULL THEN
 		RAISE EXCEPTION 'cron must not be null' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	v_next := bgexec._cron_next(schedule.cron, now());
+	IF schedule.time_zone IS NULL THEN
+		RAISE EXCEPTION 'time_zone must not be null' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	v_next := bgexec._cron_next(schedule.cron, now(), schedule.time_zone);
 	PERFORM bgexec._check_submit(schedule.kind, schedule.payload, schedule.queue,
 	                             schedule.priority, now(), schedule.max_attempts,
 	                             schedule.timeout, NULL, schedule.concurrency_key);
 	INSERT INTO bgexec.schedule AS x (owner, name, cron, kind, payload, queue, priority,
-	                                  max_attempts, timeout, concurrency_key, next_run_at)
+	                                  max_attempts, timeout, concurrency_key, time_zone,
+	                                  next_run_at)
 	VALUES (v_owner, schedule.name, schedule.cron, schedule.kind, schedule.payload,
 	        schedule.queue, schedule.priority, schedule.max_attempts, schedule.timeout,
-	        schedule.concurrency_key, v_next)
+	        schedule.concurrency_key, schedule.time_zone, v_next)
 	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
 	   SET cron = excluded.cron, kind = excluded.kind, payload = excluded.payload,
 	       queue = excluded.queue, priority = excluded.priority,
 	       max_attempts = excluded.max_attempts, timeout = excluded.timeout,
-	       concurrency_key = excluded.concurrency_key, next_run_at = excluded.next_run_at,
-	       last_error = NULL;
+	       concurrency_key = excluded.concurrency_key, time_zone = excluded.time_zone,
+	       next_run_at = excluded.next_run_at, last_error = NULL;
 	RETURN v_next;
 END
 $$;
-COMMENT ON FUNCTION bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text) IS
-	'creates or replaces the caller''s recurring job (five-field cron, UTC); returns its first run';
+COMMENT ON FUNCTION bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text) IS
+	'creates or replaces the caller''s recurring job (five-field cron on time_zone''s clock); returns its first run';
 
 /* unschedule: deletes the caller's schedule `name`; false when there was none.
  * Jobs it already submitted are left alone. */
@@ -2209,7 +2217,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.stop(bigint),
 	bgexec.resume(bigint, jsonb),
 	bgexec.retry(bigint),
-	bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text),
+	bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text),
 	bgexec.unschedule(text),
 	bgexec.events(bigint, int),
 	bgexec.purge(interval),

@@ -39,7 +39,7 @@ Commands:
   retry ID               re-queue a failed, cancelled or timed-out job
   queues                 per-queue counts
   schedule NAME CRON KIND [JSON|@FILE] [options]
-                         create or replace a recurring job (cron, UTC)
+                         create or replace a recurring job (cron; --time-zone, UTC by default)
   unschedule NAME        delete a recurring job
   schedules              list your recurring jobs
   bench [options]        burn-down benchmark (see bgexec bench --help)

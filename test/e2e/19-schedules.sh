@@ -12,10 +12,13 @@ sql "CREATE EXTENSION bgexec" >/dev/null
   || fail "the watchdog runs"
 
 out=$("$BGEXEC" schedule hello '*/5 * * * *' workflow \
-  '{"steps": [{"id": "s", "sql": "SELECT 42 AS answer"}]}' --queue sched --max-attempts 2) \
-  || fail "bgexec schedule: $out"
-[[ $out == "schedule hello: next run "20*Z ]] || fail "bgexec schedule printed: $out"
-"$BGEXEC" schedules | grep -q $'^hello\t\\*/5 \\* \\* \\* \\*\tworkflow\tsched\t' || fail "bgexec schedules: $("$BGEXEC" schedules)"
+  '{"steps": [{"id": "s", "sql": "SELECT 42 AS answer"}]}' --queue sched --max-attempts 2 \
+  --time-zone Asia/Kolkata) || fail "bgexec schedule: $out"
+# on the clock of UTC+05:30, */5 falls at :00, :05, ... there too, so the first run is a
+# multiple of five minutes in UTC as well
+[[ $out =~ ^"schedule hello: next run "20[0-9-]+T[0-9][0-9]:[0-5][05]:00Z$ ]] || fail "bgexec schedule printed: $out"
+"$BGEXEC" schedules | grep -q $'^hello\t\\*/5 \\* \\* \\* \\*\tAsia/Kolkata\tworkflow\tsched\t' \
+  || fail "bgexec schedules: $("$BGEXEC" schedules)"
 
 set +e; "$BGEXEC" schedule bad '0 25 * * *' noop 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 3)) || fail "a bad cron: exit $rc"

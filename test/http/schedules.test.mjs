@@ -19,10 +19,12 @@ test('schedules: create, replace, read, list, delete; a tenant sees only its own
   assert.deepEqual(got.body.payload, { n: 1 });
   assert.equal(got.body.max_attempts, 3);
   assert.equal(got.body.timeout, '00:01:00');
-  // replaced in place
-  const again = await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '@hourly', kind: 'noop', queue } });
+  // replaced in place, on another zone's clock (answered in UTC)
+  const again = await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '@hourly', kind: 'noop', queue,
+    time_zone: 'Asia/Kolkata' } });
   assert.equal(again.status, 200, again.text);
-  assert.match(again.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:00:00Z$/);
+  assert.match(again.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:30:00Z$/);  // UTC+05:30
+  assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.time_zone, 'Asia/Kolkata');
   const list = await api('GET', '/v1/schedules', { token: A });
   assert.deepEqual(list.body.schedules.filter((s) => s.name === name).map((s) => s.cron), ['@hourly']);
   // B sees none of A's, and cannot delete it
@@ -53,6 +55,8 @@ test('schedules: bad input is 422 or 400 naming the field, and stores nothing', 
     [{ cron: '@daily', kind: 'noop', run_after: 'now' }, 400, '08P01', /^unknown field "run_after"$/],
     [{ cron: '@daily', kind: 'noop', idempotency_key: 'k' }, 400, '08P01', /^unknown field "idempotency_key"$/],
     [{ cron: '@daily', kind: 'noop', max_attempts: 0 }, 422, '22023', /max_attempts/],
+    [{ cron: '@daily', kind: 'noop', time_zone: 'Mars/Olympus' }, 422, '22023', /^time_zone "Mars\/Olympus" is not known$/],
+    [{ cron: '@daily', kind: 'noop', time_zone: 1 }, 422, '22023', /^time_zone must be a string$/],
   ]) {
     const r = await api('PUT', `/v1/schedules/${name}`, { token: A, body });
     assert.equal(r.status, status, `${JSON.stringify(body)}: ${r.text}`);

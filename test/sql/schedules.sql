@@ -38,6 +38,16 @@ SELECT left(e, 20) AS e, (try(format('SELECT bgexec._cron_next(%L, now())', e)))
     '0 0 30 2 *', '0 0 31 4,6,9,11 *', repeat('1,', 150) || '1 * * * *'
   ]) AS e;
 SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', 'infinity')$$);
+-- another zone's wall clock, daylight saving time included
+SELECT bgexec._cron_next('0 9 * * *', '2026-12-01 10:00+00', 'Europe/Paris') AS paris_winter,
+       bgexec._cron_next('0 9 * * *', '2026-07-01 10:00+00', 'Europe/Paris') AS paris_summer,
+       bgexec._cron_next('0 0 * * mon', '2026-12-01 10:00+00', 'Pacific/Auckland') AS auckland_monday;
+-- New York: 02:30 is skipped on 14 March 2027 (runs at 03:30 EDT, late);
+-- 01:30 is shown twice on 1 November 2026 (runs once, at the second)
+SELECT bgexec._cron_next('30 2 * * *', '2027-03-13 07:30+00', 'America/New_York') AS skipped_runs_late,
+       bgexec._cron_next('30 1 * * *', '2026-10-31 05:30+00', 'America/New_York') AS repeated_runs_once,
+       bgexec._cron_next('30 1 * * *', '2026-11-01 06:30+00', 'America/New_York') AS and_next_day;
+SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', now(), 'Mars/Olympus')$$);
 -- schedule(): a client's recurring job, visible to its owner only
 SET ROLE regress_alice;
 SELECT bgexec.schedule('nightly', '0 3 * * *', 'noop', '{"a": 1}', queue => 'sch') AS first_run \gset
@@ -103,9 +113,11 @@ SELECT count(*) AS carols_jobs FROM bgexec.job WHERE queue = 'sch-carol';
 DELETE FROM bgexec.schedule WHERE owner = 'regress_carol';
 -- replacing a schedule keeps its history, clears its error, starts from now
 SET ROLE regress_bob;
-SELECT bgexec.schedule('nightly', '30 4 * * *', 'noop', queue => 'sch-bob') > now() AS replaced;
-SELECT cron, last_error, last_job_id IS NOT NULL AS history_kept,
-       next_run_at - now() < interval '1 day' AS from_now FROM bgexec.schedule;
+SELECT bgexec.schedule('nightly', '30 4 * * *', 'noop', queue => 'sch-bob',
+                       time_zone => 'Asia/Tokyo') > now() AS replaced;
+SELECT cron, time_zone, last_error, last_job_id IS NOT NULL AS history_kept,
+       next_run_at - now() < interval '1 day' AS from_now,
+       to_char(next_run_at AT TIME ZONE 'Asia/Tokyo', 'HH24:MI') AS tokyo_time FROM bgexec.schedule;
 -- bad input: a clear error naming the field, nothing stored
 SELECT * FROM try($$SELECT bgexec.schedule('bad name', '* * * * *', 'noop')$$);
 SELECT * FROM try($$SELECT bgexec.schedule(NULL, '* * * * *', 'noop')$$);
@@ -115,6 +127,8 @@ SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'bad kind')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'workflow', '{"steps": [{"id": "a", "needs": ["b"], "run": ["true"]}]}')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', max_attempts => 0)$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', timeout => '200 years')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'Nowhere/Special')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => NULL)$$);
 SELECT count(*) AS stored FROM bgexec.schedule WHERE name = 'x';
 -- unschedule: the caller's own; the jobs it submitted stay
 SELECT bgexec.unschedule('nightly') AS deleted, bgexec.unschedule('nightly') AS again,

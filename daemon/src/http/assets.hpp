@@ -31,7 +31,7 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
       <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th></tr></thead>
       <tbody></tbody></table>
     <h2>Schedules</h2>
-    <table id="schedules"><thead><tr><th>name</th><th>cron (UTC)</th><th>kind</th><th>queue</th><th>next run</th>
+    <table id="schedules"><thead><tr><th>name</th><th>cron</th><th>time zone</th><th>kind</th><th>queue</th><th>next run</th>
       <th>last run</th><th>last job</th><th>last error</th></tr></thead>
       <tbody></tbody></table>
     <h2>Recent jobs</h2>
@@ -127,7 +127,7 @@ async function loadQueues() {
 async function loadSchedules() {
   const {schedules} = await api('GET', '/v1/schedules');
   $('#schedules tbody').innerHTML = schedules.map((s) => `<tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
-    <td>${esc(s.cron)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${esc(s.next_run_at)}</td>
+    <td>${esc(s.cron)}</td><td>${esc(s.time_zone)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${esc(s.next_run_at)}</td>
     <td>${esc(s.last_run_at ?? '')}</td><td>${s.last_job_id == null ? '' : `<a href="#/jobs/${s.last_job_id}">${s.last_job_id}</a>`}</td>
     <td class="error">${esc(s.last_error ?? '')}</td></tr>`).join('');
 }

@@ -322,8 +322,9 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   static const std::set<std::string> known = {"kind", "payload", "queue", "priority",
                                               "run_after", "max_attempts", "timeout",
                                               "idempotency_key", "concurrency_key"};
-  static const std::set<std::string> known_schedule = {"cron", "kind", "payload", "queue", "priority",
-                                                       "max_attempts", "timeout", "concurrency_key"};
+  static const std::set<std::string> known_schedule = {"cron",         "kind",    "payload",         "queue",
+                                                       "priority",     "timeout", "concurrency_key", "time_zone",
+                                                       "max_attempts"};
   for (auto it = body.begin(); it != body.end(); ++it)
     if (!(schedule ? known_schedule : known).count(it.key()))
       throw bad_request("unknown field \"" + it.key() + "\"");
@@ -393,6 +394,8 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     keyed = true;
   }
   if (auto c = str("concurrency_key")) arg("concurrency_key", *c, "?::text");
+  if (schedule)
+    if (auto z = str("time_zone")) arg("time_zone", *z, "?::text");
   std::string call = schedule ? "bgexec.schedule(" : "bgexec.submit(";
   for (std::size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
   call += ")";
