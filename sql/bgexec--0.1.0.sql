@@ -264,6 +264,7 @@ CREATE TABLE bgexec.schedule (
 	timeout         interval,
 	concurrency_key text,
 	time_zone       text NOT NULL DEFAULT 'UTC',   -- whose wall clock cron reads
+	overlap         boolean NOT NULL DEFAULT true, -- false: skip a tick while the last job is unfinished
 	next_run_at     timestamptz NOT NULL,
 	last_run_at     timestamptz,           -- the tick last fired (its due time)
 	last_job_id     bigint,                -- the job it submitted
@@ -1456,7 +1457,9 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * by hand returns the same job.  A tick that cannot submit (its queue is
  * full, its fields no longer pass submit's checks) is skipped and its error
  * kept in last_error: one schedule never stops reconcile() for everyone;
- * so is a tick whose owner is no longer a member of bgexec_client.
+ * so is a tick whose owner is no longer a member of bgexec_client, and,
+ * with overlap false, one whose last job is still queued, running or
+ * suspended.
  * Returns how many ticks it fired. */
 CREATE FUNCTION bgexec._fire_schedules() RETURNS int
 	LANGUAGE plpgsql VOLATILE
@@ -1485,6 +1488,13 @@ BEGIN
 			IF NOT pg_catalog.pg_has_role(s.owner, 'bgexec_client', 'USAGE') THEN
 				RAISE EXCEPTION 'role % may no longer submit jobs (not a member of bgexec_client)', s.owner
 					USING ERRCODE = 'insufficient_privilege';
+			END IF;
+			IF NOT s.overlap AND EXISTS (
+			     SELECT 1 FROM bgexec.job j
+			      WHERE j.id = s.last_job_id AND j.status IN ('queued', 'running', 'suspended')) THEN
+				RAISE EXCEPTION 'skipped: job % of the last run is still %', s.last_job_id,
+					(SELECT j.status FROM bgexec.job j WHERE j.id = s.last_job_id)
+					USING ERRCODE = 'object_in_use';
 			END IF;
 			v_job := bgexec._submit_one(s.owner, s.kind, s.payload, s.queue, s.priority, now(),
 				s.max_attempts, s.timeout,
@@ -1926,13 +1936,15 @@ COMMENT ON FUNCTION bgexec.retry(bigint) IS
  * these fields (as submit() takes them, and checked as submit() checks
  * them) is submitted as the caller at every minute the five-field cron
  * expression matches on time_zone's wall clock (UTC by default), while a
- * worker or the watchdog runs reconcile().  Returns the first time it will fire.  Replacing a schedule
+ * worker or the watchdog runs reconcile().  overlap false skips a tick
+ * while the job of the last one is still queued, running or suspended.  Returns the first time it will fire.  Replacing a schedule
  * keeps its history (last_run_at, last_job_id) and recomputes its next run
  * from now. */
 CREATE FUNCTION bgexec.schedule(name text, cron text, kind text, payload jsonb DEFAULT '{}',
                                 queue text DEFAULT 'default', priority int DEFAULT 0,
                                 max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
-                                concurrency_key text DEFAULT NULL, time_zone text DEFAULT 'UTC')
+                                concurrency_key text DEFAULT NULL, time_zone text DEFAULT 'UTC',
+                                overlap boolean DEFAULT true)
 	RETURNS timestamptz
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1952,26 +1964,29 @@ BEGIN
 	IF schedule.time_zone IS NULL THEN
 		RAISE EXCEPTION 'time_zone must not be null' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	IF schedule.overlap IS NULL THEN
+		RAISE EXCEPTION 'overlap must not be null' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	v_next := bgexec._cron_next(schedule.cron, now(), schedule.time_zone);
 	PERFORM bgexec._check_submit(schedule.kind, schedule.payload, schedule.queue,
 	                             schedule.priority, now(), schedule.max_attempts,
 	                             schedule.timeout, NULL, schedule.concurrency_key);
 	INSERT INTO bgexec.schedule AS x (owner, name, cron, kind, payload, queue, priority,
 	                                  max_attempts, timeout, concurrency_key, time_zone,
-	                                  next_run_at)
+	                                  overlap, next_run_at)
 	VALUES (v_owner, schedule.name, schedule.cron, schedule.kind, schedule.payload,
 	        schedule.queue, schedule.priority, schedule.max_attempts, schedule.timeout,
-	        schedule.concurrency_key, schedule.time_zone, v_next)
+	        schedule.concurrency_key, schedule.time_zone, schedule.overlap, v_next)
 	ON CONFLICT ON CONSTRAINT schedule_pkey DO UPDATE
 	   SET cron = excluded.cron, kind = excluded.kind, payload = excluded.payload,
 	       queue = excluded.queue, priority = excluded.priority,
 	       max_attempts = excluded.max_attempts, timeout = excluded.timeout,
 	       concurrency_key = excluded.concurrency_key, time_zone = excluded.time_zone,
-	       next_run_at = excluded.next_run_at, last_error = NULL;
+	       overlap = excluded.overlap, next_run_at = excluded.next_run_at, last_error = NULL;
 	RETURN v_next;
 END
 $$;
-COMMENT ON FUNCTION bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text) IS
+COMMENT ON FUNCTION bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text, boolean) IS
 	'creates or replaces the caller''s recurring job (five-field cron on time_zone''s clock); returns its first run';
 
 /* unschedule: deletes the caller's schedule `name`; false when there was none.
@@ -2217,7 +2232,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.stop(bigint),
 	bgexec.resume(bigint, jsonb),
 	bgexec.retry(bigint),
-	bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text),
+	bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text, boolean),
 	bgexec.unschedule(text),
 	bgexec.events(bigint, int),
 	bgexec.purge(interval),

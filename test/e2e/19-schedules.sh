@@ -13,7 +13,7 @@ sql "CREATE EXTENSION bgexec" >/dev/null
 
 out=$("$BGEXEC" schedule hello '*/5 * * * *' workflow \
   '{"steps": [{"id": "s", "sql": "SELECT 42 AS answer"}]}' --queue sched --max-attempts 2 \
-  --time-zone Asia/Kolkata) || fail "bgexec schedule: $out"
+  --time-zone Asia/Kolkata --no-overlap) || fail "bgexec schedule: $out"
 # on the clock of UTC+05:30, */5 falls at :00, :05, ... there too, so the first run is a
 # multiple of five minutes in UTC as well
 [[ $out =~ ^"schedule hello: next run "20[0-9-]+T[0-9][0-9]:[0-5][05]:00Z$ ]] || fail "bgexec schedule printed: $out"
@@ -33,6 +33,7 @@ j=$(sql "SELECT id FROM bgexec.job WHERE queue = 'sched'")
 wait_status "$j" completed 20
 [[ $(sql "SELECT result->'s'->0->>'answer' FROM bgexec.job WHERE id = $j") == 42 ]] || fail "result"
 [[ $(sql "SELECT owner || ' ' || max_attempts FROM bgexec.job WHERE id = $j") == "postgres 2" ]] || fail "job fields"
+[[ $(sql "SELECT overlap FROM bgexec.schedule") == f ]] || fail "--no-overlap was not stored"
 [[ $(sql "SELECT last_job_id = $j AND next_run_at > now() AND last_error IS NULL FROM bgexec.schedule") == t ]] \
   || fail "schedule row: $(sql "SELECT * FROM bgexec.schedule")"
 sleep 1.5  # three more reconcile() calls

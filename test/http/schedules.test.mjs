@@ -21,10 +21,12 @@ test('schedules: create, replace, read, list, delete; a tenant sees only its own
   assert.equal(got.body.timeout, '00:01:00');
   // replaced in place, on another zone's clock (answered in UTC)
   const again = await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '@hourly', kind: 'noop', queue,
-    time_zone: 'Asia/Kolkata' } });
+    time_zone: 'Asia/Kolkata', overlap: false } });
   assert.equal(again.status, 200, again.text);
   assert.match(again.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:30:00Z$/);  // UTC+05:30
-  assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.time_zone, 'Asia/Kolkata');
+  const replaced = (await api('GET', `/v1/schedules/${name}`, { token: A })).body;
+  assert.equal(replaced.time_zone, 'Asia/Kolkata');
+  assert.equal(replaced.overlap, false);
   const list = await api('GET', '/v1/schedules', { token: A });
   assert.deepEqual(list.body.schedules.filter((s) => s.name === name).map((s) => s.cron), ['@hourly']);
   // B sees none of A's, and cannot delete it
@@ -57,6 +59,7 @@ test('schedules: bad input is 422 or 400 naming the field, and stores nothing', 
     [{ cron: '@daily', kind: 'noop', max_attempts: 0 }, 422, '22023', /max_attempts/],
     [{ cron: '@daily', kind: 'noop', time_zone: 'Mars/Olympus' }, 422, '22023', /^time_zone "Mars\/Olympus" is not known$/],
     [{ cron: '@daily', kind: 'noop', time_zone: 1 }, 422, '22023', /^time_zone must be a string$/],
+    [{ cron: '@daily', kind: 'noop', overlap: 'no' }, 422, '22023', /^overlap must be true or false$/],
   ]) {
     const r = await api('PUT', `/v1/schedules/${name}`, { token: A, body });
     assert.equal(r.status, status, `${JSON.stringify(body)}: ${r.text}`);

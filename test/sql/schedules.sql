@@ -89,6 +89,24 @@ SELECT bgexec._fire_schedules() AS fired;
 SELECT owner, name, last_error, next_run_at > now() AS moved_on,
        last_job_id IS NOT NULL AS has_job
   FROM bgexec.schedule ORDER BY owner, name;
+-- overlap false: a tick is skipped while the last run's job is unfinished
+SET ROLE regress_alice;
+SELECT bgexec.schedule('one-at-a-time', '* * * * *', 'noop', queue => 'sch-one', overlap => false) > now() AS scheduled;
+RESET ROLE;
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 00:00+00' WHERE name = 'one-at-a-time';
+SELECT bgexec._fire_schedules() AS fired;
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 00:01+00' WHERE name = 'one-at-a-time';
+SELECT bgexec._fire_schedules() AS fired_while_queued;
+SELECT overlap, regexp_replace(last_error, 'job \d+', 'job N') AS last_error, next_run_at > now() AS moved_on
+  FROM bgexec.schedule WHERE name = 'one-at-a-time';
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-one';
+-- once that job has ended, the next tick fires
+SELECT bgexec.finish(job_id, lease, 'completed') FROM bgexec.claim('w', '{sch-one}', 1);
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 00:02+00' WHERE name = 'one-at-a-time';
+SELECT bgexec._fire_schedules() AS fired_after_it_ended;
+SELECT last_error, (SELECT count(*) FROM bgexec.job WHERE queue = 'sch-one') AS jobs
+  FROM bgexec.schedule WHERE name = 'one-at-a-time';
+DELETE FROM bgexec.schedule WHERE name = 'one-at-a-time';
 -- an expression written past schedule() does not stop reconcile(): the tick
 -- fires, and the schedule waits a day, its error kept
 UPDATE bgexec.schedule SET cron = 'bogus', next_run_at = now() - interval '1 minute'
@@ -129,6 +147,7 @@ SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', max_attempt
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', timeout => '200 years')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'Nowhere/Special')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => NULL)$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', overlap => NULL)$$);
 SELECT count(*) AS stored FROM bgexec.schedule WHERE name = 'x';
 -- unschedule: the caller's own; the jobs it submitted stay
 SELECT bgexec.unschedule('nightly') AS deleted, bgexec.unschedule('nightly') AS again,

@@ -50,7 +50,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec queues
   bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
                   [--max-attempts N] [--timeout DUR] [--concurrency-key K]
-                  [--time-zone TZ]
+                  [--time-zone TZ] [--no-overlap]
   bgexec unschedule NAME
   bgexec schedules
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
@@ -58,8 +58,8 @@ DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
 end quietly, --follow shows steps and logs live.  tail exits after a terminal or
 suspended event.  schedule creates or replaces a recurring job: CRON is five
 fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
-read on the clock of --time-zone (default UTC); it prints the first run, in
-UTC.
+read on the clock of --time-zone (default UTC); --no-overlap skips a run
+while the last one's job is unfinished.  It prints the first run, in UTC.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
 exits 0 whenever the job exists and prints the status it found (running: its
@@ -428,10 +428,12 @@ asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
   JobOptions jo = job_options(a);
   pg::Params p = {a.positional[0], a.positional[1], a.positional[2], payload.dump(), jo.queue,
                   std::to_string(jo.priority), std::to_string(jo.max_attempts), jo.timeout,
-                  jo.concurrency_key, option(a, "--time-zone").value_or("UTC")};
+                  jo.concurrency_key, option(a, "--time-zone").value_or("UTC"),
+                  a.flags.count("--no-overlap") ? "false" : "true"};
   auto r = co_await s.conn.query(
       "SELECT to_char(bgexec.schedule($1, $2, $3, $4::jsonb, queue => $5, priority => $6::int,"
-      " max_attempts => $7::int, timeout => $8::interval, concurrency_key => $9, time_zone => $10)"
+      " max_attempts => $7::int, timeout => $8::interval, concurrency_key => $9, time_zone => $10,"
+      " overlap => $11::boolean)"
       " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
       p);
   std::string next = r.get(0, 0).value_or("");
@@ -491,7 +493,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     parsed = core::parse_args(args,
                               {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
                                "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone"},
-                              {"--json", "--wait", "--follow"});
+                              {"--json", "--wait", "--follow", "--no-overlap"});
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
     return usage;

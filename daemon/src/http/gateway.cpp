@@ -324,7 +324,7 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
                                               "idempotency_key", "concurrency_key"};
   static const std::set<std::string> known_schedule = {"cron",         "kind",    "payload",         "queue",
                                                        "priority",     "timeout", "concurrency_key", "time_zone",
-                                                       "max_attempts"};
+                                                       "max_attempts", "overlap"};
   for (auto it = body.begin(); it != body.end(); ++it)
     if (!(schedule ? known_schedule : known).count(it.key()))
       throw bad_request("unknown field \"" + it.key() + "\"");
@@ -394,8 +394,13 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     keyed = true;
   }
   if (auto c = str("concurrency_key")) arg("concurrency_key", *c, "?::text");
-  if (schedule)
+  if (schedule) {
     if (auto z = str("time_zone")) arg("time_zone", *z, "?::text");
+    if (body.contains("overlap") && !body["overlap"].is_null()) {
+      if (!body["overlap"].is_boolean()) throw invalid("overlap must be true or false");
+      arg("overlap", body["overlap"].get<bool>() ? "true" : "false", "?::boolean");
+    }
+  }
   std::string call = schedule ? "bgexec.schedule(" : "bgexec.submit(";
   for (std::size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
   call += ")";
