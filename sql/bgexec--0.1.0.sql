@@ -250,8 +250,8 @@ COMMENT ON TABLE bgexec.worker IS 'worker daemons, upserted by register_worker, 
 /* schedule: recurring jobs.  Each row submits a job as its owner whenever
  * next_run_at comes (reconcile() fires due rows, so the watchdog or any
  * worker does), then moves next_run_at to the cron expression's next minute
- * after now.  Rows are written only by schedule() and unschedule(), which
- * check the job fields as submit() does. */
+ * after now.  Rows are created only by schedule(), which checks the job
+ * fields as submit() does, and deleted by unschedule(). */
 CREATE TABLE bgexec.schedule (
 	owner           name NOT NULL,
 	name            text NOT NULL,
@@ -998,8 +998,9 @@ COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
  * expire, although no attempt started (invariant 7: with max_attempts = 1
  * they would never run).  The worker calls unclaim after a claim failed with
  * a connection error, before it claims again, passing after_lease, the
- * highest lease it had received before that claim, and held, every lease it
- * has received since.  Each running job of worker_id whose lease is above
+ * highest lease it had received before that claim, and held, the leases it
+ * has received since whose jobs may still be running (the jobs it holds, and
+ * those that ended without a finish written).  Each running job of worker_id whose lease is above
  * after_lease and not held, and which was claimed since the worker last
  * registered (a previous run of the same worker id may have started its
  * jobs), goes back to queued with its attempt given back, its place in the
@@ -1011,7 +1012,7 @@ COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
  * connection yet, and could commit after this looked.  Each claim holds a
  * shared advisory lock on its worker id; unclaim tries for it exclusively,
  * without waiting.  The caller tries again later, meanwhile claiming as
- * usual (and adding the leases it receives to held). */
+ * usual. */
 CREATE FUNCTION bgexec.unclaim(worker_id text, after_lease bigint, held bigint[] DEFAULT '{}')
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1473,6 +1474,7 @@ DECLARE
 	v_job bigint;
 	v_next timestamptz;
 	v_err text;
+	v_last bgexec.job_status;
 BEGIN
 	FOR s IN
 		SELECT x.* FROM bgexec.schedule x
@@ -1489,12 +1491,12 @@ BEGIN
 				RAISE EXCEPTION 'role % may no longer submit jobs (not a member of bgexec_client)', s.owner
 					USING ERRCODE = 'insufficient_privilege';
 			END IF;
-			IF NOT s.overlap AND EXISTS (
-			     SELECT 1 FROM bgexec.job j
-			      WHERE j.id = s.last_job_id AND j.status IN ('queued', 'running', 'suspended')) THEN
-				RAISE EXCEPTION 'skipped: job % of the last run is still %', s.last_job_id,
-					(SELECT j.status FROM bgexec.job j WHERE j.id = s.last_job_id)
-					USING ERRCODE = 'object_in_use';
+			IF NOT s.overlap THEN
+				SELECT j.status INTO v_last FROM bgexec.job j WHERE j.id = s.last_job_id;
+				IF v_last IN ('queued', 'running', 'suspended') THEN
+					RAISE EXCEPTION 'skipped: job % of the last run is still %', s.last_job_id, v_last
+						USING ERRCODE = 'object_in_use';
+				END IF;
 			END IF;
 			v_job := bgexec._submit_one(s.owner, s.kind, s.payload, s.queue, s.priority, now(),
 				s.max_attempts, s.timeout,
@@ -1937,9 +1939,9 @@ COMMENT ON FUNCTION bgexec.retry(bigint) IS
  * them) is submitted as the caller at every minute the five-field cron
  * expression matches on time_zone's wall clock (UTC by default), while a
  * worker or the watchdog runs reconcile().  overlap false skips a tick
- * while the job of the last one is still queued, running or suspended.  Returns the first time it will fire.  Replacing a schedule
- * keeps its history (last_run_at, last_job_id) and recomputes its next run
- * from now. */
+ * while the job of the last one is still queued, running or suspended.
+ * Returns the first time it will fire.  Replacing a schedule keeps its
+ * history (last_run_at, last_job_id) and recomputes its next run from now. */
 CREATE FUNCTION bgexec.schedule(name text, cron text, kind text, payload jsonb DEFAULT '{}',
                                 queue text DEFAULT 'default', priority int DEFAULT 0,
                                 max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
