@@ -44,6 +44,13 @@ std::string text_array(const std::vector<std::string>& v) {
   return out + "}";
 }
 
+// Postgres array literal of bigints: {1,2}.
+std::string bigint_array(const std::vector<std::int64_t>& v) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  return out + "}";
+}
+
 // Logs and ignores exceptions of detached component coroutines.
 auto log_exit(const char* component) {
   return [component](std::exception_ptr e) {
@@ -215,15 +222,12 @@ int Worker::free_slots() const {
 // second, before the fetcher's claims).  The leases received since are the
 // jobs held now and those that ended without a finish written.
 asio::awaitable<void> Worker::try_unclaim() {
-  std::string held = "{";
-  auto add = [&](std::int64_t lease) { held += (held.size() > 1 ? "," : "") + std::to_string(lease); };
+  std::vector<std::int64_t> held = unclaim_->gone;
   for (auto& [id, job] : jobs_)
-    if (job->lease() > unclaim_->after_lease) add(job->lease());
-  for (auto lease : unclaim_->gone) add(lease);
-  held += '}';
+    if (job->lease() > unclaim_->after_lease) held.push_back(job->lease());
   unclaim_->next_try = Clock::now() + std::chrono::milliseconds(500);
   try {
-    pg::Params arg1_ = {cfg_.id, std::to_string(unclaim_->after_lease), held};
+    pg::Params arg1_ = {cfg_.id, std::to_string(unclaim_->after_lease), bigint_array(held)};
     auto r = co_await ctl_.query("SELECT bgexec.unclaim($1, $2, $3::bigint[])", std::move(arg1_),
                                  /*prepare=*/true);
     auto n = r.get(0, 0);
@@ -284,17 +288,15 @@ asio::awaitable<void> Worker::heartbeater() {
   const double interval = std::max(0.1, cfg_.lease_s / 3);
   while (!stopping_) {
     std::vector<std::shared_ptr<Job>> live;
-    std::string leases = "{";
+    std::vector<std::int64_t> leases;
     for (auto& [id, job] : jobs_) {
       if (!job->live()) continue;
-      if (live.size()) leases += ',';
-      leases += std::to_string(job->lease());
+      leases.push_back(job->lease());
       live.push_back(job);
     }
-    leases += '}';
     auto sent = Clock::now();
     try {
-      pg::Params arg1_ = {cfg_.id, leases, core::to_pg_interval(cfg_.lease_s)};
+      pg::Params arg1_ = {cfg_.id, bigint_array(leases), core::to_pg_interval(cfg_.lease_s)};
       auto r = co_await hb_.query("SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)", std::move(arg1_),
                                   /*prepare=*/true);
       std::map<std::int64_t, std::string> actions;
