@@ -23,14 +23,14 @@
  * call does at most a few thousand steps.
  *
  * Daylight saving time: the search walks the zone's wall clock and turns the
- * minute it finds into an instant as PostgreSQL reads a local time.  A
- * minute the clock skips (02:30 when it jumps from 02:00 to 03:00) becomes
- * the instant an hour later on the new clock (03:30): the job runs, late.
- * A minute the clock shows twice (01:30 when it goes back from 02:00 to
- * 01:00) becomes the second one, and runs once: the next search starts from
- * the minute after it on the wall clock.  So the repeated hour is gone
- * through once: a schedule due more often than hourly skips the first
- * pass of it.  UTC, the default, has neither.
+ * minute it finds into an instant.  A minute the clock skips (02:30 when it
+ * jumps from 02:00 to 03:00) becomes the instant an hour later on the new
+ * clock (03:30), as PostgreSQL reads it: the job runs, late.  A minute the
+ * clock shows twice (01:30 when it goes back from 02:00 to 01:00) runs at
+ * its first showing only, as in Vixie cron, unless the hour field has every
+ * hour: such a schedule keeps its pace and runs in both showings (every 15
+ * minutes stays every 15 minutes of real time).  UTC, the default, has
+ * neither.
  *
  * extension/cron.c
  *
@@ -280,109 +280,251 @@ day_matches(const CronSpec *spec, int y, int m, int d)
 	return dom || dow;
 }
 
-/* The first whole minute after `after` that spec matches on zone's clock. */
-static TimestampTz
-cron_next(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char *expr)
+/* Wall-clock minute fields, as the search walks them. */
+typedef struct WallMinute
 {
-	struct pg_tm tm;
-	fsec_t		fsec;
-	int			offset;
-	TimestampTz start;
-	TimestampTz result;
 	int			y,
 				m,
 				d,
 				h,
-				mi,
-				limit;
+				mi;
+} WallMinute;
+
+/*
+ * Move w forward to the first minute at or after it that spec matches
+ * (calendar arithmetic only: no time zone).  Raises 22023 past `limit`.
+ */
+static void
+wall_search(const CronSpec *spec, WallMinute *w, int limit, const char *expr)
+{
+	for (;;)
+	{
+		if (w->y > limit)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cron \"%s\" matches no time in %d years", expr, CRON_MAX_YEARS),
+					 errhint("check the day-of-month against the month (a 30th of February never comes)")));
+		if (!((spec->month >> w->m) & 1) || w->d > day_tab[isleap(w->y)][w->m - 1])
+		{
+			/* to the first minute of the next month */
+			if (++w->m > 12)
+			{
+				w->m = 1;
+				w->y++;
+			}
+			w->d = 1;
+			w->h = 0;
+			w->mi = 0;
+			continue;
+		}
+		if (!day_matches(spec, w->y, w->m, w->d))
+		{
+			w->d++;
+			w->h = 0;
+			w->mi = 0;
+			continue;
+		}
+		if (!((spec->hour >> w->h) & 1))
+		{
+			if (++w->h > 23)
+			{
+				w->d++;
+				w->h = 0;
+			}
+			w->mi = 0;
+			continue;
+		}
+		if (!((spec->minute >> w->mi) & 1))
+		{
+			if (++w->mi > 59)
+			{
+				w->mi = 0;
+				if (++w->h > 23)
+				{
+					w->d++;
+					w->h = 0;
+				}
+			}
+			continue;
+		}
+		return;
+	}
+}
+
+/* The wall-clock minute of instant t in zone. */
+static WallMinute
+wall_of(TimestampTz t, pg_tz *zone)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+	int			offset;
+	WallMinute	w;
+
+	if (timestamp2tm(t, &offset, &tm, &fsec, NULL, zone) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	w.y = tm.tm_year;
+	w.m = tm.tm_mon;
+	w.d = tm.tm_mday;
+	w.h = tm.tm_hour;
+	w.mi = tm.tm_min;
+	return w;
+}
+
+/* w as a struct pg_tm, seconds 0. */
+static void
+wall_tm(const WallMinute *w, struct pg_tm *tm)
+{
+	memset(tm, 0, sizeof(*tm));
+	tm->tm_year = w->y;
+	tm->tm_mon = w->m;
+	tm->tm_mday = w->d;
+	tm->tm_hour = w->h;
+	tm->tm_min = w->mi;
+}
+
+/* The instant that wall minute w shows at UTC offset `offset` (PG's sign). */
+static TimestampTz
+instant_at(const WallMinute *w, int offset)
+{
+	struct pg_tm tm;
+	TimestampTz result;
+
+	wall_tm(w, &tm);
+	if (tm2timestamp(&tm, 0, &offset, &result) != 0 || !IS_VALID_TIMESTAMP(result))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	return result;
+}
+
+static bool
+wall_equal(const WallMinute *a, const WallMinute *b)
+{
+	return a->y == b->y && a->m == b->m && a->d == b->d &&
+		a->h == b->h && a->mi == b->mi;
+}
+
+/*
+ * The instant wall minute w stands for in zone, as PostgreSQL reads a local
+ * time: a skipped minute on the new clock (an hour late), a repeated one at
+ * its second showing.  *first gets the first showing of a repeated minute,
+ * else the same instant.
+ */
+static TimestampTz
+wall_instant(const WallMinute *w, pg_tz *zone, TimestampTz *first)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+	int			offset;
+	TimestampTz result;
+	TimestampTz earlier;
+	WallMinute	back;
+
+	wall_tm(w, &tm);
+	result = instant_at(w, DetermineTimeZoneOffset(&tm, zone));
+
+	/*
+	 * Read at the offset of a day before (the clock before a transition), w
+	 * is an earlier instant that still shows w exactly when the clock went
+	 * back in between.  Two transitions within a day leave the second
+	 * reading only.
+	 */
+	*first = result;
+	if (timestamp2tm(result - USECS_PER_DAY, &offset, &tm, &fsec, NULL, zone) != 0)
+		return result;
+	earlier = instant_at(w, offset);
+	if (earlier < result)
+	{
+		back = wall_of(earlier, zone);
+		if (wall_equal(&back, w))
+			*first = earlier;
+	}
+	return result;
+}
+
+/*
+ * The first whole minute after `after` that spec matches on zone's clock.
+ *
+ * A schedule with every hour in its hour field keeps its pace through the
+ * hour the clock repeats: it runs in both showings of it.  Any other runs a
+ * repeated minute once, at its first showing.
+ */
+static TimestampTz
+cron_next(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char *expr)
+{
+	bool		every_hour = spec->hour == (1U << 24) - 1;
+	TimestampTz start;
+	TimestampTz result;
+	TimestampTz first;
+	TimestampTz second_pass = DT_NOEND;
+	WallMinute	w;
+	int			limit;
 
 	/* the next whole minute: floor to the minute, plus one */
 	start = after - after % USECS_PER_MINUTE;
 	if (after % USECS_PER_MINUTE < 0)
 		start -= USECS_PER_MINUTE;
 	start += USECS_PER_MINUTE;
-	if (timestamp2tm(start, &offset, &tm, &fsec, NULL, zone) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("timestamp out of range")));
-	y = tm.tm_year;
-	m = tm.tm_mon;
-	d = tm.tm_mday;
-	h = tm.tm_hour;
-	mi = tm.tm_min;
-	limit = y + CRON_MAX_YEARS;
+	w = wall_of(start, zone);
+	limit = w.y + CRON_MAX_YEARS;
+
+	/*
+	 * `after` in the first showing of a repeated hour: the wall clock will
+	 * go back past where the search starts, so look at the second showing
+	 * too, from its first minute.
+	 */
+	if (every_hour)
+	{
+		pg_time_t	t = timestamptz_to_time_t(after);
+		pg_time_t	boundary;
+		long int	before_gmtoff,
+					after_gmtoff;
+		int			before_isdst,
+					after_isdst;
+
+		if (pg_next_dst_boundary(&t, &before_gmtoff, &before_isdst, &boundary,
+								 &after_gmtoff, &after_isdst, zone) == 1 &&
+			after_gmtoff < before_gmtoff &&
+			boundary - t <= before_gmtoff - after_gmtoff)
+		{
+			TimestampTz b = time_t_to_timestamptz(boundary);
+			WallMinute	w2 = wall_of(b, zone);
+
+			wall_search(spec, &w2, limit, expr);
+			second_pass = instant_at(&w2, (int) -after_gmtoff);
+			if (second_pass >= b + (before_gmtoff - after_gmtoff) * USECS_PER_SEC)
+				second_pass = DT_NOEND;
+		}
+	}
 
 	for (;;)
 	{
-		if (y > limit)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("cron \"%s\" matches no time in %d years", expr, CRON_MAX_YEARS),
-					 errhint("check the day-of-month against the month (a 30th of February never comes)")));
-		if (!((spec->month >> m) & 1) || d > day_tab[isleap(y)][m - 1])
+		wall_search(spec, &w, limit, expr);
+		result = wall_instant(&w, zone, &first);
+		if (first < result)
 		{
-			/* to the first minute of the next month */
-			if (++m > 12)
+			/* a repeated minute */
+			if (first > after)
+				result = first;
+			else if (!(every_hour && result > after))
 			{
-				m = 1;
-				y++;
+				/* its first showing is past: the minute after it */
+				w.mi++;
+				continue;
 			}
-			d = 1;
-			h = 0;
-			mi = 0;
-			continue;
-		}
-		if (!day_matches(spec, y, m, d))
-		{
-			d++;
-			h = 0;
-			mi = 0;
-			continue;
-		}
-		if (!((spec->hour >> h) & 1))
-		{
-			if (++h > 23)
-			{
-				d++;
-				h = 0;
-			}
-			mi = 0;
-			continue;
-		}
-		if (!((spec->minute >> mi) & 1))
-		{
-			if (++mi > 59)
-			{
-				mi = 0;
-				if (++h > 23)
-				{
-					d++;
-					h = 0;
-				}
-			}
-			continue;
 		}
 		break;
 	}
 
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = y;
-	tm.tm_mon = m;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	offset = DetermineTimeZoneOffset(&tm, zone);
-	if (tm2timestamp(&tm, 0, &offset, &result) != 0 || !IS_VALID_TIMESTAMP(result))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("timestamp out of range")));
 	/*
 	 * A skipped minute read on the new clock can land at or before `after`
 	 * (the search started in the skipped hour): look again from an hour on.
 	 */
 	if (result <= after)
-		return cron_next(spec, after + USECS_PER_HOUR, zone, expr);
-	return result;
+		result = cron_next(spec, after + USECS_PER_HOUR, zone, expr);
+	return Min(result, second_pass);
 }
 
 /*

@@ -43,10 +43,21 @@ SELECT bgexec._cron_next('0 9 * * *', '2026-12-01 10:00+00', 'Europe/Paris') AS 
        bgexec._cron_next('0 9 * * *', '2026-07-01 10:00+00', 'Europe/Paris') AS paris_summer,
        bgexec._cron_next('0 0 * * mon', '2026-12-01 10:00+00', 'Pacific/Auckland') AS auckland_monday;
 -- New York: 02:30 is skipped on 14 March 2027 (runs at 03:30 EDT, late);
--- 01:30 is shown twice on 1 November 2026 (runs once, at the second)
+-- 01:30 is shown twice on 1 November 2026 (runs once, at the first)
 SELECT bgexec._cron_next('30 2 * * *', '2027-03-13 07:30+00', 'America/New_York') AS skipped_runs_late,
        bgexec._cron_next('30 1 * * *', '2026-10-31 05:30+00', 'America/New_York') AS repeated_runs_once,
-       bgexec._cron_next('30 1 * * *', '2026-11-01 06:30+00', 'America/New_York') AS and_next_day;
+       bgexec._cron_next('30 1 * * *', '2026-11-01 05:30+00', 'America/New_York') AS and_next_day,
+       bgexec._cron_next('30 1 * * *', '2026-11-01 06:10+00', 'America/New_York') AS from_the_second;
+-- every hour in the hour field: both showings of the repeated hour run, at
+-- their pace (05:xx UTC is EDT's 01:xx, 06:xx EST's)
+SELECT after, bgexec._cron_next('*/20 * * * *', after, 'America/New_York') AS every_20_min
+  FROM unnest('{2026-11-01 04:50+00, 2026-11-01 05:40+00, 2026-11-01 05:50+00,
+                2026-11-01 06:20+00, 2026-11-01 06:40+00}'::timestamptz[]) AS after;
+-- a restricted hour in the repeated hour: its first showing only
+SELECT bgexec._cron_next('*/20 1 * * *', '2026-11-01 05:40+00', 'America/New_York') AS hour_1_once;
+-- Paris goes back from 03:00 to 02:00 at 01:00 UTC
+SELECT bgexec._cron_next('0 * * * *', '2026-10-25 00:30+00', 'Europe/Paris') AS second_02h,
+       bgexec._cron_next('0 * * * *', '2026-10-25 01:00+00', 'Europe/Paris') AS then_03h;
 SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', now(), 'Mars/Olympus')$$);
 -- schedule(): a client's recurring job, visible to its owner only
 SET ROLE regress_alice;
