@@ -251,7 +251,8 @@ COMMENT ON TABLE bgexec.worker IS 'worker daemons, upserted by register_worker, 
  * next_run_at comes (reconcile() fires due rows, so the watchdog or any
  * worker does), then moves next_run_at to the cron expression's next minute
  * after now.  Rows are created only by schedule(), which checks the job
- * fields as submit() does, and deleted by unschedule(). */
+ * fields as submit() does, paused and resumed by pause_schedule() and
+ * resume_schedule(), and deleted by unschedule(). */
 CREATE TABLE bgexec.schedule (
 	owner           name NOT NULL,
 	name            text NOT NULL,
@@ -265,6 +266,7 @@ CREATE TABLE bgexec.schedule (
 	concurrency_key text,
 	time_zone       text NOT NULL DEFAULT 'UTC',   -- whose wall clock cron reads
 	overlap         boolean NOT NULL DEFAULT true, -- false: skip a tick while the last job is unfinished
+	paused          boolean NOT NULL DEFAULT false, -- true: fires nothing until resume_schedule()
 	next_run_at     timestamptz NOT NULL,
 	last_run_at     timestamptz,           -- the tick last fired (its due time)
 	last_job_id     bigint,                -- the job it submitted
@@ -272,7 +274,7 @@ CREATE TABLE bgexec.schedule (
 	created_at      timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (owner, name)
 );
-CREATE INDEX schedule_due_idx ON bgexec.schedule (next_run_at);
+CREATE INDEX schedule_due_idx ON bgexec.schedule (next_run_at) WHERE NOT paused;
 COMMENT ON TABLE bgexec.schedule IS 'recurring jobs: a job submitted as owner at each minute the cron expression matches on time_zone''s clock';
 
 /* queue_count: how many jobs of each queue are in each terminal status, so
@@ -1460,7 +1462,7 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * kept in last_error: one schedule never stops reconcile() for everyone;
  * so is a tick whose owner is no longer a member of bgexec_client, and,
  * with overlap false, one whose last job is still queued, running or
- * suspended.
+ * suspended.  A paused schedule fires nothing.
  * Returns how many ticks it fired. */
 CREATE FUNCTION bgexec._fire_schedules() RETURNS int
 	LANGUAGE plpgsql VOLATILE
@@ -1478,7 +1480,7 @@ DECLARE
 BEGIN
 	FOR s IN
 		SELECT x.* FROM bgexec.schedule x
-		 WHERE x.next_run_at <= now()
+		 WHERE x.next_run_at <= now() AND NOT x.paused
 		 ORDER BY x.next_run_at
 		   FOR UPDATE SKIP LOCKED
 	LOOP
@@ -1941,7 +1943,8 @@ COMMENT ON FUNCTION bgexec.retry(bigint) IS
  * worker or the watchdog runs reconcile().  overlap false skips a tick
  * while the job of the last one is still queued, running or suspended.
  * Returns the first time it will fire.  Replacing a schedule keeps its
- * history (last_run_at, last_job_id) and recomputes its next run from now. */
+ * history (last_run_at, last_job_id) and whether it is paused, and
+ * recomputes its next run from now. */
 CREATE FUNCTION bgexec.schedule(name text, cron text, kind text, payload jsonb DEFAULT '{}',
                                 queue text DEFAULT 'default', priority int DEFAULT 0,
                                 max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
@@ -2004,6 +2007,47 @@ END
 $$;
 COMMENT ON FUNCTION bgexec.unschedule(text) IS
 	'deletes the caller''s recurring job; jobs it submitted stay';
+
+/* pause_schedule: the caller's schedule `name` fires nothing until
+ * resume_schedule(); its definition and history stay, and so do the jobs it
+ * already submitted.  False when there is no such schedule; pausing a
+ * paused one is a no-op. */
+CREATE FUNCTION bgexec.pause_schedule(name text) RETURNS boolean
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+BEGIN
+	UPDATE bgexec.schedule x SET paused = true
+	 WHERE x.owner = bgexec._owner() AND x.name = pause_schedule.name;
+	RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION bgexec.pause_schedule(text) IS
+	'stops the caller''s recurring job from firing until resume_schedule; false when there is none';
+
+/* resume_schedule: the caller's paused schedule `name` fires again, from its
+ * next minute after now: the ticks that came while it was paused are not
+ * fired.  Returns its next run (also for a schedule that was not paused,
+ * left as it was); NULL when there is no such schedule. */
+CREATE FUNCTION bgexec.resume_schedule(name text) RETURNS timestamptz
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	v_next timestamptz;
+BEGIN
+	UPDATE bgexec.schedule x
+	   SET paused = false,
+	       next_run_at = CASE WHEN x.paused
+	                          THEN bgexec._cron_next(x.cron, now(), x.time_zone)
+	                          ELSE x.next_run_at END
+	 WHERE x.owner = bgexec._owner() AND x.name = resume_schedule.name
+	RETURNING x.next_run_at INTO v_next;
+	RETURN v_next;
+END
+$$;
+COMMENT ON FUNCTION bgexec.resume_schedule(text) IS
+	'lets the caller''s paused recurring job fire again from its next minute after now; returns that run, NULL when there is none';
 
 CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0)
 	RETURNS SETOF bgexec.job_event
@@ -2236,6 +2280,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.retry(bigint),
 	bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text, boolean),
 	bgexec.unschedule(text),
+	bgexec.pause_schedule(text),
+	bgexec.resume_schedule(text),
 	bgexec.events(bigint, int),
 	bgexec.purge(interval),
 	bgexec._caller(),

@@ -41,6 +41,8 @@ Commands:
   schedule NAME CRON KIND [JSON|@FILE] [options]
                          create or replace a recurring job (cron; --time-zone, UTC by default)
   unschedule NAME        delete a recurring job
+  pause-schedule NAME    stop a recurring job firing, keeping it
+  resume-schedule NAME   let a paused recurring job fire again
   schedules              list your recurring jobs
   bench [options]        burn-down benchmark (see bgexec bench --help)
   version                print the version
@@ -49,7 +51,7 @@ Client commands take --db CONNINFO (else BGEXEC_DB, else libpq PG* variables)
 and --json (machine-readable output).
 
 Exit codes: 0 ok / job completed; 1 job failed, cancelled or timed out;
-2 usage error; 3 database error; 4 job not found; 5 job suspended (waits for resume).
+2 usage error; 3 database error; 4 job or schedule not found; 5 job suspended (waits for resume).
 stop exits 0 whenever the job exists and prints its status, whatever it is.
 )";
 

@@ -30,6 +30,8 @@ expect_usage 'schedule takes NAME CRON KIND [JSON|@FILE]' schedule nightly '@dai
 expect_usage '--max-attempts: expected an integer from 1' schedule n '@daily' noop --max-attempts 0
 expect_usage 'unschedule takes NAME' unschedule
 expect_usage 'schedules takes no arguments' schedules x
+expect_usage 'pause-schedule takes NAME' pause-schedule
+expect_usage 'resume-schedule takes NAME' resume-schedule a b
 # JSON from the command line: nested past 512 levels it would overflow the
 # stack when written out (it crashed with SIGSEGV); jsonb refuses a NUL.
 python3 -c 'n = 100000; print("[" * n + "]" * n)' >"$E2E_DIR/deep.json"

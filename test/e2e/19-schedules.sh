@@ -2,8 +2,8 @@
 # Recurring jobs from the CLI, fired by a worker: with the in-server watchdog
 # off (as without shared_preload_libraries), the worker's own reconcile()
 # timer submits a due schedule's job, once per tick, as the schedule's
-# owner, and runs it.  The CLI creates, lists and deletes schedules, and
-# refuses a bad cron expression naming the field.
+# owner, and runs it.  The CLI creates, lists, pauses, resumes and deletes
+# schedules, and refuses a bad cron expression naming the field.
 source "$(dirname "$0")/lib.sh"
 [[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
 cluster_start "$E2E_DIR/pg" 57960 "bgexec.watchdog = off" >/dev/null || fail "cluster did not start"
@@ -38,6 +38,20 @@ wait_status "$j" completed 20
   || fail "schedule row: $(sql "SELECT * FROM bgexec.schedule")"
 sleep 1.5  # three more reconcile() calls
 fired || fail "one tick fired more than one job"
+
+# paused, a due tick fires nothing; resumed, it fires from its next run
+out=$("$BGEXEC" pause-schedule hello) || fail "pause-schedule: $out"
+[[ $out == "schedule hello: paused" ]] || fail "pause-schedule printed: $out"
+"$BGEXEC" schedules | grep -q $'^hello\t.*\tsched\ttrue\t' || fail "schedules: $("$BGEXEC" schedules)"
+sql "UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute'" >/dev/null
+sleep 1.5  # three reconcile() calls
+fired || fail "a paused schedule fired"
+out=$("$BGEXEC" resume-schedule hello) || fail "resume-schedule: $out"
+[[ $out =~ ^"schedule hello: resumed, next run "20[0-9-]+T[0-9][0-9]:[0-5][05]:00Z$ ]] \
+  || fail "resume-schedule printed: $out"
+[[ $(sql "SELECT NOT paused AND next_run_at > now() FROM bgexec.schedule") == t ]] || fail "not resumed"
+set +e; "$BGEXEC" pause-schedule nope 2>/dev/null; rc=$?; set -e
+((rc == 4)) || fail "pause-schedule of no schedule: exit $rc (expected 4)"
 
 "$BGEXEC" unschedule hello >/dev/null || fail "unschedule"
 set +e; "$BGEXEC" unschedule hello 2>/dev/null; rc=$?; set -e

@@ -1,5 +1,6 @@
 // Recurring jobs over HTTP: PUT, GET and DELETE /v1/schedules/{name}, GET
-// /v1/schedules; each token sees its own; bad input is 422 naming the field.
+// /v1/schedules, POST /v1/schedules/{name}/pause|resume; each token sees its
+// own; bad input is 422 naming the field.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { api, psql, uniq, A, B } from './lib.mjs';
@@ -44,6 +45,35 @@ test('schedules: create, replace, read, list, delete; a tenant sees only its own
   assert.deepEqual(del.body, { name, deleted: true });
   assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 404);
   assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).status, 404);
+});
+
+test('schedules: pause fires nothing until resume, which answers the next run; others\' are 404', async () => {
+  const name = uniq('pausable');
+  const queue = uniq('pq');
+  assert.equal((await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '*/5 * * * *', kind: 'noop', queue } })).status, 200);
+  assert.equal((await api('POST', `/v1/schedules/${name}/pause`, { token: B })).status, 404);
+  const paused = await api('POST', `/v1/schedules/${name}/pause`, { token: A });
+  assert.equal(paused.status, 200, paused.text);
+  assert.deepEqual(paused.body, { name, paused: true });
+  assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.paused, true);
+  psql(`UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = '${name}'`);
+  psql('SELECT bgexec.reconcile()');
+  assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 0);
+  assert.equal((await api('POST', `/v1/schedules/${name}/resume`, { token: B })).status, 404);
+  const resumed = await api('POST', `/v1/schedules/${name}/resume`, { token: A });
+  assert.equal(resumed.status, 200, resumed.text);
+  assert.equal(resumed.body.paused, false);
+  assert.match(resumed.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:\d[05]:00Z$/);
+  assert.ok(Date.parse(resumed.body.next_run_at) > Date.now() - 60_000, resumed.body.next_run_at);
+  psql(`UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = '${name}'`);
+  psql('SELECT bgexec.reconcile()');
+  assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 1);
+  assert.equal((await api('POST', `/v1/schedules/no-such/pause`, { token: A })).status, 404);
+  assert.equal((await api('POST', `/v1/schedules/no-such/resume`, { token: A })).status, 404);
+  const get = await api('GET', `/v1/schedules/${name}/pause`, { token: A });
+  assert.equal(get.status, 405);
+  assert.equal(get.headers.get('allow'), 'POST');
+  assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 200);
 });
 
 test('schedules: bad input is 422 or 400 naming the field, and stores nothing', async () => {

@@ -140,6 +140,38 @@ SELECT bgexec._fire_schedules() AS fired;
 SELECT last_error, last_job_id FROM bgexec.schedule WHERE owner = 'regress_carol';
 SELECT count(*) AS carols_jobs FROM bgexec.job WHERE queue = 'sch-carol';
 DELETE FROM bgexec.schedule WHERE owner = 'regress_carol';
+-- pause_schedule: a paused schedule fires nothing, and stays paused when
+-- replaced; resume_schedule fires again from its next minute after now, not
+-- the ticks that came while it was paused; another role's is out of reach
+SET ROLE regress_alice;
+SELECT bgexec.schedule('pausable', '* * * * *', 'noop', queue => 'sch-pause') > now() AS scheduled;
+SELECT bgexec.pause_schedule('pausable') AS paused, bgexec.pause_schedule('pausable') AS again,
+       bgexec.pause_schedule('no-such') AS none;
+SET ROLE regress_bob;
+SELECT bgexec.pause_schedule('pausable') AS bob_pauses_alices,
+       bgexec.resume_schedule('pausable') AS bob_resumes_alices;
+RESET ROLE;
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 00:00+00' WHERE name = 'pausable';
+SELECT bgexec._fire_schedules() AS fired_while_paused;
+SET ROLE regress_alice;
+SELECT bgexec.schedule('pausable', '*/5 * * * *', 'noop', queue => 'sch-pause') > now() AS replaced;
+SELECT paused AS still_paused FROM bgexec.schedule WHERE name = 'pausable';
+RESET ROLE;
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 00:00+00' WHERE name = 'pausable';
+SELECT bgexec._fire_schedules() AS fired_while_paused;
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-pause';
+SET ROLE regress_alice;
+SELECT bgexec.resume_schedule('pausable') AS resumed_next \gset
+SELECT bgexec.resume_schedule('pausable') = :'resumed_next' AS again_unchanged,
+       bgexec.resume_schedule('no-such') AS none;
+SELECT paused FROM bgexec.schedule WHERE name = 'pausable';
+RESET ROLE;
+SELECT :'resumed_next' = bgexec._cron_next('*/5 * * * *', now()) AS from_now;
+-- resumed, a due tick fires
+UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = 'pausable';
+SELECT bgexec._fire_schedules() AS fired;
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-pause';
+DELETE FROM bgexec.schedule WHERE name = 'pausable';
 -- replacing a schedule keeps its history, clears its error, starts from now
 SET ROLE regress_bob;
 SELECT bgexec.schedule('nightly', '30 4 * * *', 'noop', queue => 'sch-bob',

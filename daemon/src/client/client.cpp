@@ -35,8 +35,10 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
-const std::set<std::string> commands = {"submit", "status", "tail",     "stop",      "resume",
-                                        "retry",  "queues", "schedule", "unschedule", "schedules"};
+const std::set<std::string> commands = {"submit",         "status",          "tail",     "stop",
+                                        "resume",         "retry",           "queues",   "schedule",
+                                        "unschedule",     "schedules",       "pause-schedule",
+                                        "resume-schedule"};
 
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
@@ -52,6 +54,8 @@ constexpr const char* usage_text = R"(usage:
                   [--max-attempts N] [--timeout DUR] [--concurrency-key K]
                   [--time-zone TZ] [--no-overlap]
   bgexec unschedule NAME
+  bgexec pause-schedule NAME
+  bgexec resume-schedule NAME
   bgexec schedules
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
@@ -60,10 +64,13 @@ suspended event.  schedule creates or replaces a recurring job: CRON is five
 fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
 read on the clock of --time-zone (default UTC); --no-overlap skips a run
 while the last one's job is unfinished.  It prints the first run, in UTC.
+pause-schedule stops a schedule firing, keeping it; resume-schedule lets it fire
+again from its next run after now (the runs missed while paused do not fire).
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
 exits 0 whenever the job exists and prints the status it found (running: its
-worker ends it as cancelled).  unschedule exits 4 when there is no such schedule.
+worker ends it as cancelled).  unschedule, pause-schedule and resume-schedule
+exit 4 when there is no such schedule.
 )";
 
 struct Usage : std::runtime_error {
@@ -431,10 +438,9 @@ asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
                   jo.concurrency_key, option(a, "--time-zone").value_or("UTC"),
                   a.flags.count("--no-overlap") ? "false" : "true"};
   auto r = co_await s.conn.query(
-      "SELECT to_char(bgexec.schedule($1, $2, $3, $4::jsonb, queue => $5, priority => $6::int,"
-      " max_attempts => $7::int, timeout => $8::interval, concurrency_key => $9, time_zone => $10,"
-      " overlap => $11::boolean)"
-      " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+      "SELECT " + pg::utc_iso("bgexec.schedule($1, $2, $3, $4::jsonb, queue => $5, priority => $6::int,"
+                           " max_attempts => $7::int, timeout => $8::interval, concurrency_key => $9,"
+                           " time_zone => $10, overlap => $11::boolean)"),
       p);
   std::string next = r.get(0, 0).value_or("");
   if (s.json_out) std::cout << json{{"name", a.positional[0]}, {"next_run_at", next}}.dump() << std::endl;
@@ -453,18 +459,45 @@ asio::awaitable<int> cmd_unschedule(Session& s, const core::ParsedArgs& a) {
   co_return deleted ? ok : not_found;
 }
 
+// pause-schedule NAME, resume-schedule NAME.
+asio::awaitable<int> cmd_pause_schedule(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage(cmd + " takes NAME");
+  const std::string& name = a.positional[0];
+  bool pause = cmd == "pause-schedule";
+  std::string sql = pause ? std::string("SELECT bgexec.pause_schedule($1)::text, NULL")
+                          : "SELECT 'true', " + pg::utc_iso("bgexec.resume_schedule($1)");
+  pg::Params p = {name};
+  auto r = co_await s.conn.query(sql, p);
+  std::optional<std::string> next = r.get(0, 1);
+  bool found = pause ? r.get(0, 0) == "true" : next.has_value();
+  if (!found) {
+    std::cerr << "bgexec: schedule " << name << " not found\n";
+    co_return not_found;
+  }
+  if (s.json_out) {
+    json out = {{"name", name}, {"paused", pause}};
+    if (next) out["next_run_at"] = *next;
+    std::cout << out.dump() << std::endl;
+  } else if (pause) {
+    std::cout << "schedule " << name << ": paused" << std::endl;
+  } else {
+    std::cout << "schedule " << name << ": resumed, next run " << *next << std::endl;
+  }
+  co_return ok;
+}
+
 asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("schedules takes no arguments");
   auto r = co_await s.conn.query(
-      "SELECT name, cron, time_zone, kind, queue, next_run_at, last_run_at, last_job_id, last_error"
+      "SELECT name, cron, time_zone, kind, queue, paused, next_run_at, last_run_at, last_job_id, last_error"
       " FROM bgexec.schedule ORDER BY name");
   json rows = r.to_json();
   if (s.json_out) {
     std::cout << core::dump(rows) << std::endl;
     co_return ok;
   }
-  const char* cols[] = {"name",        "cron",        "time_zone",   "kind",      "queue",
-                        "next_run_at", "last_run_at", "last_job_id", "last_error"};
+  const char* cols[] = {"name",        "cron",        "time_zone",   "kind",        "queue",
+                        "paused",      "next_run_at", "last_run_at", "last_job_id", "last_error"};
   for (const char* c : cols) std::cout << c << (std::string(c) == "last_error" ? "\n" : "\t");
   for (auto& row : rows)
     for (const char* c : cols) {
@@ -517,6 +550,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
         if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
         if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
+        if (cmd == "pause-schedule" || cmd == "resume-schedule")
+          co_return co_await cmd_pause_schedule(s, cmd, parsed);
         co_return co_await cmd_simple(s, cmd, parsed);
       },
       [&](std::exception_ptr e, int rc) {

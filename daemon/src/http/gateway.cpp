@@ -405,8 +405,7 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   for (std::size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
   call += ")";
   if (schedule)
-    return {"SELECT to_char(" + call + " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS next_run_at",
-            params, fields};
+    return {"SELECT " + pg::utc_iso(call) + " AS next_run_at", params, fields};
   // With an idempotency key, submit may return a job that already existed
   // (200) instead of creating one (201).  _inserted_here reads after the
   // submit, so a job committed by a concurrent first submit of the same key,
@@ -704,8 +703,9 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   throw not_found("no such resource: " + path);
 }
 
-// GET /v1/schedules, PUT and DELETE /v1/schedules/{name}: the caller's
-// recurring jobs (bgexec.schedule under row-level security).
+// GET /v1/schedules, PUT and DELETE /v1/schedules/{name}, POST
+// /v1/schedules/{name}/pause|resume: the caller's recurring jobs
+// (bgexec.schedule under row-level security).
 asio::awaitable<Response> Gateway::schedules(const Request& req, const std::string& role,
                                              const std::vector<std::string>& seg,
                                              const std::map<std::string, std::string>& qs) {
@@ -716,6 +716,20 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD");
     auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
     co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json()));
+  }
+  if (seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume")) {
+    if (method != bhttp::verb::post) throw method_not_allowed("POST");
+    const std::string& name = seg[2];
+    if (seg[3] == "pause") {
+      auto r = co_await pool_.query(role, "SELECT bgexec.pause_schedule($1)", args(name));
+      if (r.get(0, 0) != "t") throw not_found("schedule " + name + " does not exist");
+      co_return make_json(v, bhttp::status::ok, kv("name", name, "paused", true));
+    }
+    auto r = co_await pool_.query(role, "SELECT " + pg::utc_iso("bgexec.resume_schedule($1)"), args(name));
+    if (!r.get(0, 0)) throw not_found("schedule " + name + " does not exist");
+    json body = kv("name", name, "paused", false);
+    body["next_run_at"] = *r.get(0, 0);
+    co_return make_json(v, bhttp::status::ok, std::move(body));
   }
   if (seg.size() != 3) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
   const std::string& name = seg[2];

@@ -76,6 +76,10 @@ class Result {
 
 using Params = std::vector<std::optional<std::string>>;
 
+// SQL that shows the timestamptz expression `expr` as UTC ISO 8601 text to
+// the second (2026-12-02T03:00:00Z), as the CLI and the gateway print times.
+std::string utc_iso(const std::string& expr);
+
 struct Notification {
   std::string channel;
   std::string payload;
