@@ -174,11 +174,30 @@ _PG_init(void)
  *
  * That role becomes bgexec.job.owner, which row-level security compares
  * with the reader; takes no locks, reads the syscache only.
+ *
+ * Except inside a security-restricted operation (ANALYZE, VACUUM, CREATE
+ * INDEX, REINDEX, CLUSTER, REFRESH MATERIALIZED VIEW, autovacuum): there
+ * PostgreSQL runs a table owner's code (an index expression, say) as that
+ * owner, while the outer user stays whoever started the command, often a
+ * superuser.  Naming the outer user there let a client's index expression,
+ * run by a superuser's ANALYZE, act as the superuser: read and stop every
+ * tenant's jobs, submit jobs the superuser owns.  Refused, 42501.
  */
+static char *
+outer_user_name(void)
+{
+	if (InSecurityRestrictedOperation())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("bgexec client functions cannot be called within a security-restricted operation"),
+				 errdetail("ANALYZE, VACUUM, CREATE INDEX, REFRESH MATERIALIZED VIEW and the like run a table owner's code, not the session role's.")));
+	return GetUserNameFromId(GetOuterUserId(), false);
+}
+
 Datum
 bgexec_caller(PG_FUNCTION_ARGS)
 {
-	char	   *rolname = GetUserNameFromId(GetOuterUserId(), false);
+	char	   *rolname = outer_user_name();
 	Name		result = (Name) palloc0(NAMEDATALEN);
 
 	namestrcpy(result, rolname);
@@ -194,7 +213,7 @@ bgexec_caller(PG_FUNCTION_ARGS)
 Datum
 bgexec_owner(PG_FUNCTION_ARGS)
 {
-	char	   *rolname = GetUserNameFromId(GetOuterUserId(), false);
+	char	   *rolname = outer_user_name();
 	Name		result = (Name) palloc0(NAMEDATALEN);
 
 	if (strcmp(rolname, "bgexec_client") == 0 || strcmp(rolname, "bgexec_worker") == 0)

@@ -51,6 +51,32 @@ SELECT bgexec.submit_many('[{"kind": "noop", "queue": "sec-group"}]');
 SELECT bgexec.submit_many('[{"kind": "noop", "queue": "sec-group", "idempotency_key": "g"}]');
 RESET ROLE;
 SELECT count(*) AS group_jobs FROM bgexec.job WHERE owner IN ('bgexec_client', 'bgexec_worker');
+-- a client's code that a superuser's maintenance runs (an index expression,
+-- run by ANALYZE as the table's owner, the outer user still the superuser)
+-- is refused: it acted as the superuser (42501, nothing written)
+CREATE SCHEMA regress_sro AUTHORIZATION regress_alice;
+SET ROLE regress_alice;
+CREATE TABLE regress_sro.seen (what text);
+CREATE FUNCTION regress_sro.helper() RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+	INSERT INTO regress_sro.seen VALUES ('caller ' || bgexec._caller());
+	INSERT INTO regress_sro.seen VALUES ('job ' || bgexec.submit('noop', queue => 'sro'));
+EXCEPTION WHEN OTHERS THEN
+	INSERT INTO regress_sro.seen VALUES (SQLSTATE || ' ' || SQLERRM);
+END $f$;
+CREATE FUNCTION regress_sro.grab(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN PERFORM regress_sro.helper(); RETURN $1; END $f$;
+CREATE TABLE regress_sro.t (x int);
+INSERT INTO regress_sro.t VALUES (1);
+CREATE INDEX ON regress_sro.t (regress_sro.grab(x));
+TRUNCATE regress_sro.seen;
+RESET ROLE;
+ANALYZE regress_sro.t;
+SELECT what FROM regress_sro.seen;
+SELECT count(*) AS sro_jobs FROM bgexec.job WHERE queue = 'sro';
+SET client_min_messages = warning;
+DROP SCHEMA regress_sro CASCADE;
+RESET client_min_messages;
 -- a role outside bgexec_client cannot use the API at all
 CREATE ROLE regress_outsider;
 SET ROLE regress_outsider;
