@@ -187,6 +187,14 @@ bgexec_watchdog_main(Datum main_arg)
 	SetConfigOption("search_path", "pg_catalog, pg_temp",
 					PGC_USERSET, PGC_S_SESSION);
 
+	/*
+	 * The schedules it fires count a capped queue's jobs after a lock, which
+	 * only READ COMMITTED sees past (_require_read_committed), whatever the
+	 * database's default_transaction_isolation.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_USERSET, PGC_S_SESSION);
+
 	ereport(LOG,
 			(errmsg("bgexec watchdog started in database \"%s\"",
 					bgexec_database)));

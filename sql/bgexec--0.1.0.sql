@@ -586,6 +586,27 @@ BEGIN
 END
 $$;
 
+/* _require_read_committed: raises feature_not_supported (0A000) unless the
+ * transaction is READ COMMITTED.  The caps (max_queued, max_running,
+ * max_running_per_key) are counted after the queue's advisory lock, and only
+ * a READ COMMITTED statement sees what the lock's previous holder committed:
+ * under REPEATABLE READ or SERIALIZABLE the count reads the transaction's
+ * snapshot, taken before the lock, and went past the cap (isolation
+ * caps-repeatable-read).  Queues without caps take any isolation level. */
+CREATE FUNCTION bgexec._require_read_committed(p_queue text, p_what text) RETURNS void
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+BEGIN
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'queue "%" has caps: % it only in a READ COMMITTED transaction', p_queue, p_what
+			USING ERRCODE = 'feature_not_supported',
+			      DETAIL = format('transaction_isolation is %s', pg_catalog.current_setting('transaction_isolation')),
+			      HINT = 'BEGIN ISOLATION LEVEL READ COMMITTED, or ALTER ROLE ... SET default_transaction_isolation = ''read committed''';
+	END IF;
+END
+$$;
+
 /* _submit_one: the body of submit() for an already identified owner.
  * Locks: with a max_queued cap, an advisory lock per queue serializes
  * admission so the cap is exact under concurrency.  Idempotency: the unique
@@ -622,6 +643,7 @@ BEGIN
 
 	SELECT max_queued INTO v_cap FROM bgexec.queue WHERE name = p_queue;
 	IF v_cap IS NOT NULL THEN
+		PERFORM bgexec._require_read_committed(p_queue, 'submit to');
 		PERFORM pg_catalog.pg_advisory_xact_lock(
 			pg_catalog.hashtext('bgexec.queue'), pg_catalog.hashtext(p_queue));
 	END IF;
@@ -813,7 +835,9 @@ COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
  * (invariant 2).  For queues with max_running or max_running_per_key, an
  * advisory lock per queue (taken in name order, so claimers cannot deadlock)
  * serializes claimers of that queue; the running counts are read after the
- * lock, in a fresh READ COMMITTED snapshot, so the caps are never exceeded.
+ * lock, in a fresh READ COMMITTED snapshot, so the caps are never exceeded
+ * (claims from a capped queue are refused at any other isolation level:
+ * _require_read_committed).
  * Each claimed job gets a fresh lease from lease_seq, attempt + 1, a
  * 'started' event and, when it has a timeout, a deadline on the DB clock.
  * completed_steps / completed_stdout: the outputs and captured stdout of
@@ -894,6 +918,7 @@ BEGIN
 	ELSE
 		-- Serialize claimers of capped queues, in name order (no deadlock).
 		FOR v_q IN SELECT qn FROM unnest(v_capped) AS qn ORDER BY qn LOOP
+			PERFORM bgexec._require_read_committed(v_q.qn, 'claim from');
 			PERFORM pg_catalog.pg_advisory_xact_lock(
 				pg_catalog.hashtext('bgexec.claim'), pg_catalog.hashtext(v_q.qn));
 		END LOOP;
@@ -1901,6 +1926,7 @@ BEGIN
 	SELECT x.queue INTO v_queue FROM bgexec.job x WHERE x.id = retry.job_id;
 	SELECT q.max_queued INTO v_cap FROM bgexec.queue q WHERE q.name = v_queue;
 	IF v_cap IS NOT NULL THEN
+		PERFORM bgexec._require_read_committed(v_queue, 'retry into');
 		PERFORM pg_catalog.pg_advisory_xact_lock(
 			pg_catalog.hashtext('bgexec.queue'), pg_catalog.hashtext(v_queue));
 	END IF;

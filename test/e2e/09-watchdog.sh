@@ -9,9 +9,15 @@
 source "$(dirname "$0")/lib.sh"
 cluster_start "$E2E_DIR/pg" 57949 "bgexec.database = 'jobs'" "bgexec.watchdog_interval = '200ms'" \
   "bgexec.retention = '1h'" "bgexec.vacuum_threshold = 2000" >/dev/null || fail "cluster did not start"
+# Every session of this cluster defaults to REPEATABLE READ (set before the
+# database exists, so before the watchdog connects): the watchdog runs its
+# own transactions READ COMMITTED, which the capped queue's schedule below
+# needs (_require_read_committed).
+psql -qX -d postgres -c "ALTER ROLE postgres SET default_transaction_isolation = 'repeatable read'" >/dev/null
 psql -qX -d postgres -c "CREATE DATABASE jobs" >/dev/null
 export PGDATABASE=jobs
 sql "CREATE EXTENSION bgexec" >/dev/null
+[[ $(sql "SHOW default_transaction_isolation") == "repeatable read" ]] || fail "sessions are not repeatable read"
 
 # The watchdog runs in the configured database, and nothing else is running.
 watchdog_in_jobs() {
@@ -35,7 +41,9 @@ wait_status "$late" timed_out 20
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id IN ($once, $late) AND kind IN ('failed', 'timed_out')") == 2 ]] \
   || fail "exactly one terminal event per job"
 
-# Schedules: a due schedule's job is submitted by the watchdog alone, once.
+# Schedules: a due schedule's job is submitted by the watchdog alone, once,
+# into a capped queue.
+sql "SELECT bgexec.configure_queue('wd-sched', max_queued => 10)" >/dev/null
 sql "SELECT bgexec.schedule('every-minute', '* * * * *', 'noop', queue => 'wd-sched')" >/dev/null
 sql "UPDATE bgexec.schedule SET next_run_at = now() - interval '5 minutes'" >/dev/null
 fired() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'wd-sched'") == 1 ]]; }
