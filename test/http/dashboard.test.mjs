@@ -7,15 +7,22 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { api, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
 
-test('dashboard: live job page, the stop button, a job past an old terminal event', { timeout: 90000 }, async () => {
+// Headless Chromium on a fresh profile directory per run (Playwright passes
+// it as --user-data-dir); `options` adds context options.
+async function launch(options = {}) {
   const profile = mkdtempSync(join(tmpdir(), 'bgexec-chromium-'));
-  // A fresh profile directory per run (Playwright passes it as --user-data-dir).
   const browser = await chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    ...options,
   });
+  return { browser, profile };
+}
+
+test('dashboard: live job page, the stop button, a job past an old terminal event', { timeout: 90000 }, async () => {
+  const { browser, profile } = await launch();
   try {
     const page = await browser.newPage();
     const queue = uniq('ui');
