@@ -1,11 +1,12 @@
-// The dashboard in headless Chromium: watch a job complete live, stop another.
+// The dashboard in headless Chromium: watch a job complete live, stop another;
+// create, edit and delete a schedule through its form.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
 
 // Headless Chromium on a fresh profile directory per run (Playwright passes
 // it as --user-data-dir); `options` adds context options.
@@ -99,6 +100,140 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
     await page.waitForFunction(() => source.readyState === EventSource.CLOSED, null, { timeout: 10000 });
     assert.equal(await page.textContent('#stream-state'), '(ended)');
     assert.equal(await page.$$eval('#events li', (lis) => lis.length), 6);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});
+
+test('dashboard: schedule form creates, refuses bad input, edits and deletes; text stays text', { timeout: 90000 }, async () => {
+  // The browser's zone is the form's default time zone.
+  const { browser, profile } = await launch({ timezoneId: 'Asia/Tokyo' });
+  try {
+    const page = await browser.newPage();
+    await page.addInitScript(() => { window.injected = 0; });
+    // confirm() answers: no, unless accept is set.
+    const dialogs = [];
+    let accept = false;
+    page.on('dialog', (d) => { dialogs.push(d.message()); return accept ? d.accept() : d.dismiss(); });
+    const asked = async () => {  // the dialogs shown since the last call
+      for (let i = 0; i < 100 && !dialogs.length; i++) await sleep(20);
+      return dialogs.splice(0);
+    };
+    const name = uniq('ui-sched');
+    const queue = uniq('uis');
+    const row = `#schedules tr[data-schedule="${name}"]`;
+    const cell = (n) => page.textContent(`${row} td:nth-child(${n})`);
+    const msg = () => page.textContent('#s-msg');
+    const stored = () => psql(`SELECT count(*) FROM bgexec.schedule WHERE name = '${name}'`);
+    const submit = async (fields) => {
+      for (const [id, value] of Object.entries(fields)) await page.fill(`#s-${id}`, value);
+      await page.click('#s-save');
+    };
+    // Waits for the form's message to change from `before`; returns it and whether it is an error.
+    const answer = async (before) => {
+      await page.waitForFunction((b) => document.querySelector('#s-msg').textContent !== b, before);
+      return { text: await msg(), error: await page.$eval('#s-msg', (el) => el.className === 'error') };
+    };
+
+    await page.goto(BASE + '/');
+    await page.fill('#token', A);
+    await page.click('#save-token');
+    await page.waitForSelector('#schedules thead');
+    assert.equal(await page.inputValue('#s-time-zone'), 'Asia/Tokyo');
+    assert.equal(await page.isChecked('#s-overlap'), true);
+
+    // A bad cron: the server's message as it came, nothing stored, the form kept.
+    await submit({ name, cron: '0 25 * * *', kind: 'noop', queue });
+    let a = await answer('');
+    const expected = (await api('PUT', `/v1/schedules/${name}`, { token: A,
+      body: { cron: '0 25 * * *', kind: 'noop', queue, time_zone: 'Asia/Tokyo', overlap: true } })).body.error.message;
+    assert.match(expected, /^cron hour field "25" is not valid/);
+    assert.deepEqual(a, { text: expected, error: true });
+    assert.equal(stored(), '0');
+    assert.equal(await page.inputValue('#s-cron'), '0 25 * * *');
+    // A payload that is not JSON, or not an object, is caught before any request.
+    await submit({ cron: '0 3 * * *', payload: '{oops' });
+    a = await answer(a.text);
+    assert.match(a.text, /^payload is not valid JSON: /);
+    assert.ok(a.error);
+    await submit({ payload: '[1]' });
+    a = await answer(a.text);
+    assert.deepEqual(a, { text: 'payload must be a JSON object', error: true });
+    // An unknown zone; HTML in the message is shown as text.
+    await submit({ payload: '', 'time-zone': '<img src=x onerror="window.injected=1">' });
+    a = await answer(a.text);
+    assert.deepEqual(a, { text: 'time_zone "<img src=x onerror="window.injected=1">" is not known', error: true });
+    assert.equal(await page.$$eval('#s-msg *', (els) => els.length), 0);
+    assert.equal(stored(), '0');
+    assert.equal(await page.$$eval(row, (trs) => trs.length), 0);
+
+    // Created: the row with its next run; HTML in the payload stays text.
+    await page.uncheck('#s-overlap');
+    await submit({ 'time-zone': 'Asia/Tokyo', payload: '{"note": "<b>x</b>"}' });
+    await page.waitForSelector(row);
+    a = await answer(a.text);
+    assert.ok(!a.error, a.text);
+    const got = (await api('GET', `/v1/schedules/${name}`, { token: A })).body;
+    assert.equal(got.cron, '0 3 * * *');
+    assert.equal(got.time_zone, 'Asia/Tokyo');
+    assert.equal(got.overlap, false);
+    assert.deepEqual(got.payload, { note: '<b>x</b>' });
+    assert.match(a.text, new RegExp(`^saved ${name}, next run \\d{4}-\\d\\d-\\d\\dT18:00:00Z$`));  // 03:00 in Tokyo
+    assert.equal(await cell(6), got.next_run_at);
+    assert.equal(await cell(7), '{"note":"<b>x</b>"}');
+    assert.equal(await page.inputValue('#s-name'), '');  // the form is cleared
+    assert.equal(await page.inputValue('#s-time-zone'), 'Asia/Tokyo');
+
+    // A last error and fields the form does not show, set behind its back:
+    // the error shows as text at the next refresh.
+    psql(`UPDATE bgexec.schedule SET last_error = '<b>boom</b>', last_run_at = '2020-01-01 03:00Z',
+      priority = 5, max_attempts = 3, timeout = '1 minute', concurrency_key = 'k' WHERE name = '${name}'`);
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent === '<b>boom</b>',
+      `${row} td:nth-child(10)`);
+    assert.equal(await cell(8), (await api('GET', `/v1/schedules/${name}`, { token: A })).body.last_run_at);
+    assert.equal(await page.$$eval('#schedules b', (els) => els.length), 0);
+
+    // The same name from a blank form asks before replacing; no replaces nothing.
+    accept = false;
+    await submit({ name, cron: '@daily', kind: 'noop' });
+    assert.deepEqual(await asked(), [`Replace schedule ${name}?`]);
+    assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.cron, '0 3 * * *');
+    await page.click('#s-clear');
+    assert.equal(await page.inputValue('#s-name'), '');
+
+    // Edit: the form takes the row; saving replaces it and keeps the rest.
+    await page.click(`${row} button[data-act="edit"]`);
+    assert.equal(await page.inputValue('#s-name'), name);
+    assert.equal(await page.$eval('#s-name', (el) => el.readOnly), true);
+    assert.equal(await page.inputValue('#s-cron'), '0 3 * * *');
+    assert.equal(await page.inputValue('#s-kind'), 'noop');
+    assert.equal(await page.inputValue('#s-queue'), queue);
+    assert.equal(await page.inputValue('#s-time-zone'), 'Asia/Tokyo');
+    assert.equal(await page.isChecked('#s-overlap'), false);
+    assert.deepEqual(JSON.parse(await page.inputValue('#s-payload')), { note: '<b>x</b>' });
+    await submit({ cron: '30 4 * * *' });
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent === '30 4 * * *', `${row} td:nth-child(2)`);
+    const edited = (await api('GET', `/v1/schedules/${name}`, { token: A })).body;
+    assert.equal(edited.last_error, null);  // replacing clears it
+    assert.deepEqual([edited.priority, edited.max_attempts, edited.timeout, edited.concurrency_key, edited.overlap],
+      [5, 3, '00:01:00', 'k', false]);
+    assert.deepEqual(edited.payload, { note: '<b>x</b>' });
+    assert.equal(await cell(10), '');
+    assert.equal(await page.$eval('#s-name', (el) => el.readOnly), false);
+
+    // Delete asks first: dismissed keeps it, accepted removes it.
+    await page.click(`${row} button[data-act="delete"]`);
+    assert.deepEqual(await asked(), [`Delete schedule ${name}?`]);
+    await sleep(300);
+    assert.equal(stored(), '1');
+    accept = true;
+    await page.click(`${row} button[data-act="delete"]`);
+    assert.deepEqual(await asked(), [`Delete schedule ${name}?`]);
+    await page.waitForFunction((sel) => !document.querySelector(sel), row);
+    assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).status, 404);
+    assert.equal(await msg(), `deleted ${name}`);
+    assert.equal(await page.evaluate(() => window.injected), 0);
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });

@@ -32,8 +32,20 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
       <tbody></tbody></table>
     <h2>Schedules</h2>
     <table id="schedules"><thead><tr><th>name</th><th>cron</th><th>time zone</th><th>kind</th><th>queue</th><th>next run</th>
-      <th>last run</th><th>last job</th><th>last error</th></tr></thead>
+      <th>payload</th><th>last run</th><th>last job</th><th>last error</th><th></th></tr></thead>
       <tbody></tbody></table>
+    <form id="schedule-form">
+      <label>name <input id="s-name" required placeholder="nightly-export"></label>
+      <label>cron <input id="s-cron" required placeholder="0 3 * * *"></label>
+      <label>kind <input id="s-kind" required placeholder="workflow"></label>
+      <label>queue <input id="s-queue" placeholder="default"></label>
+      <label>time zone <input id="s-time-zone" placeholder="UTC"></label>
+      <label><input id="s-overlap" type="checkbox" checked> overlap</label>
+      <label>payload <textarea id="s-payload" rows="1" placeholder='{"key": "value"}'></textarea></label>
+      <button id="s-save" type="submit">create schedule</button>
+      <button id="s-clear" type="button">clear</button>
+      <span id="s-msg"></span>
+    </form>
     <h2>Recent jobs</h2>
     <form id="filters">
       <label>queue <input id="f-queue" placeholder="any"></label>
@@ -83,6 +95,10 @@ tr[data-id]:hover { background: #f3f4f6; }
 #events li { white-space: pre-wrap; }
 .actions { display: flex; gap: .5em; margin-bottom: 1em; }
 #resume-input { flex: 1; max-width: 30em; }
+#schedule-form { display: flex; flex-wrap: wrap; gap: .5em 1em; align-items: center; margin-bottom: 1.5em; }
+#schedules td.payload { max-width: 16em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
+  font-family: ui-monospace, monospace; font-size: 12px; }
+#s-payload { vertical-align: top; width: 20em; font-family: ui-monospace, monospace; }
 .error { color: #b91c1c; }
 dl { display: grid; grid-template-columns: max-content auto; gap: .1em 1em; }
 dt { color: #666; } dd { margin: 0; font-family: ui-monospace, monospace; white-space: pre-wrap; }
@@ -124,12 +140,82 @@ async function loadQueues() {
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
     <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td></tr>`).join('');
 }
+const schedules = new Map();  // name -> row of GET /v1/schedules, for its edit button
+let editing = null;           // the row the schedule form replaces, null for a new schedule
 async function loadSchedules() {
-  const {schedules} = await api('GET', '/v1/schedules');
-  $('#schedules tbody').innerHTML = schedules.map((s) => `<tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
+  const {schedules: rows} = await api('GET', '/v1/schedules');
+  schedules.clear();
+  for (const s of rows) schedules.set(s.name, s);
+  $('#schedules tbody').innerHTML = rows.map((s) => `<tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
     <td>${esc(s.cron)}</td><td>${esc(s.time_zone)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${esc(s.next_run_at)}</td>
+    <td class="payload" title="${esc(JSON.stringify(s.payload))}">${esc(JSON.stringify(s.payload))}</td>
     <td>${esc(s.last_run_at ?? '')}</td><td>${s.last_job_id == null ? '' : `<a href="#/jobs/${s.last_job_id}">${s.last_job_id}</a>`}</td>
-    <td class="error">${esc(s.last_error ?? '')}</td></tr>`).join('');
+    <td class="error">${esc(s.last_error ?? '')}</td>
+    <td><button data-act="edit">edit</button> <button data-act="delete">delete</button></td></tr>`).join('');
+}
+function scheduleMsg(msg, isError) {
+  const el = $('#s-msg');
+  el.textContent = msg || '';
+  el.className = isError ? 'error' : '';
+}
+function resetScheduleForm() {
+  editing = null;
+  $('#schedule-form').reset();
+  $('#s-name').readOnly = false;
+  $('#s-time-zone').value = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+  $('#s-save').textContent = 'create schedule';
+}
+function editSchedule(s) {
+  editing = s;
+  $('#s-name').value = s.name;
+  $('#s-name').readOnly = true;  // another name would be another schedule
+  $('#s-cron').value = s.cron;
+  $('#s-kind').value = s.kind;
+  $('#s-queue').value = s.queue;
+  $('#s-time-zone').value = s.time_zone;
+  $('#s-overlap').checked = s.overlap;
+  $('#s-payload').value = JSON.stringify(s.payload);
+  $('#s-save').textContent = 'save schedule';
+  scheduleMsg('');
+  $('#s-cron').focus();
+}
+// PUT /v1/schedules/{name} from the form; on an error the form keeps its
+// values and shows the server's message as it came.
+async function saveSchedule() {
+  const name = $('#s-name').value.trim();
+  const body = {cron: $('#s-cron').value.trim(), kind: $('#s-kind').value.trim(), overlap: $('#s-overlap').checked};
+  for (const [f, id] of [['queue', '#s-queue'], ['time_zone', '#s-time-zone']]) {
+    if ($(id).value.trim()) body[f] = $(id).value.trim();
+  }
+  const text = $('#s-payload').value.trim();
+  if (text) {
+    try { body.payload = JSON.parse(text); } catch (e) { scheduleMsg('payload is not valid JSON: ' + e.message, true); return; }
+    if (body.payload === null || typeof body.payload !== 'object' || Array.isArray(body.payload)) {
+      scheduleMsg('payload must be a JSON object', true);
+      return;
+    }
+  }
+  // A replacement keeps the fields the form does not show.
+  if (editing) {
+    for (const f of ['priority', 'max_attempts', 'timeout', 'concurrency_key']) if (editing[f] != null) body[f] = editing[f];
+  } else if (schedules.has(name) && !confirm(`Replace schedule ${name}?`)) {
+    return;
+  }
+  try {
+    const r = await api('PUT', '/v1/schedules/' + encodeURIComponent(name), body);
+    resetScheduleForm();
+    scheduleMsg(`saved ${r.name}, next run ${r.next_run_at}`);
+  } catch (e) { scheduleMsg(e.message, true); return; }
+  await loadSchedules().catch((e) => say(e.message, true));
+}
+async function deleteSchedule(name) {
+  if (!confirm(`Delete schedule ${name}?`)) return;
+  try {
+    await api('DELETE', '/v1/schedules/' + encodeURIComponent(name));
+    if (editing && editing.name === name) resetScheduleForm();
+    scheduleMsg(`deleted ${name}`);
+  } catch (e) { scheduleMsg(e.message, true); }
+  await loadSchedules().catch((e) => say(e.message, true));
 }
 function jobRow(j) {
   return `<tr data-id="${j.id}"><td>${j.id}</td><td>${esc(j.kind)}</td><td>${esc(j.queue)}</td>
@@ -252,6 +338,16 @@ $('#token-form').addEventListener('submit', (e) => {
 });
 $('#filters').addEventListener('submit', (e) => { e.preventDefault(); loadJobs(false).catch((x) => say(x.message, true)); });
 $('#more').addEventListener('click', () => loadJobs(true).catch((x) => say(x.message, true)));
+resetScheduleForm();
+$('#schedule-form').addEventListener('submit', (e) => { e.preventDefault(); saveSchedule(); });
+$('#s-clear').addEventListener('click', () => { resetScheduleForm(); scheduleMsg(''); });
+$('#schedules tbody').addEventListener('click', (e) => {
+  const b = e.target.closest('button[data-act]');
+  if (!b) return;
+  const name = b.closest('tr').dataset.schedule;
+  if (b.dataset.act === 'delete') deleteSchedule(name);
+  else if (schedules.has(name)) editSchedule(schedules.get(name));
+});
 $('#jobs tbody').addEventListener('click', (e) => {
   const tr = e.target.closest('tr[data-id]');
   if (tr) location.hash = '#/jobs/' + tr.dataset.id;
