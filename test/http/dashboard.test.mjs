@@ -1,5 +1,5 @@
 // The dashboard in headless Chromium: watch a job complete live, stop another;
-// create, edit and delete a schedule through its form.
+// create, edit, pause, resume and delete a schedule through its form.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -106,7 +106,7 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
   }
 });
 
-test('dashboard: schedule form creates, refuses bad input, edits and deletes; text stays text', { timeout: 90000 }, async () => {
+test('dashboard: schedule form creates, refuses bad input, edits, pauses, resumes and deletes; text stays text', { timeout: 90000 }, async () => {
   // The browser's zone is the form's default time zone.
   const { browser, profile } = await launch({ timezoneId: 'Asia/Tokyo' });
   try {
@@ -221,6 +221,17 @@ test('dashboard: schedule form creates, refuses bad input, edits and deletes; te
     assert.deepEqual(edited.payload, { note: '<b>x</b>' });
     assert.equal(await cell(10), '');
     assert.equal(await page.$eval('#s-name', (el) => el.readOnly), false);
+
+    // Pause: the row says so and offers resume, which answers the next run.
+    await page.click(`${row} button[data-act="pause"]`);
+    await page.waitForSelector(`${row} button[data-act="resume"]`);
+    assert.equal(await cell(6), 'paused');
+    assert.equal(await msg(), `paused ${name}`);
+    assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.paused, true);
+    await page.click(`${row} button[data-act="resume"]`);
+    await page.waitForSelector(`${row} button[data-act="pause"]`);
+    assert.match(await msg(), new RegExp(`^resumed ${name}, next run \\d{4}-\\d\\d-\\d\\dT19:30:00Z$`));  // 04:30 in Tokyo
+    assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.paused, false);
 
     // Delete asks first: dismissed keeps it, accepted removes it.
     await page.click(`${row} button[data-act="delete"]`);

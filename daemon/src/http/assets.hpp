@@ -147,11 +147,12 @@ async function loadSchedules() {
   schedules.clear();
   for (const s of rows) schedules.set(s.name, s);
   $('#schedules tbody').innerHTML = rows.map((s) => `<tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
-    <td>${esc(s.cron)}</td><td>${esc(s.time_zone)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${esc(s.next_run_at)}</td>
+    <td>${esc(s.cron)}</td><td>${esc(s.time_zone)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${s.paused ? '<span class="status s-suspended">paused</span>' : esc(s.next_run_at)}</td>
     <td class="payload" title="${esc(JSON.stringify(s.payload))}">${esc(JSON.stringify(s.payload))}</td>
     <td>${esc(s.last_run_at ?? '')}</td><td>${s.last_job_id == null ? '' : `<a href="#/jobs/${s.last_job_id}">${s.last_job_id}</a>`}</td>
     <td class="error">${esc(s.last_error ?? '')}</td>
-    <td><button data-act="edit">edit</button> <button data-act="delete">delete</button></td></tr>`).join('');
+    <td><button data-act="edit">edit</button> <button data-act="${s.paused ? 'resume' : 'pause'}">${s.paused ? 'resume' : 'pause'}</button>
+      <button data-act="delete">delete</button></td></tr>`).join('');
 }
 function scheduleMsg(msg, isError) {
   const el = $('#s-msg');
@@ -214,6 +215,14 @@ async function deleteSchedule(name) {
     await api('DELETE', '/v1/schedules/' + encodeURIComponent(name));
     if (editing && editing.name === name) resetScheduleForm();
     scheduleMsg(`deleted ${name}`);
+  } catch (e) { scheduleMsg(e.message, true); }
+  await loadSchedules().catch((e) => say(e.message, true));
+}
+// POST /v1/schedules/{name}/pause or /resume (which answers the next run).
+async function pauseSchedule(name, act) {
+  try {
+    const r = await api('POST', `/v1/schedules/${encodeURIComponent(name)}/${act}`);
+    scheduleMsg(act === 'pause' ? `paused ${name}` : `resumed ${name}, next run ${r.next_run_at}`);
   } catch (e) { scheduleMsg(e.message, true); }
   await loadSchedules().catch((e) => say(e.message, true));
 }
@@ -346,6 +355,7 @@ $('#schedules tbody').addEventListener('click', (e) => {
   if (!b) return;
   const name = b.closest('tr').dataset.schedule;
   if (b.dataset.act === 'delete') deleteSchedule(name);
+  else if (b.dataset.act === 'pause' || b.dataset.act === 'resume') pauseSchedule(name, b.dataset.act);
   else if (schedules.has(name)) editSchedule(schedules.get(name));
 });
 $('#jobs tbody').addEventListener('click', (e) => {
