@@ -252,7 +252,8 @@ COMMENT ON TABLE bgexec.worker IS 'worker daemons, upserted by register_worker, 
  * worker does), then moves next_run_at to the cron expression's next minute
  * after now.  Rows are created only by schedule(), which checks the job
  * fields as submit() does, paused and resumed by pause_schedule() and
- * resume_schedule(), and deleted by unschedule(). */
+ * resume_schedule(), run at once by run_schedule(), and deleted by
+ * unschedule(). */
 CREATE TABLE bgexec.schedule (
 	owner           name NOT NULL,
 	name            text NOT NULL,
@@ -2075,6 +2076,50 @@ $$;
 COMMENT ON FUNCTION bgexec.resume_schedule(text) IS
 	'lets the caller''s paused recurring job fire again from its next minute after now; returns that run, NULL when there is none';
 
+/* run_schedule: submits the job of the caller's schedule `name` now, out
+ * of turn, paused or not (a tick's job, for a test or a rerun), and records
+ * it as the last run (last_run_at now, last_job_id); the next tick stays
+ * where it was.  Its idempotency key names the moment
+ * (schedule:NAME@manual:TIME).  With overlap false it is refused (55006)
+ * while the last run's job is unfinished, as a tick would be skipped; a full
+ * queue raises 53400 as submit does.  Returns the job's id; NULL when there
+ * is no such schedule. */
+CREATE FUNCTION bgexec.run_schedule(name text) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	s bgexec.schedule;
+	v_last bgexec.job_status;
+	v_job bigint;
+BEGIN
+	SELECT x.* INTO s FROM bgexec.schedule x
+	 WHERE x.owner = bgexec._owner() AND x.name = run_schedule.name
+	   FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	IF NOT s.overlap THEN
+		SELECT j.status INTO v_last FROM bgexec.job j WHERE j.id = s.last_job_id;
+		IF v_last IN ('queued', 'running', 'suspended') THEN
+			RAISE EXCEPTION 'schedule "%" does not overlap: job % of its last run is still %',
+			                s.name, s.last_job_id, v_last
+				USING ERRCODE = 'object_in_use';
+		END IF;
+	END IF;
+	v_job := bgexec._submit_one(s.owner, s.kind, s.payload, s.queue, s.priority, now(),
+		s.max_attempts, s.timeout,
+		'schedule:' || s.name || '@manual:'
+		  || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+		s.concurrency_key);
+	UPDATE bgexec.schedule x SET last_run_at = now(), last_job_id = v_job, last_error = NULL
+	 WHERE x.owner = s.owner AND x.name = s.name;
+	RETURN v_job;
+END
+$$;
+COMMENT ON FUNCTION bgexec.run_schedule(text) IS
+	'submits the caller''s recurring job now, out of turn; returns the job id, NULL when there is none';
+
 CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0)
 	RETURNS SETOF bgexec.job_event
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -2308,6 +2353,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.unschedule(text),
 	bgexec.pause_schedule(text),
 	bgexec.resume_schedule(text),
+	bgexec.run_schedule(text),
 	bgexec.events(bigint, int),
 	bgexec.purge(interval),
 	bgexec._caller(),

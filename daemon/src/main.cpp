@@ -43,6 +43,7 @@ Commands:
   unschedule NAME        delete a recurring job
   pause-schedule NAME    stop a recurring job firing, keeping it
   resume-schedule NAME   let a paused recurring job fire again
+  run-schedule NAME      submit a recurring job's job now (--wait/--follow as submit)
   schedules              list your recurring jobs
   bench [options]        burn-down benchmark (see bgexec bench --help)
   version                print the version

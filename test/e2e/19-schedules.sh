@@ -2,8 +2,8 @@
 # Recurring jobs from the CLI, fired by a worker: with the in-server watchdog
 # off (as without shared_preload_libraries), the worker's own reconcile()
 # timer submits a due schedule's job, once per tick, as the schedule's
-# owner, and runs it.  The CLI creates, lists, pauses, resumes and deletes
-# schedules, and refuses a bad cron expression naming the field.
+# owner, and runs it.  The CLI creates, lists, pauses, resumes, runs and
+# deletes schedules, and refuses a bad cron expression naming the field.
 source "$(dirname "$0")/lib.sh"
 [[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
 cluster_start "$E2E_DIR/pg" 57960 "bgexec.watchdog = off" >/dev/null || fail "cluster did not start"
@@ -50,6 +50,12 @@ out=$("$BGEXEC" resume-schedule hello) || fail "resume-schedule: $out"
 [[ $out =~ ^"schedule hello: resumed, next run "20[0-9-]+T[0-9][0-9]:[0-5][05]:00Z$ ]] \
   || fail "resume-schedule printed: $out"
 [[ $(sql "SELECT NOT paused AND next_run_at > now() FROM bgexec.schedule") == t ]] || fail "not resumed"
+# run-schedule: its job now, out of turn, waited for like submit --wait
+out=$("$BGEXEC" run-schedule hello --wait) || fail "run-schedule --wait: $out"
+[[ $out =~ ^[0-9]+" completed"$ ]] || fail "run-schedule --wait printed: $out"
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'sched'") == 2 ]] || fail "run-schedule: no second job"
+set +e; "$BGEXEC" run-schedule nope 2>/dev/null; rc=$?; set -e
+((rc == 4)) || fail "run-schedule of no schedule: exit $rc (expected 4)"
 set +e; "$BGEXEC" pause-schedule nope 2>/dev/null; rc=$?; set -e
 ((rc == 4)) || fail "pause-schedule of no schedule: exit $rc (expected 4)"
 

@@ -1,5 +1,5 @@
 // The dashboard in headless Chromium: watch a job complete live, stop another;
-// create, edit, pause, resume and delete a schedule through its form.
+// create, edit, pause, resume, run and delete a schedule through its form.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -106,7 +106,7 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
   }
 });
 
-test('dashboard: schedule form creates, refuses bad input, edits, pauses, resumes and deletes; text stays text', { timeout: 90000 }, async () => {
+test('dashboard: schedule form creates, refuses bad input, edits, pauses, resumes, runs and deletes; text stays text', { timeout: 90000 }, async () => {
   // The browser's zone is the form's default time zone.
   const { browser, profile } = await launch({ timezoneId: 'Asia/Tokyo' });
   try {
@@ -232,6 +232,13 @@ test('dashboard: schedule form creates, refuses bad input, edits, pauses, resume
     await page.waitForSelector(`${row} button[data-act="pause"]`);
     assert.match(await msg(), new RegExp(`^resumed ${name}, next run \\d{4}-\\d\\d-\\d\\dT19:30:00Z$`));  // 04:30 in Tokyo
     assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.paused, false);
+
+    // Run now: its job, shown as the last job.
+    await page.click(`${row} button[data-act="run"]`);
+    await page.waitForFunction((sel) => /^ran /.test(document.querySelector(sel)?.textContent), '#s-msg');
+    const ranId = (await api('GET', `/v1/schedules/${name}`, { token: A })).body.last_job_id;
+    assert.equal(await msg(), `ran ${name}: job ${ranId}`);
+    await page.waitForSelector(`${row} a[href="#/jobs/${ranId}"]`);
 
     // Delete asks first: dismissed keeps it, accepted removes it.
     await page.click(`${row} button[data-act="delete"]`);

@@ -1,6 +1,6 @@
 // Recurring jobs over HTTP: PUT, GET and DELETE /v1/schedules/{name}, GET
-// /v1/schedules, POST /v1/schedules/{name}/pause|resume; each token sees its
-// own; bad input is 422 naming the field.
+// /v1/schedules, POST /v1/schedules/{name}/pause|resume|run; each token sees
+// its own; bad input is 422 naming the field.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { api, psql, uniq, A, B } from './lib.mjs';
@@ -73,6 +73,27 @@ test('schedules: pause fires nothing until resume, which answers the next run; o
   const get = await api('GET', `/v1/schedules/${name}/pause`, { token: A });
   assert.equal(get.status, 405);
   assert.equal(get.headers.get('allow'), 'POST');
+  assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 200);
+});
+
+test('schedules: run submits the job now (201, Location); 409 while a non-overlapping run is unfinished', async () => {
+  const name = uniq('adhoc');
+  const queue = uniq('rq');
+  assert.equal((await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '0 3 * * *', kind: 'noop',
+    payload: { n: 2 }, queue, overlap: false } })).status, 200);
+  const run = await api('POST', `/v1/schedules/${name}/run`, { token: A });
+  assert.equal(run.status, 201, run.text);
+  assert.equal(run.body.name, name);
+  assert.equal(run.headers.get('location'), `/v1/jobs/${run.body.id}`);
+  const job = (await api('GET', `/v1/jobs/${run.body.id}`, { token: A })).body;
+  assert.deepEqual([job.owner, job.queue, job.status, job.payload], ['tenant_a', queue, 'queued', { n: 2 }]);
+  assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.last_job_id, run.body.id);
+  const again = await api('POST', `/v1/schedules/${name}/run`, { token: A });
+  assert.equal(again.status, 409, again.text);
+  assert.equal(again.body.error.sqlstate, '55006');
+  assert.match(again.body.error.message, new RegExp(`job ${run.body.id} of its last run is still queued`));
+  assert.equal((await api('POST', `/v1/schedules/${name}/run`, { token: B })).status, 404);
+  assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 1);
   assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 200);
 });
 

@@ -172,6 +172,33 @@ UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name 
 SELECT bgexec._fire_schedules() AS fired;
 SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-pause';
 DELETE FROM bgexec.schedule WHERE name = 'pausable';
+-- run_schedule: the job now, out of turn, paused or not; recorded as the
+-- last run, the next tick left where it was
+SET ROLE regress_alice;
+SELECT bgexec.schedule('adhoc', '0 3 * * *', 'noop', '{"n": 1}', queue => 'sch-run',
+                       overlap => false) AS adhoc_next \gset
+SELECT bgexec.pause_schedule('adhoc') AS paused;
+SELECT bgexec.run_schedule('adhoc') AS run1 \gset
+SELECT owner, kind, payload, status, idempotency_key LIKE 'schedule:adhoc@manual:%' AS key_names_it
+  FROM bgexec.job WHERE id = :run1;
+SELECT last_job_id = :run1 AS last_job, last_run_at > now() - interval '1 minute' AS last_run_now,
+       next_run_at = :'adhoc_next' AS next_kept, paused, last_error
+  FROM bgexec.schedule WHERE name = 'adhoc';
+-- overlap false: refused while that job is unfinished (55006, nothing
+-- submitted); another role's schedule, or none, is NULL
+SELECT sqlstate, regexp_replace(message, 'job \d+', 'job N') AS message
+  FROM try($$SELECT bgexec.run_schedule('adhoc')$$);
+SET ROLE regress_bob;
+SELECT bgexec.run_schedule('adhoc') AS bobs_run_of_alices;
+RESET ROLE;
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-run';
+-- once it has ended, it runs again
+SELECT bgexec.finish(job_id, lease, 'completed') FROM bgexec.claim('w', '{sch-run}', 1);
+SET ROLE regress_alice;
+SELECT bgexec.run_schedule('adhoc') > :run1 AS ran_again, bgexec.run_schedule('no-such') AS none;
+RESET ROLE;
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-run';
+DELETE FROM bgexec.schedule WHERE name = 'adhoc';
 -- replacing a schedule keeps its history, clears its error, starts from now
 SET ROLE regress_bob;
 SELECT bgexec.schedule('nightly', '30 4 * * *', 'noop', queue => 'sch-bob',

@@ -38,7 +38,7 @@ namespace {
 const std::set<std::string> commands = {"submit",         "status",          "tail",     "stop",
                                         "resume",         "retry",           "queues",   "schedule",
                                         "unschedule",     "schedules",       "pause-schedule",
-                                        "resume-schedule"};
+                                        "resume-schedule", "run-schedule"};
 
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
@@ -56,6 +56,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec unschedule NAME
   bgexec pause-schedule NAME
   bgexec resume-schedule NAME
+  bgexec run-schedule NAME [--wait | --follow]
   bgexec schedules
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
@@ -66,11 +67,13 @@ read on the clock of --time-zone (default UTC); --no-overlap skips a run
 while the last one's job is unfinished.  It prints the first run, in UTC.
 pause-schedule stops a schedule firing, keeping it; resume-schedule lets it fire
 again from its next run after now (the runs missed while paused do not fire).
+run-schedule submits a schedule's job now, out of turn, and prints its id as
+submit does.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
 exits 0 whenever the job exists and prints the status it found (running: its
-worker ends it as cancelled).  unschedule, pause-schedule and resume-schedule
-exit 4 when there is no such schedule.
+worker ends it as cancelled).  unschedule, pause-schedule, resume-schedule and
+run-schedule exit 4 when there is no such schedule.
 )";
 
 struct Usage : std::runtime_error {
@@ -282,6 +285,8 @@ JobOptions job_options(const core::ParsedArgs& a) {
   return o;
 }
 
+asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a);
+
 asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   if (a.positional.empty() || a.positional.size() > 2) throw Usage("submit takes KIND [JSON|@FILE]");
   json payload = a.positional.size() > 1 ? parse_json_arg(a.positional[1]) : json::object();
@@ -313,7 +318,12 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
       " max_attempts => $7::int, timeout => $8::interval, idempotency_key => $9,"
       " concurrency_key => $10)",
       p);
-  std::int64_t id = std::stoll(r.get(0, 0).value_or("0"));
+  co_return co_await report_job(s, std::stoll(r.get(0, 0).value_or("0")), a);
+}
+
+// What submit and run-schedule print for the job they submitted, `id`, and
+// with --wait or --follow the wait for its end; returns the exit code.
+asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a) {
   bool wait = a.flags.count("--wait"), follow_flag = a.flags.count("--follow");
   if (s.json_out && !follow_flag) {
     if (!wait) std::cout << json{{"id", id}}.dump() << std::endl;
@@ -486,6 +496,19 @@ asio::awaitable<int> cmd_pause_schedule(Session& s, const std::string& cmd, cons
   co_return ok;
 }
 
+// run-schedule NAME [--wait | --follow]: the schedule's job, now.
+asio::awaitable<int> cmd_run_schedule(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage("run-schedule takes NAME");
+  pg::Params p = {a.positional[0]};
+  auto r = co_await s.conn.query("SELECT bgexec.run_schedule($1)", p);
+  auto id = r.get(0, 0);
+  if (!id) {
+    std::cerr << "bgexec: schedule " << a.positional[0] << " not found\n";
+    co_return not_found;
+  }
+  co_return co_await report_job(s, std::stoll(*id), a);
+}
+
 asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("schedules takes no arguments");
   auto r = co_await s.conn.query(
@@ -550,6 +573,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
         if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
         if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
+        if (cmd == "run-schedule") co_return co_await cmd_run_schedule(s, parsed);
         if (cmd == "pause-schedule" || cmd == "resume-schedule")
           co_return co_await cmd_pause_schedule(s, cmd, parsed);
         co_return co_await cmd_simple(s, cmd, parsed);

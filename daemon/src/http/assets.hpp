@@ -151,7 +151,8 @@ async function loadSchedules() {
     <td class="payload" title="${esc(JSON.stringify(s.payload))}">${esc(JSON.stringify(s.payload))}</td>
     <td>${esc(s.last_run_at ?? '')}</td><td>${s.last_job_id == null ? '' : `<a href="#/jobs/${s.last_job_id}">${s.last_job_id}</a>`}</td>
     <td class="error">${esc(s.last_error ?? '')}</td>
-    <td><button data-act="edit">edit</button> <button data-act="${s.paused ? 'resume' : 'pause'}">${s.paused ? 'resume' : 'pause'}</button>
+    <td><button data-act="edit">edit</button> <button data-act="run">run now</button>
+      <button data-act="${s.paused ? 'resume' : 'pause'}">${s.paused ? 'resume' : 'pause'}</button>
       <button data-act="delete">delete</button></td></tr>`).join('');
 }
 function scheduleMsg(msg, isError) {
@@ -218,11 +219,13 @@ async function deleteSchedule(name) {
   } catch (e) { scheduleMsg(e.message, true); }
   await loadSchedules().catch((e) => say(e.message, true));
 }
-// POST /v1/schedules/{name}/pause or /resume (which answers the next run).
-async function pauseSchedule(name, act) {
+// POST /v1/schedules/{name}/pause, /resume (which answers the next run) or
+// /run (the job it submitted now).
+async function scheduleAction(name, act) {
   try {
     const r = await api('POST', `/v1/schedules/${encodeURIComponent(name)}/${act}`);
-    scheduleMsg(act === 'pause' ? `paused ${name}` : `resumed ${name}, next run ${r.next_run_at}`);
+    scheduleMsg(act === 'pause' ? `paused ${name}`
+      : act === 'resume' ? `resumed ${name}, next run ${r.next_run_at}` : `ran ${name}: job ${r.id}`);
   } catch (e) { scheduleMsg(e.message, true); }
   await loadSchedules().catch((e) => say(e.message, true));
 }
@@ -355,7 +358,7 @@ $('#schedules tbody').addEventListener('click', (e) => {
   if (!b) return;
   const name = b.closest('tr').dataset.schedule;
   if (b.dataset.act === 'delete') deleteSchedule(name);
-  else if (b.dataset.act === 'pause' || b.dataset.act === 'resume') pauseSchedule(name, b.dataset.act);
+  else if (['pause', 'resume', 'run'].includes(b.dataset.act)) scheduleAction(name, b.dataset.act);
   else if (schedules.has(name)) editSchedule(schedules.get(name));
 });
 $('#jobs tbody').addEventListener('click', (e) => {

@@ -60,6 +60,7 @@ bhttp::status status_for(const std::string& st) {
   if (st.rfind("22", 0) == 0 || st.rfind("54", 0) == 0 || st == "23514" || st == "23502")
     return bhttp::status::unprocessable_entity;
   if (st == "53400") return bhttp::status::too_many_requests;
+  if (st == "55006") return bhttp::status::conflict;  // run_schedule while its last run's job is unfinished
   if (st == "57014") return bhttp::status::gateway_timeout;  // --statement-timeout (or a cancel)
   if (st == "42501") return bhttp::status::forbidden;
   if (st.rfind("08", 0) == 0 || st == "57P01" || st == "57P02" || st == "57P03" || st == "53300")
@@ -704,7 +705,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
 }
 
 // GET /v1/schedules, PUT and DELETE /v1/schedules/{name}, POST
-// /v1/schedules/{name}/pause|resume: the caller's recurring jobs
+// /v1/schedules/{name}/pause|resume|run: the caller's recurring jobs
 // (bgexec.schedule under row-level security).
 asio::awaitable<Response> Gateway::schedules(const Request& req, const std::string& role,
                                              const std::vector<std::string>& seg,
@@ -717,9 +718,17 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
     co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json()));
   }
-  if (seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume")) {
+  if (seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume" || seg[3] == "run")) {
     if (method != bhttp::verb::post) throw method_not_allowed("POST");
     const std::string& name = seg[2];
+    if (seg[3] == "run") {
+      auto r = co_await pool_.query(role, "SELECT bgexec.run_schedule($1)", args(name));
+      auto id = r.get(0, 0);
+      if (!id) throw not_found("schedule " + name + " does not exist");
+      auto res = make_json(v, bhttp::status::created, kv("name", name, "id", std::stoll(*id)));
+      res.set(bhttp::field::location, "/v1/jobs/" + *id);
+      co_return res;
+    }
     if (seg[3] == "pause") {
       auto r = co_await pool_.query(role, "SELECT bgexec.pause_schedule($1)", args(name));
       if (r.get(0, 0) != "t") throw not_found("schedule " + name + " does not exist");
