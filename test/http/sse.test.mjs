@@ -4,6 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventSource } from 'eventsource';
+import { readFileSync } from 'node:fs';
+import { once } from 'node:events';
+import net from 'node:net';
 import { api, psql, claim, appendEvent, finish, freePort, startGateway, sleep, uniq, A, BASE } from './lib.mjs';
 
 const KINDS = ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
@@ -129,4 +132,41 @@ test('a cursor past the job\'s last event gets 400 at once, live job or ended', 
   assert.equal(r.status, 400);
   r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=2`);
   assert.equal(r.status, 204);
+});
+
+// Peak resident memory of a process, in kB (Linux).
+function peakKb(pid) {
+  return Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+}
+
+test('a long replay is sent batch by batch: a reader that does not read costs the gateway one batch', { timeout: 60000 }, async () => {
+  const gw = await startGateway(await freePort());
+  const sock = { destroy() {} };
+  try {
+    const queue = uniq('sse5');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    claim(queue); // seq 1
+    // 40000 events of 2 kB (80 MB), written directly (append_event is one
+    // round trip each) as the superuser may.
+    psql(`INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+            SELECT ${id}, g, 'log', jsonb_build_object('line', repeat('x', 2000)) FROM generate_series(2, 40001) g`);
+    const before = peakKb(gw.proc.pid);
+    const { hostname, port } = new URL(gw.url);
+    const s = net.connect({ port: Number(port), host: hostname });
+    sock.destroy = () => s.destroy();
+    await once(s, 'connect');
+    s.pause(); // never reads: the gateway's writes block once the socket buffers fill
+    s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+    // Holding the whole replay would take well over 80 MB; one batch of
+    // 1000 events takes a few.
+    let peak = before;
+    for (let i = 0; i < 30 && peak - before < 48 * 1024; i++) {
+      await sleep(200);
+      peak = peakKb(gw.proc.pid);
+    }
+    assert.ok(peak - before < 48 * 1024, `the gateway grew by ${Math.round((peak - before) / 1024)} MB`);
+  } finally {
+    sock.destroy();
+    gw.kill();
+  }
 });

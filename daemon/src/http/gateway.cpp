@@ -805,30 +805,29 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   co_await notifier_.wait_listening(5s);
 
   bool ended = false;
+  bool more = false;  // the last fetch filled a batch: more events may follow at once
   std::string pending;  // serialized events not yet written
   std::string last_kind;  // kind of the event at the cursor, once this stream has sent one
-  // Reads every event after the cursor (in batches); sets `ended` when the
-  // job's newest event is terminal or suspended.  Only the newest: an old
-  // terminal event followed by a manual retry (or a resume after suspended)
-  // does not end the stream.  The newest is known once a batch comes back
-  // short, possibly empty after a full one, so the end is found whatever
-  // the batch boundaries.
+  // Reads the next batch of events after the cursor into `pending`; `more`
+  // says whether it was full.  Each batch is written before the next is read,
+  // so a long log, or a reader that does not read, costs one batch of memory,
+  // not the whole replay.  Sets `ended` when the job's newest event is
+  // terminal or suspended.  Only the newest: an old terminal event followed
+  // by a manual retry (or a resume after suspended) does not end the stream.
+  // The newest is known once a batch comes back short, possibly empty after a
+  // full one, so the end is found whatever the batch boundaries.
   auto fetch = [&]() -> asio::awaitable<void> {
-    for (;;) {
-      auto r = co_await pool_.query(*role, events_sql, args(id_s, std::to_string(cursor)), true);
-      auto rows = r.to_json();
-      for (const auto& ev : rows) {
-        auto seq = ev.at("seq").get<std::int64_t>();
-        if (seq <= cursor) continue;  // never twice
-        pending += sse_event(ev);
-        cursor = seq;
-        last_kind = ev.at("kind").get<std::string>();
-      }
-      if (static_cast<int>(rows.size()) < replay_batch) {
-        ended = is_stream_end(last_kind);
-        co_return;
-      }
+    auto r = co_await pool_.query(*role, events_sql, args(id_s, std::to_string(cursor)), true);
+    auto rows = r.to_json();
+    for (const auto& ev : rows) {
+      auto seq = ev.at("seq").get<std::int64_t>();
+      if (seq <= cursor) continue;  // never twice
+      pending += sse_event(ev);
+      cursor = seq;
+      last_kind = ev.at("kind").get<std::string>();
     }
+    more = static_cast<int>(rows.size()) >= replay_batch;
+    if (!more) ended = is_stream_end(last_kind);
   };
 
   std::optional<HttpError> failure;
@@ -888,13 +887,14 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   auto last_fetch = last_write;
   while (!ended) {
     auto now = std::chrono::steady_clock::now();
-    if (sub.seen() > cursor || now - last_fetch >= poll_every) {
+    if (more || sub.seen() > cursor || now - last_fetch >= poll_every) {
       // Cleared before the fetch: an announcement arriving during it is kept.
       sub.clear();
       last_fetch = now;
       try {
         co_await fetch();
       } catch (const pg::Error& e) {
+        more = false;  // retried at the next poll
         if (e.sqlstate() == "P0002") break;  // purged meanwhile
         core::log("warn", "event fetch failed", {{"job_id", id_s}, {"error", e.what()}});
       }
