@@ -130,3 +130,26 @@ test('schedules: bad input is 422 or 400 naming the field, and stores nothing', 
   assert.equal((await api('GET', '/v1/schedules?x=1', { token: A })).status, 400);
   assert.equal((await api('GET', '/v1/schedules', {})).status, 401);
 });
+
+test('schedules: the name in the path is percent-decoded, as clients encode it', async () => {
+  const name = `${uniq('team')}:nightly.export`;  // ':' is a valid name character
+  const path = `/v1/schedules/${encodeURIComponent(name)}`;  // ...which encodeURIComponent escapes
+  assert.match(path, /%3A/);
+  const put = await api('PUT', path, { token: A, body: { cron: '@daily', kind: 'noop' } });
+  assert.equal(put.status, 200, put.text);
+  assert.equal(put.body.name, name);
+  const got = await api('GET', path, { token: A });
+  assert.equal(got.status, 200, got.text);
+  assert.equal(got.body.name, name);
+  assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.name, name);
+  const del = await api('DELETE', path, { token: A });
+  assert.equal(del.status, 200, del.text);
+  assert.deepEqual(del.body, { name, deleted: true });
+  // Decoded bytes are checked like a query value's.
+  let r = await api('GET', '/v1/schedules/a%FFb', { token: A });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.body.error.message, /not valid UTF-8/);
+  r = await api('PUT', '/v1/schedules/a%00b', { token: A, body: { cron: '@daily', kind: 'noop' } });
+  assert.equal(r.status, 422, r.text);
+  assert.equal(r.body.error.sqlstate, '22021');
+});

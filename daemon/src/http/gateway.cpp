@@ -161,11 +161,12 @@ int hexval(char c) {
   return -1;
 }
 
-// Percent-decodes a query component ('+' is a space).
-std::string url_decode(std::string_view s) {
+// Percent-decodes a query component ('+' is a space) or, with
+// plus_is_space false, a path segment ('+' is itself).
+std::string url_decode(std::string_view s, bool plus_is_space = true) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
+    if (s[i] == '+' && plus_is_space) {
       out += ' ';
     } else if (s[i] == '%' && i + 2 < s.size() + 0 && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
       out += static_cast<char>(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
@@ -197,8 +198,9 @@ std::map<std::string, std::string> parse_query(std::string_view q) {
 
 // The path and the decoded query must be UTF-8: they are quoted in error
 // messages and passed to the database as text.  The path is matched as sent
-// (not percent-decoded), so only raw bytes can make it invalid.  A value must
-// not hold NUL either (%00), which a text parameter would be cut at.
+// (not percent-decoded; only a schedule's name is, and checked where it is),
+// so only raw bytes can make it invalid.  A value must not hold NUL either
+// (%00), which a text parameter would be cut at.
 std::optional<HttpError> check_text(const std::string& path, const std::map<std::string, std::string>& qs) {
   if (!valid_utf8(path)) return bad_request("request path is not valid UTF-8");
   for (const auto& [k, v] : qs) {
@@ -741,7 +743,11 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     co_return make_json(v, bhttp::status::ok, std::move(body));
   }
   if (seg.size() != 3) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
-  const std::string& name = seg[2];
+  // The name is percent-decoded: clients escape ':' (encodeURIComponent),
+  // which a name may hold.  Decoded, it is checked as a query value is.
+  const std::string name = url_decode(seg[2], false);
+  if (!valid_utf8(name)) throw bad_request("schedule name in the path is not valid UTF-8");
+  if (name.find('\0') != std::string::npos) throw nul_in("name");
   if (method == bhttp::verb::put) {
     auto call = build_submit(req.body(), name);
     pg::Result r;
