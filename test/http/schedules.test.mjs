@@ -142,6 +142,9 @@ test('schedules: the name in the path is percent-decoded, as clients encode it',
   assert.equal(got.status, 200, got.text);
   assert.equal(got.body.name, name);
   assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.name, name);
+  const paused = await api('POST', `${path}/pause`, { token: A });
+  assert.equal(paused.status, 200, paused.text);
+  assert.deepEqual(paused.body, { name, paused: true });
   const del = await api('DELETE', path, { token: A });
   assert.equal(del.status, 200, del.text);
   assert.deepEqual(del.body, { name, deleted: true });

@@ -720,9 +720,15 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
     co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json()));
   }
-  if (seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume" || seg[3] == "run")) {
+  const bool action = seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume" || seg[3] == "run");
+  if (seg.size() != 3 && !action) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
+  // The name is percent-decoded: clients escape ':' (encodeURIComponent),
+  // which a name may hold.  Decoded, it is checked as a query value is.
+  const std::string name = url_decode(seg[2], false);
+  if (!valid_utf8(name)) throw bad_request("schedule name in the path is not valid UTF-8");
+  if (name.find('\0') != std::string::npos) throw nul_in("name");
+  if (action) {
     if (method != bhttp::verb::post) throw method_not_allowed("POST");
-    const std::string& name = seg[2];
     if (seg[3] == "run") {
       auto r = co_await pool_.query(role, "SELECT bgexec.run_schedule($1)", args(name));
       auto id = r.get(0, 0);
@@ -742,12 +748,6 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     body["next_run_at"] = *r.get(0, 0);
     co_return make_json(v, bhttp::status::ok, std::move(body));
   }
-  if (seg.size() != 3) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
-  // The name is percent-decoded: clients escape ':' (encodeURIComponent),
-  // which a name may hold.  Decoded, it is checked as a query value is.
-  const std::string name = url_decode(seg[2], false);
-  if (!valid_utf8(name)) throw bad_request("schedule name in the path is not valid UTF-8");
-  if (name.find('\0') != std::string::npos) throw nul_in("name");
   if (method == bhttp::verb::put) {
     auto call = build_submit(req.body(), name);
     pg::Result r;
