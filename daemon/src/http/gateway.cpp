@@ -436,8 +436,39 @@ asio::awaitable<void> Gateway::listen(asio::ip::tcp::acceptor& acceptor) {
       co_await t.async_wait(use_tuple);
       continue;
     }
+    // Each connection holds a descriptor: past the limit, idle or slow
+    // clients would otherwise starve everyone (accept failing with EMFILE,
+    // the pool unable to reconnect) for as long as idle_timeout.
+    if (connections_ >= cfg_.max_connections && !shed_waiting()) {
+      asio::co_spawn(ex_, refuse(std::move(sock)), asio::detached);
+      continue;
+    }
     asio::co_spawn(ex_, session(std::move(sock)), asio::detached);
   }
+}
+
+bool Gateway::shed_waiting() {
+  if (waiting_.empty()) return false;
+  auto it = waiting_.begin();
+  it->second->close();  // its pending read ends with operation_aborted
+  waiting_.erase(it);
+  return true;
+}
+
+asio::awaitable<void> Gateway::refuse(asio::ip::tcp::socket sock) {
+  beast::tcp_stream stream(std::move(sock));
+  auto res = make_error(11, http_error(bhttp::status::service_unavailable, "53300",
+                                       "too many connections; try again later"));
+  res.set(bhttp::field::retry_after, "5");
+  res.keep_alive(false);
+  res.prepare_payload();
+  stream.expires_after(5s);
+  auto [ec, n] = co_await bhttp::async_write(stream, res, use_tuple);
+  beast::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  // Reads what the client sent, so the close does not reset the answer.
+  std::array<char, 4096> sink{};
+  for (int i = 0; !ec && i < 16; ++i) std::tie(ec, n) = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
 }
 
 const std::string* Gateway::authenticate(const Request& req,
@@ -458,26 +489,45 @@ const std::string* Gateway::authenticate(const Request& req,
 asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
   beast::tcp_stream stream(std::move(sock));
   beast::flat_buffer buf;
+  ++connections_;
+  struct Counted {
+    std::size_t& n;
+    ~Counted() { --n; }
+  } counted{connections_};
+  // Listed in waiting_ while it reads a request, unlisted (if shed_waiting
+  // has not already) once it has it or the read failed.
+  struct Waiting {
+    std::map<std::uint64_t, beast::tcp_stream*>& m;
+    std::uint64_t key;
+    ~Waiting() { m.erase(key); }
+  };
   try {
     for (;;) {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.body_limit(max_body);
       parser.header_limit(16 * 1024);
       stream.expires_after(idle_timeout);
-      auto [ec, n] = co_await bhttp::async_read_header(stream, buf, parser, use_tuple);
-      if (!ec && !parser.is_done()) {
-        // A client that asked to be invited waits for it before sending the
-        // body (curl: 1 s).  A Content-Length over the limit never gets here:
-        // the header read already failed with body_limit (413 below).
-        if (parser.get().version() >= 11 &&
-            beast::iequals(parser.get()[bhttp::field::expect], "100-continue")) {
-          bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, parser.get().version()};
-          auto [cec, cn] = co_await bhttp::async_write(stream, cont, use_tuple);
-          if (cec) break;
+      beast::error_code ec;
+      {
+        Waiting waiting{waiting_, next_waiting_++};
+        waiting_.emplace(waiting.key, &stream);
+        std::size_t n = 0;
+        std::tie(ec, n) = co_await bhttp::async_read_header(stream, buf, parser, use_tuple);
+        if (!ec && !parser.is_done()) {
+          // A client that asked to be invited waits for it before sending the
+          // body (curl: 1 s).  A Content-Length over the limit never gets here:
+          // the header read already failed with body_limit (413 below).
+          if (parser.get().version() >= 11 &&
+              beast::iequals(parser.get()[bhttp::field::expect], "100-continue")) {
+            bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, parser.get().version()};
+            auto [cec, cn] = co_await bhttp::async_write(stream, cont, use_tuple);
+            if (cec) break;
+          }
+          std::tie(ec, n) = co_await bhttp::async_read(stream, buf, parser, use_tuple);
         }
-        std::tie(ec, n) = co_await bhttp::async_read(stream, buf, parser, use_tuple);
       }
-      if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+      // Shed for a newer connection (closed by shed_waiting), timed out, or gone.
+      if (!stream.socket().is_open() || ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
           ec == asio::error::connection_reset || ec == asio::error::eof)
         break;
       if (ec) {

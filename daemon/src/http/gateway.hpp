@@ -31,6 +31,10 @@ struct GatewayConfig {
   std::map<std::string, std::string> tokens;  // bearer token -> database role
   std::size_t pool_size = 4;
   long statement_timeout_ms = 30000;  // per request statement; 0 = none
+  // Open connections at most (serve.cpp derives it from RLIMIT_NOFILE).  At
+  // the limit a new connection takes the place of the one that has waited
+  // longest for its request, else it gets 503.
+  std::size_t max_connections = 1000;
 };
 
 class Gateway {
@@ -42,6 +46,11 @@ class Gateway {
 
  private:
   asio::awaitable<void> session(asio::ip::tcp::socket sock);
+  // Answers 503 to a connection past max_connections and closes it.
+  asio::awaitable<void> refuse(asio::ip::tcp::socket sock);
+  // Closes the connection that has waited longest for (the rest of) its
+  // request; false when every connection is being served.
+  bool shed_waiting();
   asio::awaitable<Response> handle(const Request& req);
   asio::awaitable<Response> route(const Request& req, const std::string& path,
                                   const std::map<std::string, std::string>& qs);
@@ -70,6 +79,11 @@ class Gateway {
   Pool pool_;
   Notifier notifier_;
   FinishedCounters finished_;
+  std::size_t connections_ = 0;  // sessions running
+  // Sessions reading a request (or waiting for one), oldest first: the ones
+  // a new connection may take the place of.
+  std::map<std::uint64_t, beast::tcp_stream*> waiting_;
+  std::uint64_t next_waiting_ = 0;
 };
 
 }  // namespace bgexec::http

@@ -11,6 +11,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -105,6 +108,22 @@ int run_serve(const std::vector<std::string>& args) {
     return 2;
   }
 
+  // Every connection holds a descriptor: the soft limit is raised to the
+  // hard one (systemd's soft default is 1024), and connections may use all
+  // but the pool's and a reserve for the process's own (listen connection,
+  // event loop, logs).
+  constexpr rlim_t reserve = 32, floor = 16;
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_cur < nofile.rlim_max) {
+      rlimit raised = nofile;
+      raised.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 1 << 20);
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) nofile = raised;
+    }
+    const rlim_t own = reserve + cfg.pool_size;
+    cfg.max_connections = nofile.rlim_cur > own + floor ? static_cast<std::size_t>(nofile.rlim_cur - own) : floor;
+  }
+
   asio::io_context io(1);
   asio::ip::tcp::acceptor acceptor(io);
   try {
@@ -125,7 +144,8 @@ int run_serve(const std::vector<std::string>& args) {
     core::log("info", "stopping", {{"signal", std::to_string(sig)}});
     io.stop();
   });
-  core::log("info", "serving", {{"listen", listen}, {"tokens", std::to_string(cfg.tokens.size())}});
+  core::log("info", "serving", {{"listen", listen}, {"tokens", std::to_string(cfg.tokens.size())},
+                                 {"max_connections", std::to_string(cfg.max_connections)}});
   io.run();
   std::fflush(stdout);
   std::fflush(stderr);

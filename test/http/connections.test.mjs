@@ -1,0 +1,78 @@
+// Connections are bounded by the gateway's file descriptors: idle or slow
+// connections give way to new ones instead of starving them (accept failing
+// with EMFILE), and a new connection nothing can give way to gets 503.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import { api, claim, finish, freePort, sleep, uniq, A } from './lib.mjs';
+
+// A gateway limited to `nofile` descriptors (soft and hard: it cannot raise its own).
+async function smallGateway(nofile) {
+  const port = await freePort();
+  const proc = spawn('prlimit', [`--nofile=${nofile}:${nofile}`, process.env.BGEXEC_BIN, 'serve',
+    '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    try { if ((await fetch(url + '/metrics')).ok) break; } catch { /* not yet */ }
+    await sleep(100);
+  }
+  return { url, port, kill: () => { try { proc.kill('SIGKILL'); } catch { /* gone */ } } };
+}
+
+async function connect(port, bytes) {
+  const s = net.connect(port, '127.0.0.1');
+  s.on('error', () => {});
+  await once(s, 'connect');
+  if (bytes) s.write(bytes);
+  return s;
+}
+
+test('idle and half-sent connections past the descriptor limit give way to new requests', { timeout: 30000 }, async () => {
+  const gw = await smallGateway(128);
+  const socks = [];
+  try {
+    // 150 connections: silent ones, and slowloris ones that sent half a header.
+    for (let i = 0; i < 150; i++) socks.push(await connect(gw.port, i % 2 ? 'GET /v1/queues HTTP/1.1\r\nHost: x\r\n' : ''));
+    await sleep(300);
+    for (let i = 0; i < 3; i++) {
+      const r = await api('GET', '/v1/queues', { token: A, base: gw.url, headers: { Connection: 'close' } });
+      assert.equal(r.status, 200, r.text);
+    }
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});
+
+test('past the limit with every connection busy streaming, a new one gets 503 JSON at once', { timeout: 30000 }, async () => {
+  const gw = await smallGateway(128);
+  const socks = [];
+  try {
+    const queue = uniq('conn-limit');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    // Event streams are being served, not waiting for a request: none gives way.
+    for (let i = 0; i < 120; i++) {
+      socks.push(await connect(gw.port, `GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`));
+    }
+    await sleep(500);
+    const r = await api('GET', '/v1/queues', { token: A, base: gw.url });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.sqlstate, '53300');
+    assert.equal(r.headers.get('retry-after'), '5');
+    // The job ends, so do its streams (each closing within 2 s), and
+    // connections are free again.
+    const { lease } = claim(queue);
+    finish(id, lease, 'completed');
+    let status = 503;
+    for (let i = 0; i < 20 && status === 503; i++) {
+      await sleep(250);
+      status = (await api('GET', '/v1/queues', { token: A, base: gw.url })).status;
+    }
+    assert.equal(status, 200);
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});
