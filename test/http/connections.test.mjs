@@ -76,3 +76,30 @@ test('past the limit with every connection busy streaming, a new one gets 503 JS
     gw.kill();
   }
 });
+
+test('an event stream whose reader left ends at once, not at its next keepalive', { timeout: 30000 }, async () => {
+  const gw = await smallGateway(128);
+  const socks = [];
+  try {
+    const queue = uniq('conn-left');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    for (let i = 0; i < 100; i++) {
+      socks.push(await connect(gw.port, `GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`));
+    }
+    await sleep(500);
+    assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 503);
+    // The readers go: their streams, and the connections, end within a
+    // moment (they were held, polling the database every 3 s, until a
+    // keepalive write failed, 15 to 30 s later).
+    for (const s of socks.splice(0)) s.destroy();
+    let status = 503;
+    for (let i = 0; i < 12 && status === 503; i++) {
+      await sleep(250);
+      status = (await api('GET', '/v1/queues', { token: A, base: gw.url })).status;
+    }
+    assert.equal(status, 200);
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});

@@ -10,6 +10,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
@@ -967,7 +968,21 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       if (sub.seen() > cursor) continue;
     }
     auto until = std::min(last_fetch + poll_every, last_write + keepalive_every);
-    if (until > now) co_await sub.wait(until - now);
+    if (until > now) {
+      // A reader sends nothing after its request, so the socket turning
+      // readable means it left (EOF, reset): the stream ends now, instead of
+      // polling for nobody until a keepalive write fails 15 to 30 s later.
+      using namespace asio::experimental::awaitable_operators;
+      auto woke = co_await (sub.wait(until - now) ||
+                            stream.socket().async_wait(asio::socket_base::wait_read, use_tuple));
+      if (woke.index() == 1) {
+        std::array<char, 512> sink{};
+        beast::error_code ec;
+        stream.socket().non_blocking(true, ec);
+        const auto n = stream.socket().read_some(asio::buffer(sink), ec);
+        if (ec != asio::error::would_block && (ec || n == 0)) co_return;  // bytes sent anyway are dropped
+      }
+    }
   }
   co_return;
 }
