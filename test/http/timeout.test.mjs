@@ -45,3 +45,31 @@ test('a statement blocked past --statement-timeout answers 504 and writes nothin
     gw.kill();
   }
 });
+
+test('a database that stops answering (a frozen backend) gets 503 past the timeout, not a hang', { timeout: 40000 }, async () => {
+  const app = uniq('frozen');
+  const gw = await startGateway(await freePort(), ['--statement-timeout', '1', '--pool', '1', '--db', `application_name=${app}`]);
+  let pids = [];
+  try {
+    assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 200);
+    // statement_timeout cannot fire in a backend that does not run: only the
+    // gateway can give up on it.
+    pids = psql(`SELECT pid FROM pg_stat_activity WHERE application_name = '${app}'`).split('\n').map(Number);
+    for (const pid of pids) process.kill(pid, 'SIGSTOP');
+    // Thawed whatever happens, or the cluster could not stop.
+    setTimeout(() => { for (const pid of pids) try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ } }, 20000).unref();
+    const t0 = Date.now();
+    const r = await api('GET', '/v1/queues', { token: A, base: gw.url });
+    const waited = Date.now() - t0;
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.sqlstate, '08006');
+    assert.match(r.body.error.message, /^database unavailable: .*did not answer/);
+    assert.ok(waited >= 5000 && waited < 9000, `answered after ${waited} ms`);
+    for (const pid of pids.splice(0)) process.kill(pid, 'SIGCONT');
+    // The next request runs on a fresh connection.
+    assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 200);
+  } finally {
+    for (const pid of pids) process.kill(pid, 'SIGCONT');
+    gw.kill();
+  }
+});

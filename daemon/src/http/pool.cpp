@@ -8,6 +8,9 @@ namespace bgexec::http {
 
 namespace {
 const std::string unknown_role = "\x01";
+// How long past the statement timeout a call may go unanswered: the server's
+// own timeout (and the cancel it sends) normally ends a statement first.
+constexpr std::chrono::milliseconds unanswered_grace{5000};
 
 // The connection broke while switching roles, before the statement was sent.
 struct RoleSwitchLost : pg::Error {
@@ -27,7 +30,7 @@ const std::string set_role_sql =
 }  // namespace
 
 Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, long statement_timeout_ms)
-    : ex_(ex), statement_timeout_(std::to_string(statement_timeout_ms)) {
+    : ex_(ex), statement_timeout_ms_(statement_timeout_ms), statement_timeout_(std::to_string(statement_timeout_ms)) {
   for (std::size_t i = 0; i < size; ++i) {
     auto s = std::make_unique<Slot>();
     s->conn = std::make_unique<pg::Connection>(ex, conninfo, "http-pool-" + std::to_string(i));
@@ -92,14 +95,50 @@ asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql
     Slot* s;
     ~Release() { p->release(s); }
   } guard{this, s};
+  // The bound on the whole call, retry and reconnect included.  The state is
+  // shared with the timer's handler, which may run after this frame is gone.
+  struct Deadline {
+    bool done = false, fired = false;
+  };
+  auto deadline = std::make_shared<Deadline>();
+  asio::steady_timer timer(ex_);
+  struct Disarm {
+    Deadline& d;
+    asio::steady_timer& t;
+    ~Disarm() {
+      d.done = true;
+      t.cancel();
+    }
+  } disarm{*deadline, timer};
+  if (statement_timeout_ms_ > 0) {
+    timer.expires_after(std::chrono::milliseconds(statement_timeout_ms_) + unanswered_grace);
+    timer.async_wait([deadline, conn = s->conn.get()](const boost::system::error_code& ec) {
+      if (ec || deadline->done) return;
+      deadline->fired = true;
+      conn->close();  // the pending wait ends with an Error
+    });
+  }
+  auto unanswered = [this] {
+    auto msg = "the database did not answer within " +
+               std::to_string(statement_timeout_ms_ + unanswered_grace.count()) +
+               " ms (the statement timeout + 5 s); connection dropped";
+    return pg::Error("08006", msg, {msg, "", "", ""});
+  };
   try {
     co_return co_await run(*s, role, sql, params);
   } catch (const RoleSwitchLost&) {
     // the statement never reached the server: always safe to retry
+    if (deadline->fired) throw unanswered();
   } catch (const pg::Error& e) {
+    if (deadline->fired) throw unanswered();
     if (!idempotent || !e.connection_lost()) throw;
   }
-  co_return co_await run(*s, role, sql, params);
+  try {
+    co_return co_await run(*s, role, sql, params);
+  } catch (const pg::Error&) {
+    if (deadline->fired) throw unanswered();
+    throw;
+  }
 }
 
 }  // namespace bgexec::http

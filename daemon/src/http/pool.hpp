@@ -34,6 +34,9 @@ class Pool {
   // Runs `sql` as `role` ("" = the gateway's login role).  Throws pg::Error.
   // With idempotent=true a statement that failed because the connection was
   // lost (e.g. after a database restart) is retried once on a fresh connection.
+  // With a statement timeout, a call the server has not answered 5 s past it
+  // (a frozen host, a network partition: statement_timeout fires only in a
+  // backend that runs) drops the connection and throws Error 08006.
   asio::awaitable<pg::Result> query(const std::string& role, std::string sql, pg::Params params = {},
                                     bool idempotent = false);
 
@@ -49,6 +52,7 @@ class Pool {
                                   const pg::Params& params);
 
   asio::any_io_executor ex_;
+  long statement_timeout_ms_;
   std::string statement_timeout_;  // milliseconds, as set_config takes it
   std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
