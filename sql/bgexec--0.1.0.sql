@@ -2120,7 +2120,13 @@ $$;
 COMMENT ON FUNCTION bgexec.run_schedule(text) IS
 	'submits the caller''s recurring job now, out of turn; returns the job id, NULL when there is none';
 
-CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0)
+/* events: the job's events after after_seq, in seq order, max_events of
+ * them at most (NULL: all).  A reader replaying a long log in batches passes
+ * max_events: RETURN QUERY builds the whole set before the caller's LIMIT
+ * applies, so batches of 1000 read with an outer LIMIT cost the whole rest
+ * of the log each (a 100 000-event job: 62 ms a batch from seq 2000, 10 ms
+ * from seq 90 000). */
+CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0, max_events int DEFAULT NULL)
 	RETURNS SETOF bgexec.job_event
 	LANGUAGE plpgsql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -2133,14 +2139,20 @@ BEGIN
 		RAISE EXCEPTION 'job % does not exist', events.job_id
 			USING ERRCODE = 'no_data_found';
 	END IF;
+	IF max_events < 0 THEN
+		RAISE EXCEPTION 'max_events must not be negative'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('max_events was %s', max_events);
+	END IF;
 	RETURN QUERY
 	SELECT e.* FROM bgexec.job_event e
 	 WHERE e.job_id = events.job_id AND e.seq > coalesce(after_seq, 0)
-	 ORDER BY e.seq;
+	 ORDER BY e.seq
+	 LIMIT max_events;
 END
 $$;
-COMMENT ON FUNCTION bgexec.events(bigint, int) IS
-	'replays a job''s events after a seq, in seq order (the resume cursor of every reader)';
+COMMENT ON FUNCTION bgexec.events(bigint, int, int) IS
+	'replays a job''s events after a seq, in seq order, max_events at most (the resume cursor of every reader)';
 
 CREATE FUNCTION bgexec.purge(older_than interval) RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -2354,7 +2366,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.pause_schedule(text),
 	bgexec.resume_schedule(text),
 	bgexec.run_schedule(text),
-	bgexec.events(bigint, int),
+	bgexec.events(bigint, int, int),
 	bgexec.purge(interval),
 	bgexec._caller(),
 	bgexec._can_see(name),

@@ -14,6 +14,11 @@ SELECT bgexec.finish(:j, :l, 'completed', '{}');
 SELECT gapless(:j), count(*), min(seq), max(seq) FROM bgexec.job_event WHERE job_id = :j;
 SELECT count(*) FROM bgexec.events(:j, 40);
 SELECT count(*) FROM bgexec.events(:j, 53);
+-- in batches: max_events at most, in seq order, from the cursor
+SELECT min(seq), max(seq), count(*) FROM bgexec.events(:j, 10, max_events => 5);
+SELECT count(*) FROM bgexec.events(:j, 50, max_events => 5);
+SELECT count(*) FROM bgexec.events(:j, 0, max_events => 0);
+SELECT * FROM bgexec.events(:j, 0, max_events => -1);
 -- a rolled-back append consumes no seq either
 SELECT bgexec.submit('noop', queue => 'ev') AS k \gset
 SELECT lease AS l FROM bgexec.claim('w', '{ev}', 1) \gset

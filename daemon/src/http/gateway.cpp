@@ -288,8 +288,8 @@ pg::Params args(std::optional<std::string> a, std::optional<std::string> b) {
   return p;
 }
 
-const char* events_sql =
-    "SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1::bigint, $2::int) LIMIT 1000";
+const std::string events_sql = "SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1::bigint, $2::int, " +
+                               std::to_string(replay_batch) + ")";
 
 // GET /v1/jobs's parameters, by position, for from_pg.
 const std::vector<std::string> list_fields = {"queue", "status", "before", "limit"};
