@@ -249,7 +249,7 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   assert.match(full.body.error.hint, /configure_queue/);
 });
 
-test('every route: a wrong method is 405 with Allow, an unknown query parameter 400 and changes nothing', async () => {
+test('every route: a wrong method is 405 with Allow, an unknown or repeated query parameter 400 and changes nothing', async () => {
   const queue = uniq('routes');
   const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
   for (const [method, path, allow] of [
@@ -270,7 +270,15 @@ test('every route: a wrong method is 405 with Allow, an unknown query parameter 
     assert.equal(r.status, 400, `${method} ${path}: ${r.text}`);
     assert.match(r.body.error.message, /^unknown query parameter "/);
   }
+  // A parameter given twice is refused, not decided by one of its values.
+  for (const path of [`/v1/jobs?status=failed&status=queued`, `/v1/jobs?limit=1&queue=${queue}&limit=2`,
+    `/v1/jobs/${id}/events?after=0&after=1`]) {
+    const r = await api('GET', path, { token: A });
+    assert.equal(r.status, 400, `${path}: ${r.text}`);
+    assert.match(r.body.error.message, /^query parameter "(status|limit|after)" is given more than once$/);
+  }
   assert.equal(psql(`SELECT count(*) || ' ' || min(status::text) FROM bgexec.job WHERE queue = '${queue}'`), '1 queued');
   // The dashboard page takes any query (links to it may carry one).
   assert.equal((await api('GET', '/?utm_source=x')).status, 200);
+  assert.equal((await api('GET', '/?a=1&a=2')).status, 200);
 });

@@ -181,8 +181,17 @@ std::string url_decode(std::string_view s, bool plus_is_space = true) {
 
 using core::valid_utf8;  // well-formed UTF-8: what PostgreSQL and JSON accept as text
 
+// parse_query names a parameter given more than once under this key, which
+// no route takes, so the /v1 routes refuse it (unknown_param) rather than
+// let one of the values win silently (?status=failed&status=queued).
+const std::string repeated_param = "\x01repeated";
+
 std::map<std::string, std::string> parse_query(std::string_view q) {
   std::map<std::string, std::string> out;
+  auto put = [&out](std::string k, std::string v) {
+    if (out.count(k)) out[repeated_param] = k;
+    out[std::move(k)] = std::move(v);
+  };
   while (!q.empty()) {
     auto amp = q.find('&');
     auto part = q.substr(0, amp);
@@ -190,9 +199,9 @@ std::map<std::string, std::string> parse_query(std::string_view q) {
     if (part.empty()) continue;
     auto eq = part.find('=');
     if (eq == std::string_view::npos)
-      out[url_decode(part)] = "";
+      put(url_decode(part), "");
     else
-      out[url_decode(part.substr(0, eq))] = url_decode(part.substr(eq + 1));
+      put(url_decode(part.substr(0, eq)), url_decode(part.substr(eq + 1)));
   }
   return out;
 }
@@ -212,16 +221,19 @@ std::optional<HttpError> check_text(const std::string& path, const std::map<std:
   return std::nullopt;
 }
 
-// The query parameters each route takes (GET /v1/jobs checks its own).
+// The query parameters each route takes.
 const std::set<std::string> no_params;
+const std::set<std::string> list_params = {"queue", "status", "before", "limit"};  // GET /v1/jobs
 const std::set<std::string> event_params = {"after", "token"};
 
 // An unknown query parameter is refused rather than ignored: a misspelt
 // filter or cursor would otherwise pass silently.
 std::optional<HttpError> unknown_param(const std::map<std::string, std::string>& qs,
                                        const std::set<std::string>& known) {
-  for (const auto& [k, v] : qs)
+  for (const auto& [k, v] : qs) {
+    if (k == repeated_param) return bad_request("query parameter \"" + v + "\" is given more than once");
     if (!known.count(k)) return bad_request("unknown query parameter \"" + k + "\"");
+  }
   return std::nullopt;
 }
 void check_params(const std::map<std::string, std::string>& qs, const std::set<std::string>& known) {
@@ -667,6 +679,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     // GET /v1/jobs?queue=&status=&limit=&before=
     std::int64_t limit = 50;
     pg::Params params(4);
+    check_params(qs, list_params);
     for (const auto& [k, val] : qs) {
       if (k == "queue") {
         if (!val.empty()) params[0] = val;
@@ -680,8 +693,6 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         auto l = parse_int(val);
         if (!l || *l < 1 || *l > 500) throw invalid("limit must be an integer from 1 to 500");
         limit = *l;
-      } else {
-        throw bad_request("unknown query parameter \"" + k + "\"");
       }
     }
     params[3] = std::to_string(limit + 1);
