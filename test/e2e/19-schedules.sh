@@ -3,7 +3,8 @@
 # off (as without shared_preload_libraries), the worker's own reconcile()
 # timer submits a due schedule's job, once per tick, as the schedule's
 # owner, and runs it.  The CLI creates, lists, pauses, resumes, runs and
-# deletes schedules, and refuses a bad cron expression naming the field.
+# deletes schedules, refuses a bad cron expression naming the field (its
+# hint, not the server's call stack), and a bad --timeout as a usage error.
 source "$(dirname "$0")/lib.sh"
 [[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
 cluster_start "$E2E_DIR/pg" 57960 "bgexec.watchdog = off" >/dev/null || fail "cluster did not start"
@@ -23,6 +24,13 @@ out=$("$BGEXEC" schedule hello '*/5 * * * *' workflow \
 set +e; "$BGEXEC" schedule bad '0 25 * * *' noop 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 3)) || fail "a bad cron: exit $rc"
 grep -qF 'cron hour field "25" is not valid' "$E2E_DIR/err" || fail "a bad cron: $(cat "$E2E_DIR/err")"
+grep -qF '  hint: five fields' "$E2E_DIR/err" || fail "a bad cron's hint: $(cat "$E2E_DIR/err")"
+! grep -q 'CONTEXT\|PL/pgSQL' "$E2E_DIR/err" || fail "a database error prints the call stack: $(cat "$E2E_DIR/err")"
+# a value the server cannot convert names the argument, as a usage error
+set +e; "$BGEXEC" schedule bad '@daily' noop --timeout abc 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 2)) || fail "a bad --timeout: exit $rc (expected 2)"
+grep -qF -- '--timeout: invalid input syntax for type interval: "abc"' "$E2E_DIR/err" \
+  || fail "a bad --timeout: $(cat "$E2E_DIR/err")"
 
 start_worker w1 --queue sched --poll 0.2 --reconcile-interval 0.5
 # due ten minutes ago, so two ticks were missed: one job

@@ -151,6 +151,9 @@ struct Session {
   pg::Connection conn;
   bool json_out = false;
   bool live = false;  // --follow display (vs quiet --wait)
+  // The arguments the statement's parameters come from ($1 first), so a
+  // value the server cannot convert is reported as that argument's fault.
+  std::vector<std::string> arg_names;
 };
 
 // One readable line per event (logs: one line per log line).
@@ -302,6 +305,8 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
       run_after = *t;
     }
   }
+  s.arg_names = {"KIND",         "JSON",      "--queue",   "--priority",         "--run-after",
+                 "--run-after",  "--max-attempts", "--timeout", "--idempotency-key", "--concurrency-key"};
   pg::Params p = {a.positional[0],
                   payload.dump(),
                   jo.queue,
@@ -443,6 +448,8 @@ asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
     throw Usage("schedule takes NAME CRON KIND [JSON|@FILE]");
   json payload = a.positional.size() > 3 ? parse_json_arg(a.positional[3]) : json::object();
   JobOptions jo = job_options(a);
+  s.arg_names = {"NAME", "CRON", "KIND", "JSON", "--queue", "--priority", "--max-attempts", "--timeout",
+                 "--concurrency-key", "--time-zone", "--no-overlap"};
   pg::Params p = {a.positional[0], a.positional[1], a.positional[2], payload.dump(), jo.queue,
                   std::to_string(jo.priority), std::to_string(jo.max_attempts), jo.timeout,
                   jo.concurrency_key, option(a, "--time-zone").value_or("UTC"),
@@ -561,7 +568,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     conninfo = e->second;
 
   asio::io_context io;
-  Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0};
+  Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}};
   int code = db_error;
   asio::co_spawn(
       io,
@@ -587,8 +594,20 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
           std::cerr << "bgexec " << cmd << ": " << u.what() << "\n";
           code = usage;
         } catch (const pg::Error& pe) {
-          std::cerr << "bgexec " << cmd << ": " << pe.what() << " (SQLSTATE " << pe.sqlstate() << ")\n";
-          code = pe.sqlstate() == "P0002" ? not_found : db_error;
+          // The server's message, its detail and hint below it; not its
+          // CONTEXT, a PL/pgSQL call stack.  A value the server could not
+          // convert is the argument's fault (exit 2, as for a bad option).
+          const auto& f = pe.fields();
+          const std::string msg = f.primary.empty() ? pe.what() : f.primary;
+          if (auto n = pe.failed_param(); n >= 1 && n <= s.arg_names.size()) {
+            std::cerr << "bgexec " << cmd << ": " << s.arg_names[n - 1] << ": " << msg << "\n";
+            code = usage;
+          } else {
+            std::cerr << "bgexec " << cmd << ": " << msg << " (SQLSTATE " << pe.sqlstate() << ")\n";
+            if (!f.detail.empty()) std::cerr << "  detail: " << f.detail << "\n";
+            if (!f.hint.empty()) std::cerr << "  hint: " << f.hint << "\n";
+            code = pe.sqlstate() == "P0002" ? not_found : db_error;
+          }
         } catch (const std::exception& ex) {
           std::cerr << "bgexec " << cmd << ": " << ex.what() << "\n";
           code = db_error;

@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -95,24 +94,6 @@ Response make_error(unsigned version, const HttpError& e) {
   return res;
 }
 
-// The statement parameter (1-based) a data exception is about, 0 when it is
-// about none.  The server converts text parameters to their types while
-// binding and names the one that failed on the last line of CONTEXT
-// ("unnamed portal parameter $2 = '...'"; translated with lc_messages, but
-// always with "$N").  An error raised while the statement runs ends its
-// CONTEXT with the function it came from, or has none.
-std::size_t failed_param(const pg::Error& e) {
-  if (e.sqlstate().rfind("22", 0) != 0) return 0;
-  std::string_view ctx = e.fields().context;
-  while (!ctx.empty() && ctx.back() == '\n') ctx.remove_suffix(1);
-  if (auto nl = ctx.rfind('\n'); nl != std::string_view::npos) ctx.remove_prefix(nl + 1);
-  auto dollar = ctx.find('$');
-  if (dollar == std::string_view::npos) return 0;
-  std::size_t n = 0;
-  auto [p, ec] = std::from_chars(ctx.data() + dollar + 1, ctx.data() + ctx.size(), n);
-  return ec == std::errc{} ? n : 0;
-}
-
 // A database error as the client sees it: the server's primary message (its
 // CONTEXT, a PL/pgSQL call stack, stays out), prefixed with the request field
 // it is about when `params` names the statement's parameters.
@@ -123,7 +104,7 @@ HttpError from_pg(const pg::Error& e, const std::vector<std::string>& params = {
     msg = e.what();
     if (msg.rfind("ERROR:  ", 0) == 0) msg = msg.substr(8);
   }
-  if (auto n = failed_param(e); n >= 1 && n <= params.size() && !params[n - 1].empty())
+  if (auto n = e.failed_param(); n >= 1 && n <= params.size() && !params[n - 1].empty())
     msg = params[n - 1] + ": " + msg;
   auto status = status_for(e.sqlstate());
   if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;

@@ -8,6 +8,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <system_error>
@@ -50,6 +51,23 @@ void Connection::on_notice(void* arg, const char* message) {
 
 Error::Error(std::string sqlstate, const std::string& message, Fields fields)
     : std::runtime_error(message), sqlstate_(std::move(sqlstate)), fields_(std::move(fields)) {}
+
+// The server converts text parameters to their types while binding and
+// names the one that failed on the last line of CONTEXT ("unnamed portal
+// parameter $2 = '...'"; translated with lc_messages, but always with
+// "$N").  An error raised while the statement runs ends its CONTEXT with the
+// function it came from, or has none.
+std::size_t Error::failed_param() const {
+  if (sqlstate_.rfind("22", 0) != 0) return 0;
+  std::string_view ctx = fields_.context;
+  while (!ctx.empty() && ctx.back() == '\n') ctx.remove_suffix(1);
+  if (auto nl = ctx.rfind('\n'); nl != std::string_view::npos) ctx.remove_prefix(nl + 1);
+  auto dollar = ctx.find('$');
+  if (dollar == std::string_view::npos) return 0;
+  std::size_t n = 0;
+  auto [p, ec] = std::from_chars(ctx.data() + dollar + 1, ctx.data() + ctx.size(), n);
+  return ec == std::errc{} ? n : 0;
+}
 
 // Frees the PGresult.
 void Result::Deleter::operator()(pg_result* r) const { PQclear(r); }

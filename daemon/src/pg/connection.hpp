@@ -41,6 +41,10 @@ class Error : public std::runtime_error {
   const Fields& fields() const { return fields_; }
   // Class 08: the connection is gone; reconnect with backoff.
   bool connection_lost() const { return sqlstate_.rfind("08", 0) == 0; }
+  // For a data exception (class 22) raised while converting a statement
+  // parameter, its number (1-based: "unnamed portal parameter $8" in
+  // CONTEXT); else 0.
+  std::size_t failed_param() const;
 
  private:
   std::string sqlstate_;
