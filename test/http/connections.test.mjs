@@ -12,13 +12,15 @@ import { api, claim, finish, freePort, sleep, uniq, A } from './lib.mjs';
 async function smallGateway(nofile) {
   const port = await freePort();
   const proc = spawn('prlimit', [`--nofile=${nofile}:${nofile}`, process.env.BGEXEC_BIN, 'serve',
-    '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS], { stdio: ['ignore', 'ignore', 'inherit'] });
+    '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (d) => { log += d; process.stderr.write(d); });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     try { if ((await fetch(url + '/metrics')).ok) break; } catch { /* not yet */ }
     await sleep(100);
   }
-  return { url, port, kill: () => { try { proc.kill('SIGKILL'); } catch { /* gone */ } } };
+  return { url, port, log: () => log, kill: () => { try { proc.kill('SIGKILL'); } catch { /* gone */ } } };
 }
 
 async function connect(port, bytes) {
@@ -61,6 +63,9 @@ test('past the limit with every connection busy streaming, a new one gets 503 JS
     assert.equal(r.status, 503, r.text);
     assert.equal(r.body.error.sqlstate, '53300');
     assert.equal(r.headers.get('retry-after'), '5');
+    // The 503s given meanwhile (to clients that do not read) did not run
+    // the process out of descriptors: a few at once, the rest closed.
+    assert.doesNotMatch(gw.log(), /Too many open files/);
     // The job ends, so do its streams (each closing within 2 s), and
     // connections are free again.
     const { lease } = claim(queue);

@@ -434,7 +434,15 @@ asio::awaitable<void> Gateway::listen(asio::ip::tcp::acceptor& acceptor) {
     // clients would otherwise starve everyone (accept failing with EMFILE,
     // the pool unable to reconnect) for as long as idle_timeout.
     if (connections_ >= cfg_.max_connections && !shed_waiting()) {
-      asio::co_spawn(ex_, refuse(std::move(sock)), asio::detached);
+      // The 503s hold descriptors too (up to 5 s each, for a client that
+      // does not read): past a few at once, close without an answer, so a
+      // flood cannot take the process to EMFILE.
+      if (refusing_ >= max_refusing) {
+        beast::error_code ignored;
+        sock.close(ignored);
+      } else {
+        asio::co_spawn(ex_, refuse(std::move(sock)), asio::detached);
+      }
       continue;
     }
     asio::co_spawn(ex_, session(std::move(sock)), asio::detached);
@@ -449,18 +457,30 @@ bool Gateway::shed_waiting() {
   return true;
 }
 
+// Counts a coroutine in n for as long as it runs.
+struct Counted {
+  std::size_t& n;
+  explicit Counted(std::size_t& count) : n(count) { ++n; }
+  ~Counted() { --n; }
+  Counted(const Counted&) = delete;
+  Counted& operator=(const Counted&) = delete;
+};
+
 asio::awaitable<void> Gateway::refuse(asio::ip::tcp::socket sock) {
+  Counted counted{refusing_};
   beast::tcp_stream stream(std::move(sock));
   auto res = make_error(11, http_error(bhttp::status::service_unavailable, "53300",
                                        "too many connections; try again later"));
   res.set(bhttp::field::retry_after, "5");
   res.keep_alive(false);
   res.prepare_payload();
-  stream.expires_after(5s);
+  stream.expires_after(1s);  // a few hundred bytes: the socket buffer takes them at once
   auto [ec, n] = co_await bhttp::async_write(stream, res, use_tuple);
   beast::error_code ignored;
   stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-  // Reads what the client sent, so the close does not reset the answer.
+  // Reads what the client sent, so the close does not reset the answer; a
+  // moment only, as the descriptor is one the limit has no room for.
+  stream.expires_after(200ms);
   std::array<char, 4096> sink{};
   for (int i = 0; !ec && i < 16; ++i) std::tie(ec, n) = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
 }
@@ -483,11 +503,7 @@ const std::string* Gateway::authenticate(const Request& req,
 asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
   beast::tcp_stream stream(std::move(sock));
   beast::flat_buffer buf;
-  ++connections_;
-  struct Counted {
-    std::size_t& n;
-    ~Counted() { --n; }
-  } counted{connections_};
+  Counted counted{connections_};
   // Listed in waiting_ while it reads a request, unlisted (if shed_waiting
   // has not already) once it has it or the read failed.
   struct Waiting {

@@ -80,6 +80,8 @@ class Gateway {
   Notifier notifier_;
   FinishedCounters finished_;
   std::size_t connections_ = 0;  // sessions running
+  std::size_t refusing_ = 0;     // 503s being written (refuse())
+  static constexpr std::size_t max_refusing = 8;
   // Sessions reading a request (or waiting for one), oldest first: the ones
   // a new connection may take the place of.
   std::map<std::uint64_t, beast::tcp_stream*> waiting_;
