@@ -2,6 +2,7 @@
 #include "worker/job.hpp"
 
 #include "core/duration.hpp"
+#include "core/json_input.hpp"
 #include "core/logfmt.hpp"
 #include "core/sqlstate.hpp"
 #include "core/utf8.hpp"
@@ -54,13 +55,20 @@ std::string trim_newline(std::string s) {
   return s;
 }
 
+// JSON nested past core::max_json_depth: nlohmann parses it iteratively, but
+// copies, dumps and masking recurse once per level and overflow the stack.
+std::string too_deep_text(const std::string& what) {
+  return what + " nested deeper than " + std::to_string(core::max_json_depth) + " levels";
+}
+
 // A step's output from its stdout: the JSON value it printed, else the trimmed text
-// (null when it printed nothing).
-json parse_output(const std::string& out) {
+// (null when it printed nothing); nullopt when it is JSON nested too deep.
+std::optional<json> parse_output(const std::string& out) {
   std::string t = trim_newline(out);
   if (t.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;
-  auto j = json::parse(t, nullptr, false);
-  return j.is_discarded() ? json(t) : j;
+  auto in = core::parse_json_input(t);
+  if (in.error == core::JsonInput::Error::too_deep) return std::nullopt;
+  return in ? std::move(in.value) : json(t);
 }
 
 const char* const step_kinds[] = {"action", "run", "sql", "sleep", "approval"};
@@ -244,9 +252,10 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
   // A stderr line "::progress JSON" becomes a progress event (same batch, same order).
   static constexpr std::string_view progress_prefix = "::progress ";
   if (std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
-    auto j = json::parse(masked.substr(progress_prefix.size()), nullptr, false);
-    if (!j.is_discarded()) {
-      pending_logs_.push_back({{"kind", "progress"}, {"data", {{"step", id}, {"progress", j}}}});
+    // Not JSON (or nested too deep to handle): kept as a log line.
+    auto in = core::parse_json_input(std::string_view(masked).substr(progress_prefix.size()));
+    if (in) {
+      pending_logs_.push_back({{"kind", "progress"}, {"data", {{"step", id}, {"progress", std::move(in.value)}}}});
       ++pending_lines_;
       arm_flush();
       return;
@@ -394,15 +403,16 @@ asio::awaitable<void> Job::execute() {
     co_return;
   }
   // jsonb holds numbers nlohmann cannot (1e400): say so, not "not an object".
+  // Nested past max_json_depth (submit in SQL takes what the server's stack
+  // allows): refused here, before a recursive copy overflows the worker's.
   json payload;
   std::string unreadable;
-  try {
-    payload = json::parse(c_.payload_text);
-  } catch (const json::exception& e) {
-    unreadable = e.what();
-  }
+  auto in = core::parse_json_input(c_.payload_text);
+  if (in.error == core::JsonInput::Error::too_deep) unreadable = too_deep_text("payload");
+  else if (!in) unreadable = "payload cannot be read: " + in.message;
+  else payload = std::move(in.value);
   if (!unreadable.empty() || !payload.is_object()) {
-    std::string message = unreadable.empty() ? "payload is not a JSON object" : "payload cannot be read: " + unreadable;
+    std::string message = unreadable.empty() ? "payload is not a JSON object" : unreadable;
     nlohmann::json arg1_ = {{"message", message}, {"retryable", false}};
     co_await finish("failed", std::move(arg1_));
     co_return;
@@ -434,13 +444,15 @@ asio::awaitable<void> Job::execute() {
   // Steps completed by earlier runs (retry, resume) are not run again.  What
   // cannot be read (a resume input holding 1e400) fails the job: read as
   // nothing, it would run the completed steps again.
+  // {id: output}: one level more than an output (a resume input) may nest.
   json completed, stdouts;
   std::string unread;
-  try {
-    completed = json::parse(c_.completed_steps_text.empty() ? "{}" : c_.completed_steps_text);
-    stdouts = json::parse(c_.completed_stdout_text.empty() ? "{}" : c_.completed_stdout_text);
-  } catch (const json::exception& e) {
-    unread = e.what();
+  for (auto [text, into] : {std::pair{&c_.completed_steps_text, &completed}, std::pair{&c_.completed_stdout_text, &stdouts}}) {
+    auto done = core::parse_json_input(text->empty() ? "{}" : *text, core::max_json_depth + 1);
+    if (done.error == core::JsonInput::Error::too_deep) unread = too_deep_text("a step's output is");
+    else if (!done) unread = done.message;
+    else *into = std::move(done.value);
+    if (!unread.empty()) break;
   }
   if (!unread.empty()) {
     nlohmann::json arg1_ = {{"message", "completed steps cannot be read: " + unread}, {"retryable", false}};
@@ -646,7 +658,9 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
   std::string in = core::dump(with);
   auto out = co_await run_process(sid, arg1_, in, false, env);
   stdout_text = std::move(out.stdout_text);
-  co_return parse_output(stdout_text);
+  auto output = parse_output(stdout_text);
+  if (!output) throw StepFailure{too_deep_text("output is JSON"), false};
+  co_return std::move(*output);
 }
 
 asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
@@ -667,7 +681,9 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
   EnvVars env = step_env(step);
   auto out = co_await run_process(sid, args, in_text, true, env);
   stdout_text = std::move(out.stdout_text);
-  co_return parse_output(stdout_text);
+  auto output = parse_output(stdout_text);
+  if (!output) throw StepFailure{too_deep_text("output is JSON"), false};
+  co_return std::move(*output);
 }
 
 // Values are rendered like run's arguments: {{input...}}, {{steps...}} and
