@@ -149,5 +149,70 @@ TEST(LineSplitter, DefaultCapIs64KiB) {
   EXPECT_EQ(out[0], big + "\u2026[truncated]");
 }
 
+// Every way of cutting text into three chunks masks as mask() of the whole.
+void expect_stream_equals_whole(const Masker& m, const std::string& text) {
+  const std::string whole = m.mask(text);
+  for (std::size_t a = 0; a <= text.size(); ++a) {
+    for (std::size_t b = a; b <= text.size(); ++b) {
+      StreamMasker sm(m);
+      std::string got = sm.feed(std::string_view(text).substr(0, a));
+      got += sm.feed(std::string_view(text).substr(a, b - a));
+      got += sm.feed(std::string_view(text).substr(b));
+      got += sm.flush();
+      ASSERT_EQ(got, whole) << "cut at " << a << ", " << b;
+    }
+  }
+}
+
+TEST(StreamMasker, SameAsWholeWhateverTheCuts) {
+  Masker m;
+  m.add("line1\nline2");
+  m.add("token-123");
+  m.add("123-xyz");
+  m.add("k");
+  expect_stream_equals_whole(m, "a line1\nline2 b token-123-xyz line1\nlinE2 kk 123-xy");
+  expect_stream_equals_whole(m, "line1\nline");  // a secret's prefix at the end is flushed as is
+}
+
+TEST(StreamMasker, HoldsBackOnlyAPossibleSecret) {
+  Masker m;
+  m.add("abc\ndef");
+  StreamMasker sm(m);
+  EXPECT_EQ(sm.feed("x abc\nd"), "x ");  // may still be the secret
+  EXPECT_EQ(sm.feed("ex y\n"), "abc\ndex y\n");  // it was not
+  EXPECT_EQ(sm.feed("abc\nde"), "");
+  EXPECT_EQ(sm.feed("f!"), "***!");
+  EXPECT_EQ(sm.flush(), "");
+  Masker none;
+  StreamMasker pass(none);
+  EXPECT_EQ(pass.feed("abc\nd"), "abc\nd");
+}
+
+TEST(StreamMasker, SecretAddedBetweenFeeds) {
+  Masker m;
+  StreamMasker sm(m);
+  EXPECT_EQ(sm.feed("before s3c"), "before s3c");
+  m.add("s3cret");
+  EXPECT_EQ(sm.feed("ret s3c"), "ret ");
+  EXPECT_EQ(sm.feed("ret"), "***");
+}
+
+// A multi-line secret (a PEM key) printed to stderr: masked before the
+// stream is cut into log lines, so no line of it is stored.
+TEST(StreamMasker, MultiLineSecretNeverReachesALine) {
+  Masker m;
+  const std::string pem = "-----BEGIN KEY-----\nAAAAsecretline1\nBBBBsecretline2\n-----END KEY-----";
+  m.add(pem);
+  const std::string out = "key: " + pem + "\ndone\n";
+  for (std::size_t cut = 0; cut <= out.size(); ++cut) {
+    StreamMasker sm(m);
+    LineSplitter ls;
+    std::vector<std::string> lines = ls.feed(sm.feed(out.substr(0, cut)));
+    for (auto& l : ls.feed(sm.feed(out.substr(cut)))) lines.push_back(l);
+    for (auto& l : ls.feed(sm.flush())) lines.push_back(l);
+    EXPECT_EQ(lines, (std::vector<std::string>{"key: ***", "done"})) << "cut at " << cut;
+  }
+}
+
 }  // namespace
 }  // namespace bgexec::core

@@ -4,9 +4,26 @@
 #  - JSON nested past core::max_json_depth (a step's stdout, a ::progress
 #    line, a payload) fails the step or job with a clear error, or stays a
 #    log line; the worker (and every other job it runs) lives on.
+#  - A multi-line secret (a PEM key) printed to stderr or stdout is masked
+#    whole, however the lines and reads fall, not left in the log events
+#    line by line.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57961
-start_worker w1 --allow-run
+mkdir -p "$E2E_DIR/secrets"
+PEM_1=AAAAsecretline1-$RANDOM$RANDOM
+PEM_2=BBBBsecretline2-$RANDOM$RANDOM
+printf -- '-----BEGIN KEY-----\n%s\n%s\n-----END KEY-----\n' "$PEM_1" "$PEM_2" >"$E2E_DIR/secrets/PEM"
+start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
+
+# no_secret_in_db WHAT: fails when any secret of this test is in a bgexec table.
+no_secret_in_db() {
+  local t
+  : >"$E2E_DIR/dump.txt"
+  for t in $(sql "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'bgexec'"); do
+    psql -qX -c "COPY $t TO STDOUT" >>"$E2E_DIR/dump.txt" || fail "copy $t"
+  done
+  if grep -n -F -e "$PEM_1" -e "$PEM_2" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
+}
 
 # --- deep JSON ---------------------------------------------------------------
 # A run step printing 200 000 nested arrays (400 kB): the recursive copy of the
@@ -37,6 +54,19 @@ kill -0 "$PID_w1" || fail "worker died on a deeply nested payload"
 fine=$("$BGEXEC" submit workflow '{"steps": [{"id": "n", "run": ["python3", "-c",
   "print(\"[\" * 400 + \"]\" * 400)"]}]}') || fail submit
 wait_status "$fine" completed 20
+
+# --- secrets ----------------------------------------------------------------
+# The key to stderr line by line, one read each (and with the line before it
+# in the same read), then to stdout at once: each line of it was its own log
+# line, masked alone, so none matched and all were stored.
+pem=$("$BGEXEC" submit workflow '{"steps": [{"id": "pem", "run": ["python3", "-c",
+  "import sys, time\nfor l in (\"key:\\n\" + sys.argv[1]).split(\"\\n\"):\n  sys.stderr.write(l + \"\\n\"); sys.stderr.flush(); time.sleep(0.05)\nprint(\"head\\n\" + sys.argv[1] + \"\\ntail\")",
+  "{{secrets.PEM}}"]}]}') || fail submit
+wait_status "$pem" completed 20
+no_secret_in_db "a multi-line secret in log lines"
+[[ $(sql "SELECT string_agg(l, '|' ORDER BY seq, n) FROM bgexec.job_event, jsonb_array_elements_text(data->'lines') WITH ORDINALITY AS x(l, n)
+          WHERE job_id = $pem AND kind = 'log'") == "key:|***|head|***|tail" ]] \
+  || fail "masked lines: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $pem AND kind = 'log'")"
 
 kill -0 "$PID_w1" || fail "worker died"
 ok

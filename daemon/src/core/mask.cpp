@@ -89,6 +89,47 @@ nlohmann::json Masker::mask_json(const nlohmann::json& value) const {
 // No secrets registered.
 bool Masker::empty() const { return secrets_.empty(); }
 
+// mask()'s pass, stopping at the first offset where a secret longer than the
+// rest of text starts with that rest: longest first, so a longer secret that
+// may still match wins over a shorter one matching now, as in mask().
+std::size_t Masker::mask_decided(std::string_view text, std::string& out) const {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t rest = text.size() - i;
+    const std::string* hit = nullptr;
+    for (const auto& secret : secrets_) {
+      if (secret.size() > rest) {
+        if (text.compare(i, rest, secret, 0, rest) == 0) return i;
+      } else if (text.compare(i, secret.size(), secret) == 0) {
+        hit = &secret;
+        break;
+      }
+    }
+    if (hit) {
+      out += mask_text;
+      i += hit->size();
+    } else {
+      out.push_back(text[i++]);
+    }
+  }
+  return i;
+}
+
+std::string StreamMasker::feed(std::string_view chunk) {
+  std::string out;
+  if (held_.empty() && masker_.empty()) return std::string(chunk);
+  held_.append(chunk);
+  out.reserve(held_.size());
+  held_.erase(0, masker_.mask_decided(held_, out));
+  return out;
+}
+
+std::string StreamMasker::flush() {
+  std::string out = masker_.mask(held_);
+  held_.clear();
+  return out;
+}
+
 // A zero cap would make every line "truncated"; clamp to one byte.
 LineSplitter::LineSplitter(std::size_t max_line) : max_line_(std::max<std::size_t>(max_line, 1)) {}
 

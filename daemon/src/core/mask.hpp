@@ -29,8 +29,34 @@ class Masker {
   // True when no secret has been registered (mask() is then the identity).
   bool empty() const;
 
+  // Masks the longest prefix of text that further input cannot change,
+  // appending the result to out, and returns its length in text: the rest
+  // (shorter than the longest secret) is a proper prefix of a secret and
+  // waits for more input.  For StreamMasker.
+  std::size_t mask_decided(std::string_view text, std::string& out) const;
+
  private:
   std::vector<std::string> secrets_;  // longest first, unique, non-empty
+};
+
+// Masks a stream fed in chunks exactly as Masker::mask masks the whole of
+// it, so a secret split across reads, or across lines (a PEM key, a
+// multi-line token), is masked before the stream is cut into lines.  Holds
+// back only a tail that may still become a secret (shorter than the longest
+// one); the masker may gain secrets between feeds.
+class StreamMasker {
+ public:
+  explicit StreamMasker(const Masker& masker) : masker_(masker) {}
+
+  // Consumes a chunk; returns the masked text that is decided so far.
+  std::string feed(std::string_view chunk);
+
+  // Returns the masked held-back tail and resets, for EOF.
+  std::string flush();
+
+ private:
+  const Masker& masker_;
+  std::string held_;
 };
 
 // Turns arbitrary chunks read from a child's stdout/stderr into whole lines,

@@ -779,6 +779,9 @@ asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) 
 
 asio::awaitable<void> Job::read_stream(asio::posix::stream_descriptor& sd, const std::string& sid,
                                        const char* stream, bool log, std::string* capture) {
+  // Masked before it is cut into lines: a secret spanning lines (a PEM key)
+  // would otherwise reach the log one unmasked line at a time.
+  core::StreamMasker masked(masker_);
   core::LineSplitter splitter;
   std::array<char, 65536> buf;
   for (;;) {
@@ -787,11 +790,12 @@ asio::awaitable<void> Job::read_stream(asio::posix::stream_descriptor& sd, const
       std::string_view chunk(buf.data(), n);
       if (capture && capture->size() < capture_cap) capture->append(chunk);
       if (log)
-        for (auto& line : splitter.feed(chunk)) log_line(sid, stream, std::move(line));
+        for (auto& line : splitter.feed(masked.feed(chunk))) log_line(sid, stream, std::move(line));
     }
     if (ec) break;
   }
   if (log) {
+    for (auto& line : splitter.feed(masked.flush())) log_line(sid, stream, std::move(line));
     auto rest = splitter.flush();
     if (!rest.empty()) log_line(sid, stream, std::move(rest));
   }
