@@ -149,6 +149,31 @@ TEST(LineSplitter, DefaultCapIs64KiB) {
   EXPECT_EQ(out[0], big + "\u2026[truncated]");
 }
 
+// A step printing JSON writes a secret JSON-escaped; that text is stored
+// as its captured stdout and log lines, so the escaped forms are masked too.
+TEST(Masker, JsonEscapedForms) {
+  Masker m;
+  m.add("pa\"ss\\word");
+  m.add("p\xc3\xa4ssw\xc3\xb6rd-\xf0\x9f\x94\x91");  // "pässwörd-🔑"
+  m.add("line1\nline2\tend");
+  m.add("ctl\x01x");
+  EXPECT_EQ(m.mask(R"({"q": "pa\"ss\\word"})"), R"({"q": "***"})");
+  EXPECT_EQ(m.mask(json({{"u", "p\xc3\xa4ssw\xc3\xb6rd-\xf0\x9f\x94\x91"}}).dump()), R"({"u":"***"})");
+  // Python's json.dumps (ensure_ascii), and encoders writing upper-case hex
+  EXPECT_EQ(m.mask(R"({"u": "p\u00e4ssw\u00f6rd-\ud83d\udd11"})"), R"({"u": "***"})");
+  EXPECT_EQ(m.mask(R"({"u": "p\u00E4ssw\u00F6rd-\uD83D\uDD11"})"), R"({"u": "***"})");
+  EXPECT_EQ(m.mask(R"(["line1\nline2\tend", "ctl\u0001x", "ctl\u0001X"])"), R"(["***", "***", "ctl\u0001X"])");
+  // The raw forms still, and nothing else
+  EXPECT_EQ(m.mask("pa\"ss\\word line1\nline2\tend"), "*** ***");
+  EXPECT_EQ(m.mask(R"(pa\"ss\\wor)"), R"(pa\"ss\\wor)");
+}
+
+TEST(Masker, JsonEscapedFormsOfInvalidUtf8) {
+  Masker m;
+  m.add("bad\xff\"x");  // no encoder writes it; the raw form is masked
+  EXPECT_EQ(m.mask("a bad\xff\"x b"), "a *** b");
+}
+
 // Every way of cutting text into three chunks masks as mask() of the whole.
 void expect_stream_equals_whole(const Masker& m, const std::string& text) {
   const std::string whole = m.mask(text);

@@ -7,12 +7,20 @@
 #  - A multi-line secret (a PEM key) printed to stderr or stdout is masked
 #    whole, however the lines and reads fall, not left in the log events
 #    line by line.
+#  - A secret a step prints JSON-escaped (a quote, a backslash, non-ASCII
+#    as Python's json.dumps writes it) is masked in its captured stdout and
+#    log lines, not only in its parsed output.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57961
 mkdir -p "$E2E_DIR/secrets"
 PEM_1=AAAAsecretline1-$RANDOM$RANDOM
 PEM_2=BBBBsecretline2-$RANDOM$RANDOM
 printf -- '-----BEGIN KEY-----\n%s\n%s\n-----END KEY-----\n' "$PEM_1" "$PEM_2" >"$E2E_DIR/secrets/PEM"
+QUOTED_1=quo-$RANDOM$RANDOM
+QUOTED_2=ted-$RANDOM$RANDOM
+printf '%s"%s\\x' "$QUOTED_1" "$QUOTED_2" >"$E2E_DIR/secrets/QUOTED"  # quo-N"ted-N\x
+UNI_1=p$RANDOM$RANDOM
+printf '%s\303\244ssw\303\266rd' "$UNI_1" >"$E2E_DIR/secrets/UNI"  # pNNNässwörd
 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
 
 # no_secret_in_db WHAT: fails when any secret of this test is in a bgexec table.
@@ -22,7 +30,7 @@ no_secret_in_db() {
   for t in $(sql "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'bgexec'"); do
     psql -qX -c "COPY $t TO STDOUT" >>"$E2E_DIR/dump.txt" || fail "copy $t"
   done
-  if grep -n -F -e "$PEM_1" -e "$PEM_2" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
+  if grep -n -F -e "$PEM_1" -e "$PEM_2" -e "$QUOTED_1" -e "$QUOTED_2" -e "$UNI_1" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
 }
 
 # --- deep JSON ---------------------------------------------------------------
@@ -67,6 +75,16 @@ no_secret_in_db "a multi-line secret in log lines"
 [[ $(sql "SELECT string_agg(l, '|' ORDER BY seq, n) FROM bgexec.job_event, jsonb_array_elements_text(data->'lines') WITH ORDINALITY AS x(l, n)
           WHERE job_id = $pem AND kind = 'log'") == "key:|***|head|***|tail" ]] \
   || fail "masked lines: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $pem AND kind = 'log'")"
+# JSON on stdout (as an action writes its output) and on stderr, escaped:
+# the parsed output was masked, the captured stdout and the lines were not.
+esc=$("$BGEXEC" submit workflow '{"steps": [{"id": "esc", "run": ["python3", "-c",
+  "import json, sys\nd = {\"q\": sys.argv[1], \"u\": sys.argv[2], \"k\": sys.argv[3]}\nsys.stderr.write(json.dumps(d) + \"\\n\")\nprint(json.dumps(d))",
+  "{{secrets.QUOTED}}", "{{secrets.UNI}}", "{{secrets.PEM}}"]}]}') || fail submit
+wait_status "$esc" completed 20
+no_secret_in_db "a JSON-escaped secret"
+[[ $(sql "SELECT data->>'stdout' FROM bgexec.job_event WHERE job_id = $esc AND kind = 'step_completed'") \
+   == '{"q": "***", "u": "***", "k": "***"}' ]] \
+  || fail "stdout: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $esc AND kind = 'step_completed'")"
 
 kill -0 "$PID_w1" || fail "worker died"
 ok

@@ -1,6 +1,8 @@
 #include "mask.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 
 namespace bgexec::core {
 
@@ -20,12 +22,49 @@ void trim_partial_utf8(std::string& kept, unsigned char next) {
   if (at > 0 && (static_cast<unsigned char>(kept[at - 1]) & 0xC0) == 0xC0) kept.resize(at - 1);
 }
 
+// The inside of a JSON string literal holding text, as nlohmann writes it
+// (with ensure_ascii, as Python's json.dumps does by default); nullopt when
+// text is not UTF-8, which no encoder writes as such.
+std::optional<std::string> json_escaped(const std::string& text, bool ascii) {
+  try {
+    std::string quoted = nlohmann::json(text).dump(-1, ' ', ascii);
+    return quoted.substr(1, quoted.size() - 2);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+// escaped with the hex digits of its \uXXXX escapes in upper case (Java,
+// .NET); an escaped backslash before a 'u' is left alone.
+std::string upper_hex(const std::string& escaped) {
+  std::string out = escaped;
+  for (std::size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] != '\\') continue;
+    if (out[i + 1] == 'u')
+      for (std::size_t k = i + 2; k < i + 6 && k < out.size(); ++k)
+        out[k] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[k])));
+    ++i;  // the escaped character
+  }
+  return out;
+}
+
 }  // namespace
+
+// The secret and its JSON-escaped forms, each registered once.
+void Masker::add(std::string secret) {
+  if (secret.empty()) return;
+  for (bool ascii : {false, true}) {
+    if (auto escaped = json_escaped(secret, ascii)) {
+      insert(upper_hex(*escaped));
+      insert(std::move(*escaped));
+    }
+  }
+  insert(std::move(secret));
+}
 
 // Keeps secrets_ sorted by descending length (ties: lexical, for a stable
 // order) so mask() tries the longest candidate first at each offset.
-void Masker::add(std::string secret) {
-  if (secret.empty()) return;
+void Masker::insert(std::string secret) {
   if (std::find(secrets_.begin(), secrets_.end(), secret) != secrets_.end()) return;
   secrets_.push_back(std::move(secret));
   std::sort(secrets_.begin(), secrets_.end(), [](const std::string& a, const std::string& b) {

@@ -15,6 +15,10 @@ class Masker {
  public:
   // Registers a secret; empty strings and duplicates are ignored. Secrets
   // are kept longest first so a secret containing another is masked whole.
+  // The forms a JSON encoder writes it in are registered with it (quote,
+  // backslash and control characters escaped; non-ASCII as \uXXXX in lower
+  // or upper case hex): a step printing JSON on stdout or stderr writes
+  // those, and they are stored as the step's captured stdout or log lines.
   void add(std::string secret);
 
   // Returns text with every occurrence of every secret replaced by "***",
@@ -36,6 +40,9 @@ class Masker {
   std::size_t mask_decided(std::string_view text, std::string& out) const;
 
  private:
+  // Adds one string to secrets_ (no escaped forms).
+  void insert(std::string text);
+
   std::vector<std::string> secrets_;  // longest first, unique, non-empty
 };
 
