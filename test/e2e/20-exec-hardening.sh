@@ -10,6 +10,8 @@
 #  - A secret a step prints JSON-escaped (a quote, a backslash, non-ASCII
 #    as Python's json.dumps writes it) is masked in its captured stdout and
 #    log lines, not only in its parsed output.
+#  - A sql step's error quoting a secret parameter cut short (a database
+#    with log_parameter_max_length_on_error > 0) does not keep its prefix.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57961
 mkdir -p "$E2E_DIR/secrets"
@@ -21,6 +23,8 @@ QUOTED_2=ted-$RANDOM$RANDOM
 printf '%s"%s\\x' "$QUOTED_1" "$QUOTED_2" >"$E2E_DIR/secrets/QUOTED"  # quo-N"ted-N\x
 UNI_1=p$RANDOM$RANDOM
 printf '%s\303\244ssw\303\266rd' "$UNI_1" >"$E2E_DIR/secrets/UNI"  # pNNNässwörd
+SQLPW_1=sqlpw-$RANDOM$RANDOM
+printf '%s-and-the-rest-of-it' "$SQLPW_1" >"$E2E_DIR/secrets/SQLPW"
 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
 
 # no_secret_in_db WHAT: fails when any secret of this test is in a bgexec table.
@@ -30,7 +34,7 @@ no_secret_in_db() {
   for t in $(sql "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'bgexec'"); do
     psql -qX -c "COPY $t TO STDOUT" >>"$E2E_DIR/dump.txt" || fail "copy $t"
   done
-  if grep -n -F -e "$PEM_1" -e "$PEM_2" -e "$QUOTED_1" -e "$QUOTED_2" -e "$UNI_1" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
+  if grep -n -F -e "$PEM_1" -e "$PEM_2" -e "$QUOTED_1" -e "$QUOTED_2" -e "$UNI_1" -e "$SQLPW_1" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
 }
 
 # --- deep JSON ---------------------------------------------------------------
@@ -85,6 +89,22 @@ no_secret_in_db "a JSON-escaped secret"
 [[ $(sql "SELECT data->>'stdout' FROM bgexec.job_event WHERE job_id = $esc AND kind = 'step_completed'") \
    == '{"q": "***", "u": "***", "k": "***"}' ]] \
   || fail "stdout: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $esc AND kind = 'step_completed'")"
+# The server quotes the parameter in the error's CONTEXT, cut to 16 bytes
+# by the database's setting: masked in full, a prefix went through.
+sql "ALTER DATABASE postgres SET log_parameter_max_length_on_error = 16" >/dev/null
+cut=$("$BGEXEC" submit workflow '{"steps": [{"id": "cast", "sql": "SELECT $1::int", "params": ["{{secrets.SQLPW}}"]}]}') \
+  || fail submit
+wait_status "$cut" failed 20
+no_secret_in_db "a sql parameter cut short in an error"
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $cut") == *'integer: "***"'* ]] \
+  || fail "sql error: $(sql "SELECT error FROM bgexec.job WHERE id = $cut")"
+# a step without a secret parameter keeps the server's setting
+plain=$("$BGEXEC" submit workflow '{"steps": [{"id": "plain", "sql": "SELECT $1::int", "params": ["not-a-secret-number"]}]}') \
+  || fail submit
+wait_status "$plain" failed 20
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $plain") == *"\$1 = 'not-a-secret-num...'"* ]] \
+  || fail "plain sql error: $(sql "SELECT error FROM bgexec.job WHERE id = $plain")"
+sql "ALTER DATABASE postgres RESET log_parameter_max_length_on_error" >/dev/null
 
 kill -0 "$PID_w1" || fail "worker died"
 ok

@@ -717,9 +717,11 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   json params = render(step.value("params", json::array()));
   if (!params.is_array()) throw StepFailure{"params must be an array", false};
   pg::Params p;
+  bool secret_param = false;  // a parameter holds a secret (or part of one)
   for (auto& v : params) {
     if (v.is_null()) p.push_back(std::nullopt);
     else p.push_back(v.is_string() ? v.get<std::string>() : core::dump(v));
+    if (p.back() && !masker_.empty() && masker_.mask(*p.back()) != *p.back()) secret_param = true;
   }
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
@@ -738,6 +740,10 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   json rows;
   try {
     co_await conn->query("BEGIN");
+    // An error's CONTEXT quotes the statement's parameters cut to this many
+    // bytes (a server, database or role setting): a secret cut short is no
+    // longer the secret and the masker misses it.  Not quoted at all, then.
+    if (secret_param) co_await conn->query("SET LOCAL log_parameter_max_length_on_error = 0");
     // SET LOCAL ROLE owner, fixed for the transaction: the owner's statement
     // cannot SET ROLE or RESET ROLE to another role this login may become
     // (another tenant, or the worker's own role).
