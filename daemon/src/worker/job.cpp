@@ -884,6 +884,12 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
                               feed_stdin(child, data) &&
                               read_outputs(child, sid, log_stdout, &out.stdout_text, drain));
   killers_.erase(sid);
+  // Cut at capture_cap, stdout may end in the first bytes of a secret, which
+  // masking the whole no longer recognises: they are dropped.
+  if (out.stdout_text.size() >= capture_cap && !masker_.empty()) {
+    std::string ignored;
+    out.stdout_text.resize(masker_.mask_decided(out.stdout_text, ignored));
+  }
   if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
   // Binary output does not fail the step: invalid UTF-8 becomes U+FFFD, after
   // masking, so no secret is missed because one of its bytes was replaced.
