@@ -66,6 +66,7 @@ void Masker::add(std::string secret) {
 // order) so mask() tries the longest candidate first at each offset.
 void Masker::insert(std::string secret) {
   if (std::find(secrets_.begin(), secrets_.end(), secret) != secrets_.end()) return;
+  starts_[static_cast<unsigned char>(secret[0])] = true;
   secrets_.push_back(std::move(secret));
   std::sort(secrets_.begin(), secrets_.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() > b.size() : a < b;
@@ -80,6 +81,10 @@ std::string Masker::mask(std::string_view text) const {
   out.reserve(text.size());
   std::size_t i = 0;
   while (i < text.size()) {
+    if (!starts_[static_cast<unsigned char>(text[i])]) {  // no secret starts here: the common case
+      out.push_back(text[i++]);
+      continue;
+    }
     bool matched = false;
     for (const auto& secret : secrets_) {
       if (secret.size() <= text.size() - i && text.compare(i, secret.size(), secret) == 0) {
@@ -134,6 +139,10 @@ bool Masker::empty() const { return secrets_.empty(); }
 std::size_t Masker::mask_decided(std::string_view text, std::string& out) const {
   std::size_t i = 0;
   while (i < text.size()) {
+    if (!starts_[static_cast<unsigned char>(text[i])]) {
+      out.push_back(text[i++]);
+      continue;
+    }
     const std::size_t rest = text.size() - i;
     const std::string* hit = nullptr;
     for (const auto& secret : secrets_) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -44,6 +45,7 @@ class Masker {
   void insert(std::string text);
 
   std::vector<std::string> secrets_;  // longest first, unique, non-empty
+  std::array<bool, 256> starts_{};     // bytes some secret starts with
 };
 
 // Masks a stream fed in chunks exactly as Masker::mask masks the whole of
