@@ -11,7 +11,8 @@
 #    as Python's json.dumps writes it) is masked in its captured stdout and
 #    log lines, not only in its parsed output.
 #  - A sql step's error quoting a secret parameter cut short (a database
-#    with log_parameter_max_length_on_error > 0) does not keep its prefix.
+#    with log_parameter_max_length_on_error > 0) does not keep its prefix,
+#    nor a DETAIL quoting the part of it the server read as a JSON token.
 #  - Nor does a step's stdout cut at the 16 MiB capture cap in a secret.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57961
@@ -26,6 +27,8 @@ UNI_1=p$RANDOM$RANDOM
 printf '%s\303\244ssw\303\266rd' "$UNI_1" >"$E2E_DIR/secrets/UNI"  # pNNNässwörd
 SQLPW_1=sqlpw-$RANDOM$RANDOM
 printf '%s-and-the-rest-of-it' "$SQLPW_1" >"$E2E_DIR/secrets/SQLPW"
+JSONPW_1=jsonpw$RANDOM$RANDOM
+printf '%s-and-more' "$JSONPW_1" >"$E2E_DIR/secrets/JSONPW"  # read as JSON: token "jsonpwNNN" is invalid
 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
 
 # no_secret_in_db WHAT: fails when any secret of this test is in a bgexec table.
@@ -35,7 +38,7 @@ no_secret_in_db() {
   for t in $(sql "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'bgexec'"); do
     psql -qX -c "COPY $t TO STDOUT" >>"$E2E_DIR/dump.txt" || fail "copy $t"
   done
-  if grep -n -F -e "$PEM_1" -e "$PEM_2" -e "$QUOTED_1" -e "$QUOTED_2" -e "$UNI_1" -e "${SQLPW_1:0:10}" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
+  if grep -n -F -e "$PEM_1" -e "$PEM_2" -e "$QUOTED_1" -e "$QUOTED_2" -e "$UNI_1" -e "${SQLPW_1:0:10}" -e "$JSONPW_1" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
 }
 
 # --- deep JSON ---------------------------------------------------------------
@@ -106,6 +109,15 @@ wait_status "$plain" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $plain") == *"\$1 = 'not-a-secret-num...'"* ]] \
   || fail "plain sql error: $(sql "SELECT error FROM bgexec.job WHERE id = $plain")"
 sql "ALTER DATABASE postgres RESET log_parameter_max_length_on_error" >/dev/null
+# The server's DETAIL and CONTEXT may quote a piece of a parameter no masker
+# can know (the JSON token it stopped at): a step with a secret parameter
+# keeps the primary message only.
+js=$("$BGEXEC" submit workflow '{"steps": [{"id": "cast", "sql": "SELECT $1::jsonb", "params": ["{{secrets.JSONPW}}"]}]}') \
+  || fail submit
+wait_status "$js" failed 20
+no_secret_in_db "a JSON token of a secret parameter"
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $js") == *"invalid input syntax for type json"* ]] \
+  || fail "json sql error: $(sql "SELECT error FROM bgexec.job WHERE id = $js")"
 # 16 MiB - 10 bytes, then the secret: the capture stops after its first 10
 # bytes, masking the whole missed them, and they were the step's output.
 # (A worker with a longer lease: writing 32 MB of step_completed takes the

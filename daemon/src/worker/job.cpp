@@ -763,7 +763,12 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   } catch (const pg::Error& e) {
     auto cls = core::classify(e.sqlstate());
     retryable = cls == core::ErrorClass::connection || cls == core::ErrorClass::retry;
-    fail = std::string("sql: ") + e.what() + " (SQLSTATE " + e.sqlstate() + ")";
+    // DETAIL and CONTEXT may quote a piece of a parameter that no masker
+    // can know (the JSON token the server stopped at: Token "hunter2" is
+    // invalid): with a secret parameter, the primary message only.
+    const std::string& primary = e.fields().primary;
+    fail = std::string("sql: ") + (secret_param && !primary.empty() ? primary : std::string(e.what())) +
+           " (SQLSTATE " + e.sqlstate() + ")";
   }
   killers_.erase(sid);
   conn->close();
