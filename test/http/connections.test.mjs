@@ -31,6 +31,23 @@ async function connect(port, bytes) {
   return s;
 }
 
+// n event streams of job `id` on gw, each a connection that never reads.
+async function openStreams(gw, id, n, socks) {
+  for (let i = 0; i < n; i++) {
+    socks.push(await connect(gw.port, `GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`));
+  }
+}
+
+// GET /v1/queues every 250 ms, `tries` times at most, until it is not 503.
+async function statusOnceFree(gw, tries) {
+  let status = 503;
+  for (let i = 0; i < tries && status === 503; i++) {
+    await sleep(250);
+    status = (await api('GET', '/v1/queues', { token: A, base: gw.url })).status;
+  }
+  return status;
+}
+
 test('idle and half-sent connections past the descriptor limit give way to new requests', { timeout: 30000 }, async () => {
   const gw = await smallGateway(128);
   const socks = [];
@@ -55,9 +72,7 @@ test('past the limit with every connection busy streaming, a new one gets 503 JS
     const queue = uniq('conn-limit');
     const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
     // Event streams are being served, not waiting for a request: none gives way.
-    for (let i = 0; i < 120; i++) {
-      socks.push(await connect(gw.port, `GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`));
-    }
+    await openStreams(gw, id, 120, socks);
     await sleep(500);
     const r = await api('GET', '/v1/queues', { token: A, base: gw.url });
     assert.equal(r.status, 503, r.text);
@@ -70,12 +85,7 @@ test('past the limit with every connection busy streaming, a new one gets 503 JS
     // connections are free again.
     const { lease } = claim(queue);
     finish(id, lease, 'completed');
-    let status = 503;
-    for (let i = 0; i < 20 && status === 503; i++) {
-      await sleep(250);
-      status = (await api('GET', '/v1/queues', { token: A, base: gw.url })).status;
-    }
-    assert.equal(status, 200);
+    assert.equal(await statusOnceFree(gw, 20), 200);
   } finally {
     for (const s of socks) s.destroy();
     gw.kill();
@@ -88,21 +98,14 @@ test('an event stream whose reader left ends at once, not at its next keepalive'
   try {
     const queue = uniq('conn-left');
     const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
-    for (let i = 0; i < 100; i++) {
-      socks.push(await connect(gw.port, `GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`));
-    }
+    await openStreams(gw, id, 100, socks);
     await sleep(500);
     assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 503);
     // The readers go: their streams, and the connections, end within a
     // moment (they were held, polling the database every 3 s, until a
     // keepalive write failed, 15 to 30 s later).
     for (const s of socks.splice(0)) s.destroy();
-    let status = 503;
-    for (let i = 0; i < 12 && status === 503; i++) {
-      await sleep(250);
-      status = (await api('GET', '/v1/queues', { token: A, base: gw.url })).status;
-    }
-    assert.equal(status, 200);
+    assert.equal(await statusOnceFree(gw, 12), 200);
   } finally {
     for (const s of socks) s.destroy();
     gw.kill();

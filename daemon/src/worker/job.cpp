@@ -741,8 +741,10 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   try {
     co_await conn->query("BEGIN");
     // An error's CONTEXT quotes the statement's parameters cut to this many
-    // bytes (a server, database or role setting): a secret cut short is no
-    // longer the secret and the masker misses it.  Not quoted at all, then.
+    // bytes (a server, database or role setting), in the server's log too: a
+    // secret cut short is no longer the secret and no masker knows it.  Not
+    // quoted at all, then (the step's own error keeps only the primary
+    // message, below, which never quotes them).
     if (secret_param) co_await conn->query("SET LOCAL log_parameter_max_length_on_error = 0");
     // SET LOCAL ROLE owner, fixed for the transaction: the owner's statement
     // cannot SET ROLE or RESET ROLE to another role this login may become
