@@ -32,12 +32,12 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
                      Its login role must be a member of every tenant role.
   --listen HOST:PORT address to listen on. Defaults to 127.0.0.1:8080.
   --tokens FILE      JSON object {"<bearer token>": "<database role>", ...}. Required.
-  --pool N           query connections, shared by all requests. Defaults to 4.
+  --pool N           query connections, 1..100, shared by all requests. Defaults to 4.
                      (One more connection LISTENs for every event stream.)
   --statement-timeout SECONDS
                      bound on each database statement of a request (lock
                      waits included); past it the request gets 504.
-                     Seconds, or with a unit (500ms, 30s, 5m).
+                     Seconds, or with a unit (500ms, 30s, 5m), 0..86400.
                      Defaults to 30; 0 = no bound.
 )";
 
