@@ -423,8 +423,8 @@ config file > defaults. Every flag accepts both "--flag value" and
                              heartbeats renew it.
                              Env BGEXEC_LEASE. Defaults to 30.
   --allow-run                Permit "run" steps (arbitrary argv).
-                             Env BGEXEC_ALLOW_RUN (1/true/yes, 0/false/no).
-                             Defaults to off.
+                             Env BGEXEC_ALLOW_RUN (1/true/yes/on,
+                             0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,
                              concurrency, lease, allow_run, actions, grace,
                              secrets_dir, poll, reconcile_interval, kill_grace,
