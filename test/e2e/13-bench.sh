@@ -4,9 +4,11 @@
 # drain: its JSON carries each figure (and each round's, the headline being
 # their median), the exactly-once checks find nothing missing or duplicated, the drain's CPU is
 # accounted (workers by rusage, their backends through /proc: this cluster is
-# local), and the bench leaves no job behind.  Timing is not checked.
+# local), and the bench leaves no job behind, nor takes anyone else's (a
+# queue named bench-mine).  Timing is not checked.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57953
+mine=$(sql "SELECT bgexec.submit('noop', queue => 'bench-mine')")
 
 "$BGEXEC" bench --jobs 3000 --rounds 2 --concurrency 8 --pickup-jobs 30 --pickup-gap-ms 2 --ref-seconds 1 \
   --scaling --history 3000 --backlog 500 --claim-iterations 100 --scaling-jobs 300 --scaling-workers 1,4 \
@@ -31,5 +33,6 @@ jq -e '.missing == 0 and .duplicates == 0' "$j" >/dev/null || fail "exactly-once
 jq -e '[.scaling.empty.drain[], .scaling.loaded.drain[]] | length == 4 and all(.missing == 0 and .duplicates == 0)' \
   "$j" >/dev/null || fail "scaling drains: $(jq -c '[.scaling[].drain[]]' "$j")"
 grep -q "drain / reference" "$E2E_DIR/bench.log" || fail "no table printed"
-[[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue LIKE 'bench-%'") == 0 ]] || fail "the bench left jobs behind"
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue ~ '^bench-[0-9]+-'") == 0 ]] || fail "the bench left jobs behind"
+[[ $(sql "SELECT status FROM bgexec.job WHERE id = $mine") == queued ]] || fail "the bench deleted a user's job in queue bench-mine"
 ok

@@ -630,8 +630,9 @@ json run_scaling(const Options& o, long long& bad) {
   json out;
   {
     pg::SyncConnection c(o.db);
-    // "Empty" means without the bench's own earlier rows.
-    c.exec("DELETE FROM bgexec.job WHERE queue LIKE 'bench-%'");
+    // "Empty" means without the bench's own earlier rows: those of every
+    // run (queues bench-PID-...), and no one else's (a queue bench-mine).
+    c.exec("DELETE FROM bgexec.job WHERE queue ~ '^bench-[0-9]+-'");
     c.exec("VACUUM ANALYZE bgexec.job");
     c.exec("VACUUM ANALYZE bgexec.job_event");
   }
