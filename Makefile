@@ -28,12 +28,15 @@ endif
 # (bin/bgexec under DAEMON_PREFIX, default /usr/local), with the systemd
 # unit, the example config and the README in share/doc/bgexec.
 DAEMON_PREFIX ?= /usr/local
-DAEMON_DOCS    = README.md daemon/bgexec.service daemon/bgexec.example.json
+DAEMON_DOCS    = README.md daemon/bgexec.example.json
 install: install-daemon
 install-daemon: daemon
 	cmake --install daemon/build --prefix $(DAEMON_PREFIX) >/dev/null
 	install -d $(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec
 	install -m 0644 $(DAEMON_DOCS) $(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec/
+	# the unit's paths name the prefix it was installed under
+	sed 's|/usr/local/|$(DAEMON_PREFIX)/|g' daemon/bgexec.service >$(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec/bgexec.service
+	chmod 0644 $(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec/bgexec.service
 
 # Installs the Debian packages the build, tests and demo need (no-op when present).
 deps:
