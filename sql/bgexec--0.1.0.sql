@@ -1701,6 +1701,37 @@ CREATE FUNCTION bgexec._inserted_here(job_id bigint) RETURNS boolean
 	                  AND j.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()::xid)
 $$;
 
+/* _element_failing: the position (0-based) of the first element of a
+ * submit_many array whose own checks raise p_state with message p_msg;
+ * NULL when none does (the error was not one element's: a full queue).
+ * Runs only after submit_many failed, one read-only subtransaction per
+ * element. */
+CREATE FUNCTION bgexec._element_failing(jobs jsonb, p_state text, p_msg text) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	x record;
+BEGIN
+	FOR x IN SELECT t.e, t.ord FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord) ORDER BY t.ord LOOP
+		BEGIN
+			PERFORM bgexec._check_submit(x.e->>'kind', coalesce(x.e->'payload', '{}'),
+			                             coalesce(x.e->>'queue', 'default'),
+			                             coalesce((x.e->>'priority')::int, 0),
+			                             coalesce((x.e->>'run_after')::timestamptz, now()),
+			                             coalesce((x.e->>'max_attempts')::int, 1),
+			                             (x.e->>'timeout')::interval, x.e->>'idempotency_key',
+			                             x.e->>'concurrency_key');
+		EXCEPTION WHEN OTHERS THEN
+			IF SQLSTATE = p_state AND SQLERRM = p_msg THEN
+				RETURN x.ord - 1;
+			END IF;
+		END;
+	END LOOP;
+	RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION bgexec.submit_many(jobs jsonb) RETURNS SETOF bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1711,6 +1742,11 @@ DECLARE
 	v_owner name := bgexec._owner();
 	v_bad text;
 	v_limit bigint;
+	v_state text;
+	v_msg text;
+	v_detail text;
+	v_hint text;
+	v_at bigint;
 BEGIN
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
@@ -1749,6 +1785,9 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each element must be an object with the arguments of bgexec.submit';
 	END IF;
+	-- An error of one element's fields is named by its position (jobs[3]:
+	-- kind must be ...), found again after the fact (_element_failing).
+	BEGIN
 	-- Set-based path when nothing needs per-row serialization (no
 	-- idempotency key, no admission cap): one INSERT for the whole array,
 	-- one NOTIFY per queue.  Ids are assigned in array order.
@@ -1815,6 +1854,25 @@ BEGIN
 	                          e->>'idempotency_key', e->>'concurrency_key')
 	  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
 	 ORDER BY ord;
+	EXCEPTION WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT,
+		                        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+		v_at := bgexec._element_failing(jobs, v_state, v_msg);
+		IF v_at IS NULL THEN
+			RAISE;
+		END IF;
+		v_msg := format('jobs[%s]: %s', v_at, v_msg);
+		-- RAISE takes no NULL option, and an empty one would show as an
+		-- empty DETAIL or HINT line.
+		IF v_detail <> '' AND v_hint <> '' THEN
+			RAISE EXCEPTION '%', v_msg USING ERRCODE = v_state, DETAIL = v_detail, HINT = v_hint;
+		ELSIF v_detail <> '' THEN
+			RAISE EXCEPTION '%', v_msg USING ERRCODE = v_state, DETAIL = v_detail;
+		ELSIF v_hint <> '' THEN
+			RAISE EXCEPTION '%', v_msg USING ERRCODE = v_state, HINT = v_hint;
+		END IF;
+		RAISE EXCEPTION '%', v_msg USING ERRCODE = v_state;
+	END;
 END
 $$;
 COMMENT ON FUNCTION bgexec.submit_many(jsonb) IS
