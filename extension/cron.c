@@ -290,6 +290,19 @@ typedef struct WallMinute
 				mi;
 } WallMinute;
 
+/* To the first minute of the next hour (a day past 23:00; wall_search
+ * moves a day past the month's end to the next month). */
+static void
+next_hour(WallMinute *w)
+{
+	if (++w->h > 23)
+	{
+		w->d++;
+		w->h = 0;
+	}
+	w->mi = 0;
+}
+
 /*
  * Move w forward to the first minute at or after it that spec matches
  * (calendar arithmetic only: no time zone).  Raises 22023 past `limit`.
@@ -326,25 +339,13 @@ wall_search(const CronSpec *spec, WallMinute *w, int limit, const char *expr)
 		}
 		if (!((spec->hour >> w->h) & 1))
 		{
-			if (++w->h > 23)
-			{
-				w->d++;
-				w->h = 0;
-			}
-			w->mi = 0;
+			next_hour(w);
 			continue;
 		}
 		if (!((spec->minute >> w->mi) & 1))
 		{
 			if (++w->mi > 59)
-			{
-				w->mi = 0;
-				if (++w->h > 23)
-				{
-					w->d++;
-					w->h = 0;
-				}
-			}
+				next_hour(w);
 			continue;
 		}
 		return;
