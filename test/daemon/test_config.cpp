@@ -65,6 +65,7 @@ TEST(WorkerConfig, Defaults) {
   EXPECT_EQ(c.log_cap_bytes, std::size_t{1} << 20);
   EXPECT_EQ(c.finish_batch, 64);
   EXPECT_DOUBLE_EQ(c.finish_delay_s, 0.002);
+  EXPECT_DOUBLE_EQ(c.claim_backoff_s, 0.05);
 }
 
 TEST(WorkerConfig, AllFlagsBothSpellings) {
@@ -72,7 +73,8 @@ TEST(WorkerConfig, AllFlagsBothSpellings) {
       {"--db", "host=x dbname=y", "--id=w1", "--queue", "a", "--queue=b,c", "--concurrency", "64",
        "--lease=45", "--allow-run", "--action", "export=/bin/export", "--action=load=/bin/load",
        "--grace", "2m", "--secrets-dir=/run/secrets", "--poll", "250ms", "--reconcile-interval=10",
-       "--kill-grace", "0", "--log-cap=4096", "--finish-batch", "16", "--finish-delay=5ms"},
+       "--kill-grace", "0", "--log-cap=4096", "--finish-batch", "16", "--finish-delay=5ms",
+       "--claim-backoff", "0"},
       {});
   EXPECT_EQ(c.db, "host=x dbname=y");
   EXPECT_EQ(c.id, "w1");
@@ -89,6 +91,7 @@ TEST(WorkerConfig, AllFlagsBothSpellings) {
   EXPECT_EQ(c.log_cap_bytes, 4096u);
   EXPECT_EQ(c.finish_batch, 16);
   EXPECT_DOUBLE_EQ(c.finish_delay_s, 0.005);
+  EXPECT_EQ(c.claim_backoff_s, 0);
 }
 
 TEST(WorkerConfig, Environment) {

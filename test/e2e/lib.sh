@@ -34,10 +34,10 @@ fail() {
 
 ok() { echo "ok $E2E_NAME${1:+: $1}"; }
 
-# e2e_cluster PORT: cluster + extension.
+# e2e_cluster PORT [postgresql.conf lines...]: cluster + extension.
 e2e_cluster() {
   [[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
-  cluster_start "$E2E_DIR/pg" "$1" >/dev/null || fail "cluster did not start"
+  cluster_start "$E2E_DIR/pg" "$@" >/dev/null || fail "cluster did not start"
   psql -qX -c "CREATE EXTENSION bgexec" >/dev/null || fail "CREATE EXTENSION bgexec failed"
 }
 

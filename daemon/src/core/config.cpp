@@ -58,6 +58,8 @@ const Setting settings[] = {
      &WorkerConfig::finish_batch, 1, 1000},
     {"--finish-delay", "BGEXEC_FINISH_DELAY", "finish_delay", Kind::nonneg_seconds, nullptr,
      &WorkerConfig::finish_delay_s},
+    {"--claim-backoff", "BGEXEC_CLAIM_BACKOFF", "claim_backoff", Kind::nonneg_seconds, nullptr,
+     &WorkerConfig::claim_backoff_s},
 };
 
 // Looks a setting up by its flag spelling.
@@ -428,7 +430,8 @@ config file > defaults. Every flag accepts both "--flag value" and
   --config FILE              JSON config file with keys db, id, queues,
                              concurrency, lease, allow_run, actions, grace,
                              secrets_dir, poll, reconcile_interval, kill_grace,
-                             log_cap, finish_batch, finish_delay.
+                             log_cap, finish_batch, finish_delay,
+                             claim_backoff.
                              Env BGEXEC_CONFIG. Defaults to none.
   --action NAME=PATH         Executable run for action NAME; repeatable, merged
                              over env/file. Env BGEXEC_ACTIONS
@@ -453,6 +456,12 @@ config file > defaults. Every flag accepts both "--flag value" and
   --finish-delay SECONDS     How long the first finish of a batch waits for
                              more to join it, >= 0 (0: send at once).
                              Env BGEXEC_FINISH_DELAY. Defaults to 0.002.
+  --claim-backoff SECONDS    Most a claim woken by NOTIFY waits after such
+                             claims found nothing (other workers took the
+                             jobs): 1 ms after the first, doubling up to this
+                             while they keep finding nothing; >= 0 (0: claim
+                             on every NOTIFY). Env BGEXEC_CLAIM_BACKOFF.
+                             Defaults to 0.05.
   -h, --help                 Show this help.
 
 Env BGEXEC_LOG_LEVEL (debug, info, warn, error; any case) sets log verbosity;

@@ -26,6 +26,7 @@ struct WorkerConfig {
   std::size_t log_cap_bytes = 1 << 20;          // per-job cap on captured output
   int finish_batch = 64;                        // finishes per finish_many call, 1..1000
   double finish_delay_s = 0.002;                // batch window of the first finish
+  double claim_backoff_s = 0.05;                // most a NOTIFY-woken claim waits after losing races
 };
 
 // Bad configuration; the message names the flag, variable or key at fault.

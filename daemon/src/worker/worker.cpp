@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -135,12 +136,15 @@ asio::awaitable<void> Worker::notifier() {
       co_await listen_.query("LISTEN bgexec_stop");
       core::log("info", "listening", {{"channels", "bgexec_jobs,bgexec_stop"}});
       backoff = backoff_min_s;
-      fetch_wake_.notify();  // anything submitted while we were away
+      next_poll_ = Clock::time_point{};  // anything submitted while we were away
+      fetch_wake_.notify();
       for (;;) {
         for (auto& n : co_await listen_.wait_notifications()) {
           if (n.channel == "bgexec_jobs") {
-            if (std::find(cfg_.queues.begin(), cfg_.queues.end(), n.payload) != cfg_.queues.end())
+            if (std::find(cfg_.queues.begin(), cfg_.queues.end(), n.payload) != cfg_.queues.end()) {
+              notified_ = true;
               fetch_wake_.notify();
+            }
           } else if (n.channel == "bgexec_stop") {
             std::int64_t id = std::strtoll(n.payload.c_str(), nullptr, 10);
             if (auto it = jobs_.find(id); it != jobs_.end()) it->second->request_stop(StopReason::stop);
@@ -242,18 +246,48 @@ asio::awaitable<void> Worker::try_unclaim() {
   }
 }
 
+// Claims when there are free slots and a reason to: a NOTIFY for one of its
+// queues since the last claim was sent, the last claim full (a backlog), or
+// the poll interval passed.  Wakes for other reasons (a slot came free) only
+// let a claim that was due wait for the slot.
+//
+// Every idle worker on a queue wakes for each submit, and all but one find
+// nothing: with 16 workers, 16 claims per job.  So a claim that only a
+// NOTIFY called for, and that found nothing, makes the next such claim wait
+// 1 ms, then 2, 4… up to --claim-backoff while they keep finding nothing; a
+// claim that gets a job ends the wait (and halves the count).  The worker that got the last job
+// claims at once, and the others join within the backoff when it is full.
 asio::awaitable<void> Worker::fetcher() {
   double backoff = backoff_min_s;
   while (!draining_) {
     int free = free_slots();
     bool more = false;
     if (unclaim_ && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
-    if (free > 0) {
+    auto now = Clock::now();
+    bool polled = backlog_ || now >= next_poll_;
+    if (free > 0 && (polled || (notified_ && now >= quiet_until_))) {
       bool failed = false;
+      // A NOTIFY that arrives from here on may be for a commit the claim
+      // does not see: it calls for another claim.
+      notified_ = false;
+      next_poll_ = now + seconds(cfg_.poll_s);
       try {
         int n = co_await claim_once(free);
+        core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
+                                     {"why", polled ? "poll" : "notify"}});
         more = n == free;  // a full batch: there may be more waiting
         backoff = backoff_min_s;
+        if (n > 0) {
+          // At once next time; but a worker that got a job off another's
+          // backoff keeps half its count, so two hot workers do not
+          // take turns resetting theirs.
+          lost_claims_ /= 2;
+          quiet_until_ = {};
+        } else if (!polled && cfg_.claim_backoff_s > 0) {
+          lost_claims_ = std::min(lost_claims_ + 1, 30);
+          double wait = std::min(cfg_.claim_backoff_s, 0.001 * std::ldexp(1.0, lost_claims_ - 1));
+          quiet_until_ = Clock::now() + seconds(wait);
+        }
       } catch (const pg::Error& e) {
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         failed = true;
@@ -265,11 +299,20 @@ asio::awaitable<void> Worker::fetcher() {
       if (failed) {
         co_await sleep_for(seconds(backoff));
         backoff = std::min(backoff * 2, backoff_max_s);
+        next_poll_ = Clock::time_point{};  // again, at once
         continue;
       }
     }
     if (draining_) break;
-    if (!more) co_await fetch_wake_.wait_for(seconds(cfg_.poll_s));
+    if (more) continue;
+    // Until the next reason to claim: a wake, the poll (when a slot is free
+    // to claim into), or the next unclaim try.
+    auto until = Clock::time_point::max();
+    now = Clock::now();
+    if (free_slots() > 0) until = notified_ ? std::min(next_poll_, quiet_until_) : next_poll_;
+    if (unclaim_) until = std::min(until, unclaim_->next_try);
+    if (until <= now) continue;  // due already (a claim that took longer than the poll)
+    co_await fetch_wake_.wait_until(until);
   }
   if (unclaim_) co_await try_unclaim();  // once more: a drain claims nothing
 }

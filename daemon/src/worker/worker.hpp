@@ -106,6 +106,16 @@ class Worker {
   };
   std::optional<Unclaim> unclaim_;
   bool backlog_ = false;  // the last claim took all it asked for: more to come
+  // Why the fetcher would claim: a NOTIFY for one of its queues since the
+  // last claim was sent (`notified_`), or the poll interval since then.
+  // A slot coming free is no reason alone: most claims it made found nothing.
+  bool notified_ = false;
+  Clock::time_point next_poll_{};  // the first claim is due at once
+  // Claims woken by NOTIFY alone that found nothing in a row (every idle
+  // worker listening on a queue wakes for each submit; one gets the job),
+  // and until when the next such claim waits (--claim-backoff).
+  int lost_claims_ = 0;
+  Clock::time_point quiet_until_{};
   bool draining_ = false;
   bool stopping_ = false;
   int signals_seen_ = 0;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# What makes a worker claim.  A NOTIFY for its queue, a full last claim or
+# the poll interval do; a slot coming free alone does not (each job used to
+# cost two more claims that found nothing).  Idle workers on one queue all
+# wake for each submit and all but one find nothing: after such a claim, the
+# next one a NOTIFY calls for waits (1 ms doubling to --claim-backoff), so
+# their empty claims stay bounded.  And the wake-ups that matter are kept: a
+# NOTIFY that arrives while every slot is busy is claimed for when one frees,
+# and a job whose run_after passes is found by the poll.
+source "$(dirname "$0")/lib.sh"
+# Claims are counted by the server (pg_stat_statements), whatever the worker logs.
+e2e_cluster 57962 "shared_preload_libraries = 'bgexec,pg_stat_statements'"
+sql "CREATE EXTENSION pg_stat_statements" >/dev/null
+
+# claims: "calls rows" of the workers' claim statement since the last reset
+claims() {
+  sql "SELECT coalesce(sum(calls), 0) || ' ' || coalesce(sum(rows), 0) FROM pg_stat_statements
+        WHERE query LIKE '%FROM bgexec.claim(%'"
+}
+reset_claims() { sql "SELECT pg_stat_statements_reset()" >/dev/null; }
+# submit_spaced N QUEUE GAP_S: N noop jobs one at a time (each its own
+# transaction, one session), GAP_S apart; waits for all to complete
+submit_spaced() {
+  local i
+  for ((i = 0; i < $1; i++)); do
+    echo "SELECT bgexec.submit('noop', '{}', '$2'); SELECT pg_sleep($3);"
+  done | psql -qXAt -v ON_ERROR_STOP=1 >/dev/null || fail "submits to $2"
+  wait_for 30 test "$(sql "SELECT count(*) FROM bgexec.job WHERE queue = '$2' AND status <> 'completed'")" = 0 ||
+    fail "jobs of $2 not completed: $(sql "SELECT status, count(*) FROM bgexec.job WHERE queue = '$2' GROUP BY 1")"
+}
+
+# 1. One worker, 40 jobs 20 ms apart: one claim per job (plus polls), no
+#    claim for a slot that came free.
+start_worker solo --queue solo --concurrency 4 --poll 5
+wait_for 10 grep -q 'msg=listening' "$E2E_DIR/solo.log" || fail "solo did not listen"
+reset_claims
+submit_spaced 40 solo 0.02
+read -r calls rows <<<"$(claims)"
+echo "# one worker, 40 jobs: $calls claims, $rows jobs claimed"
+((rows == 40)) || fail "$rows jobs claimed, expected 40"
+((calls <= 50)) || fail "$calls claims for 40 jobs spaced out to one worker (three per job before)"
+kill "$PID_solo"; wait "$PID_solo" || true
+
+# 2. Four idle workers on one queue, 100 jobs 10 ms apart: every submit wakes
+#    all four; without the backoff three claims per job find nothing.
+for w in h1 h2 h3 h4; do start_worker "$w" --queue herd --concurrency 4 --poll 5; done
+for w in h1 h2 h3 h4; do
+  wait_for 10 grep -q 'msg=listening' "$E2E_DIR/$w.log" || fail "$w did not listen"
+done
+reset_claims
+submit_spaced 100 herd 0.01
+read -r calls rows <<<"$(claims)"
+echo "# four workers, 100 jobs: $calls claims, $rows jobs claimed"
+((rows == 100)) || fail "$rows jobs claimed, expected 100"
+((calls <= 350)) || fail "$calls claims for 100 jobs to four idle workers (about 600 before, 400 with --claim-backoff 0)"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event e JOIN bgexec.job j ON j.id = e.job_id
+            WHERE j.queue = 'herd' AND e.kind = 'started'") == 100 ]] || fail "started events"
+
+# 3. A NOTIFY while the only slot is busy: claimed for when the slot frees,
+#    not at the next poll (30 s).
+start_worker one --queue one --concurrency 1 --poll 30
+wait_for 10 grep -q 'msg=listening' "$E2E_DIR/one.log" || fail "one did not listen"
+sleep 1.5  # past the startup claim's backoff window, whatever it was
+busy=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"sleep\": 1}]}', 'one')")
+wait_status "$busy" running 10
+next=$(sql "SELECT bgexec.submit('noop', '{}', 'one')")
+wait_status "$next" completed 10
+gap=$(sql "SELECT extract(epoch FROM n.started_at - b.finished_at)
+             FROM bgexec.job n, bgexec.job b WHERE n.id = $next AND b.id = $busy")
+echo "# the waiting job started ${gap}s after the busy one finished"
+awk -v g="$gap" 'BEGIN {exit !(g < 5)}' || fail "the job that arrived while the slot was busy waited ${gap}s"
+
+# 4. A job whose run_after is ahead is found by the poll (2 s) once it passes.
+start_worker later --queue later --concurrency 2 --poll 2
+wait_for 10 grep -q 'msg=listening' "$E2E_DIR/later.log" || fail "later did not listen"
+late=$(sql "SELECT bgexec.submit('noop', '{}', 'later', run_after => now() + interval '1 second')")
+wait_status "$late" completed 15
+lag=$(sql "SELECT extract(epoch FROM started_at - run_after) FROM bgexec.job WHERE id = $late")
+echo "# the delayed job started ${lag}s after its run_after"
+awk -v g="$lag" 'BEGIN {exit !(g < 5)}' || fail "the delayed job started ${lag}s after its run_after"
+
+for w in h1 h2 h3 h4 one later; do p=PID_$w; kill -0 "${!p}" || fail "worker $w died"; done
+ok
