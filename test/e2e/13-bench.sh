@@ -17,7 +17,8 @@ j="$E2E_DIR/bench.json"
 
 for f in reference_update_tps enqueue_jobs_per_s drain_jobs_per_s pickup_ms.p50 pickup_ms.p99 \
   commits_per_job wal_bytes_per_job drain_cpu_us_per_job.workers drain_cpu_us_per_job.backends \
-  worker_rss.idle_rss_kib scaling.empty.claim.claim_p99_ms scaling.loaded.claim.claim_p99_ms; do
+  worker_rss.idle_rss_kib scaling.empty.claim.claim_p99_ms scaling.loaded.claim.claim_p99_ms \
+  pickup_reference_commit_ms.p50 pickup_reference_commit_ms.p99 pickup_p50_over_commit_p50; do
   jq -e ".$f > 0" "$j" >/dev/null || fail "$f is not a positive number: $(jq -c ".$f" "$j")"
 done
 jq -e '.rounds | length == 2 and all(.drain_jobs_per_s > 0 and .reference_update_tps > 0
@@ -32,6 +33,10 @@ jq -e '.drain_host_cpu_busy > 0 and .drain_host_cpu_busy <= 1' "$j" >/dev/null \
 jq -e '.missing == 0 and .duplicates == 0' "$j" >/dev/null || fail "exactly-once: $(jq -c '{missing, duplicates}' "$j")"
 jq -e '[.scaling.empty.drain[], .scaling.loaded.drain[]] | length == 4 and all(.missing == 0 and .duplicates == 0)' \
   "$j" >/dev/null || fail "scaling drains: $(jq -c '[.scaling[].drain[]]' "$j")"
+jq -e '.scaling.trickle | length == 2 and all(.jobs == 30 and .commits_per_job > 0 and .pickup_p50_ms > 0
+  and .missing == 0 and .duplicates == 0)' "$j" >/dev/null || fail "scaling trickle: $(jq -c .scaling.trickle "$j")"
+[[ $(sql "SELECT count(*) FROM pg_tables WHERE tablename ~ '^bench_(ref|commit)_'") == 0 ]] \
+  || fail "the bench left a scratch table behind"
 grep -q "drain / reference" "$E2E_DIR/bench.log" || fail "no table printed"
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue ~ '^bench-[0-9]+-'") == 0 ]] || fail "the bench left jobs behind"
 [[ $(sql "SELECT status FROM bgexec.job WHERE id = $mine") == queued ]] || fail "the bench deleted a user's job in queue bench-mine"

@@ -6,10 +6,12 @@
 //   drain      W `bgexec worker` processes x C slots burn the backlog down;
 //              commits (pg_stat_database) and WAL bytes around it
 //   (these three --rounds times, interleaved; the figures are the medians)
-//   pickup     jobs submitted one at a time to idle workers; started_at - created_at
+//   pickup     jobs submitted one at a time to idle workers; started_at - created_at,
+//              interleaved with its reference: one-row INSERT commits, timed
 //   rss        an idle worker with 64 slots, then with 64 sleeping jobs in flight
 //   scaling    (--scaling) claim latency and drain rate, empty vs 1M finished
-//              + 100k queued rows, at 1/4/16/64 workers
+//              + 100k queued rows, at 1/4/16/64 workers; and at each worker
+//              count, idle workers under a trickle of single submits
 // Every drain ends with the exactly-once check (missing, duplicates).
 #include "bench/bench.hpp"
 
@@ -56,13 +58,17 @@ for the reference table and the --scaling history).  Prints a table.
   --workers W            worker processes for the drain and pickup (default 2)
   --concurrency C        slots per worker (default 16)
   --pickup-jobs N        jobs submitted one at a time to idle workers (default 500)
-  --pickup-gap-ms MS     gap between those submits (default 5)
+  --pickup-gap-ms MS     gap between those submits (default 5); each is
+                         followed, as far apart, by a one-row INSERT commit
+                         (the pickup's reference)
   --ref-clients N        pgbench clients of the reference (default 16)
   --ref-seconds S        pgbench duration (default 10)
   --pgbench PATH         default /usr/lib/postgresql/15/bin/pgbench
   --skip-reference       no pgbench run (ratios are then omitted)
   --skip-rss             no worker memory measurement
-  --scaling              also run the scaling mode
+  --scaling              also run the scaling mode (and, at each of its worker
+                         counts, --pickup-jobs single submits 2 ms apart to
+                         idle workers: commits and host CPU per job)
   --scaling-jobs N       jobs drained per scaling run (default 5000)
   --scaling-workers LIST worker counts (default 1,4,16,64)
   --scaling-concurrency C  slots per worker in scaling runs (default 4)
@@ -454,20 +460,51 @@ void settle(pg::SyncConnection& c) {
 // Pickup latency: `n` jobs submitted one at a time, `gap_ms` apart, to idle
 // workers (after settle); percentiles of started_at - created_at (both the
 // DB clock).
-json pickup(const Options& o, Check& check) {
+//
+// Its reference, interleaved with it (`gap_ms` after each submit, so both
+// see the same idle machine): a one-row INSERT into a scratch table, in
+// autocommit, timed round trip on the client.  A job can start only after
+// its submit's commit reached the disk, and on a virtual disk an isolated
+// flush can take several times one in a busy stream (the bench/README's
+// twelfth round): the reference is the part of the pickup the machine sets.
+json pickup(const Options& o, Check& check, json& commit_ref) {
   std::string queue = tag() + "-pickup";
+  std::string table = "bench_commit_" + std::to_string(::getpid());
   pg::SyncConnection c(o.db);
   settle(c);
+  c.exec("SET client_min_messages = warning");
+  c.exec("DROP TABLE IF EXISTS " + table);
+  c.exec("CREATE TABLE " + table + " (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())");
+  struct DropAtExit {  // on the error paths too
+    pg::SyncConnection& c;
+    std::string table;
+    ~DropAtExit() {
+      try {
+        c.exec("DROP TABLE IF EXISTS " + table);
+      } catch (...) {
+      }
+    }
+  } drop{c, table};
   WorkerSet ws(o, queue, o.workers, o.concurrency, "pickup");
   ws.wait_registered(c);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // LISTEN in place, first claim done
   auto gap = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(o.pickup_gap_ms));
+  std::vector<double> commit_ms;
+  const std::string insert = "INSERT INTO " + table + " DEFAULT VALUES";
   auto next = Clock::now();
   for (int i = 0; i < o.pickup_jobs; ++i) {
     c.exec("SELECT bgexec.submit('noop', '{}'::jsonb, $1)", {queue});
     next += gap;
     std::this_thread::sleep_until(next);
+    auto t0 = Clock::now();
+    c.exec(insert);
+    commit_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    next += gap;
+    std::this_thread::sleep_until(next);
   }
+  commit_ref = {{"p50", round3(quantile(commit_ms, 0.5))},
+                {"p95", round3(quantile(commit_ms, 0.95))},
+                {"p99", round3(quantile(commit_ms, 0.99))}};
   auto t0 = Clock::now();
   while (to_ll(c.scalar("SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running')",
                         {queue})) > 0 &&
@@ -626,6 +663,66 @@ json scaling_state(const Options& o, const std::string& state, const std::string
   return out;
 }
 
+// An idle fleet under a trickle: `w` workers x `c` slots wait on one queue
+// while `n` jobs are submitted one at a time, `gap_ms` apart (each submit
+// wakes every worker listening on the queue; one gets the job).  Commits per
+// job (pg_stat_database, the bench's own statements taken off, the submits
+// too), the host's CPU per job (every process), pickup p50/p99, and the
+// exactly-once check.
+json trickle(const Options& o, int w, int c, int n, double gap_ms, long long& bad) {
+  std::string queue = tag() + "-t-" + std::to_string(w);
+  pg::SyncConnection s(o.db);
+  WorkerSet ws(o, queue, w, c, "t" + std::to_string(w));
+  ws.wait_registered(s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // LISTEN in place, stats flushed
+  Counters before = read_counters(s);
+  long long own = 0;
+  HostCpu h0 = host_cpu();
+  auto gap = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(gap_ms));
+  auto next = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    s.exec("SELECT bgexec.submit('noop', '{}'::jsonb, $1)", {queue});
+    ++own;
+    next += gap;
+    std::this_thread::sleep_until(next);
+  }
+  auto t0 = Clock::now();
+  for (;;) {
+    ++own;
+    if (s.scalar("SELECT EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running'))",
+                 {queue}) != "t" ||
+        secs_since(t0) > 60)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  HostCpu h1 = host_cpu();
+  ws.stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the workers' backends flushed their stats
+  Counters after = read_counters(s);
+  long long commits = after.commits - before.commits - own - 1;
+  long hz = ::sysconf(_SC_CLK_TCK);
+  auto r = s.exec(
+      "SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at))"
+      "  FROM bgexec.job WHERE queue = $1 AND started_at IS NOT NULL",
+      {queue});
+  std::string arr = r.get(0, 0).value_or("{0,0}");
+  double p50 = 0, p99 = 0;
+  std::sscanf(arr.c_str(), "{%lf,%lf}", &p50, &p99);
+  Check ck = check_exactly_once(s, queue, n);
+  bad += ck.missing + ck.duplicates;
+  return {{"workers", w},
+          {"concurrency", c},
+          {"jobs", n},
+          {"gap_ms", gap_ms},
+          {"commits_per_job", round3(static_cast<double>(commits) / n)},
+          {"host_cpu_ms_per_job",
+           hz > 0 ? json(round3(1000.0 * static_cast<double>(h1.busy - h0.busy) / hz / n)) : json(nullptr)},
+          {"pickup_p50_ms", round3(p50 * 1000)},
+          {"pickup_p99_ms", round3(p99 * 1000)},
+          {"missing", ck.missing},
+          {"duplicates", ck.duplicates}};
+}
+
 json run_scaling(const Options& o, long long& bad) {
   json out;
   {
@@ -637,6 +734,15 @@ json run_scaling(const Options& o, long long& bad) {
     c.exec("VACUUM ANALYZE bgexec.job_event");
   }
   out["empty"] = scaling_state(o, "empty", tag() + "-claim-empty", false, bad);
+  out["trickle"] = json::array();
+  for (int w : o.scaling_workers) {
+    out["trickle"].push_back(trickle(o, w, o.scaling_concurrency, o.pickup_jobs, 2, bad));
+    const auto& t = out["trickle"].back();
+    note("trickle: " + std::to_string(w) + " idle workers, " + std::to_string(o.pickup_jobs) +
+         " single submits 2 ms apart: " +
+         t["commits_per_job"].dump() + " commits/job, host CPU " + t["host_cpu_ms_per_job"].dump() +
+         " ms/job, pickup p50 " + t["pickup_p50_ms"].dump() + " ms");
+  }
   std::string backlog_q = tag() + "-backlog";
   load_state(o, tag() + "-history", backlog_q);
   // Loaded: claims come from the 100k-deep backlog queue itself.
@@ -749,6 +855,13 @@ void print_table(const json& r) {
   row("pickup p50 ms", fmt(r["pickup_ms"]["p50"], 2), "<= 0.7");
   row("pickup p95 ms", fmt(r["pickup_ms"]["p95"], 2));
   row("pickup p99 ms", fmt(r["pickup_ms"]["p99"], 2), "<= 2");
+  if (r.contains("pickup_reference_commit_ms")) {
+    const auto& cr = r["pickup_reference_commit_ms"];
+    row("  commit reference p50 / p95 / p99 ms",
+        fmt(cr["p50"], 2) + " / " + fmt(cr["p95"], 2) + " / " + fmt(cr["p99"], 2));
+    if (r.contains("pickup_p50_over_commit_p50"))
+      row("  pickup p50 / commit reference p50", fmt(r["pickup_p50_over_commit_p50"], 2) + "x");
+  }
   row("missing", std::to_string(r["missing"].get<long long>()), "0");
   row("duplicates", std::to_string(r["duplicates"].get<long long>()), "0");
   if (r.contains("worker_rss")) {
@@ -772,6 +885,15 @@ void print_table(const json& r) {
             "0/0");
     }
     row("claim p99 loaded / empty", fmt(s["claim_p99_loaded_over_empty"], 2) + "x", "<= 2x");
+    if (s.contains("trickle")) {
+      std::printf("\n  scaling: idle workers, single submits 2 ms apart (commits/job, host CPU ms/job, pickup p50/p99 ms)\n");
+      for (const auto& t : s["trickle"])
+        row("trickle " + std::to_string(t["workers"].get<int>()) + " workers x " +
+                std::to_string(t["concurrency"].get<int>()),
+            fmt(t["commits_per_job"], 1) + ", " +
+                (t["host_cpu_ms_per_job"].is_null() ? std::string("n/a") : fmt(t["host_cpu_ms_per_job"], 2)) + ", " +
+                fmt(t["pickup_p50_ms"], 2) + "/" + fmt(t["pickup_p99_ms"], 2));
+    }
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -874,8 +996,12 @@ int run_bench(const std::vector<std::string>& args) {
 
     note("pickup: " + std::to_string(o.pickup_jobs) + " jobs, one every " + fmt(o.pickup_gap_ms, 1) + " ms");
     Check pk;
-    r["pickup_ms"] = pickup(o, pk);
-    note("pickup: " + r["pickup_ms"].dump());
+    json commit_ref;
+    r["pickup_ms"] = pickup(o, pk, commit_ref);
+    r["pickup_reference_commit_ms"] = commit_ref;
+    if (commit_ref["p50"].get<double>() > 0)
+      r["pickup_p50_over_commit_p50"] = round3(r["pickup_ms"]["p50"].get<double>() / commit_ref["p50"].get<double>());
+    note("pickup: " + r["pickup_ms"].dump() + "; its commit reference: " + commit_ref.dump());
 
     r["exactly_once"] = {{"drain", {{"jobs", dc.jobs}, {"completed", dc.completed},
                                     {"missing", dc.missing}, {"duplicates", dc.duplicates}}},
