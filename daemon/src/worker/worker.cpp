@@ -255,8 +255,9 @@ asio::awaitable<void> Worker::try_unclaim() {
 // nothing: with 16 workers, 16 claims per job.  So a claim that only a
 // NOTIFY called for, and that found nothing, makes the next such claim wait
 // 1 ms, then 2, 4… up to --claim-backoff while they keep finding nothing; a
-// claim that gets a job ends the wait (and halves the count).  The worker that got the last job
-// claims at once, and the others join within the backoff when it is full.
+// claim that gets a job ends the wait (and halves the count).  The worker
+// that got the last job claims at once, and the others join within the
+// backoff when it is full.
 asio::awaitable<void> Worker::fetcher() {
   double backoff = backoff_min_s;
   while (!draining_) {
@@ -264,8 +265,10 @@ asio::awaitable<void> Worker::fetcher() {
     bool more = false;
     if (unclaim_ && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
     auto now = Clock::now();
-    bool polled = backlog_ || now >= next_poll_;
-    if (free > 0 && (polled || (notified_ && now >= quiet_until_))) {
+    bool due = backlog_ || now >= next_poll_;  // claims at once
+    bool by_notify = !due && notified_;        // waits out the backoff first
+    if (free > 0 && (due || (by_notify && now >= quiet_until_))) {
+      const char* why = backlog_ ? "backlog" : by_notify ? "notify" : "poll";
       bool failed = false;
       // A NOTIFY that arrives from here on may be for a commit the claim
       // does not see: it calls for another claim.
@@ -274,7 +277,7 @@ asio::awaitable<void> Worker::fetcher() {
       try {
         int n = co_await claim_once(free);
         core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
-                                     {"why", polled ? "poll" : "notify"}});
+                                     {"why", why}});
         more = n == free;  // a full batch: there may be more waiting
         backoff = backoff_min_s;
         if (n > 0) {
@@ -283,7 +286,7 @@ asio::awaitable<void> Worker::fetcher() {
           // take turns resetting theirs.
           lost_claims_ /= 2;
           quiet_until_ = {};
-        } else if (!polled && cfg_.claim_backoff_s > 0) {
+        } else if (by_notify && cfg_.claim_backoff_s > 0) {
           lost_claims_ = std::min(lost_claims_ + 1, 30);
           double wait = std::min(cfg_.claim_backoff_s, 0.001 * std::ldexp(1.0, lost_claims_ - 1));
           quiet_until_ = Clock::now() + seconds(wait);
