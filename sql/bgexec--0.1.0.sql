@@ -678,7 +678,11 @@ BEGIN
 	END IF;
 
 	-- Identical payloads coalesce within a transaction: one wake-up per queue.
-	PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+	-- Only for a job runnable now: every listening worker wakes and claims
+	-- for it, and a job due later is found by the workers' poll.
+	IF p_run_after IS NULL OR p_run_after <= now() THEN
+		PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+	END IF;
 	RETURN v_id;
 END
 $$;
@@ -738,7 +742,9 @@ BEGIN
 	PERFORM bgexec._event(p_job, v_seq, 'retry_scheduled',
 		jsonb_build_object('attempt', p_attempt, 'error', p_error,
 		                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
-	PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+	IF v_delay <= interval '0' THEN  -- due later: the workers' poll finds it
+		PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+	END IF;
 	RETURN 'queued';
 END
 $$;
@@ -1839,9 +1845,10 @@ BEGIN
 			 ORDER BY x.ord
 			RETURNING id)
 		SELECT ins.id FROM ins ORDER BY ins.id;
-		PERFORM pg_catalog.pg_notify('bgexec_jobs', qn)
+		PERFORM pg_catalog.pg_notify('bgexec_jobs', qn)  -- queues with a job runnable now
 		   FROM (SELECT DISTINCT coalesce(e->>'queue', 'default') AS qn
-		           FROM jsonb_array_elements(jobs) e) d;
+		           FROM jsonb_array_elements(jobs) e
+		          WHERE e->>'run_after' IS NULL OR (e->>'run_after')::timestamptz <= now()) d;
 		RETURN;
 	END IF;
 	RETURN QUERY
