@@ -29,38 +29,45 @@ submit_spaced() {
     fail "jobs of $2 not completed: $(sql "SELECT status, count(*) FROM bgexec.job WHERE queue = '$2' GROUP BY 1")"
 }
 
+# wait_listening NAME...: until each worker's notifier has its LISTEN in place
+wait_listening() {
+  local w
+  for w in "$@"; do
+    wait_for 10 grep -q 'msg=listening' "$E2E_DIR/$w.log" || fail "$w did not listen"
+  done
+}
+# claims_for N QUEUE GAP_S MAX WHAT: N jobs spaced out to QUEUE's idle
+# workers; each claimed once, in at most MAX claims
+claims_for() {
+  local n=$1 q=$2 max=$4 what=$5 calls rows
+  reset_claims
+  submit_spaced "$n" "$q" "$3"
+  read -r calls rows <<<"$(claims)"
+  echo "# $what, $n jobs: $calls claims, $rows jobs claimed"
+  ((rows == n)) || fail "$rows jobs claimed, expected $n"
+  ((calls <= max)) || fail "$calls claims for $n jobs to $what, more than $max"
+}
+
 # 1. One worker, 40 jobs 20 ms apart: one claim per job (plus polls), no
-#    claim for a slot that came free.
+#    claim for a slot that came free (three claims per job before).
 start_worker solo --queue solo --concurrency 4 --poll 5
-wait_for 10 grep -q 'msg=listening' "$E2E_DIR/solo.log" || fail "solo did not listen"
-reset_claims
-submit_spaced 40 solo 0.02
-read -r calls rows <<<"$(claims)"
-echo "# one worker, 40 jobs: $calls claims, $rows jobs claimed"
-((rows == 40)) || fail "$rows jobs claimed, expected 40"
-((calls <= 50)) || fail "$calls claims for 40 jobs spaced out to one worker (three per job before)"
+wait_listening solo
+claims_for 40 solo 0.02 50 "one worker"
 kill "$PID_solo"; wait "$PID_solo" || true
 
 # 2. Four idle workers on one queue, 100 jobs 10 ms apart: every submit wakes
-#    all four; without the backoff three claims per job find nothing.
+#    all four; without the backoff three claims per job find nothing (about
+#    600 claims before, 400 with --claim-backoff 0).
 for w in h1 h2 h3 h4; do start_worker "$w" --queue herd --concurrency 4 --poll 5; done
-for w in h1 h2 h3 h4; do
-  wait_for 10 grep -q 'msg=listening' "$E2E_DIR/$w.log" || fail "$w did not listen"
-done
-reset_claims
-submit_spaced 100 herd 0.01
-read -r calls rows <<<"$(claims)"
-echo "# four workers, 100 jobs: $calls claims, $rows jobs claimed"
-((rows == 100)) || fail "$rows jobs claimed, expected 100"
-((calls <= 350)) || fail "$calls claims for 100 jobs to four idle workers (about 600 before, 400 with --claim-backoff 0)"
+wait_listening h1 h2 h3 h4
+claims_for 100 herd 0.01 350 "four idle workers"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event e JOIN bgexec.job j ON j.id = e.job_id
             WHERE j.queue = 'herd' AND e.kind = 'started'") == 100 ]] || fail "started events"
 
 # 3. A NOTIFY while the only slot is busy: claimed for when the slot frees,
 #    not at the next poll (30 s).
 start_worker one --queue one --concurrency 1 --poll 30
-wait_for 10 grep -q 'msg=listening' "$E2E_DIR/one.log" || fail "one did not listen"
-sleep 1.5  # past the startup claim's backoff window, whatever it was
+wait_listening one
 busy=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"sleep\": 1}]}', 'one')")
 wait_status "$busy" running 10
 next=$(sql "SELECT bgexec.submit('noop', '{}', 'one')")
@@ -72,7 +79,7 @@ awk -v g="$gap" 'BEGIN {exit !(g < 5)}' || fail "the job that arrived while the 
 
 # 4. A job whose run_after is ahead is found by the poll (2 s) once it passes.
 start_worker later --queue later --concurrency 2 --poll 2
-wait_for 10 grep -q 'msg=listening' "$E2E_DIR/later.log" || fail "later did not listen"
+wait_listening later
 late=$(sql "SELECT bgexec.submit('noop', '{}', 'later', run_after => now() + interval '1 second')")
 wait_status "$late" completed 15
 lag=$(sql "SELECT extract(epoch FROM started_at - run_after) FROM bgexec.job WHERE id = $late")
