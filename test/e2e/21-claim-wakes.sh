@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# What makes a worker claim.  A NOTIFY for its queue, a full last claim or
-# the poll interval do; a slot coming free alone does not (each job used to
-# cost two more claims that found nothing).  Idle workers on one queue all
-# wake for each submit and all but one find nothing: after such a claim, the
-# next one a NOTIFY calls for waits (1 ms doubling to --claim-backoff), so
-# their empty claims stay bounded.  And the wake-ups that matter are kept: a
-# NOTIFY that arrives while every slot is busy is claimed for when one frees,
-# and a job whose run_after passes is found by the poll.
+# What makes a worker claim.  A NOTIFY for its queue, a full last claim, a
+# job that ended, or the poll interval do; a job's finish being queued does
+# not (each job used to cost two more claims that found nothing, now one).
+# Idle workers on one queue all wake for each submit and all but one find
+# nothing: after such a claim, the next one a NOTIFY calls for waits (1 ms
+# doubling to --claim-backoff), so their empty claims stay bounded.  And the
+# wake-ups that matter are kept: a NOTIFY that arrives while every slot is
+# busy is claimed for when one frees, a job whose run_after passes is found
+# by the poll, and a capped queue's next job is claimed when its running one
+# ends.
 source "$(dirname "$0")/lib.sh"
 # Claims are counted by the server (pg_stat_statements), whatever the worker logs.
 e2e_cluster 57962 "shared_preload_libraries = 'bgexec,pg_stat_statements'"
@@ -18,6 +20,13 @@ claims() {
         WHERE query LIKE '%FROM bgexec.claim(%'"
 }
 reset_claims() { sql "SELECT pg_stat_statements_reset()" >/dev/null; }
+# all_completed QUEUE TIMEOUT_S: waits until every job of QUEUE is completed
+all_done() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = '$1' AND status <> 'completed'") == 0 ]]; }
+all_completed() {
+  wait_for "$2" all_done "$1" ||
+    fail "jobs of $1 after $2 s: $(sql "SELECT string_agg(status || ' ' || n, ', ') FROM
+                                        (SELECT status, count(*) n FROM bgexec.job WHERE queue = '$1' GROUP BY 1) s")"
+}
 # submit_spaced N QUEUE GAP_S: N noop jobs one at a time (each its own
 # transaction, one session), GAP_S apart; waits for all to complete
 submit_spaced() {
@@ -25,8 +34,7 @@ submit_spaced() {
   for ((i = 0; i < $1; i++)); do
     echo "SELECT bgexec.submit('noop', '{}', '$2'); SELECT pg_sleep($3);"
   done | psql -qXAt -v ON_ERROR_STOP=1 >/dev/null || fail "submits to $2"
-  wait_for 30 test "$(sql "SELECT count(*) FROM bgexec.job WHERE queue = '$2' AND status <> 'completed'")" = 0 ||
-    fail "jobs of $2 not completed: $(sql "SELECT status, count(*) FROM bgexec.job WHERE queue = '$2' GROUP BY 1")"
+  all_completed "$2" 30
 }
 
 # wait_listening NAME...: until each worker's notifier has its LISTEN in place
@@ -48,19 +56,20 @@ claims_for() {
   ((calls <= max)) || fail "$calls claims for $n jobs to $what, more than $max"
 }
 
-# 1. One worker, 40 jobs 20 ms apart: one claim per job (plus polls), no
-#    claim for a slot that came free (three claims per job before).
+# 1. One worker, 40 jobs 20 ms apart: a claim for each NOTIFY and one when
+#    each job has ended, none when its finish is queued (three claims per job
+#    before).
 start_worker solo --queue solo --concurrency 4 --poll 5
 wait_listening solo
-claims_for 40 solo 0.02 50 "one worker"
+claims_for 40 solo 0.02 100 "one worker"
 kill "$PID_solo"; wait "$PID_solo" || true
 
 # 2. Four idle workers on one queue, 100 jobs 10 ms apart: every submit wakes
 #    all four; without the backoff three claims per job find nothing (about
-#    600 claims before, 400 with --claim-backoff 0).
+#    600 claims before, 500 with --claim-backoff 0).
 for w in h1 h2 h3 h4; do start_worker "$w" --queue herd --concurrency 4 --poll 5; done
 wait_listening h1 h2 h3 h4
-claims_for 100 herd 0.01 350 "four idle workers"
+claims_for 100 herd 0.01 420 "four idle workers"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event e JOIN bgexec.job j ON j.id = e.job_id
             WHERE j.queue = 'herd' AND e.kind = 'started'") == 100 ]] || fail "started events"
 
@@ -86,5 +95,17 @@ lag=$(sql "SELECT extract(epoch FROM started_at - run_after) FROM bgexec.job WHE
 echo "# the delayed job started ${lag}s after its run_after"
 awk -v g="$lag" 'BEGIN {exit !(g < 5)}' || fail "the delayed job started ${lag}s after its run_after"
 
-for w in h1 h2 h3 h4 one later; do p=PID_$w; kill -0 "${!p}" || fail "worker $w died"; done
+# 5. A queue with max_running 1: nothing announces its next job when the
+#    running one ends; the worker that ran it claims then (with --poll 30,
+#    30 jobs would take 15 minutes on the poll).
+sql "SELECT bgexec.configure_queue('capped', max_running => 1)" >/dev/null
+start_worker capped --queue capped --concurrency 4 --poll 30
+wait_listening capped
+sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'capped'))
+                                                FROM generate_series(1, 30)))" >/dev/null
+all_completed capped 20
+echo "# capped queue: 30 jobs one at a time in $(sql "SELECT round(extract(epoch FROM max(finished_at) - min(started_at))::numeric, 2)
+                                                  FROM bgexec.job WHERE queue = 'capped'")s"
+
+for w in h1 h2 h3 h4 one later capped; do p=PID_$w; kill -0 "${!p}" || fail "worker $w died"; done
 ok

@@ -206,6 +206,7 @@ void Worker::start_job(std::shared_ptr<Job> job) {
                    if (unclaim_ && job->lease() > unclaim_->after_lease && !job->finish_written())
                      unclaim_->gone.push_back(job->lease());
                    jobs_.erase(id);
+                   slot_freed_ = true;
                    fetch_wake_.notify();
                    if (draining_ && jobs_.empty()) drained_.notify();
                  });
@@ -247,9 +248,11 @@ asio::awaitable<void> Worker::try_unclaim() {
 }
 
 // Claims when there are free slots and a reason to: a NOTIFY for one of its
-// queues since the last claim was sent, the last claim full (a backlog), or
-// the poll interval passed.  Wakes for other reasons (a slot came free) only
-// let a claim that was due wait for the slot.
+// queues since the last claim was sent, the last claim full (a backlog), a
+// job ended (its finish written: a capped queue's next job becomes
+// claimable then, and nothing announces it), or the poll interval passed.
+// A job's finish being queued is no reason alone: a claim then found the
+// job still counted as running, and nothing else.
 //
 // Every idle worker on a queue wakes for each submit, and all but one find
 // nothing: with 16 workers, 16 claims per job.  So a claim that only a
@@ -265,14 +268,14 @@ asio::awaitable<void> Worker::fetcher() {
     bool more = false;
     if (unclaim_ && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
     auto now = Clock::now();
-    bool due = backlog_ || now >= next_poll_;  // claims at once
+    bool due = backlog_ || slot_freed_ || now >= next_poll_;  // claims at once
     bool by_notify = !due && notified_;        // waits out the backoff first
     if (free > 0 && (due || (by_notify && now >= quiet_until_))) {
-      const char* why = backlog_ ? "backlog" : by_notify ? "notify" : "poll";
+      const char* why = backlog_ ? "backlog" : slot_freed_ ? "job_ended" : by_notify ? "notify" : "poll";
       bool failed = false;
       // A NOTIFY that arrives from here on may be for a commit the claim
       // does not see: it calls for another claim.
-      notified_ = false;
+      notified_ = slot_freed_ = false;
       next_poll_ = now + seconds(cfg_.poll_s);
       try {
         int n = co_await claim_once(free);

@@ -111,6 +111,10 @@ class Worker {
   // A slot coming free is no reason alone: most claims it made found nothing.
   bool notified_ = false;
   Clock::time_point next_poll_{};  // the first claim is due at once
+  // A job ended (its finish written) since the last claim was sent: in a
+  // queue with max_running (or a per-key cap) that may make a queued job
+  // claimable, and nothing announces it.
+  bool slot_freed_ = false;
   // Claims woken by NOTIFY alone that found nothing in a row (every idle
   // worker listening on a queue wakes for each submit; one gets the job),
   // and until when the next such claim waits (--claim-backoff).
