@@ -1527,7 +1527,7 @@ BEGIN
 			END IF;
 			IF NOT s.overlap THEN
 				SELECT j.status INTO v_last FROM bgexec.job j WHERE j.id = s.last_job_id;
-				IF v_last IN ('queued', 'running', 'suspended') THEN
+				IF NOT bgexec._is_terminal(v_last) THEN  -- unfinished (a purged job: NULL, no)
 					RAISE EXCEPTION 'skipped: job % of the last run is still %', s.last_job_id, v_last
 						USING ERRCODE = 'object_in_use';
 				END IF;
@@ -2166,7 +2166,7 @@ BEGIN
 	END IF;
 	IF NOT s.overlap THEN
 		SELECT j.status INTO v_last FROM bgexec.job j WHERE j.id = s.last_job_id;
-		IF v_last IN ('queued', 'running', 'suspended') THEN
+		IF NOT bgexec._is_terminal(v_last) THEN  -- unfinished (a purged job: NULL, no)
 			RAISE EXCEPTION 'schedule "%" does not overlap: job % of its last run is still %',
 			                s.name, s.last_job_id, v_last
 				USING ERRCODE = 'object_in_use';
