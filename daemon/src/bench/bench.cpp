@@ -457,6 +457,38 @@ void settle(pg::SyncConnection& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
+// Waits (20 ms apart, up to `timeout_s`) until `queue` has no queued or
+// running job; returns the statements it ran.
+long long wait_settled(pg::SyncConnection& c, const std::string& queue, double timeout_s) {
+  auto t0 = Clock::now();
+  long long stmts = 0;
+  for (;;) {
+    ++stmts;
+    if (c.scalar("SELECT EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running'))",
+                 {queue}) != "t" ||
+        secs_since(t0) > timeout_s)
+      return stmts;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Percentiles of started_at - created_at (the DB clock) over `queue`'s
+// started jobs, in ms: p50, p95, p99, max, min.
+json pickup_ms(pg::SyncConnection& c, const std::string& queue) {
+  auto r = c.exec(
+      "SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms), max(ms), min(ms)"
+      "  FROM (SELECT extract(epoch FROM started_at - created_at) * 1000 AS ms"
+      "          FROM bgexec.job WHERE queue = $1 AND started_at IS NOT NULL) s",
+      {queue});
+  std::string arr = r.get(0, 0).value_or("{0,0,0}");
+  std::vector<double> p;
+  std::stringstream ss(arr.substr(1, arr.size() - 2));
+  for (std::string x; std::getline(ss, x, ',');) p.push_back(to_d(x));
+  while (p.size() < 3) p.push_back(0);
+  return {{"p50", round3(p[0])}, {"p95", round3(p[1])}, {"p99", round3(p[2])},
+          {"max", round3(to_d(r.get(0, 1).value_or("0")))}, {"min", round3(to_d(r.get(0, 2).value_or("0")))}};
+}
+
 // Pickup latency: `n` jobs submitted one at a time, `gap_ms` apart, to idle
 // workers (after settle); percentiles of started_at - created_at (both the
 // DB clock).
@@ -505,25 +537,10 @@ json pickup(const Options& o, Check& check, json& commit_ref) {
   commit_ref = {{"p50", round3(quantile(commit_ms, 0.5))},
                 {"p95", round3(quantile(commit_ms, 0.95))},
                 {"p99", round3(quantile(commit_ms, 0.99))}};
-  auto t0 = Clock::now();
-  while (to_ll(c.scalar("SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running')",
-                        {queue})) > 0 &&
-         secs_since(t0) < 60)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_settled(c, queue, 60);
   ws.stop();
-  auto r = c.exec(
-      "SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms), max(ms), min(ms)"
-      "  FROM (SELECT extract(epoch FROM started_at - created_at) * 1000 AS ms"
-      "          FROM bgexec.job WHERE queue = $1 AND started_at IS NOT NULL) s",
-      {queue});
-  std::string arr = r.get(0, 0).value_or("{0,0,0}");
-  std::vector<double> p;
-  std::stringstream ss(arr.substr(1, arr.size() - 2));
-  for (std::string x; std::getline(ss, x, ',');) p.push_back(to_d(x));
-  while (p.size() < 3) p.push_back(0);
   check = check_exactly_once(c, queue, o.pickup_jobs);
-  return {{"p50", round3(p[0])}, {"p95", round3(p[1])}, {"p99", round3(p[2])},
-          {"max", round3(to_d(r.get(0, 1).value_or("0")))}, {"min", round3(to_d(r.get(0, 2).value_or("0")))}};
+  return pickup_ms(c, queue);
 }
 
 // Worker memory: RSS of an idle worker with 64 slots, then with 64 jobs in
@@ -686,28 +703,14 @@ json trickle(const Options& o, int w, int c, int n, double gap_ms, long long& ba
     next += gap;
     std::this_thread::sleep_until(next);
   }
-  auto t0 = Clock::now();
-  for (;;) {
-    ++own;
-    if (s.scalar("SELECT EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running'))",
-                 {queue}) != "t" ||
-        secs_since(t0) > 60)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  own += wait_settled(s, queue, 60);
   HostCpu h1 = host_cpu();
   ws.stop();
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the workers' backends flushed their stats
   Counters after = read_counters(s);
   long long commits = after.commits - before.commits - own - 1;
   long hz = ::sysconf(_SC_CLK_TCK);
-  auto r = s.exec(
-      "SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at))"
-      "  FROM bgexec.job WHERE queue = $1 AND started_at IS NOT NULL",
-      {queue});
-  std::string arr = r.get(0, 0).value_or("{0,0}");
-  double p50 = 0, p99 = 0;
-  std::sscanf(arr.c_str(), "{%lf,%lf}", &p50, &p99);
+  json pk = pickup_ms(s, queue);
   Check ck = check_exactly_once(s, queue, n);
   bad += ck.missing + ck.duplicates;
   return {{"workers", w},
@@ -717,8 +720,8 @@ json trickle(const Options& o, int w, int c, int n, double gap_ms, long long& ba
           {"commits_per_job", round3(static_cast<double>(commits) / n)},
           {"host_cpu_ms_per_job",
            hz > 0 ? json(round3(1000.0 * static_cast<double>(h1.busy - h0.busy) / hz / n)) : json(nullptr)},
-          {"pickup_p50_ms", round3(p50 * 1000)},
-          {"pickup_p99_ms", round3(p99 * 1000)},
+          {"pickup_p50_ms", pk["p50"]},
+          {"pickup_p99_ms", pk["p99"]},
           {"missing", ck.missing},
           {"duplicates", ck.duplicates}};
 }
