@@ -41,6 +41,15 @@ no_secret_in_db() {
   if grep -n -F -e "$PEM_1" -e "$PEM_2" -e "$QUOTED_1" -e "$QUOTED_2" -e "$UNI_1" -e "${SQLPW_1:0:10}" -e "$JSONPW_1" "$E2E_DIR/dump.txt" >&2; then fail "a secret reached the database: $1"; fi
 }
 
+# sql_step_fails STEP SQL PARAM: a workflow of one sql step with one
+# parameter, which must fail; its id in $job and its error message in $msg.
+sql_step_fails() {
+  job=$("$BGEXEC" submit workflow "$(jq -nc --arg id "$1" --arg sql "$2" --arg p "$3" \
+    '{steps: [{id: $id, sql: $sql, params: [$p]}]}')") || fail "submit $1"
+  wait_status "$job" failed 20
+  msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $job")
+}
+
 # --- deep JSON ---------------------------------------------------------------
 # A run step printing 200 000 nested arrays (400 kB): the recursive copy of the
 # parsed output overflowed the worker's stack (SIGSEGV, every job lost).
@@ -96,28 +105,19 @@ no_secret_in_db "a JSON-escaped secret"
 # The server quotes the parameter in the error's CONTEXT, cut to 16 bytes
 # by the database's setting: masked in full, a prefix went through.
 sql "ALTER DATABASE postgres SET log_parameter_max_length_on_error = 16" >/dev/null
-cut=$("$BGEXEC" submit workflow '{"steps": [{"id": "cast", "sql": "SELECT $1::int", "params": ["{{secrets.SQLPW}}"]}]}') \
-  || fail submit
-wait_status "$cut" failed 20
+sql_step_fails cast 'SELECT $1::int' '{{secrets.SQLPW}}'
 no_secret_in_db "a sql parameter cut short in an error"
-[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $cut") == *'integer: "***"'* ]] \
-  || fail "sql error: $(sql "SELECT error FROM bgexec.job WHERE id = $cut")"
+[[ $msg == *'integer: "***"'* ]] || fail "sql error: $msg"
 # a step without a secret parameter keeps the server's setting
-plain=$("$BGEXEC" submit workflow '{"steps": [{"id": "plain", "sql": "SELECT $1::int", "params": ["not-a-secret-number"]}]}') \
-  || fail submit
-wait_status "$plain" failed 20
-[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $plain") == *"\$1 = 'not-a-secret-num...'"* ]] \
-  || fail "plain sql error: $(sql "SELECT error FROM bgexec.job WHERE id = $plain")"
+sql_step_fails plain 'SELECT $1::int' not-a-secret-number
+[[ $msg == *"\$1 = 'not-a-secret-num...'"* ]] || fail "plain sql error: $msg"
 sql "ALTER DATABASE postgres RESET log_parameter_max_length_on_error" >/dev/null
 # The server's DETAIL and CONTEXT may quote a piece of a parameter no masker
 # can know (the JSON token it stopped at): a step with a secret parameter
 # keeps the primary message only.
-js=$("$BGEXEC" submit workflow '{"steps": [{"id": "cast", "sql": "SELECT $1::jsonb", "params": ["{{secrets.JSONPW}}"]}]}') \
-  || fail submit
-wait_status "$js" failed 20
+sql_step_fails cast 'SELECT $1::jsonb' '{{secrets.JSONPW}}'
 no_secret_in_db "a JSON token of a secret parameter"
-[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $js") == *"invalid input syntax for type json"* ]] \
-  || fail "json sql error: $(sql "SELECT error FROM bgexec.job WHERE id = $js")"
+[[ $msg == *"invalid input syntax for type json"* ]] || fail "json sql error: $msg"
 # 16 MiB - 10 bytes, then the secret: the capture stops after its first 10
 # bytes, masking the whole missed them, and they were the step's output.
 # (A worker with a longer lease: writing 32 MB of step_completed takes the
