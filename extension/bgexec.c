@@ -6,8 +6,9 @@
  *
  * The job tables and the queue logic live in the SQL install script; this
  * module only holds what is better written in C (see STYLE.md): payload
- * validation (validate.c), the in-server watchdog (watchdog.c) and the
- * identity of the caller (here).
+ * validation (validate.c), the in-server watchdog (watchdog.c), the
+ * targeted wake-ups of idle workers (wake.c) and the identity of the
+ * caller (here).
  *
  * extension/bgexec.c
  *
@@ -156,6 +157,8 @@ _PG_init(void)
 
 	if (process_shared_preload_libraries_in_progress && bgexec_watchdog_enabled)
 		bgexec_watchdog_register();
+	if (process_shared_preload_libraries_in_progress)
+		bgexec_wake_init();
 }
 
 /*

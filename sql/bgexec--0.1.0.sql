@@ -395,6 +395,33 @@ CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 COMMENT ON FUNCTION bgexec._validate_payload(text, jsonb) IS
 	'raises 22023/54000 naming the field when a payload (or workflow DAG) is invalid';
 
+/* Targeted wake-ups of idle workers (extension/wake.c).  A NOTIFY on
+ * PostgreSQL 15 wakes every listening backend of the database, whatever its
+ * channel; workers wait in await_work instead, and a commit that made jobs
+ * runnable wakes one waiting worker per job (as many as their free slots
+ * need).  _jobs_ready also sends the contract's NOTIFY bgexec_jobs, for
+ * anyone else listening and for workers on a server without the module
+ * preloaded. */
+CREATE FUNCTION bgexec._jobs_ready(queue text, jobs bigint) RETURNS void
+	AS 'MODULE_PATHNAME', 'bgexec_jobs_ready'
+	LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION bgexec._jobs_ready(text, bigint) IS
+	'NOTIFY bgexec_jobs, queue; at commit, wakes waiting workers of the queue for that many jobs';
+
+CREATE FUNCTION bgexec._wake_stop(worker_id text) RETURNS void
+	AS 'MODULE_PATHNAME', 'bgexec_wake_stop'
+	LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION bgexec._wake_stop(text) IS
+	'at commit, wakes the waiting await_work calls of that worker with stop = true';
+
+CREATE FUNCTION bgexec.await_work(worker_id text, queues text[], free int, timeout interval,
+                                  pass_on boolean DEFAULT false,
+                                  OUT jobs boolean, OUT stop boolean)
+	AS 'MODULE_PATHNAME', 'bgexec_await_work'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION bgexec.await_work(text, text[], int, interval, boolean) IS
+	'waits up to timeout until this worker is picked to claim jobs of its queues, or to stop one of its jobs';
+
 /* ----------------------------------------------------- internal helpers */
 
 -- _can_see: the caller owns the job, or is a superuser.
@@ -677,11 +704,10 @@ BEGIN
 		END IF;
 	END IF;
 
-	-- Identical payloads coalesce within a transaction: one wake-up per queue.
-	-- Only for a job runnable now: every listening worker wakes and claims
-	-- for it, and a job due later is found by the workers' poll.
+	-- Only for a job runnable now: a job due later is found by the workers'
+	-- poll.  Identical NOTIFYs coalesce within a transaction.
 	IF p_run_after IS NULL OR p_run_after <= now() THEN
-		PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+		PERFORM bgexec._jobs_ready(p_queue, 1);
 	END IF;
 	RETURN v_id;
 END
@@ -743,7 +769,7 @@ BEGIN
 		jsonb_build_object('attempt', p_attempt, 'error', p_error,
 		                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
 	IF v_delay <= interval '0' THEN  -- due later: the workers' poll finds it
-		PERFORM pg_catalog.pg_notify('bgexec_jobs', p_queue);
+		PERFORM bgexec._jobs_ready(p_queue, 1);
 	END IF;
 	RETURN 'queued';
 END
@@ -1101,7 +1127,7 @@ BEGIN
 		RETURNING x.last_seq INTO v_seq;
 		PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
 			jsonb_build_object('attempt', j.attempt, 'error', v_err, 'delay_ms', 0));
-		PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+		PERFORM bgexec._jobs_ready(j.queue, 1);
 	END LOOP;
 	RETURN v_n;
 END
@@ -1845,10 +1871,11 @@ BEGIN
 			 ORDER BY x.ord
 			RETURNING id)
 		SELECT ins.id FROM ins ORDER BY ins.id;
-		PERFORM pg_catalog.pg_notify('bgexec_jobs', qn)  -- queues with a job runnable now
-		   FROM (SELECT DISTINCT coalesce(e->>'queue', 'default') AS qn
+		PERFORM bgexec._jobs_ready(qn, n)  -- queues with jobs runnable now
+		   FROM (SELECT coalesce(e->>'queue', 'default') AS qn, count(*) AS n
 		           FROM jsonb_array_elements(jobs) e
-		          WHERE e->>'run_after' IS NULL OR (e->>'run_after')::timestamptz <= now()) d;
+		          WHERE e->>'run_after' IS NULL OR (e->>'run_after')::timestamptz <= now()
+		          GROUP BY 1) d;
 		RETURN;
 	END IF;
 	RETURN QUERY
@@ -1926,6 +1953,7 @@ BEGIN
 			PERFORM bgexec._event(j.id, v_seq, 'stop_requested',
 				jsonb_build_object('by', bgexec._caller()));
 			PERFORM pg_catalog.pg_notify('bgexec_stop', j.id::text);
+			PERFORM bgexec._wake_stop(j.lease_owner);
 		END IF;
 		RETURN 'running';
 	END IF;
@@ -1961,7 +1989,7 @@ BEGIN
 	PERFORM bgexec._event(j.id, v_seq, 'resumed',
 		jsonb_build_object('input', coalesce(input, 'null'), 'step', v_step,
 		                   'by', bgexec._caller()));
-	PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+	PERFORM bgexec._jobs_ready(j.queue, 1);
 	RETURN true;
 END
 $$;
@@ -2021,7 +2049,7 @@ BEGIN
 	PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
 		jsonb_build_object('manual', true, 'by', bgexec._caller(),
 		                   'previous_status', j.status));
-	PERFORM pg_catalog.pg_notify('bgexec_jobs', j.queue);
+	PERFORM bgexec._jobs_ready(j.queue, 1);
 	RETURN true;
 END
 $$;
@@ -2300,8 +2328,8 @@ BEGIN
 	       retry_cap = coalesce(configure_queue.retry_cap, x.retry_cap)
 	 WHERE x.name = configure_queue.name
 	RETURNING x.* INTO q;
-	IF NOT q.paused THEN
-		PERFORM pg_catalog.pg_notify('bgexec_jobs', q.name);
+	IF NOT q.paused THEN  -- a queue unpaused or a cap raised: every waiting worker
+		PERFORM bgexec._jobs_ready(q.name, 2147483647);
 	END IF;
 	RETURN q;
 END
@@ -2444,6 +2472,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.claim(text, text[], int, interval),
 	bgexec.unclaim(text, bigint, bigint[]),
 	bgexec.heartbeat(text, bigint[], interval),
+	bgexec.await_work(text, text[], int, interval, boolean),
 	bgexec.append_event(bigint, bigint, text, jsonb, int),
 	bgexec.append_events(bigint, bigint, jsonb, int),
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),

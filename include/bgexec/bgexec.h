@@ -34,6 +34,9 @@ extern bool bgexec_name_chars_ok(const char *s, int len, int max_len,
  * [A-Za-z0-9_.:-]) on a text value. */
 extern bool bgexec_text_name_ok(const text *name, int max_len);
 
+/* wake.c: reserves the wake slots (shared_preload_libraries only) */
+extern void bgexec_wake_init(void);
+
 /* watchdog.c */
 extern void bgexec_watchdog_register(void);
 extern PGDLLEXPORT void bgexec_watchdog_main(Datum main_arg);

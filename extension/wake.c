@@ -1,0 +1,595 @@
+/*-------------------------------------------------------------------------
+ *
+ * wake.c
+ *	  Targeted wake-ups of idle workers: bgexec.await_work() and the
+ *	  commit-time wakes of submit, retry, resume and stop.
+ *
+ * Why not LISTEN.  On PostgreSQL 15 a NOTIFY signals every backend of the
+ * database that listens on any channel; each wakes, reads the notification
+ * queue in a transaction of its own and commits.  With one LISTEN
+ * connection per worker process, every submit cost every worker's backend a
+ * wake-up and a commit, and every finish that notified bgexec_events did
+ * too: 148 commits per job with 64 idle workers, and a 64-worker drain at
+ * half the rate of a 16-worker one (bench/README.md).
+ *
+ * How.  A worker's backend calls bgexec.await_work(worker_id, queues, free,
+ * timeout), which registers it in a slot of shared memory (the queues it
+ * claims from, as hashes, and how many jobs it could start) and sleeps on
+ * its latch.  A transaction that makes jobs runnable records, per queue,
+ * how many (bgexec._jobs_ready, which also sends the NOTIFY bgexec_jobs of
+ * the contract for anyone else listening); when it commits, a transaction
+ * callback wakes waiting slots of that queue until their free capacity
+ * covers the jobs: one worker per job, not all of them.  bgexec.stop()
+ * records the worker holding the lease (bgexec._wake_stop), and its slots
+ * are woken with the stop flag.
+ *
+ * What is guaranteed, and what is not.  A wake is a hint, never a claim:
+ * the woken worker still claims with FOR UPDATE SKIP LOCKED, and a lost or
+ * spurious wake costs latency or a claim, never a job (the workers' poll
+ * finds any job no wake announced).  A wake for a slot that is not asleep
+ * at that moment (its worker is claiming, or between two calls) is kept as
+ * pending, and its next call returns at once: no wake falls between a
+ * worker's empty claim and its next wait.  Wakes are sent after the commit
+ * is visible (XACT_EVENT_COMMIT follows ProcArrayEndTransaction), dropped
+ * on abort, on the abort of the subtransaction that recorded them, and on
+ * PREPARE TRANSACTION (a prepared transaction's jobs are found by poll).
+ *
+ * Locking.  One LWLock guards the slots; a wake scans them once per
+ * committing transaction that recorded wakes (MaxBackends slots, a few
+ * microseconds), and sets the latches after releasing it.
+ *
+ * Needs shared_preload_libraries: without it await_work raises 55000 and
+ * the worker falls back to LISTEN bgexec_jobs, bgexec_stop.
+ *
+ * extension/wake.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "bgexec/bgexec.h"
+
+/* Queues a slot keeps as hashes; a worker with more matches every queue. */
+#define WAKE_MAX_QUEUES 32
+
+#define WAKE_JOBS	0x01
+#define WAKE_STOP	0x02
+
+/* A slot that has not called await_work for this long takes no pending wakes. */
+#define WAKE_STALE_US (10 * USECS_PER_SEC)
+
+/* Longest await_work timeout: the statement holds a snapshot while it waits. */
+#define WAKE_MAX_TIMEOUT_MS (3600 * 1000)
+
+typedef struct WakeSlot
+{
+	int			pid;			/* 0: free */
+	int			pgprocno;		/* whose latch to set */
+	Oid			dboid;
+	uint32		worker;			/* hash of the worker id */
+	int			nqueues;		/* -1: every queue */
+	uint32		queues[WAKE_MAX_QUEUES];
+	int			free;			/* jobs it said it could start, less wakes since */
+	bool		sleeping;		/* inside await_work now */
+	uint8		pending;		/* WAKE_JOBS | WAKE_STOP, not yet returned */
+	uint32		woken_queues;	/* bit i: queues[i] had a job wake */
+	TimestampTz last_call;		/* entry or exit of await_work */
+} WakeSlot;
+
+typedef struct WakeShared
+{
+	LWLock	   *lock;
+	int			nslots;
+	int			next;			/* where the next scan starts: spreads wakes */
+	WakeSlot	slots[FLEXIBLE_ARRAY_MEMBER];
+} WakeShared;
+
+/* What a transaction will wake at commit. */
+typedef struct WakeRequest
+{
+	uint8		kind;			/* WAKE_JOBS or WAKE_STOP */
+	uint32		hash;			/* queue or worker */
+	int64		jobs;			/* WAKE_JOBS: how many */
+	int			level;			/* subtransaction nesting level */
+	int			skip_slot;		/* a slot not to wake (pass-on), or -1 */
+} WakeRequest;
+
+static WakeShared *wake_shared = NULL;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static WakeRequest *requests = NULL;	/* in TopTransactionContext */
+static int	nrequests = 0;
+static int	maxrequests = 0;
+static bool callbacks_registered = false;
+static bool slot_exit_registered = false;
+
+PG_FUNCTION_INFO_V1(bgexec_await_work);
+PG_FUNCTION_INFO_V1(bgexec_jobs_ready);
+PG_FUNCTION_INFO_V1(bgexec_wake_stop);
+
+/* Size of the shared slots. */
+static Size
+wake_shmem_size(void)
+{
+	return add_size(offsetof(WakeShared, slots), mul_size(MaxBackends, sizeof(WakeSlot)));
+}
+
+/* shmem_request_hook: reserves the slots and their lock. */
+static void
+wake_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(wake_shmem_size());
+	RequestNamedLWLockTranche("bgexec_wake", 1);
+}
+
+/* shmem_startup_hook: attaches to (or creates) the slots. */
+static void
+wake_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	wake_shared = ShmemInitStruct("bgexec_wake", wake_shmem_size(), &found);
+	if (!found)
+	{
+		memset(wake_shared, 0, wake_shmem_size());
+		wake_shared->lock = &(GetNamedLWLockTranche("bgexec_wake"))->lock;
+		wake_shared->nslots = MaxBackends;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Called from _PG_init when preloaded. */
+void
+bgexec_wake_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = wake_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = wake_shmem_startup;
+}
+
+/* Hash of a name, as slots and requests keep it. */
+static uint32
+name_hash(const text *t)
+{
+	return hash_bytes((const unsigned char *) VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+/* This backend's slot; NULL without shared memory. */
+static WakeSlot *
+my_slot(void)
+{
+	if (wake_shared == NULL || MyBackendId < 1 || MyBackendId > wake_shared->nslots)
+		return NULL;
+	return &wake_shared->slots[MyBackendId - 1];
+}
+
+/* before_shmem_exit: frees this backend's slot. */
+static void
+wake_slot_exit(int code, Datum arg)
+{
+	WakeSlot   *slot = my_slot();
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
+	if (slot->pid == MyProcPid)
+		memset(slot, 0, sizeof(WakeSlot));
+	LWLockRelease(wake_shared->lock);
+}
+
+/* Whether slot s waits for jobs of the queue with hash q; sets *bit. */
+static bool
+slot_has_queue(const WakeSlot *s, uint32 q, uint32 *bit)
+{
+	if (s->nqueues < 0)
+	{
+		*bit = 0;
+		return true;
+	}
+	for (int i = 0; i < s->nqueues; i++)
+		if (s->queues[i] == q)
+		{
+			*bit = (uint32) 1 << i;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Wakes slots for each request of reqs[0..n), in this database.  A job
+ * request wakes, in turn: slots asleep with free capacity, then slots
+ * called recently and not asleep (their next call returns at once), until
+ * their capacity covers the jobs; a slot already holding a job wake counts
+ * as covering up to its capacity and is not woken twice.  A stop request
+ * wakes every slot of the worker.  A sleeping slot's latch is set once, when
+ * its first wake arrives (so at most nslots latches).  Takes the slots'
+ * lock; sets the latches after releasing it.
+ */
+static void
+wake_slots(const WakeRequest *reqs, int n)
+{
+	int		   *procs;
+	int			nprocs = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (wake_shared == NULL || n == 0)
+		return;
+	procs = palloc(sizeof(int) * wake_shared->nslots);
+	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
+	for (int r = 0; r < n; r++)
+	{
+		const WakeRequest *req = &reqs[r];
+		int64		need = req->jobs;
+		int			start = wake_shared->next;
+
+		if (req->kind == WAKE_STOP)
+		{
+			for (int i = 0; i < wake_shared->nslots; i++)
+			{
+				WakeSlot   *s = &wake_shared->slots[i];
+
+				if (s->pid == 0 || s->dboid != MyDatabaseId || s->worker != req->hash)
+					continue;
+				if (s->sleeping && s->pending == 0)
+					procs[nprocs++] = s->pgprocno;
+				s->pending |= WAKE_STOP;
+			}
+			continue;
+		}
+		for (int pass = 0; pass < 2 && need > 0; pass++)
+		{
+			for (int k = 0; k < wake_shared->nslots && need > 0; k++)
+			{
+				int			i = (start + k) % wake_shared->nslots;
+				WakeSlot   *s = &wake_shared->slots[i];
+				uint32		bit;
+
+				if (s->pid == 0 || s->dboid != MyDatabaseId || i == req->skip_slot ||
+					s->free <= 0 || !slot_has_queue(s, req->hash, &bit))
+					continue;
+				if (pass == 0 ? !s->sleeping : (s->sleeping || now - s->last_call > WAKE_STALE_US))
+					continue;
+				if (s->sleeping && s->pending == 0)
+					procs[nprocs++] = s->pgprocno;
+				s->pending |= WAKE_JOBS;
+				s->woken_queues |= bit;
+				need -= s->free;
+				s->free = need >= 0 ? 0 : (int) -need;
+				wake_shared->next = (i + 1) % wake_shared->nslots;
+			}
+		}
+	}
+	LWLockRelease(wake_shared->lock);
+	for (int i = 0; i < nprocs; i++)
+		SetLatch(&ProcGlobal->allProcs[procs[i]].procLatch);
+	pfree(procs);
+}
+
+/* Transaction callback: wakes at commit, forgets at abort and prepare. */
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (nrequests > 0)
+			{
+				/* A failure here must not turn a commit into an error. */
+				PG_TRY();
+				{
+					wake_slots(requests, nrequests);
+				}
+				PG_CATCH();
+				{
+					FlushErrorState();
+				}
+				PG_END_TRY();
+			}
+			/* FALLTHROUGH */
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			requests = NULL;	/* freed with TopTransactionContext */
+			nrequests = maxrequests = 0;
+			break;
+		default:
+			break;
+	}
+}
+
+/* Subtransaction callback: an aborted subtransaction's wakes are dropped. */
+static void
+wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		int			kept = 0;
+
+		for (int i = 0; i < nrequests; i++)
+			if (requests[i].level < level)
+				requests[kept++] = requests[i];
+		nrequests = kept;
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (int i = 0; i < nrequests; i++)
+			if (requests[i].level >= level)
+				requests[i].level = level - 1;
+	}
+}
+
+/* Records a wake for the commit of the current transaction. */
+static void
+add_request(uint8 kind, uint32 hash, int64 jobs)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(wake_xact_callback, NULL);
+		RegisterSubXactCallback(wake_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	for (int i = 0; i < nrequests; i++)
+		if (requests[i].kind == kind && requests[i].hash == hash && requests[i].level == level)
+		{
+			if (kind == WAKE_JOBS)
+				requests[i].jobs = Min(requests[i].jobs + jobs, PG_INT32_MAX);
+			return;
+		}
+	if (nrequests == maxrequests)
+	{
+		int			grown = Max(8, maxrequests * 2);
+
+		requests = requests == NULL ?
+			MemoryContextAlloc(TopTransactionContext, sizeof(WakeRequest) * grown) :
+			repalloc(requests, sizeof(WakeRequest) * grown);
+		maxrequests = grown;
+	}
+	requests[nrequests].kind = kind;
+	requests[nrequests].hash = hash;
+	requests[nrequests].jobs = jobs;
+	requests[nrequests].level = level;
+	requests[nrequests].skip_slot = -1;
+	nrequests++;
+}
+
+/*
+ * bgexec._jobs_ready(queue text, jobs bigint) -> void: the queue has jobs
+ * runnable now.  Sends NOTIFY bgexec_jobs, queue (coalesced per transaction,
+ * as before) and, at commit, wakes waiting workers of the queue until their
+ * free capacity covers the jobs.  Callers: the functions that make jobs
+ * runnable (submit, submit_many, retry, resume, unclaim, configure_queue).
+ */
+Datum
+bgexec_jobs_ready(PG_FUNCTION_ARGS)
+{
+	text	   *queue = PG_GETARG_TEXT_PP(0);
+	int64		jobs = PG_GETARG_INT64(1);
+
+	Async_Notify("bgexec_jobs", text_to_cstring(queue));
+	if (wake_shared != NULL && jobs > 0)
+		add_request(WAKE_JOBS, name_hash(queue), jobs);
+	PG_RETURN_VOID();
+}
+
+/*
+ * bgexec._wake_stop(worker_id text) -> void: at commit, wakes the waiting
+ * slots of that worker with the stop flag (its heartbeat then learns which
+ * jobs to stop).  Called by stop() next to its NOTIFY bgexec_stop.
+ */
+Datum
+bgexec_wake_stop(PG_FUNCTION_ARGS)
+{
+	if (wake_shared != NULL)
+		add_request(WAKE_STOP, name_hash(PG_GETARG_TEXT_PP(0)), 0);
+	PG_RETURN_VOID();
+}
+
+/* Registers this backend's slot for worker, queues and free; keeps pending wakes. */
+static void
+register_slot(WakeSlot *slot, const text *worker, ArrayType *queues, int free)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(queues, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (slot->pid != MyProcPid)
+	{
+		memset(slot, 0, sizeof(WakeSlot));
+		slot->pid = MyProcPid;
+		slot->pgprocno = MyProc->pgprocno;
+		slot->dboid = MyDatabaseId;
+	}
+	slot->worker = name_hash(worker);
+	if (n > WAKE_MAX_QUEUES)
+		slot->nqueues = -1;
+	else
+	{
+		int			kept = 0;
+
+		for (int i = 0; i < n; i++)
+			if (!nulls[i])
+				slot->queues[kept++] = name_hash(DatumGetTextPP(elems[i]));
+		/* A job wake recorded for a queue no longer at the same index is kept. */
+		if (kept != slot->nqueues && (slot->pending & WAKE_JOBS))
+			slot->woken_queues = ~(uint32) 0;
+		slot->nqueues = kept;
+	}
+	slot->free = free;
+	slot->last_call = GetCurrentTimestamp();
+}
+
+/*
+ * bgexec.await_work(worker_id text, queues text[], free int, timeout
+ * interval, pass_on boolean) -> (jobs boolean, stop boolean)
+ *
+ * Waits, up to timeout, until a committed transaction makes jobs of one of
+ * queues runnable and picks this worker to claim them (jobs), or asks to
+ * stop a job whose lease worker_id holds (stop); returns at once with what
+ * arrived since the previous call of this session.  free is how many jobs
+ * the worker could start now: a worker with none is not picked.  pass_on
+ * hands the previous call's job wakes, which the worker could not use, to
+ * other waiting workers (at once: those jobs are committed).
+ *
+ * Holds no lock while it waits; the statement's snapshot is held, so keep
+ * timeout short (the daemon uses a second).  Returns 100 ms before a
+ * statement_timeout would cancel it.  Cancellable.
+ */
+Datum
+bgexec_await_work(PG_FUNCTION_ARGS)
+{
+	text	   *worker;
+	ArrayType  *queues;
+	int			free;
+	Interval   *timeout;
+	bool		pass_on;
+	int64		timeout_us;
+	TimestampTz deadline;
+	WakeSlot   *slot;
+	uint8		got = 0;
+	uint32		passed = 0;
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (PG_ARGISNULL(0) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("worker_id must not be empty")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queues must not be null")));
+	if (PG_ARGISNULL(2) || PG_GETARG_INT32(2) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("free must be 0 or more")));
+	if (PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must not be null")));
+	worker = PG_GETARG_TEXT_PP(0);
+	queues = PG_GETARG_ARRAYTYPE_P(1);
+	free = PG_GETARG_INT32(2);
+	timeout = PG_GETARG_INTERVAL_P(3);
+	pass_on = !PG_ARGISNULL(4) && PG_GETARG_BOOL(4);
+	if (ARR_NDIM(queues) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queues must be a one-dimensional array")));
+	timeout_us = timeout->time + (timeout->day + (int64) timeout->month * DAYS_PER_MONTH) * USECS_PER_DAY;
+	if (timeout->month < 0 || timeout->day < 0 || timeout_us < 0 ||
+		timeout_us > (int64) WAKE_MAX_TIMEOUT_MS * 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must be between 0 and 1 hour")));
+	/* Return before statement_timeout would cancel the wait. */
+	if (StatementTimeout > 0)
+		timeout_us = Min(timeout_us, Max((int64) StatementTimeout - 100, 0) * 1000);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "await_work must return a composite type");
+	slot = my_slot();
+	if (slot == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("await_work needs bgexec in shared_preload_libraries"),
+				 errhint("Add bgexec to shared_preload_libraries and restart, or LISTEN bgexec_jobs instead.")));
+	if (!slot_exit_registered)
+	{
+		before_shmem_exit(wake_slot_exit, (Datum) 0);
+		slot_exit_registered = true;
+	}
+
+	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
+	if (slot->pid == MyProcPid && (slot->pending & WAKE_JOBS) == 0)
+	{
+		passed = pass_on ? slot->woken_queues : 0;
+		slot->woken_queues = 0;
+	}
+	register_slot(slot, worker, queues, free);
+	got = slot->pending;
+	slot->sleeping = got == 0 && timeout_us > 0;
+	LWLockRelease(wake_shared->lock);
+
+	/* Hand the job wakes this worker could not use to others, now. */
+	if (passed != 0)
+	{
+		WakeRequest reqs[WAKE_MAX_QUEUES];
+		int			n = 0;
+
+		for (int i = 0; i < slot->nqueues; i++)
+			if (passed & ((uint32) 1 << i))
+				reqs[n++] = (WakeRequest) {WAKE_JOBS, slot->queues[i], 1, 0, MyBackendId - 1};
+		wake_slots(reqs, n);
+	}
+
+	deadline = GetCurrentTimestamp() + timeout_us;
+	PG_TRY();
+	{
+		while (got == 0)
+		{
+			long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+
+			if (left <= 0)
+				break;
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 left, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			LWLockAcquire(wake_shared->lock, LW_SHARED);
+			got = slot->pending;
+			LWLockRelease(wake_shared->lock);
+		}
+	}
+	PG_FINALLY();
+	{
+		LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
+		if (slot->pid == MyProcPid)
+		{
+			slot->sleeping = false;
+			slot->last_call = GetCurrentTimestamp();
+		}
+		LWLockRelease(wake_shared->lock);
+	}
+	PG_END_TRY();
+
+	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
+	got = slot->pending;
+	slot->pending = 0;
+	LWLockRelease(wake_shared->lock);
+
+	values[0] = BoolGetDatum((got & WAKE_JOBS) != 0);
+	values[1] = BoolGetDatum((got & WAKE_STOP) != 0);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}

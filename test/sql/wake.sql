@@ -1,0 +1,85 @@
+-- wake: bgexec.await_work and the commit-time wakes of idle workers
+-- (extension/wake.c).  One session plays the worker: a wake for a slot that
+-- is not asleep is kept for its next call, so the session sees what a commit
+-- of its own woke.  Two workers sharing the jobs: isolation wake-one.
+\set SHOW_CONTEXT never
+-- bad input: 22023 naming the field (and nothing registered)
+SELECT * FROM try($$SELECT bgexec.await_work('', '{wq}', 1, '0')$$);
+SELECT * FROM try($$SELECT bgexec.await_work(NULL, '{wq}', 1, '0')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', NULL, 1, '0')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{{wq}}', 1, '0')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', -1, '0')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', NULL, '0')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, NULL)$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '-1 second')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '61 minutes')$$);
+-- workers only: a client role may not wait for work
+SET ROLE regress_alice;
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '0')$$);
+RESET ROLE;
+SET ROLE regress_worker;
+-- registers; nothing arrived, so the next call waits out its timeout
+SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT clock_timestamp() AS t0 \gset
+SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '100 ms');
+SELECT clock_timestamp() - :'t0' >= interval '100 ms' AS waited;
+RESET ROLE;
+-- a committed submit to one of its queues picks it: the wait returns at once
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+SELECT clock_timestamp() AS t0 \gset
+SELECT * FROM bgexec.await_work('ww', '{other,wq}', 2, '10 seconds');
+SELECT clock_timestamp() - :'t0' < interval '5 seconds' AS at_once;
+-- returned once, then gone
+SELECT * FROM bgexec.await_work('ww', '{other,wq}', 2, '0');
+-- the same for submit_many, retry and a queue unpaused
+SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "wq"}, {"kind": "noop", "queue": "wq"}]');
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT bgexec.submit('noop', queue => 'wq', max_attempts => 1) AS r \gset
+SELECT lease AS rl FROM bgexec.claim('wz', '{wq}', 10) WHERE job_id = :r \gset
+SELECT bgexec.finish(:r, :rl, 'failed', '{"message": "x"}');
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');  -- the submit's wake
+SELECT bgexec.retry(:r);
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', paused => true)).paused;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', paused => false)).paused;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- nothing for: a rolled back submit, a subtransaction rolled back (a released
+-- one counts), another queue, a job due later, a worker with no free slot
+BEGIN;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+ROLLBACK;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+BEGIN;
+SAVEPOINT s;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+BEGIN;
+SAVEPOINT s;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+RELEASE SAVEPOINT s;
+COMMIT;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT bgexec.submit('noop', queue => 'elsewhere') > 0 AS submitted;
+SELECT bgexec.submit('noop', queue => 'wq', run_after => now() + interval '1 hour') > 0 AS later;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 0, '0');
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- stop: the worker holding the lease is woken with stop, another is not
+SELECT bgexec.submit('noop', queue => 'ws') AS s1 \gset
+SELECT bgexec.submit('noop', queue => 'ws') AS s2 \gset
+SELECT count(*) FROM bgexec.claim('ww', '{ws}', 1);
+SELECT count(*) FROM bgexec.claim('wz', '{ws}', 1);
+SELECT bgexec.stop(id) FROM bgexec.job WHERE queue = 'ws' AND lease_owner = 'wz';
+SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT bgexec.stop(id) FROM bgexec.job WHERE queue = 'ws' AND lease_owner = 'ww';
+SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- statement_timeout shorter than the wait: returns before it, not cancelled
+SET statement_timeout = '300ms';
+SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
+RESET statement_timeout;
+DELETE FROM bgexec.job WHERE queue IN ('wq', 'ws', 'elsewhere');
+DELETE FROM bgexec.queue WHERE name = 'wq';
