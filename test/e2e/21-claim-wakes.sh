@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# What makes a worker claim.  A NOTIFY for its queue, a full last claim, a
-# job that ended, or the poll interval do; a job's finish being queued does
-# not (each job used to cost two more claims that found nothing, now one).
-# Idle workers on one queue all wake for each submit and all but one find
-# nothing: after such a claim, the next one a NOTIFY calls for waits (1 ms
-# doubling to --claim-backoff), so their empty claims stay bounded.  And the
-# wake-ups that matter are kept: a NOTIFY that arrives while every slot is
+# What makes a worker claim.  A wake for its queue (await_work picked it;
+# e2e 22 for the fleet), a full last claim, a job that ended, or the poll
+# interval do; a job's finish being queued does not (each job used to cost
+# two more claims that found nothing, now one).  Under LISTEN, idle workers
+# on one queue all wake for each submit and all but one find nothing: after
+# such a claim, the next one a NOTIFY calls for waits (1 ms doubling to
+# --claim-backoff), so their empty claims stay bounded.  And the
+# wake-ups that matter are kept: a wake that arrives while every slot is
 # busy is claimed for when one frees, a job whose run_after passes is found
 # by the poll, and a capped queue's next job is claimed when its running one
 # ends.
@@ -37,7 +38,7 @@ submit_spaced() {
   all_completed "$2" 30
 }
 
-# wait_listening NAME...: until each worker's notifier has its LISTEN in place
+# wait_listening NAME...: until each worker's notifier waits for work
 wait_listening() {
   local w
   for w in "$@"; do
@@ -56,7 +57,7 @@ claims_for() {
   ((calls <= max)) || fail "$calls claims for $n jobs to $what, more than $max"
 }
 
-# 1. One worker, 40 jobs 20 ms apart: a claim for each NOTIFY and one when
+# 1. One worker, 40 jobs 20 ms apart: a claim for each wake and one when
 #    each job has ended, none when its finish is queued (three claims per job
 #    before).
 start_worker solo --queue solo --concurrency 4 --poll 5
@@ -64,16 +65,17 @@ wait_listening solo
 claims_for 40 solo 0.02 100 "one worker"
 kill "$PID_solo"; wait "$PID_solo" || true
 
-# 2. Four idle workers on one queue, 100 jobs 10 ms apart: every submit wakes
-#    all four; without the backoff three claims per job find nothing (about
-#    600 claims before, 500 with --claim-backoff 0).
+# 2. Four idle workers on one queue, 100 jobs 10 ms apart: await_work wakes
+#    one of them per job, which claims, and claims again when the job has
+#    ended (200 claims).  Under LISTEN every submit woke all four: 222-300
+#    claims, 500 with --claim-backoff 0 (e2e 22), 600 before the backoff.
 for w in h1 h2 h3 h4; do start_worker "$w" --queue herd --concurrency 4 --poll 5; done
 wait_listening h1 h2 h3 h4
-claims_for 100 herd 0.01 420 "four idle workers"
+claims_for 100 herd 0.01 260 "four idle workers"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event e JOIN bgexec.job j ON j.id = e.job_id
             WHERE j.queue = 'herd' AND e.kind = 'started'") == 100 ]] || fail "started events"
 
-# 3. A NOTIFY while the only slot is busy: claimed for when the slot frees,
+# 3. A job while the only slot is busy: claimed for when the slot frees,
 #    not at the next poll (30 s).
 start_worker one --queue one --concurrency 1 --poll 30
 wait_listening one

@@ -69,7 +69,7 @@ auto log_exit(const char* component) {
 Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
-      signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), drained_(io.get_executor()),
+      signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })) {
@@ -128,35 +128,87 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
 
 // -------------------------------------------------------------- notifier
 
+// Learns of new jobs and stop requests.  With bgexec preloaded it waits in
+// bgexec.await_work on its own connection, a second at a time: a commit
+// that makes jobs runnable wakes one waiting worker per job (as many as
+// their free slots need), where a NOTIFY wakes every listening backend of
+// the database (extension/wake.c).  A job wake arriving when every slot is
+// taken is handed on to another worker by the next call (pass_on).  A stop
+// wake runs the heartbeat at once, which names the jobs to stop.  Without
+// the preloaded module (55000), or against an older extension (42883), it
+// LISTENs to bgexec_jobs and bgexec_stop instead.
 asio::awaitable<void> Worker::notifier() {
   double backoff = backoff_min_s;
+  bool listen = false;
   while (!stopping_) {
     try {
-      co_await listen_.query("LISTEN bgexec_jobs");
-      co_await listen_.query("LISTEN bgexec_stop");
-      core::log("info", "listening", {{"channels", "bgexec_jobs,bgexec_stop"}});
-      backoff = backoff_min_s;
-      next_poll_ = Clock::time_point{};  // anything submitted while we were away
-      fetch_wake_.notify();
-      for (;;) {
-        for (auto& n : co_await listen_.wait_notifications()) {
-          if (n.channel == "bgexec_jobs") {
-            if (std::find(cfg_.queues.begin(), cfg_.queues.end(), n.payload) != cfg_.queues.end()) {
-              notified_ = true;
-              fetch_wake_.notify();
-            }
-          } else if (n.channel == "bgexec_stop") {
-            std::int64_t id = std::strtoll(n.payload.c_str(), nullptr, 10);
-            if (auto it = jobs_.find(id); it != jobs_.end()) it->second->request_stop(StopReason::stop);
-          }
-        }
-      }
+      if (listen)
+        co_await listen_for_work();
+      else
+        co_await await_work([&backoff] { backoff = backoff_min_s; });
     } catch (const pg::Error& e) {
       if (stopping_) break;
+      if (!listen && (e.sqlstate() == "55000" || e.sqlstate() == "42883")) {
+        core::log("info", "await_work unavailable, listening instead", {{"error", e.what()}});
+        listen = true;
+        continue;
+      }
       core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
     }
     co_await sleep_for(seconds(backoff));
     backoff = std::min(backoff * 2, backoff_max_s);
+  }
+}
+
+asio::awaitable<void> Worker::await_work(std::function<void()> connected) {
+  bool pass_on = false;
+  for (bool first = true;; first = false) {
+    // The first call only registers (timeout 0): wakes from then on are
+    // kept for the next call, so the worker is listening once it returns.
+    int free = std::max(0, free_slots());
+    pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free),
+                        first ? "0" : "1 second", pass_on ? "true" : "false"};
+    auto r = co_await listen_.query(
+        "SELECT jobs, stop FROM bgexec.await_work($1, $2::text[], $3, $4::interval, $5)",
+        std::move(arg1_), /*prepare=*/true);
+    if (first) {
+      core::log("info", "listening", {{"via", "await_work"}});
+      connected();
+      next_poll_ = Clock::time_point{};  // anything submitted while we were away
+      fetch_wake_.notify();
+    }
+    // Picked for jobs: claim at once, or hand them on when full.
+    pass_on = false;
+    if (r.get(0, 0) == "t") {
+      if (free_slots() > 0) {
+        picked_ = true;
+        fetch_wake_.notify();
+      } else {
+        pass_on = true;
+      }
+    }
+    if (r.get(0, 1) == "t") hb_wake_.notify();
+  }
+}
+
+asio::awaitable<void> Worker::listen_for_work() {
+  co_await listen_.query("LISTEN bgexec_jobs");
+  co_await listen_.query("LISTEN bgexec_stop");
+  core::log("info", "listening", {{"channels", "bgexec_jobs,bgexec_stop"}});
+  next_poll_ = Clock::time_point{};  // anything submitted while we were away
+  fetch_wake_.notify();
+  for (;;) {
+    for (auto& n : co_await listen_.wait_notifications()) {
+      if (n.channel == "bgexec_jobs") {
+        if (std::find(cfg_.queues.begin(), cfg_.queues.end(), n.payload) != cfg_.queues.end()) {
+          notified_ = true;
+          fetch_wake_.notify();
+        }
+      } else if (n.channel == "bgexec_stop") {
+        std::int64_t id = std::strtoll(n.payload.c_str(), nullptr, 10);
+        if (auto it = jobs_.find(id); it != jobs_.end()) it->second->request_stop(StopReason::stop);
+      }
+    }
   }
 }
 
@@ -247,20 +299,21 @@ asio::awaitable<void> Worker::try_unclaim() {
   }
 }
 
-// Claims when there are free slots and a reason to: a NOTIFY for one of its
-// queues since the last claim was sent, the last claim full (a backlog), a
-// job ended (its finish written: a capped queue's next job becomes
-// claimable then, and nothing announces it), or the poll interval passed.
-// A job's finish being queued is no reason alone: a claim then found the
-// job still counted as running, and nothing else.
+// Claims when there are free slots and a reason to: await_work picked this
+// worker for jobs, a NOTIFY for one of its queues since the last claim was
+// sent, the last claim full (a backlog), a job ended (its finish written: a
+// capped queue's next job becomes claimable then, and nothing announces
+// it), or the poll interval passed.  A job's finish being queued is no
+// reason alone: a claim then found the job still counted as running, and
+// nothing else.
 //
-// Every idle worker on a queue wakes for each submit, and all but one find
-// nothing: with 16 workers, 16 claims per job.  So a claim that only a
-// NOTIFY called for, and that found nothing, makes the next such claim wait
-// 1 ms, then 2, 4… up to --claim-backoff while they keep finding nothing; a
-// claim that gets a job ends the wait (and halves the count).  The worker
-// that got the last job claims at once, and the others join within the
-// backoff when it is full.
+// Under LISTEN, every idle worker on a queue wakes for each submit, and all
+// but one find nothing: with 16 workers, 16 claims per job.  So a claim
+// that only a NOTIFY called for, and that found nothing, makes the next
+// such claim wait 1 ms, then 2, 4… up to --claim-backoff while they keep
+// finding nothing; a claim that gets a job ends the wait (and halves the
+// count).  The worker that got the last job claims at once, and the others
+// join within the backoff when it is full.
 asio::awaitable<void> Worker::fetcher() {
   double backoff = backoff_min_s;
   while (!draining_) {
@@ -268,14 +321,18 @@ asio::awaitable<void> Worker::fetcher() {
     bool more = false;
     if (unclaim_ && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
     auto now = Clock::now();
-    bool due = backlog_ || slot_freed_ || now >= next_poll_;  // claims at once
+    bool due = backlog_ || slot_freed_ || picked_ || now >= next_poll_;  // claims at once
     bool by_notify = !due && notified_;        // waits out the backoff first
     if (free > 0 && (due || (by_notify && now >= quiet_until_))) {
-      const char* why = backlog_ ? "backlog" : slot_freed_ ? "job_ended" : by_notify ? "notify" : "poll";
+      const char* why = backlog_       ? "backlog"
+                        : slot_freed_  ? "job_ended"
+                        : picked_      ? "wake"
+                        : by_notify    ? "notify"
+                                       : "poll";
       bool failed = false;
       // A NOTIFY that arrives from here on may be for a commit the claim
       // does not see: it calls for another claim.
-      notified_ = slot_freed_ = false;
+      notified_ = slot_freed_ = picked_ = false;
       next_poll_ = now + seconds(cfg_.poll_s);
       try {
         int n = co_await claim_once(free);
@@ -371,8 +428,8 @@ asio::awaitable<void> Worker::heartbeater() {
     } catch (const pg::Error& e) {
       core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
     }
-    auto next = sent + seconds(interval);
-    if (next > Clock::now()) co_await sleep_for(next - Clock::now());
+    // Early when a stop request woke the notifier: this heartbeat names the job.
+    co_await hb_wake_.wait_until(sent + seconds(interval));
   }
 }
 

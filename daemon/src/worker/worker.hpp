@@ -1,6 +1,6 @@
 #pragma once
 // `bgexec worker`: the daemon.  Components, each a coroutine on one io_context
-// (River's shape): notifier (LISTEN connection), fetcher (claims on wake or
+// (River's shape): notifier (bgexec.await_work, or LISTEN), fetcher (claims on wake or
 // poll), executor (one Job per claim, see job.hpp), heartbeater (one
 // statement per interval for all leases), lease guard (local lease expiry),
 // reconciler (reconcile() on a timer), completer (batched finishes, see
@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,6 +63,10 @@ class Worker {
 
  private:
   asio::awaitable<void> notifier();
+  // The notifier's two ways: bgexec.await_work (calls `connected` once
+  // registered), or LISTEN when the server lacks it.  Both throw pg::Error.
+  asio::awaitable<void> await_work(std::function<void()> connected);
+  asio::awaitable<void> listen_for_work();
   asio::awaitable<void> fetcher();
   asio::awaitable<void> heartbeater();
   asio::awaitable<void> lease_guard();
@@ -89,9 +94,10 @@ class Worker {
   pg::Connection ctl_;     // register, claim, events, reconcile, deregister
   pg::Connection fin_;     // the completer's finish_many batches only
   pg::Connection hb_;      // heartbeat only, so it keeps its cadence
-  pg::Connection listen_;  // LISTEN bgexec_jobs, bgexec_stop
+  pg::Connection listen_;  // bgexec.await_work (or LISTEN bgexec_jobs, bgexec_stop)
   asio::signal_set signals_;
   Event fetch_wake_;
+  Event hb_wake_;  // a stop request arrived: heartbeat now
   Event drained_;
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
@@ -115,6 +121,9 @@ class Worker {
   // queue with max_running (or a per-key cap) that may make a queued job
   // claimable, and nothing announces it.
   bool slot_freed_ = false;
+  // bgexec.await_work picked this worker for jobs since the last claim was
+  // sent: claims at once (a NOTIFY woke every worker, and waits its backoff).
+  bool picked_ = false;
   // Claims woken by NOTIFY alone that found nothing in a row (every idle
   // worker listening on a queue wakes for each submit; one gets the job),
   // and until when the next such claim waits (--claim-backoff).
