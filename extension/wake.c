@@ -21,7 +21,11 @@
  * callback wakes waiting slots of that queue until their free capacity
  * covers the jobs: one worker per job, not all of them.  bgexec.stop()
  * records the worker holding the lease (bgexec._wake_stop), and its slots
- * are woken with the stop flag.
+ * are woken with the stop flag.  Jobs due later (a run_after ahead, a
+ * retry's backoff) are recorded with their time (bgexec._jobs_due) in a
+ * table of the 256 earliest; a waiting worker of the queue sleeps until the
+ * earliest and takes them as a wake then, so they start on time rather than
+ * at the workers' next poll.
  *
  * What is guaranteed, and what is not.  A wake is a hint, never a claim:
  * the woken worker still claims with FOR UPDATE SKIP LOCKED, and a lost or
@@ -72,6 +76,13 @@
 
 #define WAKE_JOBS	0x01
 #define WAKE_STOP	0x02
+#define WAKE_LATER	0x04		/* request kind only: jobs due at a later time */
+
+/* Due times of jobs submitted for later, kept in all (the earliest win). */
+#define WAKE_MAX_DUE 256
+
+/* A due entry nobody took this long after its time is dropped. */
+#define WAKE_DUE_EXPIRE_US (10 * USECS_PER_SEC)
 
 /* A slot that has not called await_work for this long takes no pending wakes. */
 #define WAKE_STALE_US (10 * USECS_PER_SEC)
@@ -89,25 +100,37 @@ typedef struct WakeSlot
 	uint32		queues[WAKE_MAX_QUEUES];
 	int			free;			/* jobs it said it could start, less wakes since */
 	bool		sleeping;		/* inside await_work now */
+	TimestampTz sleep_until;	/* when it wakes by itself, while sleeping */
 	uint8		pending;		/* WAKE_JOBS | WAKE_STOP, not yet returned */
 	uint32		woken_queues;	/* bit i: queues[i] had a job wake */
 	TimestampTz last_call;		/* entry or exit of await_work */
 } WakeSlot;
+
+/* Jobs of a queue that become runnable at a later time (run_after). */
+typedef struct DueEntry
+{
+	Oid			dboid;			/* InvalidOid: free */
+	uint32		queue;
+	TimestampTz at;
+	int64		jobs;
+} DueEntry;
 
 typedef struct WakeShared
 {
 	LWLock	   *lock;
 	int			nslots;
 	int			next;			/* where the next scan starts: spreads wakes */
+	DueEntry	due[WAKE_MAX_DUE];
 	WakeSlot	slots[FLEXIBLE_ARRAY_MEMBER];
 } WakeShared;
 
 /* What a transaction will wake at commit. */
 typedef struct WakeRequest
 {
-	uint8		kind;			/* WAKE_JOBS or WAKE_STOP */
+	uint8		kind;			/* WAKE_JOBS, WAKE_STOP or WAKE_LATER */
 	uint32		hash;			/* queue or worker */
-	int64		jobs;			/* WAKE_JOBS: how many */
+	int64		jobs;			/* WAKE_JOBS, WAKE_LATER: how many */
+	TimestampTz at;				/* WAKE_LATER: when they become runnable */
 	int			level;			/* subtransaction nesting level */
 	int			skip_slot;		/* a slot not to wake (pass-on), or -1 */
 } WakeRequest;
@@ -125,6 +148,7 @@ static bool slot_exit_registered = false;
 PG_FUNCTION_INFO_V1(bgexec_await_work);
 PG_FUNCTION_INFO_V1(bgexec_jobs_ready);
 PG_FUNCTION_INFO_V1(bgexec_wake_stop);
+PG_FUNCTION_INFO_V1(bgexec_jobs_due);
 
 /* Size of the shared slots. */
 static Size
@@ -221,25 +245,102 @@ slot_has_queue(const WakeSlot *s, uint32 q, uint32 *bit)
 }
 
 /*
+ * Records jobs of queue q (this database) runnable at `at`; the caller holds
+ * the lock exclusively.  Merges with an entry of the same time; when the
+ * table is full, replaces the latest entry if this one is earlier (a job
+ * left out is found by the workers' poll).  Drops entries nobody took.
+ */
+static void
+add_due(uint32 q, TimestampTz at, int64 jobs, TimestampTz now)
+{
+	int			free_i = -1;
+	int			latest_i = -1;
+
+	for (int i = 0; i < WAKE_MAX_DUE; i++)
+	{
+		DueEntry   *e = &wake_shared->due[i];
+
+		if (e->dboid != InvalidOid && now - e->at > WAKE_DUE_EXPIRE_US)
+			e->dboid = InvalidOid;
+		if (e->dboid == InvalidOid)
+		{
+			if (free_i < 0)
+				free_i = i;
+			continue;
+		}
+		if (e->dboid == MyDatabaseId && e->queue == q && e->at == at)
+		{
+			e->jobs = Min(e->jobs + jobs, PG_INT32_MAX);
+			return;
+		}
+		if (latest_i < 0 || e->at > wake_shared->due[latest_i].at)
+			latest_i = i;
+	}
+	if (free_i < 0)
+	{
+		if (wake_shared->due[latest_i].at <= at)
+			return;
+		free_i = latest_i;
+	}
+	wake_shared->due[free_i] = (DueEntry) {MyDatabaseId, q, at, jobs};
+}
+
+/*
+ * For slot s, which waits with free capacity: takes the due entries of its
+ * queues whose time has come (as a job wake, up to its capacity; what it
+ * cannot take stays for another waiter) and returns the earliest time still
+ * ahead (or DT_NOEND).  The caller holds the lock exclusively.
+ */
+static TimestampTz
+take_due(WakeSlot *s, TimestampTz now)
+{
+	TimestampTz next = DT_NOEND;
+
+	if (s->free <= 0)
+		return next;			/* nothing to take: no reason to wake */
+	for (int i = 0; i < WAKE_MAX_DUE; i++)
+	{
+		DueEntry   *e = &wake_shared->due[i];
+		uint32		bit;
+
+		if (e->dboid != s->dboid || !slot_has_queue(s, e->queue, &bit))
+			continue;
+		if (e->at > now)
+		{
+			next = Min(next, e->at);
+			continue;
+		}
+		if (s->free <= 0)
+			continue;
+		s->pending |= WAKE_JOBS;
+		s->woken_queues |= bit;
+		e->jobs -= s->free;
+		s->free = e->jobs >= 0 ? 0 : (int) -e->jobs;
+		if (e->jobs <= 0)
+			e->dboid = InvalidOid;
+	}
+	return next;
+}
+
+/*
  * Wakes slots for each request of reqs[0..n), in this database.  A job
  * request wakes, in turn: slots asleep with free capacity, then slots
  * called recently and not asleep (their next call returns at once), until
  * their capacity covers the jobs; a slot already holding a job wake counts
  * as covering up to its capacity and is not woken twice.  A stop request
- * wakes every slot of the worker.  A sleeping slot's latch is set once, when
- * its first wake arrives (so at most nslots latches).  Takes the slots'
- * lock; sets the latches after releasing it.
+ * wakes every slot of the worker.  A request for later records its time,
+ * and wakes the queue's sleepers that would sleep past it, to sleep until
+ * then.  Takes the slots' lock; sets each latch once, after releasing it.
  */
 static void
 wake_slots(const WakeRequest *reqs, int n)
 {
-	int		   *procs;
-	int			nprocs = 0;
+	bool	   *latch;
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (wake_shared == NULL || n == 0)
 		return;
-	procs = palloc(sizeof(int) * wake_shared->nslots);
+	latch = palloc0(sizeof(bool) * wake_shared->nslots);
 	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
 	for (int r = 0; r < n; r++)
 	{
@@ -255,9 +356,23 @@ wake_slots(const WakeRequest *reqs, int n)
 
 				if (s->pid == 0 || s->dboid != MyDatabaseId || s->worker != req->hash)
 					continue;
-				if (s->sleeping && s->pending == 0)
-					procs[nprocs++] = s->pgprocno;
+				latch[i] |= s->sleeping && s->pending == 0;
 				s->pending |= WAKE_STOP;
+			}
+			continue;
+		}
+		if (req->kind == WAKE_LATER)
+		{
+			add_due(req->hash, req->at, req->jobs, now);
+			/* Sleepers of the queue that would wake after it: sooner. */
+			for (int i = 0; i < wake_shared->nslots; i++)
+			{
+				WakeSlot   *s = &wake_shared->slots[i];
+				uint32		bit;
+
+				if (s->pid != 0 && s->dboid == MyDatabaseId && s->sleeping &&
+					s->sleep_until > req->at && slot_has_queue(s, req->hash, &bit))
+					latch[i] = true;
 			}
 			continue;
 		}
@@ -274,8 +389,7 @@ wake_slots(const WakeRequest *reqs, int n)
 					continue;
 				if (pass == 0 ? !s->sleeping : (s->sleeping || now - s->last_call > WAKE_STALE_US))
 					continue;
-				if (s->sleeping && s->pending == 0)
-					procs[nprocs++] = s->pgprocno;
+				latch[i] |= s->sleeping && s->pending == 0;
 				s->pending |= WAKE_JOBS;
 				s->woken_queues |= bit;
 				need -= s->free;
@@ -285,9 +399,10 @@ wake_slots(const WakeRequest *reqs, int n)
 		}
 	}
 	LWLockRelease(wake_shared->lock);
-	for (int i = 0; i < nprocs; i++)
-		SetLatch(&ProcGlobal->allProcs[procs[i]].procLatch);
-	pfree(procs);
+	for (int i = 0; i < wake_shared->nslots; i++)
+		if (latch[i])
+			SetLatch(&ProcGlobal->allProcs[wake_shared->slots[i].pgprocno].procLatch);
+	pfree(latch);
 }
 
 /* Transaction callback: wakes at commit, forgets at abort and prepare. */
@@ -349,7 +464,7 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 /* Records a wake for the commit of the current transaction. */
 static void
-add_request(uint8 kind, uint32 hash, int64 jobs)
+add_request(uint8 kind, uint32 hash, int64 jobs, TimestampTz at)
 {
 	int			level = GetCurrentTransactionNestLevel();
 
@@ -360,9 +475,10 @@ add_request(uint8 kind, uint32 hash, int64 jobs)
 		callbacks_registered = true;
 	}
 	for (int i = 0; i < nrequests; i++)
-		if (requests[i].kind == kind && requests[i].hash == hash && requests[i].level == level)
+		if (requests[i].kind == kind && requests[i].hash == hash && requests[i].level == level &&
+			requests[i].at == at)
 		{
-			if (kind == WAKE_JOBS)
+			if (kind != WAKE_STOP)
 				requests[i].jobs = Min(requests[i].jobs + jobs, PG_INT32_MAX);
 			return;
 		}
@@ -378,6 +494,7 @@ add_request(uint8 kind, uint32 hash, int64 jobs)
 	requests[nrequests].kind = kind;
 	requests[nrequests].hash = hash;
 	requests[nrequests].jobs = jobs;
+	requests[nrequests].at = at;
 	requests[nrequests].level = level;
 	requests[nrequests].skip_slot = -1;
 	nrequests++;
@@ -398,7 +515,7 @@ bgexec_jobs_ready(PG_FUNCTION_ARGS)
 
 	Async_Notify("bgexec_jobs", text_to_cstring(queue));
 	if (wake_shared != NULL && jobs > 0)
-		add_request(WAKE_JOBS, name_hash(queue), jobs);
+		add_request(WAKE_JOBS, name_hash(queue), jobs, 0);
 	PG_RETURN_VOID();
 }
 
@@ -411,7 +528,25 @@ Datum
 bgexec_wake_stop(PG_FUNCTION_ARGS)
 {
 	if (wake_shared != NULL)
-		add_request(WAKE_STOP, name_hash(PG_GETARG_TEXT_PP(0)), 0);
+		add_request(WAKE_STOP, name_hash(PG_GETARG_TEXT_PP(0)), 0, 0);
+	PG_RETURN_VOID();
+}
+
+/*
+ * bgexec._jobs_due(queue text, at timestamptz, jobs bigint) -> void: the
+ * queue has jobs that become runnable at `at` (a run_after ahead, a retry's
+ * backoff).  At commit the time is recorded, and a worker waiting for the
+ * queue is woken then, instead of finding them on its poll.
+ */
+Datum
+bgexec_jobs_due(PG_FUNCTION_ARGS)
+{
+	text	   *queue = PG_GETARG_TEXT_PP(0);
+	TimestampTz at = PG_GETARG_TIMESTAMPTZ(1);
+	int64		jobs = PG_GETARG_INT64(2);
+
+	if (wake_shared != NULL && jobs > 0 && !TIMESTAMP_NOT_FINITE(at))
+		add_request(WAKE_LATER, name_hash(queue), jobs, at);
 	PG_RETURN_VOID();
 }
 
@@ -455,8 +590,9 @@ register_slot(WakeSlot *slot, const text *worker, ArrayType *queues, int free)
  * interval, pass_on boolean) -> (jobs boolean, stop boolean)
  *
  * Waits, up to timeout, until a committed transaction makes jobs of one of
- * queues runnable and picks this worker to claim them (jobs), or asks to
- * stop a job whose lease worker_id holds (stop); returns at once with what
+ * queues runnable and picks this worker to claim them, or jobs of them
+ * submitted for later become due (jobs), or a transaction asks to stop a
+ * job whose lease worker_id holds (stop); returns at once with what
  * arrived since the previous call of this session.  free is how many jobs
  * the worker could start now: a worker with none is not picked.  pass_on
  * hands the previous call's job wakes, which the worker could not use, to
@@ -538,8 +674,6 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 		slot->woken_queues = 0;
 	}
 	register_slot(slot, worker, queues, free);
-	got = slot->pending;
-	slot->sleeping = got == 0 && timeout_us > 0;
 	LWLockRelease(wake_shared->lock);
 
 	/* Hand the job wakes this worker could not use to others, now. */
@@ -550,26 +684,35 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 
 		for (int i = 0; i < slot->nqueues; i++)
 			if (passed & ((uint32) 1 << i))
-				reqs[n++] = (WakeRequest) {WAKE_JOBS, slot->queues[i], 1, 0, MyBackendId - 1};
+				reqs[n++] = (WakeRequest) {WAKE_JOBS, slot->queues[i], 1, 0, 0, MyBackendId - 1};
 		wake_slots(reqs, n);
 	}
 
+	/*
+	 * Until a wake arrives, the deadline passes, or jobs due later become
+	 * runnable (then it takes them itself, sleeping until the earliest).
+	 */
 	deadline = GetCurrentTimestamp() + timeout_us;
 	PG_TRY();
 	{
-		while (got == 0)
+		for (;;)
 		{
-			long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+			TimestampTz now = GetCurrentTimestamp();
+			TimestampTz until;
+			bool		sleep;
 
-			if (left <= 0)
+			LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
+			until = Min(deadline, take_due(slot, now));
+			sleep = slot->pending == 0 && until > now;
+			slot->sleeping = sleep;
+			slot->sleep_until = until;
+			LWLockRelease(wake_shared->lock);
+			if (!sleep)
 				break;
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 left, PG_WAIT_EXTENSION);
+							 (long) ((until - now + 999) / 1000), PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
-			LWLockAcquire(wake_shared->lock, LW_SHARED);
-			got = slot->pending;
-			LWLockRelease(wake_shared->lock);
 		}
 	}
 	PG_FINALLY();

@@ -401,12 +401,19 @@ COMMENT ON FUNCTION bgexec._validate_payload(text, jsonb) IS
  * runnable wakes one waiting worker per job (as many as their free slots
  * need).  _jobs_ready also sends the contract's NOTIFY bgexec_jobs, for
  * anyone else listening and for workers on a server without the module
- * preloaded. */
+ * preloaded.  _jobs_due records jobs due later (run_after, a retry's
+ * backoff): a waiting worker is woken when they are due, not at its poll. */
 CREATE FUNCTION bgexec._jobs_ready(queue text, jobs bigint) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_jobs_ready'
 	LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION bgexec._jobs_ready(text, bigint) IS
 	'NOTIFY bgexec_jobs, queue; at commit, wakes waiting workers of the queue for that many jobs';
+
+CREATE FUNCTION bgexec._jobs_due(queue text, at timestamptz, jobs bigint) RETURNS void
+	AS 'MODULE_PATHNAME', 'bgexec_jobs_due'
+	LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION bgexec._jobs_due(text, timestamptz, bigint) IS
+	'at commit, records that the queue has that many jobs runnable at that time: a waiting worker is woken then';
 
 CREATE FUNCTION bgexec._wake_stop(worker_id text) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_wake_stop'
@@ -704,10 +711,12 @@ BEGIN
 		END IF;
 	END IF;
 
-	-- Only for a job runnable now: a job due later is found by the workers'
-	-- poll.  Identical NOTIFYs coalesce within a transaction.
+	-- NOTIFY only for a job runnable now (identical NOTIFYs coalesce within
+	-- a transaction); a job due later wakes a waiting worker when it is due.
 	IF p_run_after IS NULL OR p_run_after <= now() THEN
 		PERFORM bgexec._jobs_ready(p_queue, 1);
+	ELSE
+		PERFORM bgexec._jobs_due(p_queue, p_run_after, 1);
 	END IF;
 	RETURN v_id;
 END
@@ -768,8 +777,10 @@ BEGIN
 	PERFORM bgexec._event(p_job, v_seq, 'retry_scheduled',
 		jsonb_build_object('attempt', p_attempt, 'error', p_error,
 		                   'delay_ms', round(extract(epoch FROM v_delay) * 1000)));
-	IF v_delay <= interval '0' THEN  -- due later: the workers' poll finds it
+	IF v_delay <= interval '0' THEN
 		PERFORM bgexec._jobs_ready(p_queue, 1);
+	ELSE  -- a waiting worker is woken when the backoff has passed
+		PERFORM bgexec._jobs_due(p_queue, now() + v_delay, 1);
 	END IF;
 	RETURN 'queued';
 END
@@ -1871,11 +1882,17 @@ BEGIN
 			 ORDER BY x.ord
 			RETURNING id)
 		SELECT ins.id FROM ins ORDER BY ins.id;
-		PERFORM bgexec._jobs_ready(qn, n)  -- queues with jobs runnable now
-		   FROM (SELECT coalesce(e->>'queue', 'default') AS qn, count(*) AS n
-		           FROM jsonb_array_elements(jobs) e
-		          WHERE e->>'run_after' IS NULL OR (e->>'run_after')::timestamptz <= now()
-		          GROUP BY 1) d;
+		-- Per queue: its jobs runnable now (NOTIFY and wakes), and the 32
+		-- earliest times of its jobs due later (the poll finds the rest).
+		PERFORM CASE WHEN d.ra IS NULL THEN bgexec._jobs_ready(d.qn, d.n)
+		             ELSE bgexec._jobs_due(d.qn, d.ra, d.n) END
+		   FROM (SELECT x.qn, x.ra, count(*) AS n,
+		                row_number() OVER (PARTITION BY x.qn ORDER BY x.ra NULLS FIRST) AS k
+		           FROM (SELECT coalesce(e->>'queue', 'default') AS qn,  -- NULL: due now
+		                        nullif(greatest((e->>'run_after')::timestamptz, now()), now()) AS ra
+		                   FROM jsonb_array_elements(jobs) e) x
+		          GROUP BY 1, 2) d
+		  WHERE d.k <= 33;
 		RETURN;
 	END IF;
 	RETURN QUERY

@@ -67,6 +67,21 @@ SELECT bgexec.submit('noop', queue => 'wq', run_after => now() + interval '1 hou
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 0, '0');
 SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- a job due later wakes the worker when it is due (not at its poll)
+SELECT bgexec.submit('noop', queue => 'wq', run_after => now() + interval '300 ms') AS d \gset
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
+SELECT clock_timestamp() >= run_after AS due, clock_timestamp() - run_after < interval '5 seconds' AS on_time
+  FROM bgexec.job WHERE id = :d;
+-- so does a retry's backoff
+SELECT (bgexec.configure_queue('wq', retry_base => '200 ms', retry_cap => '200 ms')).retry_cap;
+SELECT bgexec.submit('noop', queue => 'wq', max_attempts => 2) AS f \gset
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');  -- the submit's wake
+SELECT lease AS fl FROM bgexec.claim('wz', '{wq}', 10) WHERE job_id = :f \gset
+SELECT bgexec.finish(:f, :fl, 'failed', '{"message": "again"}');
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
+SELECT clock_timestamp() >= run_after AS due, clock_timestamp() - run_after < interval '5 seconds' AS on_time
+  FROM bgexec.job WHERE id = :f;
 -- stop: the worker holding the lease is woken with stop, another is not
 SELECT bgexec.submit('noop', queue => 'ws') AS s1 \gset
 SELECT bgexec.submit('noop', queue => 'ws') AS s2 \gset
