@@ -322,10 +322,25 @@ take_due(WakeSlot *s, TimestampTz now)
 	return next;
 }
 
+/* Gives slot i a job wake for `need` jobs of its queue bit; returns what is left. */
+static int64
+wake_one(int i, uint32 bit, int64 need, bool *latch)
+{
+	WakeSlot   *s = &wake_shared->slots[i];
+
+	latch[i] |= s->sleeping && s->pending == 0;
+	s->pending |= WAKE_JOBS;
+	s->woken_queues |= bit;
+	need -= s->free;
+	s->free = need >= 0 ? 0 : (int) -need;
+	return need;
+}
+
 /*
  * Wakes slots for each request of reqs[0..n), in this database.  A job
- * request wakes, in turn: slots asleep with free capacity, then slots
- * called recently and not asleep (their next call returns at once), until
+ * request wakes, in turn: slots asleep with free capacity, the one that
+ * went to sleep last first, then slots called recently and not asleep
+ * (their next call returns at once, in turn from where the last left), until
  * their capacity covers the jobs; a slot already holding a job wake counts
  * as covering up to its capacity and is not woken twice.  A stop request
  * wakes every slot of the worker.  A request for later records its time,
@@ -376,26 +391,46 @@ wake_slots(const WakeRequest *reqs, int n)
 			}
 			continue;
 		}
-		for (int pass = 0; pass < 2 && need > 0; pass++)
+		/*
+		 * Sleepers first, the one that went to sleep last first: its
+		 * process and backend are the likeliest to be on a CPU soon.
+		 */
+		while (need > 0)
 		{
-			for (int k = 0; k < wake_shared->nslots && need > 0; k++)
+			int			best = -1;
+			uint32		bit = 0;
+
+			for (int i = 0; i < wake_shared->nslots; i++)
 			{
-				int			i = (start + k) % wake_shared->nslots;
 				WakeSlot   *s = &wake_shared->slots[i];
-				uint32		bit;
+				uint32		b;
 
 				if (s->pid == 0 || s->dboid != MyDatabaseId || i == req->skip_slot ||
-					s->free <= 0 || !slot_has_queue(s, req->hash, &bit))
+					s->free <= 0 || !s->sleeping || !slot_has_queue(s, req->hash, &b))
 					continue;
-				if (pass == 0 ? !s->sleeping : (s->sleeping || now - s->last_call > WAKE_STALE_US))
-					continue;
-				latch[i] |= s->sleeping && s->pending == 0;
-				s->pending |= WAKE_JOBS;
-				s->woken_queues |= bit;
-				need -= s->free;
-				s->free = need >= 0 ? 0 : (int) -need;
-				wake_shared->next = (i + 1) % wake_shared->nslots;
+				if (best < 0 || s->last_call > wake_shared->slots[best].last_call)
+				{
+					best = i;
+					bit = b;
+				}
 			}
+			if (best < 0)
+				break;
+			need = wake_one(best, bit, need, latch);
+		}
+		/* Then those called recently and not asleep: their next call returns at once. */
+		for (int k = 0; k < wake_shared->nslots && need > 0; k++)
+		{
+			int			i = (start + k) % wake_shared->nslots;
+			WakeSlot   *s = &wake_shared->slots[i];
+			uint32		bit;
+
+			if (s->pid == 0 || s->dboid != MyDatabaseId || i == req->skip_slot ||
+				s->free <= 0 || s->sleeping || now - s->last_call > WAKE_STALE_US ||
+				!slot_has_queue(s, req->hash, &bit))
+				continue;
+			need = wake_one(i, bit, need, latch);
+			wake_shared->next = (i + 1) % wake_shared->nslots;
 		}
 	}
 	LWLockRelease(wake_shared->lock);
