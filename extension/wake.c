@@ -303,7 +303,8 @@ take_due(WakeSlot *s, TimestampTz now)
 		DueEntry   *e = &wake_shared->due[i];
 		uint32		bit;
 
-		if (e->dboid != s->dboid || !slot_has_queue(s, e->queue, &bit))
+		/* Not for a worker of every queue: it would take others' jobs. */
+		if (e->dboid != s->dboid || s->nqueues < 0 || !slot_has_queue(s, e->queue, &bit))
 			continue;
 		if (e->at > now)
 		{
