@@ -56,6 +56,7 @@
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -680,9 +681,10 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queues must be a one-dimensional array")));
-	timeout_us = timeout->time + (timeout->day + (int64) timeout->month * DAYS_PER_MONTH) * USECS_PER_DAY;
-	if (timeout->month < 0 || timeout->day < 0 || timeout_us < 0 ||
-		timeout_us > (int64) WAKE_MAX_TIMEOUT_MS * 1000)
+	/* At most an hour: no month, and a day only against a negative time. */
+	if (timeout->month != 0 || timeout->day < 0 || timeout->day > 1 ||
+		pg_add_s64_overflow(timeout->time, timeout->day * USECS_PER_DAY, &timeout_us) ||
+		timeout_us < 0 || timeout_us > (int64) WAKE_MAX_TIMEOUT_MS * 1000)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("timeout must be between 0 and 1 hour")));

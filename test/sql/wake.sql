@@ -13,6 +13,10 @@ SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', NULL, '0')$$);
 SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, NULL)$$);
 SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '-1 second')$$);
 SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '61 minutes')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '2147483647 months')$$);
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '1 day -9223372036854775807 microseconds')$$);
+-- (a day less 86 399.9 seconds is 0.1 s: within bounds, no overflow)
+SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '1 day -86399.9 seconds')$$);
 -- workers only: a client role may not wait for work
 SET ROLE regress_alice;
 SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', 1, '0')$$);
