@@ -324,6 +324,34 @@ take_due(WakeSlot *s, TimestampTz now)
 	return next;
 }
 
+/* Whether slot i can take a job wake for req (any state of sleep); sets *bit. */
+static bool
+job_candidate(const WakeSlot *s, int i, const WakeRequest *req, uint32 *bit)
+{
+	return s->pid != 0 && s->dboid == MyDatabaseId && i != req->skip_slot &&
+		s->free > 0 && slot_has_queue(s, req->hash, bit);
+}
+
+/* A sleeping slot that can take a job wake, and since when it sleeps. */
+typedef struct Sleeper
+{
+	int			slot;
+	uint32		bit;
+	TimestampTz since;
+} Sleeper;
+
+/* qsort: the latest to sleep first; ties in slot order. */
+static int
+sleeper_cmp(const void *a, const void *b)
+{
+	const Sleeper *x = a;
+	const Sleeper *y = b;
+
+	if (x->since != y->since)
+		return x->since > y->since ? -1 : 1;
+	return x->slot - y->slot;
+}
+
 /* Gives slot i a job wake for `need` jobs of its queue bit; returns what is left. */
 static int64
 wake_one(int i, uint32 bit, int64 need, bool *latch)
@@ -353,11 +381,14 @@ static void
 wake_slots(const WakeRequest *reqs, int n)
 {
 	bool	   *latch;
+	Sleeper    *sleepers;
+	int			nsleepers;
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (wake_shared == NULL || n == 0)
 		return;
 	latch = palloc0(sizeof(bool) * wake_shared->nslots);
+	sleepers = palloc(sizeof(Sleeper) * wake_shared->nslots);
 	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
 	for (int r = 0; r < n; r++)
 	{
@@ -395,31 +426,24 @@ wake_slots(const WakeRequest *reqs, int n)
 		}
 		/*
 		 * Sleepers first, the one that went to sleep last first: its
-		 * process and backend are the likeliest to be on a CPU soon.
+		 * process and backend are the likeliest to be on a CPU soon.  One
+		 * scan, then in that order until their free slots cover the jobs.
 		 */
-		while (need > 0)
+		nsleepers = 0;
+		for (int i = 0; i < wake_shared->nslots; i++)
 		{
-			int			best = -1;
-			uint32		bit = 0;
+			WakeSlot   *s = &wake_shared->slots[i];
 
-			for (int i = 0; i < wake_shared->nslots; i++)
+			if (s->sleeping && job_candidate(s, i, req, &sleepers[nsleepers].bit))
 			{
-				WakeSlot   *s = &wake_shared->slots[i];
-				uint32		b;
-
-				if (s->pid == 0 || s->dboid != MyDatabaseId || i == req->skip_slot ||
-					s->free <= 0 || !s->sleeping || !slot_has_queue(s, req->hash, &b))
-					continue;
-				if (best < 0 || s->last_call > wake_shared->slots[best].last_call)
-				{
-					best = i;
-					bit = b;
-				}
+				sleepers[nsleepers].slot = i;
+				sleepers[nsleepers].since = s->last_call;
+				nsleepers++;
 			}
-			if (best < 0)
-				break;
-			need = wake_one(best, bit, need, latch);
 		}
+		qsort(sleepers, nsleepers, sizeof(Sleeper), sleeper_cmp);
+		for (int k = 0; k < nsleepers && need > 0; k++)
+			need = wake_one(sleepers[k].slot, sleepers[k].bit, need, latch);
 		/* Then those called recently and not asleep: their next call returns at once. */
 		for (int k = 0; k < wake_shared->nslots && need > 0; k++)
 		{
@@ -427,9 +451,7 @@ wake_slots(const WakeRequest *reqs, int n)
 			WakeSlot   *s = &wake_shared->slots[i];
 			uint32		bit;
 
-			if (s->pid == 0 || s->dboid != MyDatabaseId || i == req->skip_slot ||
-				s->free <= 0 || s->sleeping || now - s->last_call > WAKE_STALE_US ||
-				!slot_has_queue(s, req->hash, &bit))
+			if (s->sleeping || now - s->last_call > WAKE_STALE_US || !job_candidate(s, i, req, &bit))
 				continue;
 			need = wake_one(i, bit, need, latch);
 			wake_shared->next = (i + 1) % wake_shared->nslots;
@@ -439,6 +461,7 @@ wake_slots(const WakeRequest *reqs, int n)
 	for (int i = 0; i < wake_shared->nslots; i++)
 		if (latch[i])
 			SetLatch(&ProcGlobal->allProcs[wake_shared->slots[i].pgprocno].procLatch);
+	pfree(sleepers);
 	pfree(latch);
 }
 
