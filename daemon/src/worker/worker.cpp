@@ -142,12 +142,20 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
 asio::awaitable<void> Worker::notifier() {
   double backoff = backoff_min_s;
   bool listen = false;
+  // Once either way is in place: anything submitted while we were away is
+  // found by a claim now.
+  auto listening = [this, &backoff](core::LogFields how) {
+    core::log("info", "listening", std::move(how));
+    backoff = backoff_min_s;
+    next_poll_ = Clock::time_point{};
+    fetch_wake_.notify();
+  };
   while (!stopping_) {
     try {
       if (listen)
-        co_await listen_for_work();
+        co_await listen_for_work(listening);
       else
-        co_await await_work([&backoff] { backoff = backoff_min_s; });
+        co_await await_work(listening);
     } catch (const pg::Error& e) {
       if (stopping_) break;
       if (!listen && (e.sqlstate() == "55000" || e.sqlstate() == "42883")) {
@@ -162,7 +170,7 @@ asio::awaitable<void> Worker::notifier() {
   }
 }
 
-asio::awaitable<void> Worker::await_work(std::function<void()> connected) {
+asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> listening) {
   bool pass_on = false;
   for (bool first = true;; first = false) {
     // The first call only registers (timeout 0): wakes from then on are
@@ -178,12 +186,7 @@ asio::awaitable<void> Worker::await_work(std::function<void()> connected) {
     // the wait to nothing.  Wait out the rest here (wakes are kept meanwhile).
     if (!first && r.get(0, 0) == "f" && r.get(0, 1) == "f" && Clock::now() - sent < seconds(0.1))
       co_await sleep_for(sent + seconds(1) - Clock::now());
-    if (first) {
-      core::log("info", "listening", {{"via", "await_work"}});
-      connected();
-      next_poll_ = Clock::time_point{};  // anything submitted while we were away
-      fetch_wake_.notify();
-    }
+    if (first) listening({{"via", "await_work"}});
     // Picked for jobs: claim at once, or hand them on when full.
     pass_on = false;
     if (r.get(0, 0) == "t") {
@@ -200,12 +203,10 @@ asio::awaitable<void> Worker::await_work(std::function<void()> connected) {
   }
 }
 
-asio::awaitable<void> Worker::listen_for_work() {
+asio::awaitable<void> Worker::listen_for_work(std::function<void(core::LogFields)> listening) {
   co_await listen_.query("LISTEN bgexec_jobs");
   co_await listen_.query("LISTEN bgexec_stop");
-  core::log("info", "listening", {{"channels", "bgexec_jobs,bgexec_stop"}});
-  next_poll_ = Clock::time_point{};  // anything submitted while we were away
-  fetch_wake_.notify();
+  listening({{"channels", "bgexec_jobs,bgexec_stop"}});
   for (;;) {
     for (auto& n : co_await listen_.wait_notifications()) {
       if (n.channel == "bgexec_jobs") {

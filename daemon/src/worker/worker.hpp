@@ -7,6 +7,7 @@
 // completer.hpp); shutdown is staged on signals.
 
 #include "core/config.hpp"
+#include "core/logfmt.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
 #include "worker/completer.hpp"
@@ -63,10 +64,10 @@ class Worker {
 
  private:
   asio::awaitable<void> notifier();
-  // The notifier's two ways: bgexec.await_work (calls `connected` once
-  // registered), or LISTEN when the server lacks it.  Both throw pg::Error.
-  asio::awaitable<void> await_work(std::function<void()> connected);
-  asio::awaitable<void> listen_for_work();
+  // The notifier's two ways: bgexec.await_work, or LISTEN when the server
+  // lacks it.  Each calls `listening` once in place; both throw pg::Error.
+  asio::awaitable<void> await_work(std::function<void(core::LogFields)> listening);
+  asio::awaitable<void> listen_for_work(std::function<void(core::LogFields)> listening);
   asio::awaitable<void> fetcher();
   asio::awaitable<void> heartbeater();
   asio::awaitable<void> lease_guard();
