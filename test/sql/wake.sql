@@ -109,5 +109,42 @@ SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
 SELECT bgexec.submit('noop', queue => 'q1', run_after => now() + interval '50 ms') > 0 AS later;
 SELECT pg_sleep(0.2);
 SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
-DELETE FROM bgexec.job WHERE queue IN ('wq', 'ws', 'elsewhere', 'q1');
+-- await_claim: the backend that waited claims, once woken for jobs (the
+-- wait itself is await_work's; isolation await-claim has the submit land
+-- during the wait)
+SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0', '0')$$);
+SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', -1, '0')$$);
+SET ROLE regress_alice;
+SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0')$$);
+RESET ROLE;
+SET ROLE regress_worker;
+SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0');  -- registers
+RESET ROLE;
+SELECT bgexec.submit('noop', queue => 'wc') AS c1 \gset
+SELECT bgexec.submit('noop', queue => 'wc') AS c2 \gset
+SELECT bgexec.submit('noop', queue => 'wc') AS c3 \gset
+SET ROLE regress_worker;
+-- woken: claims up to free, in claim order, with claim's lease
+SELECT woken, stop, job_id = :c1 AS first, attempt, started_seq,
+       lease_expires_at - clock_timestamp() BETWEEN interval '1 minute' AND interval '2 minutes' AS lease_for
+  FROM bgexec.await_claim('wc', '{wc}', 1, '10 seconds', '2 minutes');
+RESET ROLE;
+SELECT j.status, j.lease_owner, j.started_at = e.created_at AS started_event_at_claim
+  FROM bgexec.job j JOIN bgexec.job_event e ON e.job_id = j.id AND e.kind = 'started'
+ WHERE j.id = :c1;
+-- not woken: claims nothing, although c2 and c3 are queued (the wake was taken)
+SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0');
+SELECT count(*) AS still_queued FROM bgexec.job WHERE queue = 'wc' AND status = 'queued';
+-- woken, but another claimer was first: one row of flags, no job
+SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
+SELECT count(*) FROM bgexec.claim('wz', '{wc}', 10);
+SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0');
+-- woken with no slot free (the wake kept from before it filled up): no claim
+SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
+SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 0, '0');
+SELECT count(*) AS still_queued FROM bgexec.job WHERE queue = 'wc' AND status = 'queued';
+-- stop of a job it holds: the flag alone
+SELECT bgexec.stop(:c1);
+SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0');
+DELETE FROM bgexec.job WHERE queue IN ('wq', 'ws', 'elsewhere', 'q1', 'wc');
 DELETE FROM bgexec.queue WHERE name = 'wq';
