@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What makes a worker claim.  A wake for its queue (await_work picked it;
+# What makes a worker claim.  A wake for its queue (await_claim picked it;
 # e2e 22 for the fleet), a full last claim, a job that ended, or the poll
 # interval do; a job's finish being queued does not (each job used to cost
 # two more claims that found nothing, now one).  Under LISTEN, idle workers
@@ -10,8 +10,9 @@
 # busy is claimed for when one frees, a job whose run_after passes starts
 # then, and a capped queue's next job is claimed when its running one ends.
 source "$(dirname "$0")/lib.sh"
-# Claims are counted by the server (pg_stat_statements), whatever the worker logs.
-e2e_cluster 57962 "shared_preload_libraries = 'bgexec,pg_stat_statements'"
+# Claims are counted by the server (pg_stat_statements), whatever the worker
+# logs; track = all counts the claims await_claim makes inside its call.
+e2e_cluster 57962 "shared_preload_libraries = 'bgexec,pg_stat_statements'" "pg_stat_statements.track = all"
 sql "CREATE EXTENSION pg_stat_statements" >/dev/null
 
 # claims: "calls rows" of the workers' claim statement since the last reset
@@ -64,7 +65,7 @@ wait_listening solo
 claims_for 40 solo 0.02 100 "one worker"
 kill "$PID_solo"; wait "$PID_solo" || true
 
-# 2. Four idle workers on one queue, 100 jobs 10 ms apart: await_work wakes
+# 2. Four idle workers on one queue, 100 jobs 10 ms apart: await_claim wakes
 #    one of them per job, which claims, and claims again when the job has
 #    ended (200 claims).  Under LISTEN every submit woke all four: 222-300
 #    claims, 500 with --claim-backoff 0 (e2e 22), 600 before the backoff.
@@ -87,9 +88,9 @@ gap=$(sql "SELECT extract(epoch FROM n.started_at - b.finished_at)
 echo "# the waiting job started ${gap}s after the busy one finished"
 awk -v g="$gap" 'BEGIN {exit !(g < 5)}' || fail "the job that arrived while the slot was busy waited ${gap}s"
 
-# 4. A job whose run_after is ahead starts when it passes: await_work wakes
+# 4. A job whose run_after is ahead starts when it passes: await_claim wakes
 #    the worker then (with --poll 30 the poll would find it up to 30 s late;
-#    without await_work, up to --poll late).
+#    without await_claim, up to --poll late).
 start_worker later --queue later --concurrency 2 --poll 30
 wait_listening later
 late=$(sql "SELECT bgexec.submit('noop', '{}', 'later', run_after => now() + interval '1 second')")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An idle fleet waits in bgexec.await_work, and each commit wakes the
+# An idle fleet waits in bgexec.await_claim, and each commit wakes the
 # workers its jobs need, not every worker: with LISTEN, every NOTIFY woke
 # every listening backend of the database, and each woke to a commit of its
 # own (about two commits per worker per submit).  A stop request wakes the
@@ -7,10 +7,11 @@
 # bgexec in shared_preload_libraries the workers LISTEN instead, and jobs
 # and stops still arrive at once.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57963 "shared_preload_libraries = 'bgexec,pg_stat_statements'"
+e2e_cluster 57963 "shared_preload_libraries = 'bgexec,pg_stat_statements'" "pg_stat_statements.track = all"
 sql "CREATE EXTENSION pg_stat_statements" >/dev/null
 
 commits() { sql "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
+# (track = all: await_claim's claims are made inside its call)
 claims() { sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE '%FROM bgexec.claim(%'"; }
 all_done() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = '$1' AND status <> 'completed'") == 0 ]]; }
 # submit_spaced N QUEUE GAP_S: N noop jobs one at a time, each its own transaction
@@ -39,7 +40,7 @@ stop_lands() {
 # 1. Eight idle workers, 100 jobs 10 ms apart.  Commits per job: the
 #    submitter's two, a claim, a finish, the claim after the job ended (7.0
 #    measured); with LISTEN 24.3, and 453 claims for the 100 jobs where
-#    await_work needs 200.  The workers stop before the count:
+#    await_claim needs 200.  The workers stop before the count:
 #    their backends report their commits when they exit.
 fleet=()
 for i in 1 2 3 4 5 6 7 8; do
@@ -47,7 +48,7 @@ for i in 1 2 3 4 5 6 7 8; do
   fleet+=("$WORKER_PID")
 done
 for i in 1 2 3 4 5 6 7 8; do
-  wait_for 10 grep -q 'msg=listening via=await_work' "$E2E_DIR/f$i.log" || fail "f$i does not wait in await_work"
+  wait_for 10 grep -q 'msg=listening via=await_claim' "$E2E_DIR/f$i.log" || fail "f$i does not wait in await_claim"
 done
 sql "SELECT pg_stat_statements_reset()" >/dev/null
 c0=$(commits)
@@ -63,9 +64,9 @@ echo "# eight idle workers, 100 jobs: $((per_job / 10)).$((per_job % 10)) commit
 [[ $(sql "SELECT count(*) FROM bgexec.job_event e JOIN bgexec.job j ON j.id = e.job_id
             WHERE j.queue = 'fleet' AND e.kind = 'started'") == 100 ]] || fail "started events"
 
-# 2. A stop is delivered through await_work.
+# 2. A stop is delivered through await_claim.
 start_worker s1 --queue stops --concurrency 2 --lease 60
-wait_for 10 grep -q 'msg=listening via=await_work' "$E2E_DIR/s1.log" || fail "s1 does not wait in await_work"
+wait_for 10 grep -q 'msg=listening via=await_claim' "$E2E_DIR/s1.log" || fail "s1 does not wait in await_claim"
 stop_lands s1 stops
 
 # 3. Without the preloaded module: LISTEN, and the same promptness (a job
@@ -80,7 +81,7 @@ cluster_restart "$E2E_DIR/pg" || fail "restart"
   || fail "bgexec still preloaded"
 start_worker l1 --queue plain --concurrency 2 --poll 30 --lease 60
 wait_for 10 grep -q 'msg=listening channels=bgexec_jobs,bgexec_stop' "$E2E_DIR/l1.log" || fail "l1 does not LISTEN"
-grep -q 'await_work unavailable' "$E2E_DIR/l1.log" || fail "no word of the fallback"
+grep -q 'await_claim unavailable' "$E2E_DIR/l1.log" || fail "no word of the fallback"
 id=$(sql "SELECT bgexec.submit('noop', '{}', 'plain')")
 wait_status "$id" completed 10
 lag=$(sql "SELECT extract(epoch FROM started_at - created_at) FROM bgexec.job WHERE id = $id")

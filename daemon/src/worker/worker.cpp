@@ -32,6 +32,20 @@ namespace {
 constexpr double backoff_min_s = 0.1;
 constexpr double backoff_max_s = 5.0;  // cap of the reconnect backoff
 
+// claim's columns, as claim_on and start_claimed read them (await_claim
+// returns the same, then its flags woken and stop).
+#define BGEXEC_CLAIM_COLUMNS                                                                  \
+  "c.job_id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt, c.max_attempts,"        \
+  " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"             \
+  " c.completed_steps, c.completed_stdout, c.started_seq"
+constexpr const char* claim_sql =
+    "SELECT " BGEXEC_CLAIM_COLUMNS " FROM bgexec.claim($1, $2::text[], $3, $4::interval) c";
+constexpr const char* await_claim_sql =
+    "SELECT " BGEXEC_CLAIM_COLUMNS ", c.woken, c.stop"
+    " FROM bgexec.await_claim($1, $2::text[], $3, $4::interval, $5::interval, $6) c";
+constexpr int col_woken = 12, col_stop = 13;
+constexpr std::size_t unfinished_kept = 4096;
+
 // Postgres array literal of strings: {"a","b"}.
 std::string text_array(const std::vector<std::string>& v) {
   std::string out = "{";
@@ -131,14 +145,17 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
 // -------------------------------------------------------------- notifier
 
 // Learns of new jobs and stop requests.  With bgexec preloaded it waits in
-// bgexec.await_work on its own connection, a second at a time: a commit
+// bgexec.await_claim on its own connection, a second at a time: a commit
 // that makes jobs runnable wakes one waiting worker per job (as many as
 // their free slots need), where a NOTIFY wakes every listening backend of
-// the database (extension/wake.c).  A job wake arriving when every slot is
-// taken is handed on to another worker by the next call (pass_on).  A stop
-// wake runs the heartbeat at once, which names the jobs to stop.  Without
-// the preloaded module (55000), or against an older extension (42883), it
-// LISTENs to bgexec_jobs and bgexec_stop instead.
+// the database (extension/wake.c); the woken backend claims them itself,
+// so the jobs arrive with the wake.  It also runs the poll's claims.  A
+// job wake it could not claim for (no slot it may fill) goes to the
+// fetcher, or is handed on to another worker by the next call when every
+// slot is taken (pass_on).  A stop wake runs the heartbeat at once, which
+// names the jobs to stop.  Without the preloaded module (55000), or
+// against an older extension (42883), it LISTENs to bgexec_jobs and
+// bgexec_stop instead.
 asio::awaitable<void> Worker::notifier() {
   double backoff = backoff_min_s;
   bool listen = false;
@@ -157,9 +174,13 @@ asio::awaitable<void> Worker::notifier() {
       else
         co_await await_work(listening);
     } catch (const pg::Error& e) {
+      // The fetcher polls again while the notifier is away.
+      await_mode_ = false;
+      fetch_wake_.notify();
       if (stopping_) break;
+      if (draining_ && e.sqlstate() == "57014") continue;  // cancelled by begin_drain
       if (!listen && (e.sqlstate() == "55000" || e.sqlstate() == "42883")) {
-        core::log("info", "await_work unavailable, listening instead", {{"error", e.what()}});
+        core::log("info", "await_claim unavailable, listening instead", {{"error", e.what()}});
         listen = true;
         continue;
       }
@@ -173,23 +194,69 @@ asio::awaitable<void> Worker::notifier() {
 asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> listening) {
   bool pass_on = false;
   for (bool first = true;; first = false) {
-    // The first call only registers (timeout 0): wakes from then on are
-    // kept for the next call, so the worker is listening once it returns.
-    int free = std::max(0, free_slots());
-    pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free),
-                        first ? "0" : "1 second", pass_on ? "true" : "false"};
+    // The slots this call may fill: none on the first (it only registers,
+    // timeout 0: wakes from then on are kept for the next call, so the
+    // worker is listening once it returns), during a backlog (the fetcher
+    // claims as slots free), until a lost claim is given back, or draining.
+    // Nor the slot of a job whose finish is still being written: the
+    // fetcher claims into it when the finish is written, which is when a
+    // capped queue (max_running) has room for its next job, unannounced.
+    int free = first || backlog_ || unclaim_ || draining_
+                   ? 0
+                   : std::max(0, std::min(free_slots(), cfg_.concurrency - static_cast<int>(jobs_.size())) -
+                                     fetch_asked_);
     auto sent = Clock::now();
-    auto r = co_await listen_.query(
-        "SELECT jobs, stop FROM bgexec.await_work($1, $2::text[], $3, $4::interval, $5)",
-        std::move(arg1_), /*prepare=*/true);
-    // Nothing, long before the second: a statement_timeout under 100 ms cut
-    // the wait to nothing.  Wait out the rest here (wakes are kept meanwhile).
-    if (!first && r.get(0, 0) == "f" && r.get(0, 1) == "f" && Clock::now() - sent < seconds(0.1))
-      co_await sleep_for(sent + seconds(1) - Clock::now());
-    if (first) listening({{"via", "await_work"}});
-    // Picked for jobs: claim at once, or hand them on when full.
+    bool poll = free > 0 && sent >= next_poll_;
+    // Until the next poll, a second at most.
+    double wait = first ? 0 : 1;
+    if (free > 0 && !poll) wait = std::min(1.0, std::chrono::duration<double>(next_poll_ - sent).count());
+    auto before = max_lease_;
+    pg::Result r;
+    await_asked_ = free;
+    try {
+      if (poll) {
+        next_poll_ = sent + seconds(cfg_.poll_s);
+        pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s)};
+        r = co_await listen_.query(claim_sql, std::move(arg1_), /*prepare=*/true);
+      } else {
+        pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(wait),
+                            core::to_pg_interval(cfg_.lease_s), pass_on ? "true" : "false"};
+        r = co_await listen_.query(await_claim_sql, std::move(arg1_), /*prepare=*/true);
+      }
+    } catch (const pg::Error& e) {
+      await_asked_ = 0;
+      if (free > 0 && core::classify(e.sqlstate()) == core::ErrorClass::connection) lost_claim(before);
+      if (draining_) drained_.notify();
+      throw;
+    }
+    await_asked_ = 0;
+    int n = start_claimed(r, sent);
+    bool woken = false, stop = false;
+    if (!poll)
+      for (int i = 0; i < r.rows(); ++i) {
+        woken = woken || r.get(i, col_woken) == "t";
+        stop = stop || r.get(i, col_stop) == "t";
+      }
+    if (first) {
+      await_mode_ = true;
+      listening({{"via", "await_claim"}});
+    }
+    if (n > 0) core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
+                                            {"why", poll ? "poll" : "wake"}});
+    // All it asked for: there may be more waiting, which the fetcher claims.
+    if (free > 0 && n == free && !draining_) {
+      set_backlog(true);
+      fetch_wake_.notify();
+    }
+    // Nothing, long before the wait was up: a statement_timeout under
+    // 100 ms cut the wait to nothing.  Wait out the rest here (wakes are
+    // kept meanwhile).
+    if (!poll && !first && wait >= 0.1 && !woken && !stop && Clock::now() - sent < seconds(0.1))
+      co_await sleep_for(sent + seconds(wait) - Clock::now());
+    // Woken for jobs it did not claim: the fetcher claims them at once, or,
+    // when every slot is taken, the next call hands the wake on.
     pass_on = false;
-    if (r.get(0, 0) == "t") {
+    if (woken && n == 0) {
       if (free_slots() > 0) {
         picked_ = true;
         fetch_wake_.notify();
@@ -197,9 +264,11 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
         pass_on = true;
       }
     }
-    if (r.get(0, 1) == "t") hb_wake_.notify();
+    if (stop) hb_wake_.notify();
+    if (unclaim_) fetch_wake_.notify();  // unclaim waits for no claim of ours in flight
+    if (draining_) drained_.notify();    // run() waits for no claim of ours in flight
     // Let the fetcher send its claim before the next wait does.
-    if (picked_) co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    if (picked_ || backlog_) co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   }
 }
 
@@ -224,18 +293,19 @@ asio::awaitable<void> Worker::listen_for_work(std::function<void(core::LogFields
 
 // -------------------------------------------------------------- fetcher
 
-asio::awaitable<int> Worker::claim_once(int free) {
+asio::awaitable<int> Worker::claim_on(pg::Connection& conn, int free) {
   auto sent = Clock::now();
-  // The DB clock never leaves the database: deadline is turned into an offset
-  // from lease_expires_at (= the DB's now() + lease_for at claim).
   pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s)};
-  auto r = co_await ctl_.query(
-      "SELECT c.job_id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt, c.max_attempts,"
-      " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"
-      " c.completed_steps, c.completed_stdout, c.started_seq"
-      " FROM bgexec.claim($1, $2::text[], $3, $4::interval) c",
-      std::move(arg1_), /*prepare=*/true);
+  auto r = co_await conn.query(claim_sql, std::move(arg1_), /*prepare=*/true);
+  co_return start_claimed(r, sent);
+}
+
+int Worker::start_claimed(const pg::Result& r, Clock::time_point sent) {
+  int n = 0;
   for (int i = 0; i < r.rows(); ++i) {
+    if (r.is_null(i, 0)) continue;  // await_claim's flags alone
+    // The DB clock never leaves the database: deadline is turned into an
+    // offset from lease_expires_at (= the DB's clock + lease_for at claim).
     Claim c;
     c.job_id = std::stoll(r.get(i, 0).value_or("0"));
     c.lease = std::stoll(r.get(i, 1).value_or("0"));
@@ -252,8 +322,18 @@ asio::awaitable<int> Worker::claim_once(int free) {
     c.started_seq = std::stoi(r.get(i, 11).value_or("0"));
     max_lease_ = std::max(max_lease_, c.lease);
     start_job(std::make_shared<Job>(*this, std::move(c)));
+    ++n;
   }
-  co_return r.rows();
+  return n;
+}
+
+void Worker::lost_claim(std::int64_t before) {
+  if (unclaim_) {
+    unclaim_->after_lease = std::min(unclaim_->after_lease, before);
+    return;
+  }
+  unclaim_ = Unclaim{before, Clock::now()};
+  fetch_wake_.notify();
 }
 
 void Worker::start_job(std::shared_ptr<Job> job) {
@@ -265,8 +345,10 @@ void Worker::start_job(std::shared_ptr<Job> job) {
                    // Abandoned without a finish, it may still be running
                    // under its lease in the database: unclaim must not take
                    // it for a job never received.
-                   if (unclaim_ && job->lease() > unclaim_->after_lease && !job->finish_written())
-                     unclaim_->gone.push_back(job->lease());
+                   if (!job->finish_written()) {
+                     if (unfinished_.size() >= unfinished_kept) unfinished_.erase(unfinished_.begin());
+                     unfinished_.push_back(job->lease());
+                   }
                    jobs_.erase(id);
                    slot_freed_ = true;
                    fetch_wake_.notify();
@@ -286,10 +368,15 @@ int Worker::free_slots() const {
 // leases it never received.  bgexec.unclaim gives them back to the queue,
 // their attempt uncounted, once no claim of this worker is still running
 // on the server (it returns NULL until then: tried again, at most twice a
-// second, before the fetcher's claims).  The leases received since are the
-// jobs held now and those that ended without a finish written.
+// second, before the fetcher's claims) and none of ours is in flight on
+// the other connection (its reply may be on the way: the caller waits for
+// await_asked_ == 0, which the notifier keeps while unclaim_ is set).  The
+// leases received since are the jobs held now and those that ended
+// without a finish written.
 asio::awaitable<void> Worker::try_unclaim() {
-  std::vector<std::int64_t> held = unclaim_->gone;
+  std::vector<std::int64_t> held;
+  for (auto lease : unfinished_)
+    if (lease > unclaim_->after_lease) held.push_back(lease);
   for (auto& [id, job] : jobs_)
     if (job->lease() > unclaim_->after_lease) held.push_back(job->lease());
   unclaim_->next_try = Clock::now() + std::chrono::milliseconds(500);
@@ -309,13 +396,15 @@ asio::awaitable<void> Worker::try_unclaim() {
   }
 }
 
-// Claims when there are free slots and a reason to: await_work picked this
-// worker for jobs, a NOTIFY for one of its queues since the last claim was
-// sent, the last claim full (a backlog), a job ended (its finish written: a
-// capped queue's next job becomes claimable then, and nothing announces
-// it), or the poll interval passed.  A job's finish being queued is no
-// reason alone: a claim then found the job still counted as running, and
-// nothing else.
+// Claims when there are free slots and a reason to: await_claim was woken
+// for jobs it did not claim, a NOTIFY for one of its queues since the last
+// claim was sent, the last claim full (a backlog), a job ended (its finish
+// written: a capped queue's next job becomes claimable then, and nothing
+// announces it), or the poll interval passed (under LISTEN, or while the
+// notifier is away: otherwise the notifier polls).  A job's finish being
+// queued is no reason alone: a claim then found the job still counted as
+// running, and nothing else.  The slots the notifier's claiming call in
+// flight may fill are not free here.
 //
 // Under LISTEN, every idle worker on a queue wakes for each submit, and all
 // but one find nothing: with 16 workers, 16 claims per job.  So a claim
@@ -327,11 +416,12 @@ asio::awaitable<void> Worker::try_unclaim() {
 asio::awaitable<void> Worker::fetcher() {
   double backoff = backoff_min_s;
   while (!draining_) {
-    int free = free_slots();
     bool more = false;
-    if (unclaim_ && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
+    if (unclaim_ && await_asked_ == 0 && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
+    int free = free_slots() - await_asked_;
     auto now = Clock::now();
-    bool due = backlog_ || slot_freed_ || picked_ || now >= next_poll_;  // claims at once
+    bool polls = !await_mode_ && now >= next_poll_;
+    bool due = backlog_ || slot_freed_ || picked_ || polls;  // claims at once
     bool by_notify = !due && notified_;        // waits out the backoff first
     if (free > 0 && (due || (by_notify && now >= quiet_until_))) {
       const char* why = backlog_       ? "backlog"
@@ -344,8 +434,11 @@ asio::awaitable<void> Worker::fetcher() {
       // does not see: it calls for another claim.
       notified_ = slot_freed_ = picked_ = false;
       next_poll_ = now + seconds(cfg_.poll_s);
+      auto before = max_lease_;
+      fetch_asked_ = free;
       try {
-        int n = co_await claim_once(free);
+        int n = co_await claim_on(ctl_, free);
+        fetch_asked_ = 0;
         core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
                                      {"why", why}});
         more = n == free;  // a full batch: there may be more waiting
@@ -362,11 +455,11 @@ asio::awaitable<void> Worker::fetcher() {
           quiet_until_ = Clock::now() + seconds(wait);
         }
       } catch (const pg::Error& e) {
+        fetch_asked_ = 0;
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         failed = true;
         // The claim may have committed: its reply is what was lost.
-        if (!unclaim_ && core::classify(e.sqlstate()) == core::ErrorClass::connection)
-          unclaim_ = Unclaim{max_lease_, {}, Clock::now()};
+        if (core::classify(e.sqlstate()) == core::ErrorClass::connection) lost_claim(before);
       }
       set_backlog(more && !draining_);  // a drain claims nothing more
       if (failed) {
@@ -379,15 +472,20 @@ asio::awaitable<void> Worker::fetcher() {
     if (draining_) break;
     if (more) continue;
     // Until the next reason to claim: a wake, the poll (when a slot is free
-    // to claim into), or the next unclaim try.
+    // to claim into, and it is ours), or the next unclaim try (when no
+    // claim of the notifier's is in flight; it wakes us when that ends).
     auto until = Clock::time_point::max();
     now = Clock::now();
-    if (free_slots() > 0) until = notified_ ? std::min(next_poll_, quiet_until_) : next_poll_;
-    if (unclaim_) until = std::min(until, unclaim_->next_try);
+    if (free_slots() - await_asked_ > 0 && !await_mode_)
+      until = notified_ ? std::min(next_poll_, quiet_until_) : next_poll_;
+    if (unclaim_ && await_asked_ == 0) until = std::min(until, unclaim_->next_try);
     if (until <= now) continue;  // due already (a claim that took longer than the poll)
     co_await fetch_wake_.wait_until(until);
   }
-  if (unclaim_) co_await try_unclaim();  // once more: a drain claims nothing
+  // Once more: a drain claims nothing.  begin_drain cancelled the
+  // notifier's wait; its claim may have been on the way.
+  while (unclaim_ && await_asked_ > 0) co_await fetch_wake_.wait_for(seconds(0.1));
+  if (unclaim_) co_await try_unclaim();
 }
 
 // Whether the last claim took all it asked for; the completer holds a batch
@@ -506,6 +604,9 @@ void Worker::begin_drain() {
   draining_ = true;
   set_backlog(false);  // no more claims
   fetch_wake_.notify();
+  // A wait that may claim ends now: cancelled (57014) before a wake, it
+  // rolls back; a claim that committed first is run like any other.
+  if (await_asked_ > 0) listen_.cancel();
   if (jobs_.empty()) {
     drained_.notify();
     return;
@@ -566,8 +667,9 @@ asio::awaitable<int> Worker::run() {
   asio::co_spawn(ex, lease_guard(), log_exit("lease_guard"));
   asio::co_spawn(ex, reconciler(), log_exit("reconciler"));
 
+  // Drained: no job held, and no claim of the notifier's on the way.
   co_await drained_.wait();
-  while (!jobs_.empty()) co_await drained_.wait();
+  while (!jobs_.empty() || await_asked_ > 0) co_await drained_.wait();
   // Every finish is written before the worker deregisters.
   co_await completer_->close();
   stopping_ = true;

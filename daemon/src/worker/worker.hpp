@@ -1,7 +1,7 @@
 #pragma once
 // `bgexec worker`: the daemon.  Components, each a coroutine on one io_context
-// (River's shape): notifier (bgexec.await_work, or LISTEN), fetcher (claims on wake or
-// poll), executor (one Job per claim, see job.hpp), heartbeater (one
+// (River's shape): notifier (bgexec.await_claim: waits and claims on wake; or
+// LISTEN), fetcher (claims on a backlog, a slot freed, or the poll under LISTEN), executor (one Job per claim, see job.hpp), heartbeater (one
 // statement per interval for all leases), lease guard (local lease expiry),
 // reconciler (reconcile() on a timer), completer (batched finishes, see
 // completer.hpp); shutdown is staged on signals.
@@ -64,7 +64,7 @@ class Worker {
 
  private:
   asio::awaitable<void> notifier();
-  // The notifier's two ways: bgexec.await_work, or LISTEN when the server
+  // The notifier's two ways: bgexec.await_claim, or LISTEN when the server
   // lacks it.  Each calls `listening` once in place; both throw pg::Error.
   asio::awaitable<void> await_work(std::function<void(core::LogFields)> listening);
   asio::awaitable<void> listen_for_work(std::function<void(core::LogFields)> listening);
@@ -72,7 +72,14 @@ class Worker {
   asio::awaitable<void> heartbeater();
   asio::awaitable<void> lease_guard();
   asio::awaitable<void> reconciler();
-  asio::awaitable<int> claim_once(int free);
+  asio::awaitable<int> claim_on(pg::Connection& conn, int free);
+  // Starts a job for each row of claim's columns (an await_claim row of
+  // flags alone, job_id NULL, is skipped); returns how many.  `sent`: when
+  // the claiming statement was sent (the local lease runs from then).
+  int start_claimed(const pg::Result& r, Clock::time_point sent);
+  // The claim failed and its reply may be what was lost: unclaim from the
+  // highest lease received before it was sent.
+  void lost_claim(std::int64_t before);
   asio::awaitable<void> try_unclaim();
   // Upserts this worker's row (bgexec.register_worker).  Throws pg::Error.
   asio::awaitable<void> register_self(pg::Connection& conn);
@@ -95,7 +102,7 @@ class Worker {
   pg::Connection ctl_;     // register, claim, events, reconcile, deregister
   pg::Connection fin_;     // the completer's finish_many batches only
   pg::Connection hb_;      // heartbeat only, so it keeps its cadence
-  pg::Connection listen_;  // bgexec.await_work (or LISTEN bgexec_jobs, bgexec_stop)
+  pg::Connection listen_;  // bgexec.await_claim and the poll's claims (or LISTEN bgexec_jobs, bgexec_stop)
   asio::signal_set signals_;
   Event fetch_wake_;
   Event hb_wake_;  // a stop request arrived: heartbeat now
@@ -104,14 +111,25 @@ class Worker {
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   std::int64_t max_lease_ = 0;  // the highest lease any claim returned
   // Set when a claim failed with a connection error, until bgexec.unclaim
-  // has run: the highest lease received before it, the leases since of jobs
-  // that ended without a finish written, and when to try next.
+  // has run: the highest lease received before it was sent, and when to
+  // try next.
   struct Unclaim {
     std::int64_t after_lease;
-    std::vector<std::int64_t> gone;
     Clock::time_point next_try;
   };
   std::optional<Unclaim> unclaim_;
+  // Leases of the latest jobs that ended without a finish written (they may
+  // still run under their lease in the database): unclaim must not take
+  // them for jobs never received.  The newest 4096.
+  std::vector<std::int64_t> unfinished_;
+  // Claims run on two connections (the notifier's await_claim and poll, the
+  // fetcher's claim), so each counts against the other the slots it may
+  // fill while in flight: together they never take more than free_slots().
+  int await_asked_ = 0;  // the notifier's claiming call in flight
+  int fetch_asked_ = 0;  // the fetcher's claim in flight
+  // The notifier waits in await_claim and polls: the fetcher claims only
+  // on a backlog, a slot freed, or a wake await_claim could not serve.
+  bool await_mode_ = false;
   bool backlog_ = false;  // the last claim took all it asked for: more to come
   // Why the fetcher would claim: a NOTIFY for one of its queues since the
   // last claim was sent (`notified_`), or the poll interval since then.
@@ -122,7 +140,8 @@ class Worker {
   // queue with max_running (or a per-key cap) that may make a queued job
   // claimable, and nothing announces it.
   bool slot_freed_ = false;
-  // bgexec.await_work picked this worker for jobs since the last claim was
+  // bgexec.await_claim was woken for jobs it could not claim (no slot it
+  // could fill, or another claimer was first) since the last claim was
   // sent: claims at once (a NOTIFY woke every worker, and waits its backoff).
   bool picked_ = false;
   // Claims woken by NOTIFY alone that found nothing in a row (every idle
