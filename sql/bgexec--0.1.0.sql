@@ -415,6 +415,23 @@ CREATE FUNCTION bgexec._jobs_due(queue text, at timestamptz, jobs bigint) RETURN
 COMMENT ON FUNCTION bgexec._jobs_due(text, timestamptz, bigint) IS
 	'at commit, records that the queue has that many jobs runnable at that time: a waiting worker is woken then';
 
+/* _running_ended: running jobs of a queue with caps (max_running,
+ * max_running_per_key) stopped running (finished, suspended, requeued): as
+ * many of its queued jobs may now be claimable, which no submit announces.
+ * Wakes waiting workers of the queue for them (and sends the NOTIFY).  No-op
+ * for a queue without caps: its jobs never wait for a running one. */
+CREATE FUNCTION bgexec._running_ended(p_queues text[]) RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+BEGIN
+	PERFORM bgexec._jobs_ready(q.name, e.n)
+	   FROM (SELECT qn, count(*) AS n FROM unnest(p_queues) AS qn GROUP BY qn) e
+	   JOIN bgexec.queue q ON q.name = e.qn
+	  WHERE q.max_running IS NOT NULL OR q.max_running_per_key IS NOT NULL;
+END
+$$;
+
 CREATE FUNCTION bgexec._wake_stop(worker_id text) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_wake_stop'
 	LANGUAGE C VOLATILE STRICT;
@@ -749,6 +766,7 @@ BEGIN
 		RETURN NULL;
 	END IF;
 	PERFORM bgexec._count(v_queue, p_status, 1);
+	PERFORM bgexec._running_ended(ARRAY[v_queue]);
 	PERFORM bgexec._event(p_job, v_seq, p_status::text,
 		CASE WHEN p_status = 'completed' THEN jsonb_build_object('result', p_result)
 		     ELSE coalesce(jsonb_build_object('error', p_error), '{}') END);
@@ -781,6 +799,7 @@ BEGIN
 		PERFORM bgexec._jobs_ready(p_queue, 1);
 	ELSE  -- a waiting worker is woken when the backoff has passed
 		PERFORM bgexec._jobs_due(p_queue, now() + v_delay, 1);
+		PERFORM bgexec._running_ended(ARRAY[p_queue]);
 	END IF;
 	RETURN 'queued';
 END
@@ -1433,6 +1452,7 @@ BEGIN
 		 WHERE x.id = j.id
 		RETURNING x.last_seq INTO v_seq;
 		PERFORM bgexec._event(j.id, v_seq, 'suspended', coalesce(body, '{}'));
+		PERFORM bgexec._running_ended(ARRAY[j.queue]);
 		RETURN 'suspended';
 	END IF;
 
@@ -1488,6 +1508,7 @@ DECLARE
 	v_done bigint[];
 	v_seqs int[];
 	v_ords bigint[];
+	v_queues text[];
 BEGIN
 	IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
@@ -1552,10 +1573,12 @@ BEGIN
 		RETURNING job_event.job_id AS jid, job_event.seq AS jseq)
 	SELECT coalesce(array_agg(ev.jid), '{}'),
 	       coalesce(array_agg(ev.jseq), '{}'),
-	       (SELECT coalesce(array_agg(d.ord), '{}') FROM done d)
-	  INTO v_done, v_seqs, v_ords
+	       (SELECT coalesce(array_agg(d.ord), '{}') FROM done d),
+	       (SELECT coalesce(array_agg(d.queue), '{}') FROM done d)
+	  INTO v_done, v_seqs, v_ords, v_queues
 	  FROM ev;
 	PERFORM bgexec._notify_event(d.jid, d.jseq) FROM unnest(v_done, v_seqs) AS d(jid, jseq);
+	PERFORM bgexec._running_ended(v_queues);
 
 	-- Every other item (failed, cancelled, timed_out, suspended) as finish().
 	RETURN QUERY

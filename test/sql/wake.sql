@@ -146,5 +146,25 @@ SELECT count(*) AS still_queued FROM bgexec.job WHERE queue = 'wc' AND status = 
 -- stop of a job it holds: the flag alone
 SELECT bgexec.stop(:c1);
 SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0');
-DELETE FROM bgexec.job WHERE queue IN ('wq', 'ws', 'elsewhere', 'q1', 'wc');
-DELETE FROM bgexec.queue WHERE name = 'wq';
+-- a running job of a capped queue ending makes its next job claimable, which
+-- no submit announces: finish (completed through finish_many, failed
+-- through finish) wakes a waiting worker; a queue without caps wakes no one
+SELECT (bgexec.configure_queue('wcap', max_running => 1)).max_running;
+SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "wcap"}, {"kind": "noop", "queue": "wcap"},
+                                          {"kind": "noop", "queue": "wcap", "max_attempts": 1}]');
+SELECT job_id AS k1, lease AS l1 FROM bgexec.claim('wz', '{wcap}', 5) \gset
+SELECT woken, job_id FROM bgexec.await_claim('wc', '{wcap}', 2, '0');  -- registers
+SELECT status FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object(
+         'job_id', :k1, 'lease', :l1, 'outcome', 'completed')));
+SELECT woken, job_id IS NOT NULL AS claimed FROM bgexec.await_claim('wc', '{wcap}', 2, '0');
+SELECT id AS k2, lease AS l2 FROM bgexec.job WHERE queue = 'wcap' AND status = 'running' \gset
+SELECT bgexec.finish(:k2, :l2, 'failed', '{"message": "x", "retryable": false}');
+SELECT woken, job_id IS NOT NULL AS claimed FROM bgexec.await_claim('wc', '{wcap}', 2, '0');
+SELECT bgexec.submit('noop', queue => 'wuncapped') AS u \gset
+SELECT woken FROM bgexec.await_claim('wc', '{wuncapped}', 2, '0');  -- registers
+SELECT lease AS ul FROM bgexec.claim('wz', '{wuncapped}', 1) \gset
+SELECT status FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object(
+         'job_id', :u, 'lease', :ul, 'outcome', 'completed')));
+SELECT woken FROM bgexec.await_claim('wc', '{wuncapped}', 2, '0');
+DELETE FROM bgexec.job WHERE queue IN ('wq', 'ws', 'elsewhere', 'q1', 'wc', 'wcap', 'wuncapped');
+DELETE FROM bgexec.queue WHERE name IN ('wq', 'wcap');
