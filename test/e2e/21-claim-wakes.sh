@@ -57,21 +57,23 @@ claims_for() {
   ((calls <= max)) || fail "$calls claims for $n jobs to $what, more than $max"
 }
 
-# 1. One worker, 40 jobs 20 ms apart: a claim for each wake and one when
-#    each job has ended, none when its finish is queued (three claims per job
-#    before).
+# 1. One worker, 40 jobs 20 ms apart: one claim per job, the wake's, made
+#    in await_claim (40 measured); two with await_work (the wake's and one
+#    when the job had ended), three before that (one more when its finish
+#    was queued).
 start_worker solo --queue solo --concurrency 4 --poll 5
 wait_listening solo
-claims_for 40 solo 0.02 100 "one worker"
+claims_for 40 solo 0.02 60 "one worker"
 kill "$PID_solo"; wait "$PID_solo" || true
 
 # 2. Four idle workers on one queue, 100 jobs 10 ms apart: await_claim wakes
-#    one of them per job, which claims, and claims again when the job has
-#    ended (200 claims).  Under LISTEN every submit woke all four: 222-300
-#    claims, 500 with --claim-backoff 0 (e2e 22), 600 before the backoff.
+#    one of them per job, which claims in the wait (100 claims; 200 with
+#    await_work, which claimed again when the job had ended).  Under LISTEN
+#    every submit woke all four: 222-300 claims, 500 with --claim-backoff 0
+#    (e2e 22), 600 before the backoff.
 for w in h1 h2 h3 h4; do start_worker "$w" --queue herd --concurrency 4 --poll 5; done
 wait_listening h1 h2 h3 h4
-claims_for 100 herd 0.01 260 "four idle workers"
+claims_for 100 herd 0.01 150 "four idle workers"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event e JOIN bgexec.job j ON j.id = e.job_id
             WHERE j.queue = 'herd' AND e.kind = 'started'") == 100 ]] || fail "started events"
 

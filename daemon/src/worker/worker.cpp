@@ -85,7 +85,7 @@ auto log_exit(const char* component) {
 Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
-      signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
+      signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })) {
@@ -194,21 +194,20 @@ asio::awaitable<void> Worker::notifier() {
 asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> listening) {
   bool pass_on = false;
   for (bool first = true;; first = false) {
+    // A claim of the fetcher's in flight holds the slots it asked for; it
+    // is short, and a wait that left them out would not be picked for them
+    // until its timeout.
+    while (fetch_asked_ > 0) co_await fetch_idle_.wait();
     // The slots this call may fill: none on the first (it only registers,
     // timeout 0: wakes from then on are kept for the next call, so the
     // worker is listening once it returns), during a backlog (the fetcher
     // claims as slots free), until a lost claim is given back, or draining.
-    // Nor the slot of a job whose finish is still being written: the
-    // fetcher claims into it when the finish is written, which is when a
-    // capped queue (max_running) has room for its next job, unannounced.
-    int free = first || backlog_ || unclaim_ || draining_
-                   ? 0
-                   : std::max(0, std::min(free_slots(), cfg_.concurrency - static_cast<int>(jobs_.size())) -
-                                     fetch_asked_);
+    int free = first || backlog_ || unclaim_ || draining_ ? 0 : std::max(0, free_slots() - fetch_asked_);
     auto sent = Clock::now();
     bool poll = free > 0 && sent >= next_poll_;
-    // Until the next poll, a second at most.
-    double wait = first ? 0 : 1;
+    // Until the next poll, a second at most; a tenth while a backlog or an
+    // unclaim keeps it from claiming, so it is back to claiming soon after.
+    double wait = first ? 0 : (backlog_ || unclaim_) && !draining_ ? 0.1 : 1;
     if (free > 0 && !poll) wait = std::min(1.0, std::chrono::duration<double>(next_poll_ - sent).count());
     auto before = max_lease_;
     pg::Result r;
@@ -398,10 +397,10 @@ asio::awaitable<void> Worker::try_unclaim() {
 
 // Claims when there are free slots and a reason to: await_claim was woken
 // for jobs it did not claim, a NOTIFY for one of its queues since the last
-// claim was sent, the last claim full (a backlog), a job ended (its finish
-// written: a capped queue's next job becomes claimable then, and nothing
-// announces it), or the poll interval passed (under LISTEN, or while the
-// notifier is away: otherwise the notifier polls).  A job's finish being
+// claim was sent, the last claim full (a backlog), and under LISTEN (or
+// while the notifier is away) a job ended (its finish written: a capped
+// queue's next job becomes claimable then, which only a waiting worker
+// hears of) or the poll interval passed (else the notifier polls).  A job's finish being
 // queued is no reason alone: a claim then found the job still counted as
 // running, and nothing else.  The slots the notifier's claiming call in
 // flight may fill are not free here.
@@ -420,12 +419,15 @@ asio::awaitable<void> Worker::fetcher() {
     if (unclaim_ && await_asked_ == 0 && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
     int free = free_slots() - await_asked_;
     auto now = Clock::now();
+    // Waiting in await_claim, a job that ended is no reason either: the
+    // finish of a capped queue's job wakes a waiting worker of the queue.
     bool polls = !await_mode_ && now >= next_poll_;
-    bool due = backlog_ || slot_freed_ || picked_ || polls;  // claims at once
+    bool ended = !await_mode_ && slot_freed_;
+    bool due = backlog_ || ended || picked_ || polls;  // claims at once
     bool by_notify = !due && notified_;        // waits out the backoff first
     if (free > 0 && (due || (by_notify && now >= quiet_until_))) {
       const char* why = backlog_       ? "backlog"
-                        : slot_freed_  ? "job_ended"
+                        : ended        ? "job_ended"
                         : picked_      ? "wake"
                         : by_notify    ? "notify"
                                        : "poll";
@@ -439,6 +441,7 @@ asio::awaitable<void> Worker::fetcher() {
       try {
         int n = co_await claim_on(ctl_, free);
         fetch_asked_ = 0;
+        fetch_idle_.notify();
         core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
                                      {"why", why}});
         more = n == free;  // a full batch: there may be more waiting
@@ -456,6 +459,7 @@ asio::awaitable<void> Worker::fetcher() {
         }
       } catch (const pg::Error& e) {
         fetch_asked_ = 0;
+        fetch_idle_.notify();
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         failed = true;
         // The claim may have committed: its reply is what was lost.

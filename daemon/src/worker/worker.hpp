@@ -105,6 +105,7 @@ class Worker {
   pg::Connection listen_;  // bgexec.await_claim and the poll's claims (or LISTEN bgexec_jobs, bgexec_stop)
   asio::signal_set signals_;
   Event fetch_wake_;
+  Event fetch_idle_;  // the fetcher's claim in flight has ended
   Event hb_wake_;  // a stop request arrived: heartbeat now
   Event drained_;
   std::unique_ptr<Completer> completer_;  // uses fin_
@@ -138,7 +139,8 @@ class Worker {
   Clock::time_point next_poll_{};  // the first claim is due at once
   // A job ended (its finish written) since the last claim was sent: in a
   // queue with max_running (or a per-key cap) that may make a queued job
-  // claimable, and nothing announces it.
+  // claimable.  The finish wakes a worker waiting in await_claim, but sends
+  // a LISTENing worker only a NOTIFY, which waits out its backoff.
   bool slot_freed_ = false;
   // bgexec.await_claim was woken for jobs it could not claim (no slot it
   // could fill, or another claimer was first) since the last claim was
