@@ -25,18 +25,21 @@
  * retry's backoff) are recorded with their time (bgexec._jobs_due) in a
  * table of the 256 earliest; a waiting worker of the queue sleeps until the
  * earliest and takes them as a wake then, so they start on time rather than
- * at the workers' next poll.
+ * at the workers' next poll.  The daemon calls bgexec.await_claim (SQL),
+ * which runs claim() in this backend as soon as await_work returns with a
+ * job wake: the woken backend claims, with no round trip to the worker.
  *
- * What is guaranteed, and what is not.  A wake is a hint, never a claim:
- * the woken worker still claims with FOR UPDATE SKIP LOCKED, and a lost or
- * spurious wake costs latency or a claim, never a job (the workers' poll
- * finds any job no wake announced).  A wake for a slot that is not asleep
- * at that moment (its worker is claiming, or between two calls) is kept as
- * pending, and its next call returns at once: no wake falls between a
- * worker's empty claim and its next wait.  Wakes are sent after the commit
- * is visible (XACT_EVENT_COMMIT follows ProcArrayEndTransaction), dropped
- * on abort, on the abort of the subtransaction that recorded them, and on
- * PREPARE TRANSACTION (a prepared transaction's jobs are found by poll).
+ * What is guaranteed, and what is not.  A wake is a hint, never a claim: the
+ * woken worker (or await_claim) still claims with FOR UPDATE SKIP LOCKED,
+ * and a lost or spurious wake costs latency or a claim, never a job (the
+ * workers' poll finds any job no wake announced).  A wake for a slot that is
+ * not asleep at that moment (its worker is claiming, or between two calls)
+ * is kept as pending, and its next call returns at once: no wake falls
+ * between a worker's empty claim and its next wait.  Wakes are sent after
+ * the commit is visible (XACT_EVENT_COMMIT follows ProcArrayEndTransaction),
+ * dropped on abort, on the abort of the subtransaction that recorded them,
+ * and on PREPARE TRANSACTION (a prepared transaction's jobs are found by
+ * poll).
  *
  * Locking.  One LWLock guards the slots; a wake scans them once per
  * committing transaction that recorded wakes (MaxBackends slots, a few

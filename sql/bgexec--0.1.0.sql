@@ -397,7 +397,7 @@ COMMENT ON FUNCTION bgexec._validate_payload(text, jsonb) IS
 
 /* Targeted wake-ups of idle workers (extension/wake.c).  A NOTIFY on
  * PostgreSQL 15 wakes every listening backend of the database, whatever its
- * channel; workers wait in await_work instead, and a commit that made jobs
+ * channel; workers wait in await_work (await_claim) instead, and a commit that made jobs
  * runnable wakes one waiting worker per job (as many as their free slots
  * need).  _jobs_ready also sends the contract's NOTIFY bgexec_jobs, for
  * anyone else listening and for workers on a server without the module
