@@ -8,6 +8,10 @@ e2e_cluster 57950
 P=$E2E_DIR/pids
 E2E_PIDFILES+=("$P")
 start_worker w1 --allow-run
+# Submitted half a second into the worker's wait for work (await_claim,
+# a second at a time): the wait claims it, half a second after it was sent.
+wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
+sleep 0.5
 
 id=$("$BGEXEC" submit workflow --timeout 2s --max-attempts 3 "{\"steps\": [
   {\"id\": \"slow\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $P; sleep 60 & wait\"]},
@@ -20,6 +24,11 @@ wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the step's grou
   || fail "exactly one terminal event"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_started' AND data->>'step' = 'after'") == 0 ]] \
   || fail "a step after the timeout ran"
+# not before its timeout: the worker claimed it in a wait begun half a
+# second earlier, and its deadline timer runs from the claim, not from when
+# the wait was sent (it ended the job after 1.4-1.5 s when it did)
+ran=$(sql "SELECT extract(epoch FROM finished_at - started_at) FROM bgexec.job WHERE id = $id")
+awk -v r="$ran" 'BEGIN {exit !(r >= 1.95)}' || fail "timed out ${ran}s after it started, before its 2 s timeout"
 # timed_out is terminal: no retry, whatever max_attempts says
 [[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $id") == 1 ]] || fail "a timed-out job was retried"
 

@@ -33,7 +33,9 @@ constexpr double backoff_min_s = 0.1;
 constexpr double backoff_max_s = 5.0;  // cap of the reconnect backoff
 
 // claim's columns, as claim_on and start_claimed read them (await_claim
-// returns the same, then its flags woken and stop).
+// returns the same, then its flags woken and stop, and how long ago, at the
+// row's output, the claim was made: it may be up to the wait's timeout
+// after the statement was sent).
 #define BGEXEC_CLAIM_COLUMNS                                                                  \
   "c.job_id, c.lease, c.queue, c.kind, c.owner, c.payload, c.attempt, c.max_attempts,"        \
   " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"             \
@@ -41,9 +43,10 @@ constexpr double backoff_max_s = 5.0;  // cap of the reconnect backoff
 constexpr const char* claim_sql =
     "SELECT " BGEXEC_CLAIM_COLUMNS " FROM bgexec.claim($1, $2::text[], $3, $4::interval) c";
 constexpr const char* await_claim_sql =
-    "SELECT " BGEXEC_CLAIM_COLUMNS ", c.woken, c.stop"
+    "SELECT " BGEXEC_CLAIM_COLUMNS ", c.woken, c.stop,"
+    " extract(epoch FROM pg_catalog.clock_timestamp() - (c.lease_expires_at - $5::interval)) AS claimed_ago"
     " FROM bgexec.await_claim($1, $2::text[], $3, $4::interval, $5::interval, $6) c";
-constexpr int col_woken = 12, col_stop = 13;
+constexpr int col_woken = 12, col_stop = 13, col_claimed_ago = 14;
 constexpr std::size_t unfinished_kept = 4096;
 
 // Postgres array literal of strings: {"a","b"}.
@@ -194,15 +197,16 @@ asio::awaitable<void> Worker::notifier() {
 asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> listening) {
   bool pass_on = false;
   for (bool first = true;; first = false) {
-    // A claim of the fetcher's in flight holds the slots it asked for; it
-    // is short, and a wait that left them out would not be picked for them
-    // until its timeout.
-    while (fetch_asked_ > 0) co_await fetch_idle_.wait();
     // The slots this call may fill: none on the first (it only registers,
     // timeout 0: wakes from then on are kept for the next call, so the
     // worker is listening once it returns), during a backlog (the fetcher
     // claims as slots free), until a lost claim is given back, or draining.
-    int free = first || backlog_ || unclaim_ || draining_ ? 0 : std::max(0, free_slots() - fetch_asked_);
+    auto holds_none = [&] { return first || backlog_ || unclaim_ || draining_; };
+    // Else not while the fetcher's claim is in flight: it holds the slots
+    // it asked for, and a wait that left them out would not be picked for
+    // them until its timeout.  The claim is short.
+    while (fetch_asked_ > 0 && !holds_none()) co_await fetch_idle_.wait();
+    int free = holds_none() ? 0 : std::max(0, free_slots() - fetch_asked_);
     auto sent = Clock::now();
     bool poll = free > 0 && sent >= next_poll_;
     // Until the next poll, a second at most; a tenth while a backlog or an
@@ -229,7 +233,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
       throw;
     }
     await_asked_ = 0;
-    int n = start_claimed(r, sent);
+    int n = start_claimed(r, sent, poll ? -1 : col_claimed_ago);
     bool woken = false, stop = false;
     if (!poll)
       for (int i = 0; i < r.rows(); ++i) {
@@ -238,7 +242,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
       }
     if (first) {
       await_mode_ = true;
-      listening({{"via", "await_claim"}});
+      if (!draining_) listening({{"via", "await_claim"}});  // (again after begin_drain's cancel)
     }
     if (n > 0) core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
                                             {"why", poll ? "poll" : "wake"}});
@@ -299,12 +303,21 @@ asio::awaitable<int> Worker::claim_on(pg::Connection& conn, int free) {
   co_return start_claimed(r, sent);
 }
 
-int Worker::start_claimed(const pg::Result& r, Clock::time_point sent) {
+int Worker::start_claimed(const pg::Result& r, Clock::time_point sent, int claimed_ago_col) {
+  auto arrived = Clock::now();
   int n = 0;
   for (int i = 0; i < r.rows(); ++i) {
     if (r.is_null(i, 0)) continue;  // await_claim's flags alone
     // The DB clock never leaves the database: deadline is turned into an
     // offset from lease_expires_at (= the DB's clock + lease_for at claim).
+    // The lease runs locally from when the statement was sent (never later
+    // than the claim: the guard ends the job before the database would
+    // revoke it), the deadline from the claim itself, as near as the reply
+    // tells it (never earlier: a job is not stopped before its timeout).
+    auto claimed = sent;
+    if (claimed_ago_col >= 0)
+      if (auto ago = r.get(i, claimed_ago_col))
+        claimed = std::max(sent, arrived - seconds(std::max(0.0, std::strtod(ago->c_str(), nullptr))));
     Claim c;
     c.job_id = std::stoll(r.get(i, 0).value_or("0"));
     c.lease = std::stoll(r.get(i, 1).value_or("0"));
@@ -315,7 +328,7 @@ int Worker::start_claimed(const pg::Result& r, Clock::time_point sent) {
     c.attempt = std::stoi(r.get(i, 6).value_or("0"));
     c.max_attempts = std::stoi(r.get(i, 7).value_or("1"));
     c.lease_expiry = sent + seconds(cfg_.lease_s);
-    if (auto d = r.get(i, 8)) c.deadline = c.lease_expiry + seconds(std::strtod(d->c_str(), nullptr));
+    if (auto d = r.get(i, 8)) c.deadline = claimed + seconds(cfg_.lease_s + std::strtod(d->c_str(), nullptr));
     c.completed_steps_text = r.get(i, 9).value_or("{}");
     c.completed_stdout_text = r.get(i, 10).value_or("{}");
     c.started_seq = std::stoi(r.get(i, 11).value_or("0"));

@@ -75,8 +75,10 @@ class Worker {
   asio::awaitable<int> claim_on(pg::Connection& conn, int free);
   // Starts a job for each row of claim's columns (an await_claim row of
   // flags alone, job_id NULL, is skipped); returns how many.  `sent`: when
-  // the claiming statement was sent (the local lease runs from then).
-  int start_claimed(const pg::Result& r, Clock::time_point sent);
+  // the claiming statement was sent (the local lease runs from then);
+  // `claimed_ago_col`: await_claim's column of seconds since the claim, by
+  // which the deadline runs from the claim (-1: none, from `sent`).
+  int start_claimed(const pg::Result& r, Clock::time_point sent, int claimed_ago_col = -1);
   // The claim failed and its reply may be what was lost: unclaim from the
   // highest lease received before it was sent.
   void lost_claim(std::int64_t before);
