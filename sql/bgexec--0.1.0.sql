@@ -1091,9 +1091,13 @@ COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
  * worker on await_work hears of the wake and sends claim on another
  * connection: two process wake-ups and a round trip later (0.3 ms at p50
  * on the reference machine, a third of an idle job's pickup; bench/README).
- * Claims up to free jobs, with the lease of claim(); the claim sees the
- * jobs committed while it waited because claim reads the clock, not the
- * transaction's start, and takes a new snapshot in READ COMMITTED.
+ * Claims up to max_jobs jobs (default: free), with the lease of claim();
+ * the claim sees the jobs committed while it waited because claim reads
+ * the clock, not the transaction's start, and takes a new snapshot in
+ * READ COMMITTED.  free is what the wake counts on (as await_work's);
+ * max_jobs below it, down to 0, leaves the rest to the caller's own
+ * claims (the daemon passes 0 while it works through a backlog, and stays
+ * woken for the jobs that arrive meanwhile).
  * Returns the claimed jobs, each with the wake's flags; when none was
  * claimed, one row of flags with the job columns NULL: woken true then
  * means a wake the claim could not serve (another claimer was first, or a
@@ -1101,7 +1105,7 @@ COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
  * with a claim of its own.  stop as await_work's. */
 CREATE FUNCTION bgexec.await_claim(worker_id text, queues text[], free int, timeout interval,
                                    lease_for interval DEFAULT '30 seconds',
-                                   pass_on boolean DEFAULT false)
+                                   pass_on boolean DEFAULT false, max_jobs int DEFAULT NULL)
 	RETURNS TABLE (woken boolean, stop boolean,
 	               job_id bigint, lease bigint, queue text, kind text, owner name,
 	               payload jsonb, attempt int, max_attempts int,
@@ -1113,14 +1117,20 @@ CREATE FUNCTION bgexec.await_claim(worker_id text, queues text[], free int, time
 DECLARE
 	w record;
 BEGIN
-	-- await_work checks worker_id, queues, free and timeout; lease_for is
-	-- checked before the wait, so a bad one fails at once.
+	-- await_work checks worker_id, queues, free and timeout; lease_for and
+	-- max_jobs are checked before the wait, so a bad one fails at once.
 	PERFORM bgexec._check_lease_for(lease_for);
+	IF max_jobs < 0 THEN
+		RAISE EXCEPTION 'max_jobs must be 0 or more'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('max_jobs was %s', max_jobs);
+	END IF;
+	max_jobs := coalesce(max_jobs, free);
 	SELECT a.jobs, a.stop INTO w
 	  FROM bgexec.await_work(worker_id, queues, free, timeout, pass_on) a;
-	IF w.jobs AND free > 0 THEN
+	IF w.jobs AND max_jobs > 0 THEN
 		RETURN QUERY SELECT true, w.stop, c.*
-		  FROM bgexec.claim(worker_id, queues, free, lease_for) c;
+		  FROM bgexec.claim(worker_id, queues, max_jobs, lease_for) c;
 		IF FOUND THEN
 			RETURN;
 		END IF;
@@ -1130,8 +1140,8 @@ BEGIN
 	                    NULL::timestamptz, NULL::jsonb, NULL::jsonb, NULL::int;
 END
 $$;
-COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, boolean) IS
-	'await_work, then claim up to free jobs in the same backend when woken for jobs';
+COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, boolean, int) IS
+	'await_work, then claim up to max_jobs (default free) jobs in the same backend when woken for jobs';
 
 /* unclaim: gives back the jobs of a claim whose reply the worker never
  * received.  A claim commits before its rows reach the worker; when the
@@ -2565,7 +2575,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.unclaim(text, bigint, bigint[]),
 	bgexec.heartbeat(text, bigint[], interval),
 	bgexec.await_work(text, text[], int, interval, boolean),
-	bgexec.await_claim(text, text[], int, interval, interval, boolean),
+	bgexec.await_claim(text, text[], int, interval, interval, boolean, int),
 	bgexec.append_event(bigint, bigint, text, jsonb, int),
 	bgexec.append_events(bigint, bigint, jsonb, int),
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),

@@ -114,6 +114,7 @@ SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
 -- during the wait)
 SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0', '0')$$);
 SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', -1, '0')$$);
+SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0', max_jobs => -1)$$);
 SET ROLE regress_alice;
 SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0')$$);
 RESET ROLE;
@@ -139,6 +140,12 @@ SELECT count(*) AS still_queued FROM bgexec.job WHERE queue = 'wc' AND status = 
 SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
 SELECT count(*) FROM bgexec.claim('wz', '{wc}', 10);
 SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0');
+-- woken, max_jobs 0 (the caller claims for itself, a backlog): counted on
+-- for the wake, no claim
+SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
+SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0', max_jobs => 0);
+SELECT count(*) AS still_queued FROM bgexec.job WHERE queue = 'wc' AND status = 'queued';
+SELECT count(*) FROM bgexec.claim('wz', '{wc}', 10);
 -- woken with no slot free (the wake kept from before it filled up): no claim
 SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
 SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 0, '0');
