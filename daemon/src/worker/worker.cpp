@@ -45,7 +45,7 @@ constexpr const char* claim_sql =
 constexpr const char* await_claim_sql =
     "SELECT " BGEXEC_CLAIM_COLUMNS ", c.woken, c.stop,"
     " extract(epoch FROM pg_catalog.clock_timestamp() - (c.lease_expires_at - $5::interval)) AS claimed_ago"
-    " FROM bgexec.await_claim($1, $2::text[], $3, $4::interval, $5::interval, $6) c";
+    " FROM bgexec.await_claim($1, $2::text[], $3, $4::interval, $5::interval, $6, $7) c";
 constexpr int col_woken = 12, col_stop = 13, col_claimed_ago = 14;
 constexpr std::size_t unfinished_kept = 4096;
 
@@ -197,21 +197,25 @@ asio::awaitable<void> Worker::notifier() {
 asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> listening) {
   bool pass_on = false;
   for (bool first = true;; first = false) {
-    // The slots this call may fill: none on the first (it only registers,
-    // timeout 0: wakes from then on are kept for the next call, so the
-    // worker is listening once it returns), during a backlog (the fetcher
-    // claims as slots free), until a lost claim is given back, or draining.
-    auto holds_none = [&] { return first || backlog_ || unclaim_ || draining_; };
-    // Else not while the fetcher's claim is in flight: it holds the slots
-    // it asked for, and a wait that left them out would not be picked for
-    // them until its timeout.  The claim is short.
-    while (fetch_asked_ > 0 && !holds_none()) co_await fetch_idle_.wait();
-    int free = holds_none() ? 0 : std::max(0, free_slots() - fetch_asked_);
+    // The wait counts on the free slots (wakes pick it for as many jobs),
+    // and claims into them, except: the first call only registers (timeout
+    // 0: wakes from then on are kept for the next call, so the worker is
+    // listening once it returns); during a backlog (the fetcher claims as
+    // slots free) and until a lost claim is given back it claims nothing,
+    // but is still woken, so the jobs that arrive meanwhile are claimed
+    // (by the fetcher) when they do; draining, it counts on nothing.
+    auto claims_none = [&] { return first || backlog_ || unclaim_ || draining_; };
+    // Not while the fetcher's claim is in flight, when it would claim: that
+    // claim holds the slots it asked for, and a wait that left them out
+    // would not be picked for them until its timeout.  The claim is short.
+    while (fetch_asked_ > 0 && !claims_none()) co_await fetch_idle_.wait();
+    int counts_on = first || draining_ ? 0 : std::max(0, free_slots() - fetch_asked_);
+    int free = claims_none() ? 0 : counts_on;
+    await_counts_on_ = counts_on;
     auto sent = Clock::now();
     bool poll = free > 0 && sent >= next_poll_;
-    // Until the next poll, a second at most; a tenth while a backlog or an
-    // unclaim keeps it from claiming, so it is back to claiming soon after.
-    double wait = first ? 0 : (backlog_ || unclaim_) && !draining_ ? 0.1 : 1;
+    // Until the next poll, a second at most.
+    double wait = first ? 0 : 1;
     if (free > 0 && !poll) wait = std::min(1.0, std::chrono::duration<double>(next_poll_ - sent).count());
     auto before = max_lease_;
     pg::Result r;
@@ -222,8 +226,8 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
         pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s)};
         r = co_await listen_.query(claim_sql, std::move(arg1_), /*prepare=*/true);
       } else {
-        pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(wait),
-                            core::to_pg_interval(cfg_.lease_s), pass_on ? "true" : "false"};
+        pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(counts_on), core::to_pg_interval(wait),
+                            core::to_pg_interval(cfg_.lease_s), pass_on ? "true" : "false", std::to_string(free)};
         r = co_await listen_.query(await_claim_sql, std::move(arg1_), /*prepare=*/true);
       }
     } catch (const pg::Error& e) {
@@ -310,14 +314,20 @@ int Worker::start_claimed(const pg::Result& r, Clock::time_point sent, int claim
     if (r.is_null(i, 0)) continue;  // await_claim's flags alone
     // The DB clock never leaves the database: deadline is turned into an
     // offset from lease_expires_at (= the DB's clock + lease_for at claim).
-    // The lease runs locally from when the statement was sent (never later
-    // than the claim: the guard ends the job before the database would
-    // revoke it), the deadline from the claim itself, as near as the reply
-    // tells it (never earlier: a job is not stopped before its timeout).
+    // Both run locally from the claim, which await_claim may make up to its
+    // timeout after the statement was sent: as near as the reply tells it
+    // (its seconds since the claim), never before the send.  The reply's
+    // way back makes that a little late: the lease takes 50 ms more off
+    // (the guard ends a job at least 0.1 s before its lease runs out), the
+    // deadline nothing (a job is not stopped before its timeout).
     auto claimed = sent;
+    auto lease_from = sent;
     if (claimed_ago_col >= 0)
-      if (auto ago = r.get(i, claimed_ago_col))
-        claimed = std::max(sent, arrived - seconds(std::max(0.0, std::strtod(ago->c_str(), nullptr))));
+      if (auto ago = r.get(i, claimed_ago_col)) {
+        auto at = arrived - seconds(std::max(0.0, std::strtod(ago->c_str(), nullptr)));
+        claimed = std::max(sent, at);
+        lease_from = std::max(sent, at - seconds(0.05));
+      }
     Claim c;
     c.job_id = std::stoll(r.get(i, 0).value_or("0"));
     c.lease = std::stoll(r.get(i, 1).value_or("0"));
@@ -327,7 +337,7 @@ int Worker::start_claimed(const pg::Result& r, Clock::time_point sent, int claim
     c.payload_text = r.get(i, 5).value_or("{}");
     c.attempt = std::stoi(r.get(i, 6).value_or("0"));
     c.max_attempts = std::stoi(r.get(i, 7).value_or("1"));
-    c.lease_expiry = sent + seconds(cfg_.lease_s);
+    c.lease_expiry = lease_from + seconds(cfg_.lease_s);
     if (auto d = r.get(i, 8)) c.deadline = claimed + seconds(cfg_.lease_s + std::strtod(d->c_str(), nullptr));
     c.completed_steps_text = r.get(i, 9).value_or("{}");
     c.completed_stdout_text = r.get(i, 10).value_or("{}");
@@ -410,13 +420,14 @@ asio::awaitable<void> Worker::try_unclaim() {
 
 // Claims when there are free slots and a reason to: await_claim was woken
 // for jobs it did not claim, a NOTIFY for one of its queues since the last
-// claim was sent, the last claim full (a backlog), and under LISTEN (or
-// while the notifier is away) a job ended (its finish written: a capped
-// queue's next job becomes claimable then, which only a waiting worker
-// hears of) or the poll interval passed (else the notifier polls).  A job's finish being
-// queued is no reason alone: a claim then found the job still counted as
-// running, and nothing else.  The slots the notifier's claiming call in
-// flight may fill are not free here.
+// claim was sent, the last claim full (a backlog), a job ended (its finish
+// written: a capped queue's next job becomes claimable then) under LISTEN
+// or while the notifier's wait counts on no free slot, and the poll
+// interval passed under LISTEN or while the notifier is away (else the
+// notifier polls).  A job's finish being queued is no reason alone: a
+// claim then found the job still counted as running, and nothing else.
+// The slots the notifier's claiming call in flight may fill are not free
+// here.
 //
 // Under LISTEN, every idle worker on a queue wakes for each submit, and all
 // but one find nothing: with 16 workers, 16 claims per job.  So a claim
@@ -432,10 +443,13 @@ asio::awaitable<void> Worker::fetcher() {
     if (unclaim_ && await_asked_ == 0 && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
     int free = free_slots() - await_asked_;
     auto now = Clock::now();
-    // Waiting in await_claim, a job that ended is no reason either: the
-    // finish of a capped queue's job wakes a waiting worker of the queue.
+    // Waiting in await_claim, a job that ended is a reason only while the
+    // wait counts on no free slot (every slot was taken when it was sent):
+    // wakes pass it by, so the jobs that arrived meanwhile are claimed now.
+    // Else the wait is woken for them, and for a capped queue's next job
+    // when the finish of its running one commits.
     bool polls = !await_mode_ && now >= next_poll_;
-    bool ended = !await_mode_ && slot_freed_;
+    bool ended = slot_freed_ && (!await_mode_ || await_counts_on_ == 0);
     bool due = backlog_ || ended || picked_ || polls;  // claims at once
     bool by_notify = !due && notified_;        // waits out the backoff first
     if (free > 0 && (due || (by_notify && now >= quiet_until_))) {
@@ -565,7 +579,8 @@ asio::awaitable<void> Worker::heartbeater() {
 // --kill-grace), this loop's tick and a tenth of the lease, and is at most a
 // third of the lease (two missed heartbeats; the config check keeps the kill
 // grace below it).  lease_expiry is reckoned from when the renewal was sent,
-// before the database's now(), so it errs early.
+// before the database's now(), so it errs early (a claim made in a wait:
+// from the claim as its reply tells it, less 50 ms for the reply's way).
 asio::awaitable<void> Worker::lease_guard() {
   const auto tick = std::chrono::milliseconds(100);
   const auto margin =

@@ -75,9 +75,9 @@ class Worker {
   asio::awaitable<int> claim_on(pg::Connection& conn, int free);
   // Starts a job for each row of claim's columns (an await_claim row of
   // flags alone, job_id NULL, is skipped); returns how many.  `sent`: when
-  // the claiming statement was sent (the local lease runs from then);
-  // `claimed_ago_col`: await_claim's column of seconds since the claim, by
-  // which the deadline runs from the claim (-1: none, from `sent`).
+  // the claiming statement was sent; `claimed_ago_col`: await_claim's
+  // column of seconds since the claim, by which the lease and the deadline
+  // run from the claim (-1: none, from `sent`).
   int start_claimed(const pg::Result& r, Clock::time_point sent, int claimed_ago_col = -1);
   // The claim failed and its reply may be what was lost: unclaim from the
   // highest lease received before it was sent.
@@ -129,6 +129,7 @@ class Worker {
   // fetcher's claim), so each counts against the other the slots it may
   // fill while in flight: together they never take more than free_slots().
   int await_asked_ = 0;  // the notifier's claiming call in flight
+  int await_counts_on_ = 0;  // the free slots the notifier's last wait counts on (wakes pick it for)
   int fetch_asked_ = 0;  // the fetcher's claim in flight
   // The notifier waits in await_claim and polls: the fetcher claims only
   // on a backlog, a slot freed, or a wake await_claim could not serve.
