@@ -209,13 +209,16 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     // claim holds the slots it asked for, and a wait that left them out
     // would not be picked for them until its timeout.  The claim is short.
     while (fetch_asked_ > 0 && !claims_none()) co_await fetch_idle_.wait();
-    int counts_on = first || draining_ ? 0 : std::max(0, free_slots() - fetch_asked_);
-    int free = claims_none() ? 0 : counts_on;
+    // Counted on: the slots free, those of the fetcher's claim in flight
+    // too (a wake it leaves nothing for goes back to the fetcher); a wait
+    // counting on none is passed by, so it is short.
+    int counts_on = first || draining_ ? 0 : std::max(0, free_slots());
+    int free = claims_none() ? 0 : std::max(0, counts_on - fetch_asked_);
     await_counts_on_ = counts_on;
     auto sent = Clock::now();
     bool poll = free > 0 && sent >= next_poll_;
-    // Until the next poll, a second at most.
-    double wait = first ? 0 : 1;
+    // Until the next poll, a second at most; a fifth counting on nothing.
+    double wait = first ? 0 : counts_on == 0 && !draining_ ? 0.2 : 1;
     if (free > 0 && !poll) wait = std::min(1.0, std::chrono::duration<double>(next_poll_ - sent).count());
     auto before = max_lease_;
     pg::Result r;
