@@ -221,17 +221,22 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     double wait = first ? 0 : counts_on == 0 && !draining_ ? 0.2 : 1;
     if (free > 0 && !poll) wait = std::min(1.0, std::chrono::duration<double>(next_poll_ - sent).count());
     auto before = max_lease_;
-    pg::Result r;
+    int n = 0;
+    bool woken = false, stop = false;
     await_asked_ = free;
     try {
       if (poll) {
         next_poll_ = sent + seconds(cfg_.poll_s);
-        pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s)};
-        r = co_await listen_.query(claim_sql, std::move(arg1_), /*prepare=*/true);
+        n = co_await claim_on(listen_, free);
       } else {
         pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(counts_on), core::to_pg_interval(wait),
                             core::to_pg_interval(cfg_.lease_s), pass_on ? "true" : "false", std::to_string(free)};
-        r = co_await listen_.query(await_claim_sql, std::move(arg1_), /*prepare=*/true);
+        auto r = co_await listen_.query(await_claim_sql, std::move(arg1_), /*prepare=*/true);
+        n = start_claimed(r, sent, col_claimed_ago);
+        for (int i = 0; i < r.rows(); ++i) {
+          woken = woken || r.get(i, col_woken) == "t";
+          stop = stop || r.get(i, col_stop) == "t";
+        }
       }
     } catch (const pg::Error& e) {
       await_asked_ = 0;
@@ -240,13 +245,6 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
       throw;
     }
     await_asked_ = 0;
-    int n = start_claimed(r, sent, poll ? -1 : col_claimed_ago);
-    bool woken = false, stop = false;
-    if (!poll)
-      for (int i = 0; i < r.rows(); ++i) {
-        woken = woken || r.get(i, col_woken) == "t";
-        stop = stop || r.get(i, col_stop) == "t";
-      }
     if (first) {
       await_mode_ = true;
       if (!draining_) listening({{"via", "await_claim"}});  // (again after begin_drain's cancel)
