@@ -1779,16 +1779,19 @@ CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
 $$;
 
 /* _completed_stdout: step id → captured stdout of the steps completed in
- * earlier runs that recorded one, so {{steps.ID.stdout}} is exact on re-runs. */
+ * earlier runs whose newest step_completed recorded one, so {{steps.ID.stdout}}
+ * is exact on re-runs.  The worker records none where the output is the text
+ * itself (or its compact JSON): the output then stands in, so an older event's
+ * stdout must not. */
 CREATE FUNCTION bgexec._completed_stdout(p_job bigint) RETURNS jsonb
 	LANGUAGE sql STABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
-	SELECT coalesce(jsonb_object_agg(s.step, s.stdout), '{}')
+	SELECT coalesce(jsonb_object_agg(s.step, s.stdout)
+	                  FILTER (WHERE jsonb_typeof(s.stdout) = 'string'), '{}')
 	  FROM (SELECT DISTINCT ON (e.data->>'step') e.data->>'step' AS step, e.data->'stdout' AS stdout
 	          FROM bgexec.job_event e
-	         WHERE e.job_id = p_job AND e.kind = 'step_completed'
-	           AND e.data ? 'step' AND jsonb_typeof(e.data->'stdout') = 'string'
+	         WHERE e.job_id = p_job AND e.kind = 'step_completed' AND e.data ? 'step'
 	         ORDER BY e.data->>'step', e.seq DESC) s
 $$;
 

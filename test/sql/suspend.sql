@@ -31,5 +31,14 @@ SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": {"
 SELECT bgexec.finish(:m, :l, 'failed', '{"message": "b broke"}');
 UPDATE bgexec.job SET run_after = now() WHERE id = :m;
 SELECT attempt, completed_steps, completed_stdout FROM bgexec.claim('w', '{sus}', 1);
+-- a step's newest step_completed decides: without a stdout (its output is the
+-- text) an older event's stdout is not handed on
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}]}', queue => 'sus', max_attempts => 2) AS m \gset
+SELECT lease AS l FROM bgexec.claim('w', '{sus}', 1) \gset
+SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": {"n": 1}, "stdout": "{ \"n\": 1 }"}') IS NOT NULL AS appended;
+SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": "two"}') IS NOT NULL AS appended;
+SELECT bgexec.finish(:m, :l, 'failed', '{"message": "b broke"}');
+UPDATE bgexec.job SET run_after = now() WHERE id = :m;
+SELECT attempt, completed_steps, completed_stdout FROM bgexec.claim('w', '{sus}', 1);
 -- negative: resume of a job that does not exist
 SELECT bgexec.resume(-1);

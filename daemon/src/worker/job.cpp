@@ -55,6 +55,13 @@ std::string trim_newline(std::string s) {
   return s;
 }
 
+// The stdout an output stands in for when a step's event recorded none (an
+// approval's resume input, or a stdout the output renders exactly): the text
+// itself, else the compact JSON.
+std::string stdout_of(const json& output) {
+  return output.is_string() ? output.get<std::string>() : core::dump(output);
+}
+
 // JSON nested past core::max_json_depth: nlohmann parses it iteratively, but
 // copies, dumps and masking recurse once per level and overflow the stack.
 std::string too_deep_text(const std::string& what) {
@@ -470,7 +477,7 @@ asio::awaitable<void> Job::execute() {
       if (auto it = stdouts.find(sid); it != stdouts.end() && it->is_string()) {
         outputs_[sid]["stdout"] = it->get<std::string>();
       } else if (!out.is_null()) {
-        outputs_[sid]["stdout"] = out.is_string() ? out.get<std::string>() : core::dump(out);
+        outputs_[sid]["stdout"] = stdout_of(out);
       }
     }
   }
@@ -615,8 +622,10 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     json entry = {{"output", output}};
     if (has_stdout) {
       std::string trimmed = masker_.mask(trim_newline(out_text));
-      data["stdout"] = trimmed;
-      entry["stdout"] = trimmed;
+      // Text, or JSON printed compact, is its own output: the event carries
+      // it once, and a re-run gets it back from the output.
+      if (output.is_null() || stdout_of(output) != trimmed) data["stdout"] = trimmed;
+      entry["stdout"] = std::move(trimmed);
     }
     co_await append("step_completed", data);
     outputs_[sid] = std::move(entry);
