@@ -3,7 +3,8 @@
 # (templates and secrets expanded, secrets masked, the worker's BGEXEC_*
 # variables kept); "timeout" ends a run, sql or sleep step that overruns it
 # (a process as a stop does: TERM, then KILL) and fails the job with
-# reason step_timeout, retryable.
+# reason step_timeout, retryable.  A descendant that left its step's
+# process group (setsid) is killed when the step ends, however it ends.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57954
 SECRET=s3cr3t-env-$RANDOM$RANDOM
@@ -22,13 +23,36 @@ cat >"$E2E_DIR/detach.sh" <<SH
 exec 3<&0
 setsid sleep 300 <&3 >/dev/null 2>&1 3<&- &
 exec 3<&-
+until [ \$(ps -o sid= -p \$!) = \$! ]; do sleep 0.05; done
 echo \$! >> $E2E_DIR/detached
 echo '{"left": true}'
 SH
 chmod +x "$E2E_DIR/detach.sh"
+cat >"$E2E_DIR/chain.sh" <<SH
+#!/bin/sh
+# run: leaves a detached shell with a child in its process group and one in
+# a session of its own, then waits
+setsid sh -c 'echo \$\$ >> $E2E_DIR/chain; sleep 300 & echo \$! >> $E2E_DIR/chain
+              setsid sleep 300 & echo \$! >> $E2E_DIR/chain; wait' &
+sleep 300
+SH
+chmod +x "$E2E_DIR/chain.sh"
 mkdir -p "$E2E_DIR/seen"; chmod 777 "$E2E_DIR/seen"
 E2E_OVERRIDDEN=from-worker BGEXEC_SECRET_TOKEN=$SECRET \
   start_worker w1 --allow-run --action "show-env=$E2E_DIR/show-env.sh" --action "detach=$E2E_DIR/detach.sh"
+# detach_to FILE: shell words that start `setsid sleep 300` in the
+# background and append its pid to FILE once it has left the step's process
+# group (before, the group's SIGKILL at the step's end would catch it).
+detach_to() { echo "setsid sleep 300 & until [ \$(ps -o sid= -p \$!) = \$! ]; do sleep 0.05; done; echo \$! >> $1"; }
+# gone PID: no such process, or a zombie (it runs no more).
+gone() { local st; st=$(ps -o stat= -p "$1") || return 0; [[ $st == *Z* ]]; }
+# all_gone FILE WHAT: every PID in FILE is gone within 5 s.
+all_gone() {
+  local pid
+  while read -r pid; do
+    wait_for 5 gone "$pid" || fail "$2: process $pid still runs: $(ps -o pid=,stat=,args= -p "$pid")"
+  done <"$1"
+}
 
 # env: templates like args (a lone template of a number passes its JSON
 # text), a secret reaches the process but is masked in its output, the step
@@ -86,23 +110,60 @@ wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the timed-out s
 # stdout open: the step waited for that EOF for ever, past any timeout or
 # stop.  Once the leader has exited the outputs get a second, then are
 # closed: a finished leader completes its step, a timed-out one fails it.
+# The worker, their subreaper, kills such descendants when their step ends
+# (they outlived the step, its job and the worker).
 D=$E2E_DIR/detached
-E2E_PIDFILES+=("$D")
+E2E_PIDFILES+=("$D" "$D-done" "$D-late")
 det=$("$BGEXEC" submit workflow "{\"steps\": [
-  {\"id\": \"done\", \"run\": [\"sh\", \"-c\", \"setsid sleep 300 & echo \$! >> $D; echo started\"]},
-  {\"id\": \"late\", \"timeout\": 1, \"run\": [\"sh\", \"-c\", \"setsid sleep 300 & echo \$! >> $D; sleep 300\"]}]}") \
+  {\"id\": \"done\", \"run\": [\"sh\", \"-c\", \"$(detach_to "$D-done"); echo started\"]},
+  {\"id\": \"late\", \"timeout\": 1, \"run\": [\"sh\", \"-c\", \"$(detach_to "$D-late"); sleep 300\"]}]}") \
   || fail submit
 wait_status "$det" failed 15
 [[ $(sql "SELECT data->>'output' FROM bgexec.job_event WHERE job_id = $det AND kind = 'step_completed' AND data->>'step' = 'done'") == started ]] \
   || fail "a step whose detached child holds stdout did not complete: $(sql "SELECT kind, data FROM bgexec.job_event WHERE job_id = $det")"
 [[ $(sql "SELECT error->>'reason' FROM bgexec.job WHERE id = $det") == step_timeout ]] \
   || fail "a timed-out step whose detached child holds stdout: $(sql "SELECT error FROM bgexec.job WHERE id = $det")"
+all_gone "$D-done" "the detached child of a completed step"
+all_gone "$D-late" "the detached child of a timed-out step"
 # The same with stdin: an action that reads none of its 200 KB input and
 # leaves a detached child holding stdin; the write of the rest never ended.
 head -c 200000 /dev/zero | tr '\0' x >"$E2E_DIR/big.txt"
 jq -cn --rawfile big "$E2E_DIR/big.txt" '{steps: [{id: "d", action: "detach", with: {big: $big}}]}' >"$E2E_DIR/big.json"
 det_in=$("$BGEXEC" submit workflow @"$E2E_DIR/big.json") || fail submit
 wait_status "$det_in" completed 15
+all_gone "$D" "the detached child of an action holding its stdin"
+
+# A stop kills a detached descendant and what it started: its child in its
+# group, and its child in another session, which comes to the worker only
+# when the first dies.
+C=$E2E_DIR/chain
+E2E_PIDFILES+=("$C")
+chain=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"c\", \"run\": [\"$E2E_DIR/chain.sh\"]}]}") || fail submit
+wait_for 20 bash -c "[[ \$(wc -l < $C) == 3 ]]" || fail "the detached chain did not start"
+"$BGEXEC" stop "$chain" >/dev/null || fail stop
+wait_status "$chain" cancelled 10
+all_gone "$C" "a detached chain of a stopped job"
+
+# While its step runs, a detached descendant lives, even adopted by the
+# worker (its parent, a subshell, exited) when another step's end makes the
+# worker look: it carries its step's BGEXEC_* variables.  So does one
+# without them (env -i), while any step runs.  Both die with their step.
+K=$E2E_DIR/kept
+E2E_PIDFILES+=("$K" "$K-bare")
+kept=$("$BGEXEC" submit workflow "{\"steps\": [
+  {\"id\": \"keep\", \"run\": [\"sh\", \"-c\",
+    \"(setsid sleep 300 & echo \$! >> $K); (env -i PATH=\$PATH setsid sleep 300 & echo \$! >> $K-bare); sleep 3\"]},
+  {\"id\": \"tick\", \"run\": [\"sleep\", \"1\"]}]}") || fail submit
+wait_for 10 bash -c "[[ \$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job_event WHERE job_id = $kept
+  AND kind = 'step_completed' AND data->>'step' = 'tick'\") == 1 ]]" || fail "step tick did not complete"
+[[ $(job_status "$kept") == running ]] || fail "step keep ended early: $(job_status "$kept")"
+for f in "$K" "$K-bare"; do
+  pid=$(cat "$f")
+  ! gone "$pid" || fail "a detached child ($f) of a running step was killed"
+done
+wait_status "$kept" completed 10
+all_gone "$K" "the detached child of a step that ran past another's end"
+all_gone "$K-bare" "a detached child without BGEXEC_* variables once no step runs"
 
 # A sql step past its timeout is cancelled (nothing left running on the
 # server); a sleep step is cut short.  Both fail the same way.
@@ -126,5 +187,24 @@ wait_for 10 bash -c "[[ \$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job_event
   || fail "a timed-out step with attempts left was not retried"
 wait_status "$again" failed 15
 [[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $again") == 2 ]] || fail "attempts of the retried job"
+# The worker reaps what it adopted: no zombie is left under it.
+[[ $(ps --ppid "$PID_w1" -o stat= | grep -c Z) == 0 ]] \
+  || fail "zombies under the worker: $(ps --ppid "$PID_w1" -o pid=,stat=,args=)"
 kill -0 "$PID_w1" || fail "worker died"
+
+# A second signal exits at once and kills every step's processes, a
+# detached descendant the worker adopted too.
+F=$E2E_DIR/fatal
+E2E_PIDFILES+=("$F")
+"$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"f\", \"run\": [\"sh\", \"-c\",
+  \"(setsid sleep 300 & echo \$! >> $F); sleep 300\"]}]}" >/dev/null || fail submit
+wait_for 10 test -s "$F" || fail "the step to be ended by a second signal did not start"
+wait_for 5 bash -c "[[ \$(ps -o ppid= -p $(cat "$F")) -eq $PID_w1 ]]" \
+  || fail "the worker did not adopt an orphan of its step: $(ps -o pid=,ppid=,args= -p "$(cat "$F")")"
+kill -TERM "$PID_w1"
+sleep 0.2
+kill -TERM "$PID_w1"
+rc=0; wait "$PID_w1" || rc=$?
+((rc == 130)) || fail "the worker exited $rc after a second signal"
+all_gone "$F" "a detached child after the worker's second signal"
 ok

@@ -5,15 +5,24 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <set>
+#include <string_view>
 #include <system_error>
+#include <thread>
 
 namespace bgexec::proc {
 
@@ -28,6 +37,126 @@ std::set<Child*>& registry() {
 std::unique_ptr<asio::signal_set>& reaper() {
   static std::unique_ptr<asio::signal_set> s;
   return s;
+}
+
+// Whether this process is the child subreaper of its steps (init_reaper).
+bool& subreaping() {
+  static bool on = false;
+  return on;
+}
+
+Child* registered(pid_t pid) {
+  for (Child* c : registry())
+    if (c->pid() == pid) return c;
+  return nullptr;
+}
+
+// What marks a step's processes: the worker sets these for every step
+// (job.cpp, worker_vars), a step's env cannot, and descendants inherit them.
+constexpr std::string_view marker_vars[] = {"BGEXEC_JOB_ID=", "BGEXEC_STEP_ID=", "BGEXEC_ATTEMPT="};
+
+// The marker in an environment: its marker_vars entries joined by NUL (no
+// entry can hold one); empty when one is missing.
+template <class Entries>
+std::string marker_of(const Entries& env) {
+  std::string_view found[std::size(marker_vars)];
+  for (std::string_view e : env)
+    for (std::size_t i = 0; i < std::size(marker_vars); ++i)
+      if (e.starts_with(marker_vars[i])) found[i] = e;
+  std::string marker;
+  for (std::string_view f : found) {
+    if (f.empty()) return {};
+    marker.append(f).push_back('\0');
+  }
+  return marker;
+}
+
+// Reads a /proc file whole; false when it cannot be (its process may have
+// gone at any moment: ENOENT, ESRCH).
+bool read_proc(const std::string& path, std::string& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out.clear();
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) != 0) {
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+    else if (errno != EINTR) break;
+  }
+  ::close(fd);
+  return n == 0;
+}
+
+// The marker of a process: /proc/PID/environ is its environment as of its
+// exec, so a program that cleared it (env -i) has none; nor has one whose
+// environment cannot be read (another user's, after a setuid exec).
+std::string marker_of_pid(pid_t pid) {
+  std::string env;
+  if (!read_proc("/proc/" + std::to_string(pid) + "/environ", env)) return {};
+  std::vector<std::string_view> entries;
+  for (std::size_t at = 0; at < env.size();) {
+    std::size_t end = std::min(env.find('\0', at), env.size());
+    entries.emplace_back(env.data() + at, end - at);
+    at = end + 1;
+  }
+  return marker_of(entries);
+}
+
+// Calls f with the name of each numeric entry of a /proc directory.
+template <class F>
+void for_each_pid_entry(const char* dir, F f) {
+  DIR* d = ::opendir(dir);
+  if (!d) return;
+  while (const dirent* e = ::readdir(d))
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') f(e->d_name);
+  ::closedir(d);
+}
+
+// This process's children.  Each thread lists those it forked, and an
+// adopted orphan goes to the first live thread: /proc/self/task/*/children.
+// A kernel without those files (CONFIG_PROC_CHILDREN) is asked for every
+// process's parent instead, in /proc/PID/stat: "pid (comm) state ppid …",
+// where comm may hold spaces and parentheses.
+std::vector<pid_t> children() {
+  static const bool listed =
+      ::access(("/proc/self/task/" + std::to_string(::getpid()) + "/children").c_str(), R_OK) == 0;
+  std::vector<pid_t> kids;
+  std::string text;
+  if (listed) {
+    for_each_pid_entry("/proc/self/task", [&](const char* tid) {
+      if (!read_proc(std::string("/proc/self/task/") + tid + "/children", text)) return;
+      const char* p = text.c_str();
+      for (char* end;; p = end) {
+        long pid = std::strtol(p, &end, 10);
+        if (end == p) break;
+        kids.push_back(static_cast<pid_t>(pid));
+      }
+    });
+  } else {
+    const long self = ::getpid();
+    for_each_pid_entry("/proc", [&](const char* pid) {
+      if (!read_proc(std::string("/proc/") + pid + "/stat", text)) return;
+      std::size_t paren = text.rfind(')');
+      if (paren == std::string::npos || paren + 4 >= text.size()) return;
+      if (std::strtol(text.c_str() + paren + 4, nullptr, 10) == self) kids.push_back(std::atoi(pid));
+    });
+  }
+  return kids;
+}
+
+// Children that are no registered Child: orphans adopted as subreaper.
+std::vector<pid_t> orphans() {
+  std::vector<pid_t> kids = children();
+  std::erase_if(kids, [](pid_t pid) { return registered(pid) != nullptr; });
+  return kids;
+}
+
+// SIGKILLs an orphan and the process group it leads, if any (setsid made it
+// lead one; a group with its pid as id can only be one it made).  Neither id
+// can be reused meanwhile: the orphan is a child of this process, unreaped.
+void kill_orphan(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
 }
 
 // Closes both ends of a pipe pair on scope exit unless released.
@@ -54,8 +183,13 @@ std::string Exit::describe() const {
   return "exit status " + std::to_string(code);
 }
 
-void Child::init_reaper(asio::any_io_executor ex) {
+void Child::init_reaper(asio::any_io_executor ex, bool subreaper) {
   if (reaper()) return;
+#ifdef __linux__
+  subreaping() = subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+#else
+  (void)subreaper;  // orphans go to init, as they always did
+#endif
   reaper() = std::make_unique<asio::signal_set>(ex, SIGCHLD);
   arm_reaper();
 }
@@ -66,16 +200,67 @@ void Child::arm_reaper() {
     // Copy: poll() unregisters exited children.
     auto live = registry();
     for (Child* c : live) c->poll();
+    // Every reap of a registered Child is followed by this handler (its
+    // SIGCHLD), so a step's end always reaches the cull.  A killed orphan's
+    // own children are this process's before its SIGCHLD is sent: the cull
+    // that follows its reap finds them.
+    if (subreaping()) {
+      reap_exited();
+      cull_orphans();
+    }
     arm_reaper();
   });
 }
 
-void Child::kill_all() {
-  for (Child* c : registry()) ::kill(-c->pid_, SIGKILL);
+void Child::reap_exited() {
+  for (;;) {
+    siginfo_t info{};
+    int rc;
+    while ((rc = ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT)) != 0 && errno == EINTR) {}
+    if (rc != 0 || info.si_pid == 0) return;
+    // WNOWAIT: a registered Child's status is its poll()'s to take.
+    if (Child* c = registered(info.si_pid)) {
+      if (!c->poll()) return;  // never loop on one it did not reap
+    } else {
+      while ((rc = ::waitpid(info.si_pid, nullptr, 0)) < 0 && errno == EINTR) {}
+      if (rc < 0) return;
+    }
+  }
 }
 
-Child::Child(asio::any_io_executor ex, pid_t pid, int in, int out, int err)
-    : pid_(pid), in_(ex, in), out_(ex, out), err_(ex, err),
+void Child::cull_orphans() {
+  for (pid_t pid : orphans()) {
+    std::string marker = marker_of_pid(pid);
+    // Unmarked, it may belong to any step: it lives while one does.
+    bool step_runs = marker.empty() ? !registry().empty()
+                                    : std::any_of(registry().begin(), registry().end(),
+                                                  [&](const Child* c) { return c->marker_ == marker; });
+    if (!step_runs) kill_orphan(pid);
+  }
+}
+
+void Child::kill_all() {
+  for (Child* c : registry()) ::kill(-c->pid_, SIGKILL);
+  if (subreaping())
+    for (pid_t pid : orphans()) kill_orphan(pid);
+}
+
+void Child::kill_orphans() {
+  if (!subreaping()) return;
+  // A killed orphan's own children come to this process as it dies: kill
+  // again until none is left, for a second at most (one in uninterruptible
+  // sleep dies only when it wakes).
+  for (int round = 0; round < 100; ++round) {
+    reap_exited();
+    std::vector<pid_t> strays = orphans();
+    if (strays.empty()) return;
+    for (pid_t pid : strays) kill_orphan(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Child::Child(asio::any_io_executor ex, pid_t pid, int in, int out, int err, std::string marker)
+    : pid_(pid), marker_(std::move(marker)), in_(ex, in), out_(ex, out), err_(ex, err),
       done_(ex, asio::steady_timer::time_point::max()), kill_timer_(ex) {
   registry().insert(this);
 }
@@ -126,7 +311,7 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   if (rc != 0) throw std::system_error(rc, std::generic_category(), "spawn " + argv[0]);
   int pin = in.take(1), pout = out.take(0), perr = err.take(0);
   for (int f : {pin, pout, perr}) ::fcntl(f, F_SETFL, ::fcntl(f, F_GETFL) | O_NONBLOCK);
-  auto c = std::shared_ptr<Child>(new Child(ex, pid, pin, pout, perr));  // private ctor
+  auto c = std::shared_ptr<Child>(new Child(ex, pid, pin, pout, perr, marker_of(env)));  // private ctor
   c->poll();  // it may already be gone
   return c;
 }

@@ -25,10 +25,13 @@ struct Exit {
 };
 
 // One spawned process, leader of its own process group.  The group is
-// SIGKILLed once the leader exits, so no stray descendant outlives a step.
+// SIGKILLed once the leader exits, so no stray descendant outlives a step;
+// one that left the group is found as an orphan (see init_reaper).
 class Child : public std::enable_shared_from_this<Child> {
  public:
-  // Spawns argv (PATH lookup when argv[0] has no '/') with env; throws std::system_error.
+  // Spawns argv (PATH lookup when argv[0] has no '/') with env; throws
+  // std::system_error.  env's BGEXEC_JOB_ID, BGEXEC_STEP_ID and
+  // BGEXEC_ATTEMPT are the step's marker, which its descendants inherit.
   static std::shared_ptr<Child> spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
                                       const std::vector<std::string>& env);
   ~Child();
@@ -48,17 +51,30 @@ class Child : public std::enable_shared_from_this<Child> {
   void terminate(double grace_s);
 
   // Installs the SIGCHLD handler on ex; call once before the first spawn.
-  static void init_reaper(asio::any_io_executor ex);
-  // SIGKILLs every live child's group (second signal, fatal exit).
+  // With `subreaper` (Linux; the worker only) this process becomes the child
+  // subreaper of its steps: a descendant that left its step's group comes to
+  // it when its parent dies, not to init, and the handler reaps such orphans
+  // and SIGKILLs each one (with its group) whose step has ended: it carries
+  // the marker of no live Child, or none at all while no Child is live.
+  static void init_reaper(asio::any_io_executor ex, bool subreaper);
+  // SIGKILLs every live child's group and every orphan (second signal, fatal exit).
   static void kill_all();
+  // SIGKILLs every orphan, and those that come to this process as they die
+  // (the worker's exit, once its jobs have ended).
+  static void kill_orphans();
 
  private:
-  Child(asio::any_io_executor ex, pid_t pid, int in, int out, int err);
+  Child(asio::any_io_executor ex, pid_t pid, int in, int out, int err, std::string marker);
   // Checks (without reaping first) whether the leader exited; kills the group, then reaps.
   bool poll();
   static void arm_reaper();
+  // Subreaper: reaps every exited child, a registered one through its poll().
+  static void reap_exited();
+  // Subreaper: SIGKILLs the orphans whose step has ended.
+  static void cull_orphans();
 
   pid_t pid_;
+  std::string marker_;  // empty: env carried none
   asio::posix::stream_descriptor in_, out_, err_;
   asio::steady_timer done_;
   asio::steady_timer kill_timer_;

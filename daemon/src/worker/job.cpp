@@ -95,7 +95,8 @@ std::string step_kind(const json& step) {
 std::string id_str(std::int64_t v) { return std::to_string(v); }
 
 // What the worker tells every step process about itself; a step's "env"
-// cannot set these (the worker's values are what scripts rely on).
+// cannot set these (the worker's values are what scripts rely on, and the
+// first three mark the step's processes: proc/child.cpp kills by them).
 const char* const worker_vars[] = {"BGEXEC_JOB_ID", "BGEXEC_STEP_ID", "BGEXEC_ATTEMPT", "BGEXEC_QUEUE"};
 
 bool is_worker_var(std::string_view name) {

@@ -670,7 +670,9 @@ asio::awaitable<void> Worker::register_self(pg::Connection& conn) {
 }
 
 asio::awaitable<int> Worker::run() {
-  proc::Child::init_reaper(io_.get_executor());
+  // The steps' subreaper: what they leave behind comes to the worker, which
+  // kills it, instead of to init.
+  proc::Child::init_reaper(io_.get_executor(), /*subreaper=*/true);
   arm_signals();
   double backoff = backoff_min_s;
   for (;;) {
@@ -703,6 +705,8 @@ asio::awaitable<int> Worker::run() {
   // Drained: no job held, and no claim of the notifier's on the way.
   co_await drained_.wait();
   while (!jobs_.empty() || await_asked_ > 0) co_await drained_.wait();
+  // No step runs: nothing a step left, marked or not, outlives the worker.
+  proc::Child::kill_orphans();
   // Every finish is written before the worker deregisters.
   co_await completer_->close();
   stopping_ = true;
