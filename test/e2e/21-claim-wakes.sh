@@ -8,7 +8,9 @@
 # --claim-backoff), so their empty claims stay bounded.  And the
 # wake-ups that matter are kept: a wake that arrives while every slot is
 # busy is claimed for when one frees, a job whose run_after passes starts
-# then, and a capped queue's next job is claimed when its running one ends.
+# then, a capped queue's next job is claimed when its running one ends, and
+# a job submitted just after a busy worker's slot freed is claimed when the
+# wait sent while it was busy returns.
 source "$(dirname "$0")/lib.sh"
 # Claims are counted by the server (pg_stat_statements), whatever the worker
 # logs; track = all counts the claims await_claim makes inside its call.
@@ -131,5 +133,31 @@ slowest=$(sql "SELECT round(extract(epoch FROM max(started_at - created_at))::nu
 echo "# after a burst, single jobs started within ${slowest}s"
 awk -v g="$slowest" 'BEGIN {exit !(g < 0.6)}' || fail "a single job after a burst waited ${slowest}s to start"
 
-for w in h1 h2 h3 h4 one later capped burst; do p=PID_$w; kill -0 "${!p}" || fail "worker $w died"; done
+# 7. A job submitted just after the only slot frees: the notifier's wait
+#    was sent while the slot was busy, so it counts on no slot and wakes
+#    pass it by, and the fetcher's claim at the job's end came before the
+#    submit.  The notifier polls when that wait returns (a fifth of a
+#    second at most); it used to wait for --poll (30 s here).  Eight
+#    rounds, each submit 30 ms after the busy job's finish committed: most
+#    land in that wait.
+start_worker deaf --queue deaf --concurrency 1 --poll 30
+wait_listening deaf
+for ((i = 0; i < 8; i++)); do
+  busy=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"sleep\": 0.3}]}', 'deaf')")
+  wait_status "$busy" running 10
+  next=$(sql "DO \$\$ BEGIN
+                WHILE (SELECT status FROM bgexec.job WHERE id = $busy) <> 'completed' LOOP
+                  PERFORM pg_sleep(0.005);
+                END LOOP;
+                PERFORM pg_sleep(0.03);
+              END \$\$; SELECT bgexec.submit('noop', '{}', 'deaf')")
+  wait_for 3 status_is "$next" completed || true
+  lag=$(sql "SELECT coalesce(extract(epoch FROM started_at - created_at), -1) FROM bgexec.job WHERE id = $next")
+  awk -v g="$lag" 'BEGIN {exit !(g >= 0 && g < 1)}' \
+    || fail "round $i: a job submitted just after the slot freed started after ${lag}s (-1: not yet)"
+done
+echo "# jobs submitted just after the slot freed started within $(sql "SELECT round(extract(epoch FROM max(started_at - created_at))::numeric, 3)
+                                                                    FROM bgexec.job WHERE queue = 'deaf' AND kind = 'noop'")s (8 rounds)"
+
+for w in h1 h2 h3 h4 one later capped burst deaf; do p=PID_$w; kill -0 "${!p}" || fail "worker $w died"; done
 ok

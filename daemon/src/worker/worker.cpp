@@ -216,7 +216,8 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     int free = claims_none() ? 0 : std::max(0, counts_on - fetch_asked_);
     await_counts_on_ = counts_on;
     auto sent = Clock::now();
-    bool poll = free > 0 && sent >= next_poll_;
+    bool poll = free > 0 && (sent >= next_poll_ || freed_while_deaf_);
+    if (poll) freed_while_deaf_ = false;
     // Until the next poll, a second at most; a fifth counting on nothing.
     double wait = first ? 0 : counts_on == 0 && !draining_ ? 0.2 : 1;
     if (free > 0 && !poll) wait = std::min(1.0, std::chrono::duration<double>(next_poll_ - sent).count());
@@ -374,6 +375,7 @@ void Worker::start_job(std::shared_ptr<Job> job) {
                    }
                    jobs_.erase(id);
                    slot_freed_ = true;
+                   if (await_mode_ && await_counts_on_ == 0) freed_while_deaf_ = true;
                    fetch_wake_.notify();
                    if (draining_ && jobs_.empty()) drained_.notify();
                  });

@@ -130,6 +130,11 @@ class Worker {
   // fill while in flight: together they never take more than free_slots().
   int await_asked_ = 0;  // the notifier's claiming call in flight
   int await_counts_on_ = 0;  // the free slots the notifier's last wait counts on (wakes pick it for)
+  // A job ended while that wait counted on no slot.  Wakes passed the wait
+  // by, and the fetcher's claim at the job's end saw only the jobs committed
+  // before it: the notifier polls when the wait returns, so a job submitted
+  // in between waits for that, not for the poll interval.
+  bool freed_while_deaf_ = false;
   int fetch_asked_ = 0;  // the fetcher's claim in flight
   // The notifier waits in await_claim and polls: the fetcher claims only
   // on a backlog, a slot freed, or a wake await_claim could not serve.
