@@ -192,6 +192,37 @@ wait_status "$again" failed 15
   || fail "zombies under the worker: $(ps --ppid "$PID_w1" -o pid=,stat=,args=)"
 kill -0 "$PID_w1" || fail "worker died"
 
+# As a PID namespace's init (a container's first process) the worker gets
+# every orphan of the namespace.  One that is no step's (a `docker exec`'s;
+# here an nsenter's) is reaped when it ends, never killed; a step's
+# detached child is killed as anywhere.  (--kill-child: the namespace,
+# and all in it, ends with unshare.)
+if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
+  echo "# skipped: this machine gives no PID namespace (unshare --pid)"
+else
+  unshare --pid --fork --mount-proc --kill-child "$BGEXEC" worker --id ns1 --lease 2 --queue ns --allow-run \
+    >>"$E2E_DIR/ns1.log" 2>&1 &
+  E2E_PIDS+=("$!")
+  unshared=$!
+  wait_for 10 pgrep -P "$unshared" || fail "the worker in its PID namespace did not start"
+  ns_worker=$(pgrep -P "$unshared")
+  wait_for 10 grep -q 'msg=listening' "$E2E_DIR/ns1.log" || fail "the worker in its PID namespace did not listen"
+  nsenter -t "$ns_worker" -p -m -- sh -c 'setsid sleep 311 >/dev/null 2>&1 < /dev/null &'
+  wait_for 5 pgrep -f '^sleep 311$' || fail "the namespace's stray process did not start"
+  stray=$(pgrep -f '^sleep 311$')
+  wait_for 5 bash -c "[[ \$(ps -o ppid= -p $stray) -eq $ns_worker ]]" \
+    || fail "the stray process did not come to the namespace's init: $(ps -o pid=,ppid=,args= -p "$stray")"
+  ns_job=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"d\", \"run\": [\"sh\", \"-c\",
+    \"setsid sleep 312 >/dev/null 2>&1 </dev/null & until [ \$(ps -o sid= -p \$!) = \$! ]; do sleep 0.05; done; echo started\"]}]}" --queue ns) || fail submit
+  wait_status "$ns_job" completed 15
+  wait_for 5 bash -c "! pgrep -f '^sleep 312$'" || fail "a step's detached child in the namespace still runs"
+  sleep 0.5
+  ! gone "$stray" || fail "the worker as the namespace's init killed a process that is no step's"
+  kill "$stray"
+  wait_for 5 bash -c "! ps -p $stray >/dev/null" || fail "the namespace's init left its stray process a zombie: $(ps -o pid=,stat=,args= -p "$stray")"
+  kill -0 "$ns_worker" || fail "the worker in its PID namespace died"
+fi
+
 # A second signal exits at once and kills every step's processes, a
 # detached descendant the worker adopted too.
 F=$E2E_DIR/fatal

@@ -231,7 +231,10 @@ void Child::reap_exited() {
 void Child::cull_orphans() {
   for (pid_t pid : orphans()) {
     std::string marker = marker_of_pid(pid);
-    // Unmarked, it may belong to any step: it lives while one does.
+    // Unmarked, it may belong to any step: it lives while one does.  As a
+    // PID namespace's init (a container's first process) every orphan of
+    // the namespace comes here, a `docker exec`'s too: unmarked, not ours.
+    if (marker.empty() && ::getpid() == 1) continue;
     bool step_runs = marker.empty() ? !registry().empty()
                                     : std::any_of(registry().begin(), registry().end(),
                                                   [&](const Child* c) { return c->marker_ == marker; });
