@@ -62,6 +62,13 @@ std::string stdout_of(const json& output) {
   return output.is_string() ? output.get<std::string>() : core::dump(output);
 }
 
+// Whether the output stands in for `text` exactly (stdout_of(output) ==
+// text), without copying a text output (up to 16 MiB) to compare it.
+bool renders_stdout(const json& output, const std::string& text) {
+  if (output.is_string()) return output.get_ref<const std::string&>() == text;
+  return !output.is_null() && core::dump(output) == text;
+}
+
 // JSON nested past core::max_json_depth: nlohmann parses it iteratively, but
 // copies, dumps and masking recurse once per level and overflow the stack.
 std::string too_deep_text(const std::string& what) {
@@ -625,7 +632,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       std::string trimmed = masker_.mask(trim_newline(out_text));
       // Text, or JSON printed compact, is its own output: the event carries
       // it once, and a re-run gets it back from the output.
-      if (output.is_null() || stdout_of(output) != trimmed) data["stdout"] = trimmed;
+      if (!renders_stdout(output, trimmed)) data["stdout"] = trimmed;
       entry["stdout"] = std::move(trimmed);
     }
     co_await append("step_completed", data);
