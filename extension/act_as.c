@@ -76,10 +76,17 @@ act_as_xact_callback(XactEvent event, void *arg)
 Datum
 bgexec_act_as(PG_FUNCTION_ARGS)
 {
-	Name		role = PG_GETARG_NAME(0);
+	Name		role;
 	Oid			userid;
 	int			sec_context;
 
+	/* Not STRICT: a null role must not leave the statement after it to run
+	 * as the caller. */
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("role must not be null")));
+	role = PG_GETARG_NAME(0);
 	if (!IsTransactionBlock())
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),

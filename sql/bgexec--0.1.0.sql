@@ -385,7 +385,7 @@ COMMENT ON FUNCTION bgexec._owner() IS
  * role the worker's login may become. */
 CREATE FUNCTION bgexec._act_as(role name) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_act_as'
-	LANGUAGE C VOLATILE STRICT;
+	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION bgexec._act_as(name) IS
 	'SET LOCAL ROLE for the rest of the transaction, which can then not change role again (sql steps)';
 
@@ -842,6 +842,8 @@ CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
+DECLARE
+	v_bad text;
 BEGIN
 	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
 		RAISE EXCEPTION 'worker_id must be 1-200 characters'
@@ -851,7 +853,20 @@ BEGIN
 		RAISE EXCEPTION 'concurrency must be at least 1'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	-- host and pid are read from info: an object, with an integer pid.
+	-- The queues it claims from, as claim and await_work take them.
+	IF array_ndims(queues) > 1 THEN
+		RAISE EXCEPTION 'queues must be a one-dimensional array'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT q INTO v_bad FROM unnest(queues) AS q
+	 WHERE NOT coalesce(bgexec._valid_name(q, 63), false) LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'queues: each queue must be 1-63 characters of letters, digits, _ . : -'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('queue was %s', coalesce(quote_literal(v_bad), 'null'));
+	END IF;
+	-- host and pid are read from info: an object (null: {}), with a string
+	-- host and an integer pid.
 	IF jsonb_typeof(info) <> 'object' THEN
 		RAISE EXCEPTION 'info must be a JSON object'
 			USING ERRCODE = 'invalid_parameter_value',
@@ -865,6 +880,11 @@ BEGIN
 		RAISE EXCEPTION 'info.pid must be an integer'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('pid was %s', info->'pid');
+	END IF;
+	IF coalesce(jsonb_typeof(info->'host'), 'null') NOT IN ('null', 'string') THEN
+		RAISE EXCEPTION 'info.host must be a string'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('host was %s', info->'host');
 	END IF;
 	INSERT INTO bgexec.worker AS w (id, host, pid, queues, concurrency, info,
 	                                started_at, heartbeat_at, stopped_at)
@@ -884,6 +904,9 @@ CREATE FUNCTION bgexec.deregister_worker(worker_id text) RETURNS void
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
+	IF worker_id IS NULL OR worker_id = '' THEN
+		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	UPDATE bgexec.worker SET stopped_at = now() WHERE id = worker_id;
 END
 $$;
@@ -1118,14 +1141,16 @@ DECLARE
 	w record;
 BEGIN
 	-- await_work checks worker_id, queues, free and timeout; lease_for and
-	-- max_jobs are checked before the wait, so a bad one fails at once.
+	-- max_jobs are checked before the wait, so a bad one fails at once, not
+	-- in claim after a wake it then used up.  By default as many as free,
+	-- up to claim's bound.
 	PERFORM bgexec._check_lease_for(lease_for);
-	IF max_jobs < 0 THEN
-		RAISE EXCEPTION 'max_jobs must be 0 or more'
+	IF max_jobs NOT BETWEEN 0 AND 10000 THEN
+		RAISE EXCEPTION 'max_jobs must be 0-10000'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('max_jobs was %s', max_jobs);
 	END IF;
-	max_jobs := coalesce(max_jobs, free);
+	max_jobs := coalesce(max_jobs, least(free, 10000));
 	SELECT a.jobs, a.stop INTO w
 	  FROM bgexec.await_work(worker_id, queues, free, timeout, pass_on) a;
 	IF w.jobs AND max_jobs > 0 THEN
@@ -1252,6 +1277,10 @@ CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
 DECLARE
 	v_registered boolean;
 BEGIN
+	-- Not a register row for an id register_worker refuses.
+	IF worker_id IS NULL OR worker_id = '' THEN
+		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
 	UPDATE bgexec.worker SET heartbeat_at = now(), stopped_at = NULL
 	 WHERE id = heartbeat.worker_id;
@@ -1316,6 +1345,7 @@ DECLARE
 	v_last int;
 	v_at int;
 	v_bad text;
+	v_step text;
 BEGIN
 	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
 		RAISE EXCEPTION 'events must be a JSON array of {"kind", "data"} objects'
@@ -1341,6 +1371,20 @@ BEGIN
 		RAISE EXCEPTION 'events[%]: event kind % cannot be appended by a worker', v_at, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'workers append step_started, step_completed, step_failed, log or progress';
+	END IF;
+	-- A step event names its step: claim's completed_steps is keyed by it.
+	SELECT x.ord - 1, x.e->>'kind', coalesce((x.e->'data'->'step')::text, 'missing')
+	  INTO v_at, v_bad, v_step
+	  FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)
+	 WHERE x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
+	   AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
+	        OR x.e->'data'->>'step' = '')
+	 ORDER BY x.ord
+	 LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'events[%]: a % event''s data.step must be the step''s id, a non-empty string', v_at, v_bad
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('data.step was %s', v_step);
 	END IF;
 	IF v_n = 0 THEN
 		SELECT j.last_seq INTO v_last FROM bgexec.job j
@@ -1514,6 +1558,7 @@ CREATE FUNCTION bgexec.finish_many(items jsonb)
 	AS $$
 DECLARE
 	v_bad text;
+	v_at bigint;
 	v_other boolean;
 	v_done bigint[];
 	v_seqs int[];
@@ -1524,17 +1569,38 @@ BEGIN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	SELECT min(coalesce(i->>'outcome', 'null'))
-	         FILTER (WHERE jsonb_typeof(i) <> 'object' OR jsonb_typeof(i->'job_id') <> 'number'
-	                    OR jsonb_typeof(i->'lease') <> 'number'
-	                    OR coalesce(i->>'outcome', '') NOT IN ('completed', 'failed', 'cancelled',
-	                                                           'timed_out', 'suspended')),
-	       bool_or(i->>'outcome' IS DISTINCT FROM 'completed')
-	  INTO v_bad, v_other FROM jsonb_array_elements(items) i;
-	IF v_bad IS NOT NULL THEN
-		RAISE EXCEPTION 'items: each element needs a numeric job_id and lease and a terminal or suspended outcome'
+	-- The first bad item, by position: job_id and lease integers (a bigint
+	-- each), a terminal or suspended outcome.
+	SELECT min(x.ord) FILTER (WHERE NOT coalesce(
+	           jsonb_typeof(x.i) = 'object'
+	           AND CASE WHEN jsonb_typeof(x.i->'job_id') = 'number'
+	                    THEN scale((x.i->'job_id')::numeric) = 0
+	                         AND abs((x.i->'job_id')::numeric) <= 9223372036854775807 ELSE false END
+	           AND CASE WHEN jsonb_typeof(x.i->'lease') = 'number'
+	                    THEN scale((x.i->'lease')::numeric) = 0
+	                         AND abs((x.i->'lease')::numeric) <= 9223372036854775807 ELSE false END
+	           AND x.i->>'outcome' IN ('completed', 'failed', 'cancelled', 'timed_out', 'suspended'),
+	           false)),
+	       bool_or(x.i->>'outcome' IS DISTINCT FROM 'completed')
+	  INTO v_at, v_other FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
+	IF v_at IS NOT NULL THEN
+		SELECT CASE WHEN jsonb_typeof(x.i) <> 'object' THEN 'must be a JSON object'
+		            WHEN NOT CASE WHEN jsonb_typeof(x.i->'job_id') = 'number'
+		                 THEN scale((x.i->'job_id')::numeric) = 0
+		                      AND abs((x.i->'job_id')::numeric) <= 9223372036854775807 ELSE false END
+		            THEN format('job_id must be an integer (was %s)', coalesce((x.i->'job_id')::text, 'missing'))
+		            WHEN NOT CASE WHEN jsonb_typeof(x.i->'lease') = 'number'
+		                 THEN scale((x.i->'lease')::numeric) = 0
+		                      AND abs((x.i->'lease')::numeric) <= 9223372036854775807 ELSE false END
+		            THEN format('lease must be an integer (was %s)', coalesce((x.i->'lease')::text, 'missing'))
+		            ELSE format('outcome must be completed, failed, cancelled, timed_out or suspended (was %s)',
+		                        coalesce((x.i->'outcome')::text, 'missing')) END
+		  INTO v_bad
+		  FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord)
+		 WHERE x.ord = v_at;
+		RAISE EXCEPTION 'items[%]: %', v_at - 1, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
-			      DETAIL = format('outcome was %s', v_bad);
+			      HINT = 'each item is an object {"job_id", "lease", "outcome", "body"}';
 	END IF;
 	-- Rows are locked in job id order.  A batch of completions alone is
 	-- locked by its UPDATE, which reaches the rows in that order; the other
@@ -1758,7 +1824,10 @@ COMMENT ON FUNCTION bgexec.reconcile() IS
 	'watchdog: requeues or fails jobs whose lease expired, times out jobs past their deadline; returns how many';
 
 /* _completed_steps: step id → output for steps completed in earlier runs
- * (step_completed events), plus the approval step answered by resume. */
+ * (step_completed events), plus the approval step answered by resume.
+ * Events whose data.step is not a string are left out: append_events
+ * refuses them, and one written around it must not fail every claim of
+ * its queue (a null step was a null key for jsonb_object_agg). */
 CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
 	LANGUAGE sql STABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1769,12 +1838,12 @@ CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
 	                 coalesce(e.data->'output', 'null') AS output, e.seq
 	            FROM bgexec.job_event e
 	           WHERE e.job_id = p_job AND e.kind = 'step_completed'
-	             AND e.data ? 'step'
+	             AND jsonb_typeof(e.data->'step') = 'string'
 	          UNION ALL
 	          SELECT e.data->>'step', coalesce(e.data->'input', 'null'), e.seq
 	            FROM bgexec.job_event e
 	           WHERE e.job_id = p_job AND e.kind = 'resumed'
-	             AND e.data->>'step' IS NOT NULL) all_steps
+	             AND jsonb_typeof(e.data->'step') = 'string') all_steps
 	         ORDER BY step, seq DESC) s
 $$;
 
@@ -1791,7 +1860,8 @@ CREATE FUNCTION bgexec._completed_stdout(p_job bigint) RETURNS jsonb
 	                  FILTER (WHERE jsonb_typeof(s.stdout) = 'string'), '{}')
 	  FROM (SELECT DISTINCT ON (e.data->>'step') e.data->>'step' AS step, e.data->'stdout' AS stdout
 	          FROM bgexec.job_event e
-	         WHERE e.job_id = p_job AND e.kind = 'step_completed' AND e.data ? 'step'
+	         WHERE e.job_id = p_job AND e.kind = 'step_completed'
+	           AND jsonb_typeof(e.data->'step') = 'string'
 	         ORDER BY e.data->>'step', e.seq DESC) s
 $$;
 

@@ -93,6 +93,17 @@ SELECT bgexec.register_worker('w1', '{default}', 4, '[1]');
 SELECT bgexec.register_worker('w1', '{default}', 4, '{"pid": "abc"}');
 SELECT bgexec.register_worker('w1', '{default}', 4, '{"pid": 1.5}');
 SELECT bgexec.register_worker('w1', '{default}', 4, '{"pid": 99999999999}');
+-- negative: queues as claim takes them (they were stored as given), a host
+-- that is not a string (stored as its JSON text)
+SELECT bgexec.register_worker('w1', '{{a},{b}}', 4);
+SELECT bgexec.register_worker('w1', '{default,NULL}', 4);
+SELECT bgexec.register_worker('w1', '{"bad queue"}', 4);
+SELECT bgexec.register_worker('w1', '{default}', 4, '{"host": {"a": 1}}');
+-- negative: an empty worker_id (heartbeat answered with a register row for
+-- an id register_worker refuses; deregister did nothing)
+SELECT * FROM bgexec.heartbeat('', '{}');
+SELECT * FROM bgexec.heartbeat(NULL, '{1}');
+SELECT bgexec.deregister_worker('');
 -- a null or absent pid is no pid
 SELECT bgexec.register_worker('w2', '{default}', 1, '{"pid": null}'), bgexec.register_worker('w3', '{default}', 1);
 -- (the refused registrations changed nothing: w1 is still deregistered)

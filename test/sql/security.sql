@@ -105,6 +105,11 @@ SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 -- worker itself)
 \set VERBOSITY terse
 SELECT bgexec._act_as('regress_alice');
+-- a null role is an error, not a statement left to run as the caller (the
+-- function was STRICT, so it returned null and set nothing)
+BEGIN;
+SELECT bgexec._act_as(NULL);
+ROLLBACK;
 BEGIN;
 SELECT bgexec._act_as('regress_alice');
 SELECT current_user, bgexec._caller();

@@ -40,5 +40,25 @@ SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": "t
 SELECT bgexec.finish(:m, :l, 'failed', '{"message": "b broke"}');
 UPDATE bgexec.job SET run_after = now() WHERE id = :m;
 SELECT attempt, completed_steps, completed_stdout FROM bgexec.claim('w', '{sus}', 1);
+-- a step event must name its step: a null one made every claim of the
+-- queue fail (a null key for completed_steps)
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}]}', queue => 'sus', max_attempts => 2) AS m \gset
+SELECT lease AS l FROM bgexec.claim('w', '{sus}', 1) \gset
+SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": null, "output": 1}');
+SELECT bgexec.append_events(:m, :l, '[{"kind": "log", "data": {}}, {"kind": "step_started", "data": {"step": 5}}]');
+SELECT bgexec.append_event(:m, :l, 'step_failed', '{"step": ""}');
+SELECT bgexec.append_event(:m, :l, 'step_started');
+SELECT bgexec.append_event(:m, :l, 'step_completed', '{"step": "a", "output": 2}') IS NOT NULL AS appended;
+-- and one written around append_events (by hand, as a superuser) is left
+-- out, not fatal to the queue's claims
+INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+SELECT :m, last_seq + g, 'step_completed', d
+  FROM bgexec.job, LATERAL (VALUES (1, '{"step": null, "output": 3}'::jsonb),
+                                   (2, '{"step": 7, "output": 4, "stdout": "x"}')) v(g, d)
+ WHERE id = :m;
+UPDATE bgexec.job SET last_seq = last_seq + 2 WHERE id = :m;
+SELECT bgexec.finish(:m, :l, 'failed', '{"message": "retry"}');
+UPDATE bgexec.job SET run_after = now() WHERE id = :m;
+SELECT attempt, completed_steps, completed_stdout FROM bgexec.claim('w', '{sus}', 1);
 -- negative: resume of a job that does not exist
 SELECT bgexec.resume(-1);

@@ -115,6 +115,8 @@ SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
 SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0', '0')$$);
 SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', -1, '0')$$);
 SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0', max_jobs => -1)$$);
+-- over claim's bound: refused before the wait, not by claim after a wake
+SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0', max_jobs => 10001)$$);
 SET ROLE regress_alice;
 SELECT * FROM try($$SELECT * FROM bgexec.await_claim('wc', '{wc}', 1, '0')$$);
 RESET ROLE;
@@ -146,6 +148,10 @@ SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
 SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 2, '0', max_jobs => 0);
 SELECT count(*) AS still_queued FROM bgexec.job WHERE queue = 'wc' AND status = 'queued';
 SELECT count(*) FROM bgexec.claim('wz', '{wc}', 10);
+-- free over claim's bound: the claim takes up to the bound (it failed after
+-- the wake, which it had used up)
+SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
+SELECT woken, stop, job_id IS NOT NULL AS claimed FROM bgexec.await_claim('wc', '{wc}', 20000, '0');
 -- woken with no slot free (the wake kept from before it filled up): no claim
 SELECT bgexec.submit('noop', queue => 'wc') > 0 AS submitted;
 SELECT woken, stop, job_id FROM bgexec.await_claim('wc', '{wc}', 0, '0');
