@@ -119,16 +119,16 @@ parse_value(const CronField *f, const char *item, const char *s, const char **en
 {
 	if (isdigit((unsigned char) *s))
 	{
+		const char *start = s;
 		long		v = 0;
 
-		while (isdigit((unsigned char) *s))
-		{
-			v = v * 10 + (*s++ - '0');
-			if (v > 1000)
-				break;
-		}
+		/* Every digit read, the value capped (the message quotes them). */
+		for (; isdigit((unsigned char) *s); s++)
+			if (v <= 1000)
+				v = v * 10 + (*s - '0');
 		if (v < f->min || v > f->max)
-			cron_error(f, item, psprintf("%ld is out of range %d-%d", v, f->min, f->max));
+			cron_error(f, item, psprintf("%.*s is out of range %d-%d",
+										 (int) (s - start), start, f->min, f->max));
 		*end = s;
 		return (int) v;
 	}

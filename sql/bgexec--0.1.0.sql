@@ -48,17 +48,44 @@ BEGIN
 		   AND a.grantee <> n.nspowner AND NOT coalesce(r.rolsuper, false)
 		UNION ALL
 		SELECT pg_catalog.format('holds %s, owned by role %I', o.obj, r.rolname)
-		  FROM (SELECT p.pronamespace, p.proowner, p.oid::pg_catalog.regprocedure::pg_catalog.text
+		  FROM (SELECT c.relnamespace, c.relowner, c.oid::pg_catalog.regclass::pg_catalog.text
+		          FROM pg_catalog.pg_class c
+		        UNION ALL
+		        SELECT p.pronamespace, p.proowner, p.oid::pg_catalog.regprocedure::pg_catalog.text
 		          FROM pg_catalog.pg_proc p
 		        UNION ALL
 		        SELECT o.oprnamespace, o.oprowner, o.oid::pg_catalog.regoperator::pg_catalog.text
 		          FROM pg_catalog.pg_operator o
 		        UNION ALL
+		        -- (a relation's row type and array type go with it, named above)
 		        SELECT t.typnamespace, t.typowner, t.oid::pg_catalog.regtype::pg_catalog.text
 		          FROM pg_catalog.pg_type t
+		         WHERE t.typrelid = 0
+		           AND NOT EXISTS (SELECT FROM pg_catalog.pg_type e
+		                            WHERE e.typarray = t.oid AND e.typrelid <> 0)
 		        UNION ALL
-		        SELECT c.relnamespace, c.relowner, c.oid::pg_catalog.regclass::pg_catalog.text
-		          FROM pg_catalog.pg_class c) o(nsp, owner, obj)
+		        -- and every other kind of object a name in the schema can
+		        -- resolve to
+		        SELECT c.collnamespace, c.collowner, 'collation ' || c.collname
+		          FROM pg_catalog.pg_collation c
+		        UNION ALL
+		        SELECT c.connamespace, c.conowner, 'conversion ' || c.conname
+		          FROM pg_catalog.pg_conversion c
+		        UNION ALL
+		        SELECT c.opcnamespace, c.opcowner, 'operator class ' || c.opcname
+		          FROM pg_catalog.pg_opclass c
+		        UNION ALL
+		        SELECT f.opfnamespace, f.opfowner, 'operator family ' || f.opfname
+		          FROM pg_catalog.pg_opfamily f
+		        UNION ALL
+		        SELECT c.cfgnamespace, c.cfgowner, 'text search configuration ' || c.cfgname
+		          FROM pg_catalog.pg_ts_config c
+		        UNION ALL
+		        SELECT d.dictnamespace, d.dictowner, 'text search dictionary ' || d.dictname
+		          FROM pg_catalog.pg_ts_dict d
+		        UNION ALL
+		        SELECT x.stxnamespace, x.stxowner, 'statistics object ' || x.stxname
+		          FROM pg_catalog.pg_statistic_ext x) o(nsp, owner, obj)
 		  JOIN pg_catalog.pg_namespace n ON n.oid = o.nsp
 		  JOIN pg_catalog.pg_roles r ON r.oid = o.owner
 		 WHERE n.nspname = 'bgexec' AND NOT r.rolsuper) x
@@ -2483,6 +2510,7 @@ CREATE FUNCTION bgexec.configure_queue(
 	AS $$
 DECLARE
 	q bgexec.queue;
+	o bgexec.queue;
 BEGIN
 	-- (A bad name is refused by the CHECK constraint queue_name_valid, 23514.)
 	IF configure_queue.name IS NULL THEN
@@ -2491,6 +2519,7 @@ BEGIN
 	END IF;
 	INSERT INTO bgexec.queue AS x (name) VALUES (configure_queue.name)
 	ON CONFLICT ON CONSTRAINT queue_pkey DO NOTHING;
+	SELECT * INTO o FROM bgexec.queue x WHERE x.name = configure_queue.name FOR UPDATE;
 	UPDATE bgexec.queue x
 	   SET paused = coalesce(configure_queue.paused, x.paused),
 	       max_queued = CASE WHEN configure_queue.max_queued < 0 THEN NULL
@@ -2503,7 +2532,16 @@ BEGIN
 	       retry_cap = coalesce(configure_queue.retry_cap, x.retry_cap)
 	 WHERE x.name = configure_queue.name
 	RETURNING x.* INTO q;
-	IF NOT q.paused THEN  -- a queue unpaused or a cap raised: every waiting worker
+	-- Unpaused, or a running cap raised or removed: its queued jobs may be
+	-- claimable now, and nothing else would say so; wake every waiting
+	-- worker of the queue.  Nothing else a call changes makes a job
+	-- claimable (max_queued and the backoff concern submits and retries).
+	IF NOT q.paused
+	   AND (o.paused
+	        OR (o.max_running IS NOT NULL
+	            AND (q.max_running IS NULL OR q.max_running > o.max_running))
+	        OR (o.max_running_per_key IS NOT NULL
+	            AND (q.max_running_per_key IS NULL OR q.max_running_per_key > o.max_running_per_key))) THEN
 		PERFORM bgexec._jobs_ready(q.name, 2147483647);
 	END IF;
 	RETURN q;

@@ -52,6 +52,21 @@ ALTER FUNCTION bgexec.planted(jsonb) OWNER TO regress_alice;
 CREATE EXTENSION bgexec;
 SELECT count(*) AS extensions FROM pg_extension WHERE extname = 'bgexec';
 DROP FUNCTION bgexec.planted(jsonb);
+-- a table is named as itself (it was named by its array type), and the
+-- kinds of object beyond functions, operators, types and relations count
+CREATE TABLE bgexec.planted_t (x int);
+ALTER TABLE bgexec.planted_t OWNER TO regress_alice;
+CREATE EXTENSION bgexec;
+DROP TABLE bgexec.planted_t;
+CREATE COLLATION bgexec.planted_c FROM "C";
+ALTER COLLATION bgexec.planted_c OWNER TO regress_alice;
+CREATE EXTENSION bgexec;
+DROP COLLATION bgexec.planted_c;
+CREATE TEXT SEARCH CONFIGURATION bgexec.planted_ts (COPY = pg_catalog.simple);
+ALTER TEXT SEARCH CONFIGURATION bgexec.planted_ts OWNER TO regress_alice;
+CREATE EXTENSION bgexec;
+DROP TEXT SEARCH CONFIGURATION bgexec.planted_ts;
+SELECT count(*) AS extensions FROM pg_extension WHERE extname = 'bgexec';
 -- a superuser's schema, with nothing in it but what superusers own: accepted
 CREATE EXTENSION bgexec;
 SELECT extname FROM pg_extension WHERE extname = 'bgexec';

@@ -48,6 +48,21 @@ SELECT (bgexec.configure_queue('wq', paused => true)).paused;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT (bgexec.configure_queue('wq', paused => false)).paused;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- only a change that can make queued jobs claimable wakes: a new cap, a
+-- lower one, max_queued and the backoff do not (every call of an unpaused
+-- queue woke every waiting worker); a cap raised or removed does
+SELECT (bgexec.configure_queue('wq', max_running => 5)).max_running;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', max_running => 3, max_queued => 100, retry_cap => '1 hour')).max_running;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', max_running => 4)).max_running;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', max_running_per_key => 1)).max_running_per_key;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', max_running_per_key => -1)).max_running_per_key;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', max_running => -1, max_queued => -1)).max_running;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 -- nothing for: a rolled back submit, a subtransaction rolled back (a released
 -- one counts), another queue, a job due later, a worker with no free slot
 BEGIN;
