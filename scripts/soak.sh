@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak: steady load at a fixed rate for SOAK_SECONDS (default 1200 = 20 min)
 # against a throwaway cluster with production durability and retention on;
-# samples worker RSS, the hot tables' size and dead tuples, and the time of
+# samples worker RSS, the hot tables' size and dead tuples (and job's heap and rows), the time of
 # one reconcile() every SOAK_SAMPLE seconds into bench/out/soak.csv, and
 # prints a summary.
 # SOAK_RATE jobs/s (default 2000, submitted as submit_many batches of 500 by
@@ -78,7 +78,7 @@ fi
 pids+=($!)
 
 csv=$OUT/soak.csv
-echo "t_s,worker_rss_kib,job_updates_total,queued,job_bytes,job_dead,job_event_bytes,job_event_dead,reconcile_ms,jobs_done_total,jobs_done_per_s" >"$csv"
+echo "t_s,worker_rss_kib,job_updates_total,queued,job_bytes,job_dead,job_event_bytes,job_event_dead,reconcile_ms,jobs_done_total,jobs_done_per_s,job_heap_bytes,job_rows" >"$csv"
 start=$SECONDS
 prev_t=0 prev_done=0
 while ((SECONDS - start < SECONDS_TOTAL)); do
@@ -100,6 +100,9 @@ while ((SECONDS - start < SECONDS_TOTAL)); do
            (SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass)
            - (SELECT count(*) FROM bgexec.job WHERE status IN ('queued', 'running'))")
   done_total=${row##*,} row=${row%,*}
+  # Where job's size sits: its heap alone, and the rows it holds (the
+  # retention window's worth, if retention keeps up).
+  heap=$(psql -X -qAt -F, postgres -c "SELECT pg_relation_size('bgexec.job'), (SELECT count(*) FROM bgexec.job)")
   # What a reconcile() costs now (the watchdog runs one every second): the
   # second of two calls in one session, so plpgsql's first-call setup is out.
   rec=$(psql -X -qAt postgres -c '\timing on' -c 'SELECT bgexec.reconcile()' -c 'SELECT bgexec.reconcile()' |
@@ -108,7 +111,7 @@ while ((SECONDS - start < SECONDS_TOTAL)); do
   t=$((SECONDS - start))
   rate=$(( t > prev_t ? (done_total - prev_done) / (t - prev_t) : 0 ))
   prev_t=$t prev_done=$done_total
-  echo "$t,$rss,$row,$rec,$done_total,$rate" | tee -a "$csv"
+  echo "$t,$rss,$row,$rec,$done_total,$rate,$heap" | tee -a "$csv"
 done
 echo "== soak done: $csv"
 awk -F, 'NR == 2 {r0 = $2; j0 = $5; e0 = $7} NR > 1 {r = $2; if ($5 > jm) jm = $5; if ($7 > em) em = $7; if ($6 > dm) dm = $6; if ($4 > qm) qm = $4; if ($9 > rm) rm = $9}
