@@ -77,6 +77,37 @@ TEST(JsonInput, SyntaxErrors) {
   EXPECT_NE(parse_json_input("[1 2]").message.find("column 4"), std::string::npos);
 }
 
+TEST(JsonInput, DuplicateKeysLastWinsByDefault) {
+  auto r = parse_json_input(R"({"a": 1, "b": {"c": 2, "c": [3]}, "a": "x"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.value["a"], "x");
+  EXPECT_EQ(r.value["b"]["c"], nlohmann::json::array({3}));
+}
+
+// Refused at any depth, naming the key and the path to its object.
+TEST(JsonInput, DuplicateKeysRefused) {
+  auto refuse = [](std::string_view text) { return parse_json_input(text, max_json_depth, DuplicateKeys::refuse); };
+  auto r = refuse(R"({"kind": "noop", "kind": "x"})");
+  EXPECT_EQ(r.error, JsonInput::Error::duplicate_key);
+  EXPECT_EQ(r.key, "kind");
+  EXPECT_EQ(r.path, "");
+  EXPECT_TRUE(r.value.is_null());
+  r = refuse(R"({"payload": {"a": [1, {"b": {"c": 1, "c": 2}}]}})");
+  EXPECT_EQ(r.error, JsonInput::Error::duplicate_key);
+  EXPECT_EQ(r.key, "c");
+  EXPECT_EQ(r.path, "payload.a[1].b");
+  r = refuse(R"([{}, {"x y": {"k": 1, "k": 1}}])");
+  EXPECT_EQ(r.key, "k");
+  EXPECT_EQ(r.path, R"([1]["x y"])");
+  // The same key in different objects is no duplicate.
+  r = refuse(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.value["c"][1]["k"], 4);
+  // The depth limit and syntax errors still come first where they come first.
+  EXPECT_EQ(refuse(R"({"a": 1, "a": )").error, JsonInput::Error::duplicate_key);
+  EXPECT_EQ(refuse(R"({"a": 1 "a": 2})").error, JsonInput::Error::syntax);
+}
+
 TEST(JsonInput, ContainsNul) {
   EXPECT_FALSE(contains_nul(parse_json_input(R"({"a": ["b", {"c": "d"}], "e": 1})").value));
   EXPECT_TRUE(contains_nul(parse_json_input(R"("a\u0000b")").value));

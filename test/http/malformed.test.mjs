@@ -154,3 +154,26 @@ test('Expect: 100-continue is answered at once: 100 then the body, or 413 for a 
   assert.match(r.first, /^HTTP\/1\.1 413 /);
   assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${queue}'`), '1');
 });
+
+test('a key given twice in one object, at any depth, is 400 naming it and where; nothing written', async () => {
+  const post = (method, path, raw) => api(method, path, { token: A, raw, headers: { 'Content-Type': 'application/json' } });
+  const before = count();
+  const queue = uniq('dup');
+  for (const [method, path, raw, message] of [
+    ['POST', '/v1/jobs', `{"kind":"noop","queue":"${queue}","kind":"x"}`, 'duplicate key "kind" in the request body'],
+    ['POST', '/v1/jobs', `{"kind":"noop","queue":"${queue}","payload":{"a":[1,{"b":1,"b":2}]}}`,
+      'duplicate key "b" in the request body at payload.a[1]'],
+    ['PUT', `/v1/schedules/${queue}`, '{"cron":"@daily","kind":"noop","cron":"@hourly"}',
+      'duplicate key "cron" in the request body'],
+    ['POST', '/v1/jobs/999999/resume', '{"approved":true,"approved":false}', 'duplicate key "approved" in the resume input'],
+  ]) {
+    const r = await post(method, path, raw);
+    assert.equal(r.status, 400, `${raw}: ${r.text}`);
+    assert.deepEqual(r.body.error, { sqlstate: '08P01', message }, raw);
+  }
+  assert.equal(count(), before);
+  assert.equal(psql(`SELECT count(*) FROM bgexec.schedule WHERE name = '${queue}'`), '0');
+  // The same key in different objects is fine.
+  const r = await post('POST', '/v1/jobs', `{"kind":"noop","queue":"${queue}","payload":{"a":{"k":1},"b":{"k":2}}}`);
+  assert.equal(r.status, 201, r.text);
+});

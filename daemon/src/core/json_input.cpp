@@ -1,44 +1,155 @@
 #include "json_input.hpp"
 
+#include <cctype>
 #include <vector>
 
 namespace bgexec::core {
 
 namespace {
 
-// Thrown from the parser callback to stop at the first container too deep.
-struct TooDeep {};
+using json = nlohmann::json;
+
+// "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+// without its bracketed prefix.
+std::string parser_message(const std::string& what) {
+  if (auto p = what.find("] "); what.rfind("[json.exception.", 0) == 0 && p != std::string::npos)
+    return what.substr(p + 2);
+  return what;
+}
+
+bool plain_name(const std::string& k) {
+  if (k.empty()) return false;
+  for (unsigned char c : k)
+    if (!std::isalnum(c) && c != '_') return false;
+  return true;
+}
+
+// Builds the document from nlohmann's SAX events, as its own DOM parser
+// does, and stops (returns false) at the first container nested past the
+// limit or, when refusing them, the first key its object already has: the
+// object's own insert finds that, so no extra set of keys is kept.
+class Builder {
+ public:
+  Builder(JsonInput& out, std::size_t max_depth, DuplicateKeys duplicates)
+      : out_(out), max_depth_(max_depth), duplicates_(duplicates) {}
+
+  bool null() { return put(nullptr); }
+  bool boolean(bool v) { return put(v); }
+  bool number_integer(json::number_integer_t v) { return put(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return put(v); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return put(v); }
+  bool string(json::string_t& v) { return put(std::move(v)); }
+  bool binary(json::binary_t& v) { return put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(json::string_t& k) {
+    auto& obj = stack_.back().value->get_ref<json::object_t&>();
+    auto [it, fresh] = obj.try_emplace(std::move(k));
+    stack_.back().key = &it->first;
+    if (!fresh) {
+      if (duplicates_ == DuplicateKeys::refuse) {
+        out_.error = JsonInput::Error::duplicate_key;
+        out_.key = it->first;
+        out_.path = path();
+        return false;
+      }
+      it->second = nullptr;  // the last value wins
+    }
+    element_ = &it->second;
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    out_.error = JsonInput::Error::syntax;
+    out_.message = parser_message(e.what());
+    return false;
+  }
+
+ private:
+  struct Frame {
+    json* value;                         // an open object or array
+    const std::string* key = nullptr;    // an object's member being read
+  };
+
+  // Places a value where the document is at: its root, the next element of
+  // the open array, or the member whose key came last.
+  json* place(json&& v) {
+    if (stack_.empty()) {
+      out_.value = std::move(v);
+      return &out_.value;
+    }
+    auto& top = *stack_.back().value;
+    if (top.is_array()) {
+      auto& a = top.get_ref<json::array_t&>();
+      a.push_back(std::move(v));
+      return &a.back();
+    }
+    *element_ = std::move(v);
+    return element_;
+  }
+  bool put(json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(json&& container) {
+    if (stack_.size() >= max_depth_) {
+      out_.error = JsonInput::Error::too_deep;
+      // The top-level member the limit was hit in (none when the top level
+      // is not an object, or is itself too deep).
+      if (!stack_.empty() && stack_.front().value->is_object() && stack_.front().key)
+        out_.field = *stack_.front().key;
+      return false;
+    }
+    stack_.push_back({place(std::move(container))});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  // Where the innermost open container is, from the top level: `a.b[2]`.
+  std::string path() const {
+    std::string p;
+    for (std::size_t i = 0; i + 1 < stack_.size(); ++i) {
+      const auto& f = stack_[i];
+      if (f.value->is_array()) {
+        p += "[" + std::to_string(f.value->size() - 1) + "]";
+      } else if (plain_name(*f.key)) {
+        if (!p.empty()) p += '.';
+        p += *f.key;
+      } else {
+        p += "[" + json(*f.key).dump(-1, ' ', false, json::error_handler_t::replace) + "]";
+      }
+    }
+    return p;
+  }
+
+  JsonInput& out_;
+  std::size_t max_depth_;
+  DuplicateKeys duplicates_;
+  std::vector<Frame> stack_;
+  json* element_ = nullptr;  // the member of the innermost object whose key came last
+};
 
 }  // namespace
 
-// The parser callback sees each container's start with the number of
-// containers around it, and each key with its own object's depth: the
-// top-level object's keys arrive at depth 1.
-JsonInput parse_json_input(std::string_view text, std::size_t max_depth) {
+JsonInput parse_json_input(std::string_view text, std::size_t max_depth, DuplicateKeys duplicates) {
   JsonInput out;
-  std::string top_key;
-  auto limit = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using ev = nlohmann::json::parse_event_t;
-    if (event == ev::key && depth == 1) {
-      top_key = parsed.get<std::string>();
-    } else if ((event == ev::object_start || event == ev::array_start) &&
-               static_cast<std::size_t>(depth) >= max_depth) {
-      throw TooDeep{};
-    }
-    return true;
-  };
+  Builder builder(out, max_depth, duplicates);
+  bool ok = false;
   try {
-    out.value = nlohmann::json::parse(text.begin(), text.end(), limit, true);
-  } catch (const TooDeep&) {
-    out.error = JsonInput::Error::too_deep;
-    out.field = top_key;
-  } catch (const nlohmann::json::exception& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
-    std::string m = e.what();
-    if (auto p = m.find("] "); m.rfind("[json.exception.", 0) == 0 && p != std::string::npos)
-      m = m.substr(p + 2);
+    ok = json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json, true);
+  } catch (const json::exception& e) {
     out.error = JsonInput::Error::syntax;
-    out.message = std::move(m);
+    out.message = parser_message(e.what());
+  }
+  if (!ok && out.error == JsonInput::Error::none) {
+    out.error = JsonInput::Error::syntax;
+    out.message = "not a JSON document";
   }
   if (out.error != JsonInput::Error::none) out.value = nullptr;
   return out;

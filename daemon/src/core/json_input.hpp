@@ -19,8 +19,13 @@ namespace bgexec::core {
 // than any job payload needs, far less than what overflows a thread's stack.
 inline constexpr std::size_t max_json_depth = 512;
 
+// What parse_json_input does with an object key given twice: keep the last
+// value (nlohmann's and jsonb's rule), or refuse the document, so that of
+// two values for one field neither wins unnoticed.
+enum class DuplicateKeys { last_wins, refuse };
+
 struct JsonInput {
-  enum class Error { none, syntax, too_deep };
+  enum class Error { none, syntax, too_deep, duplicate_key };
   Error error = Error::none;
   nlohmann::json value;  // the document; null unless error is none
   // syntax: what the parser reported, with its position ("syntax error while
@@ -29,16 +34,22 @@ struct JsonInput {
   // too_deep: the member of the top-level object the limit was hit in; empty
   // when the top level is not an object (or the limit is hit by it).
   std::string field;
+  // duplicate_key: the key given twice, and where its object is: empty for
+  // the top level, else the path to it from there (`payload.a[2]`, a key
+  // that is not a plain name quoted: `payload["a b"]`).
+  std::string key, path;
 
   explicit operator bool() const { return error == Error::none; }
 };
 
 // Parses `text` as one JSON document whose arrays and objects nest at most
 // `max_depth` levels: a scalar is depth 0, `[]` and `{}` are 1, `[[]]` is 2.
-// Stops reading at the first container past the limit.  Never throws for bad
-// input: a syntax error, a number out of double's range or invalid UTF-8 is
-// Error::syntax.
-JsonInput parse_json_input(std::string_view text, std::size_t max_depth = max_json_depth);
+// Stops reading at the first container past the limit, and with
+// DuplicateKeys::refuse at the first key its object already has.  Never
+// throws for bad input: a syntax error, a number out of double's range or
+// invalid UTF-8 is Error::syntax.
+JsonInput parse_json_input(std::string_view text, std::size_t max_depth = max_json_depth,
+                           DuplicateKeys duplicates = DuplicateKeys::last_wins);
 
 // True when a string value or an object key anywhere in `v` contains U+0000.
 // Walks with its own stack, so any depth is safe.

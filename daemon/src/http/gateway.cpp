@@ -135,6 +135,13 @@ HttpError too_deep(const std::string& what) {
   return {bhttp::status::unprocessable_entity, "54000",
           what + " nested deeper than " + std::to_string(core::max_json_depth) + " levels"};
 }
+// A request body with a key twice in one object: one of the values would
+// win unnoticed (as a query parameter given twice would), so it is refused,
+// naming the key and its object (`what`, then the path from its top).
+HttpError duplicate_key(const core::JsonInput& in, const std::string& what) {
+  return bad_request("duplicate key " + core::dump(in.key) + " in " + what +
+                     (in.path.empty() ? "" : " at " + in.path));
+}
 
 int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -307,7 +314,8 @@ struct Submit {
 Submit build_submit(const std::string& text, const std::optional<std::string>& schedule = std::nullopt) {
   // One level more than the limit: the body object itself, so payload may
   // nest max_json_depth levels of its own.
-  auto in = core::parse_json_input(text, core::max_json_depth + 1);
+  auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse);
+  if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the request body");
   if (in.error == core::JsonInput::Error::too_deep) {
     // Unnamed: the limit was hit outside any member, so the body is an array.
     if (in.field.empty()) throw bad_request("request body must be a JSON object");
@@ -737,7 +745,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       std::optional<std::string> input;
       auto b = std::string_view(req.body());
       if (b.find_first_not_of(" \t\r\n") != std::string_view::npos) {
-        auto in = core::parse_json_input(b);
+        auto in = core::parse_json_input(b, core::max_json_depth, core::DuplicateKeys::refuse);
+        if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the resume input");
         if (in.error == core::JsonInput::Error::too_deep) throw too_deep("resume input");
         if (!in) throw bad_request("request body is not valid JSON: " + in.message);
         if (core::contains_nul(in.value)) throw nul_in("resume input");
