@@ -177,3 +177,58 @@ test('a key given twice in one object, at any depth, is 400 naming it and where;
   const r = await post('POST', '/v1/jobs', `{"kind":"noop","queue":"${queue}","payload":{"a":{"k":1},"b":{"k":2}}}`);
   assert.equal(r.status, 201, r.text);
 });
+
+test('a route without a body refuses one that is not {} (400), and does nothing; empty and {} pass', async () => {
+  const post = (method, path, raw) => api(method, path, { token: A, raw, headers: { 'Content-Type': 'application/json' } });
+  const queue = uniq('nobody');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const name = uniq('nobody');
+  assert.equal((await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '@daily', kind: 'noop', queue: name } })).status, 200);
+  const status = () => psql(`SELECT status FROM bgexec.job WHERE id = ${id}`);
+  const paused = () => psql(`SELECT paused FROM bgexec.schedule WHERE name = '${name}'`);
+  const refused = [
+    ['{bad json', /^request body is not valid JSON: .*line 1, column 2/],
+    ['{"unknown":1}', /^unknown field "unknown"$/],
+    ['{"why":{"nested":true}}', /^unknown field "why"$/],
+    ['[]', /^request body must be a JSON object$/],
+    ['[[1]]', /^request body must be a JSON object$/],
+    ['null', /^request body must be a JSON object$/],
+    ['{}{}', /^request body is not valid JSON/],
+  ];
+  for (const [method, path] of [['POST', `/v1/jobs/${id}/stop`], ['POST', `/v1/schedules/${name}/pause`],
+    ['POST', `/v1/schedules/${name}/run`], ['DELETE', `/v1/schedules/${name}`]]) {
+    for (const [raw, message] of refused) {
+      const r = await post(method, path, raw);
+      assert.equal(r.status, 400, `${method} ${path} ${raw}: ${r.text}`);
+      assert.equal(r.body.error.sqlstate, '08P01');
+      assert.match(r.body.error.message, message, `${method} ${path} ${raw}`);
+    }
+  }
+  assert.equal(status(), 'queued');
+  assert.equal(paused(), 'f');
+  assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${name}'`), '0');  // no run
+  // Empty and {} are no body.
+  let r = await post('POST', `/v1/jobs/${id}/stop`, '{}');
+  assert.deepEqual([r.status, r.body.status], [200, 'cancelled'], r.text);
+  for (const [raw, message] of refused) {
+    r = await post('POST', `/v1/jobs/${id}/retry`, raw);
+    assert.equal(r.status, 400, `retry ${raw}: ${r.text}`);
+    assert.match(r.body.error.message, message);
+  }
+  assert.equal(status(), 'cancelled');
+  r = await post('POST', `/v1/jobs/${id}/retry`, ' \r\n');
+  assert.equal(r.status, 200, r.text);
+  assert.equal(status(), 'queued');
+  r = await post('POST', `/v1/schedules/${name}/pause`, '{}');
+  assert.equal(r.status, 200, r.text);
+  assert.equal((await post('POST', `/v1/schedules/${name}/resume`, '{"x":1}')).status, 400);
+  assert.equal(paused(), 't');
+  assert.equal((await post('POST', `/v1/schedules/${name}/resume`, '')).status, 200);
+  assert.equal((await post('DELETE', `/v1/schedules/${name}`, '{}')).status, 200);
+  // resume's body is its input: any JSON value, but malformed JSON is 400 before anything happens.
+  for (const raw of ['{bad json', '{"a":1}x', '[1,]']) {
+    r = await post('POST', `/v1/jobs/${id}/resume`, raw);
+    assert.equal(r.status, 400, `resume ${raw}: ${r.text}`);
+    assert.match(r.body.error.message, /^request body is not valid JSON/);
+  }
+});

@@ -228,6 +228,23 @@ void check_params(const std::map<std::string, std::string>& qs, const std::set<s
   if (auto e = unknown_param(qs, known)) throw *e;
 }
 
+// The body of a route that takes none (stop, retry, a schedule's pause, run,
+// resume and DELETE): empty, or an object without fields.  Anything else is
+// refused as a submit's bad body is, so options a client means to pass (or a
+// body meant for another route) are not dropped while the action goes ahead.
+// Read one level deep only: a member of any value is already one too many.
+void check_no_body(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return;
+  auto in = core::parse_json_input(body, 1);
+  if (in.error == core::JsonInput::Error::too_deep) {
+    if (in.field.empty()) throw bad_request("request body must be a JSON object");
+    throw bad_request("unknown field \"" + in.field + "\"");
+  }
+  if (!in) throw bad_request("request body is not valid JSON: " + in.message);
+  if (!in.value.is_object()) throw bad_request("request body must be a JSON object");
+  if (!in.value.empty()) throw bad_request("unknown field \"" + in.value.begin().key() + "\"");
+}
+
 // Strict decimal parse of the whole string (at most 19 characters).
 std::optional<std::int64_t> parse_int(std::string_view s) {
   if (s.size() > 19) return std::nullopt;
@@ -736,6 +753,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   if (seg.size() == 4 && (seg[3] == "stop" || seg[3] == "resume" || seg[3] == "retry")) {
     if (method != bhttp::verb::post) throw method_not_allowed("POST");
     check_params(qs, no_params);
+    if (seg[3] != "resume") check_no_body(req.body());
     if (seg[3] == "stop") {
       auto r = co_await pool_.query(*role, "SELECT bgexec.stop($1::bigint)::text AS status", args(id_s));
       co_return make_json(v, bhttp::status::ok, kv("id", *id, "status", r.get(0, 0).value_or("")));
@@ -797,6 +815,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   if (name.find('\0') != std::string::npos) throw nul_in("name");
   if (action) {
     if (method != bhttp::verb::post) throw method_not_allowed("POST");
+    check_no_body(req.body());
     if (seg[3] == "run") {
       auto r = co_await pool_.query(role, "SELECT bgexec.run_schedule($1)", args(name));
       auto id = r.get(0, 0);
@@ -827,6 +846,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     co_return make_json(v, bhttp::status::ok, kv("name", name, "next_run_at", r.get(0, 0).value_or("")));
   }
   if (method == bhttp::verb::delete_) {
+    check_no_body(req.body());
     auto r = co_await pool_.query(role, "SELECT bgexec.unschedule($1) AS deleted", args(name));
     if (r.get(0, 0) != "t") throw not_found("schedule " + name + " does not exist");
     co_return make_json(v, bhttp::status::ok, kv("name", name, "deleted", true));
