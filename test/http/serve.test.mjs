@@ -1,7 +1,9 @@
 // `bgexec serve` flags: a bad value is a usage error (exit 2) naming the flag.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
 import { freePort } from './lib.mjs';
 
 test('a bad --pool or --listen value exits 2 naming the flag', async () => {
@@ -19,4 +21,64 @@ test('a bad --pool or --listen value exits 2 naming the flag', async () => {
     assert.ok(r.stderr.startsWith(`bgexec serve: ${flag} must be`), `${args.join(' ')}: ${r.stderr}`);
     assert.doesNotMatch(r.stderr, /sto(i|ul)/);
   }
+});
+
+// Runs `serve` until it logs that it serves (then stops it) or exits;
+// returns {status, stderr, listen (the logged address)}.
+function serveUntilReady(args, timeout = 5000) {
+  return new Promise((resolve) => {
+    const proc = spawn(process.env.BGEXEC_BIN, ['serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    let listen;
+    const timer = setTimeout(() => proc.kill('SIGKILL'), timeout);
+    proc.stderr.on('data', async (d) => {
+      stderr += d;
+      const m = /msg=serving listen=(\S+)/.exec(stderr);
+      if (m && listen === undefined) {
+        listen = m[1];
+        const port = listen.slice(listen.lastIndexOf(':') + 1);
+        try { listen = { logged: m[1], metrics: (await fetch(`http://127.0.0.1:${port}/metrics`)).status }; }
+        catch (e) { listen = { logged: m[1], metrics: String(e) }; }
+        proc.kill('SIGTERM');
+      }
+    });
+    proc.on('exit', (status) => { clearTimeout(timer); resolve({ status, stderr, listen }); });
+  });
+}
+
+test('--listen takes a host name and :PORT (0.0.0.0)', async () => {
+  const tokens = ['--tokens', process.env.BGEXEC_TOKENS];
+  let port = await freePort();
+  let r = await serveUntilReady([...tokens, '--listen', `localhost:${port}`]);
+  assert.equal(r.listen?.metrics, 200, r.stderr);
+  assert.match(r.listen.logged, new RegExp(`:${port}$`));
+  port = await freePort();
+  r = await serveUntilReady([...tokens, '--listen', `:${port}`]);
+  assert.deepEqual(r.listen, { logged: `0.0.0.0:${port}`, metrics: 200 }, r.stderr);
+});
+
+test('--listen with port 0 logs the port it bound', async () => {
+  const tokens = ['--tokens', process.env.BGEXEC_TOKENS];
+  const r = await serveUntilReady([...tokens, '--listen', '127.0.0.1:0']);
+  assert.match(r.listen?.logged ?? '', /^127\.0\.0\.1:\d+$/, r.stderr);
+  assert.notEqual(r.listen.logged, '127.0.0.1:0');
+  assert.equal(r.listen.metrics, 200);
+});
+
+test('an address it cannot listen on, or a host that does not resolve, exits 2 with one line', async () => {
+  const tokens = ['--tokens', process.env.BGEXEC_TOKENS];
+  const holder = net.createServer();
+  holder.listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  const { port } = holder.address();
+  try {
+    const r = await serveUntilReady([...tokens, '--listen', `127.0.0.1:${port}`]);
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr, `bgexec serve: cannot listen on 127.0.0.1:${port}: address already in use\n`);
+  } finally {
+    holder.close();
+  }
+  const r = await serveUntilReady([...tokens, '--listen', 'no-such-host.invalid:8080']);
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /^bgexec serve: cannot resolve --listen host no-such-host\.invalid: [^\n]+\n$/);
 });

@@ -9,11 +9,14 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/signal_set.hpp>
 
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -30,7 +33,9 @@ constexpr const char* usage = R"(usage: bgexec serve [--db CONNINFO] [--listen H
 HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
   --db CONNINFO      libpq connection string (else BGEXEC_DB, else PG* variables).
                      Its login role must be a member of every tenant role.
-  --listen HOST:PORT address to listen on. Defaults to 127.0.0.1:8080.
+  --listen HOST:PORT address to listen on: an IP address, [IPv6], or a host name
+                     (every address it resolves to); :PORT is 0.0.0.0:PORT.
+                     Defaults to 127.0.0.1:8080.
   --tokens FILE      JSON object {"<bearer token>": "<database role>", ...}. Required.
   --pool N           query connections, 1..100, shared by all requests. Defaults to 4.
                      (One more connection LISTENs for every event stream.)
@@ -40,6 +45,74 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
                      Seconds, or with a unit (500ms, 30s, 5m), 0..86400.
                      Defaults to 30; 0 = no bound.
 )";
+
+// An error's text as the rest of a one-line message: "address already in use".
+std::string reason(const boost::system::error_code& ec) {
+  std::string m = ec.message();
+  if (!m.empty()) m[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(m[0])));
+  return m;
+}
+
+// 127.0.0.1:8080, [::1]:8080.
+std::string show(const asio::ip::tcp::endpoint& ep) {
+  auto a = ep.address().to_string();
+  return (ep.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(ep.port());
+}
+
+// The addresses --listen names: the IP address itself, or every address a
+// host name resolves to (localhost: 127.0.0.1 and ::1), each once.  Throws
+// with a one-line message when the name does not resolve.
+std::vector<asio::ip::tcp::endpoint> listen_endpoints(asio::io_context& io, const std::string& host,
+                                                      unsigned short port) {
+  boost::system::error_code ec;
+  auto literal = asio::ip::make_address(host, ec);
+  if (!ec) return {{literal, port}};
+  asio::ip::tcp::resolver resolver(io);
+  auto found = resolver.resolve(host, std::to_string(port),
+                                asio::ip::resolver_base::passive | asio::ip::resolver_base::numeric_service, ec);
+  if (ec) throw std::runtime_error("cannot resolve --listen host " + host + ": " + reason(ec));
+  std::vector<asio::ip::tcp::endpoint> out;
+  for (const auto& r : found)
+    if (std::find(out.begin(), out.end(), r.endpoint()) == out.end()) out.push_back(r.endpoint());
+  if (out.empty()) throw std::runtime_error("cannot resolve --listen host " + host + ": no address");
+  return out;
+}
+
+// Binds and listens on each endpoint, all on one port: port 0 takes the one
+// the first bind got.  Of a host name's addresses, one the machine does not
+// have (::1 without IPv6) is skipped while another is bound; any other failure
+// (the port in use, say) throws with a one-line message.
+std::vector<asio::ip::tcp::acceptor> bind_all(asio::io_context& io, std::vector<asio::ip::tcp::endpoint> eps,
+                                              const std::string& host) {
+  std::vector<asio::ip::tcp::acceptor> out;
+  boost::system::error_code skipped;
+  std::string skipped_at;
+  for (auto ep : eps) {
+    if (!out.empty()) ep.port(out.front().local_endpoint().port());
+    asio::ip::tcp::acceptor a(io);
+    boost::system::error_code ec;
+    a.open(ep.protocol(), ec);
+    if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+    // Several addresses: [::] must not also take IPv4's port from 0.0.0.0.
+    if (!ec && eps.size() > 1 && ep.address().is_v6()) a.set_option(asio::ip::v6_only(true), ec);
+    if (!ec) a.bind(ep, ec);
+    if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) {
+      out.push_back(std::move(a));
+      continue;
+    }
+    const std::string at = show(ep) + (ep.address().to_string() == host ? "" : " (" + host + ")");
+    if (eps.size() > 1 && (ec == asio::error::address_family_not_supported ||
+                           ec == boost::system::errc::address_not_available)) {
+      skipped = ec;
+      skipped_at = at;
+      continue;
+    }
+    throw std::runtime_error("cannot listen on " + at + ": " + reason(ec));
+  }
+  if (out.empty()) throw std::runtime_error("cannot listen on " + skipped_at + ": " + reason(skipped));
+  return out;
+}
 
 }  // namespace
 
@@ -86,6 +159,7 @@ int run_serve(const std::vector<std::string>& args) {
     if (colon == std::string::npos) throw std::runtime_error("--listen must be HOST:PORT");
     cfg.host = listen.substr(0, colon);
     if (cfg.host.size() > 2 && cfg.host.front() == '[') cfg.host = cfg.host.substr(1, cfg.host.size() - 2);
+    if (cfg.host.empty()) cfg.host = "0.0.0.0";  // :PORT, every IPv4 interface
     auto port = core::parse_integer(std::string_view(listen).substr(colon + 1), 0, 65535);
     if (!port)
       throw std::runtime_error("--listen must be HOST:PORT with a port from 0 to 65535");
@@ -125,26 +199,24 @@ int run_serve(const std::vector<std::string>& args) {
   }
 
   asio::io_context io(1);
-  asio::ip::tcp::acceptor acceptor(io);
+  std::vector<asio::ip::tcp::acceptor> acceptors;
+  std::string bound;  // what is listened on, the port bound for :0
   try {
-    asio::ip::tcp::endpoint ep(asio::ip::make_address(cfg.host), cfg.port);
-    acceptor.open(ep.protocol());
-    acceptor.set_option(asio::socket_base::reuse_address(true));
-    acceptor.bind(ep);
-    acceptor.listen(asio::socket_base::max_listen_connections);
+    acceptors = bind_all(io, listen_endpoints(io, cfg.host, cfg.port), cfg.host);
   } catch (const std::exception& e) {
-    std::cerr << "bgexec serve: cannot listen on " << listen << ": " << e.what() << "\n";
-    return 1;
+    std::cerr << "bgexec serve: " << e.what() << "\n";
+    return 2;
   }
+  for (const auto& a : acceptors) bound += (bound.empty() ? "" : ",") + show(a.local_endpoint());
   Gateway gw(io.get_executor(), cfg);
   asio::co_spawn(io, gw.notifier().run(), asio::detached);
-  asio::co_spawn(io, gw.listen(acceptor), asio::detached);
+  for (auto& a : acceptors) asio::co_spawn(io, gw.listen(a), asio::detached);
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     core::log("info", "stopping", {{"signal", std::to_string(sig)}});
     io.stop();
   });
-  core::log("info", "serving", {{"listen", listen}, {"tokens", std::to_string(cfg.tokens.size())},
+  core::log("info", "serving", {{"listen", bound}, {"tokens", std::to_string(cfg.tokens.size())},
                                  {"max_connections", std::to_string(cfg.max_connections)}});
   io.run();
   std::fflush(stdout);
