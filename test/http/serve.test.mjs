@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
+import { writeFileSync } from 'node:fs';
 import { freePort } from './lib.mjs';
 
 test('a bad --pool or --listen value exits 2 naming the flag', async () => {
@@ -81,4 +82,21 @@ test('an address it cannot listen on, or a host that does not resolve, exits 2 w
   const r = await serveUntilReady([...tokens, '--listen', 'no-such-host.invalid:8080']);
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /^bgexec serve: cannot resolve --listen host no-such-host\.invalid: [^\n]+\n$/);
+});
+
+test('a tokens file that is not valid JSON, has no tokens or a token twice exits 2 saying so', async () => {
+  const listen = ['--listen', `127.0.0.1:${await freePort()}`];
+  const dir = process.env.BGEXEC_WORK;
+  for (const [text, expected] of [
+    ['{"token-a": "tenant_a",\n oops}', /^bgexec serve: \S+badtok\.json is not valid JSON: parse error at line 2, column 2: .+\n$/],
+    ['{}', /^bgexec serve: \S+badtok\.json has no tokens: it must map at least one token to a role\n$/],
+    ['{"t": "tenant_a", "t": "tenant_b"}', /^bgexec serve: \S+badtok\.json: a token is given more than once\n$/],
+    ['["t"]', /^bgexec serve: \S+badtok\.json: must be a JSON object \{token: role\}\n$/],
+  ]) {
+    writeFileSync(`${dir}/badtok.json`, text);
+    const r = spawnSync(process.env.BGEXEC_BIN, ['serve', '--tokens', `${dir}/badtok.json`, ...listen],
+      { encoding: 'utf8', timeout: 5000 });
+    assert.equal(r.status, 2, `${text}: ${r.stderr}`);
+    assert.match(r.stderr, expected, text);
+  }
 });

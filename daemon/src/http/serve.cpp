@@ -2,6 +2,7 @@
 #include "http/serve.hpp"
 
 #include "core/duration.hpp"
+#include "core/json_input.hpp"
 #include "core/logfmt.hpp"
 #include "core/number.hpp"
 #include "http/gateway.hpp"
@@ -169,9 +170,15 @@ int run_serve(const std::vector<std::string>& args) {
     if (!in) throw std::runtime_error("cannot read " + tokens_file);
     std::stringstream ss;
     ss << in.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      throw std::runtime_error(tokens_file + ": must be a JSON object {token: role}");
+    // A token given twice would map to whichever role came last.
+    auto parsed = core::parse_json_input(ss.str(), core::max_json_depth, core::DuplicateKeys::refuse);
+    if (parsed.error == core::JsonInput::Error::duplicate_key)
+      throw std::runtime_error(tokens_file + ": a token is given more than once");
+    if (!parsed) throw std::runtime_error(tokens_file + " is not valid JSON: " + parsed.message);
+    const auto& j = parsed.value;
+    if (!j.is_object()) throw std::runtime_error(tokens_file + ": must be a JSON object {token: role}");
+    // Without a token every /v1 request is 401: a mistake, not a setup.
+    if (j.empty()) throw std::runtime_error(tokens_file + " has no tokens: it must map at least one token to a role");
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (!it.value().is_string() || it.key().empty() || it.value().get<std::string>().empty())
         throw std::runtime_error(tokens_file + ": every token must map to a role name");
