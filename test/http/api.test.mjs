@@ -219,7 +219,12 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
     [{ kind: 'noop', run_after: '294277-01-01' }, '22008', /^run_after: timestamp out of range/],
     [{ kind: 'noop', run_after: 'soonish', timeout: '1 hour' }, '22007', /^run_after: invalid input syntax/],
     [{ kind: 'noop', priority: 2147483648 }, '22003', /^priority must be an integer from -2147483648 to 2147483647$/],
-    [{ kind: 'noop', max_attempts: -2147483649 }, '22003', /^max_attempts must be an integer from/],
+    [{ kind: 'noop', max_attempts: -2147483649 }, '22003', /^max_attempts must be an integer from 1 to 2147483647$/],
+    [{ kind: 'noop', max_attempts: 99999999999 }, '22003', /^max_attempts must be an integer from 1 to 2147483647$/],
+    // A whole number too large for an int64 arrives as a double: out of range too, not "not an integer".
+    [{ kind: 'noop', priority: 1e20 }, '22003', /^priority must be an integer from -2147483648 to 2147483647$/],
+    [{ kind: 'noop', priority: -1e300 }, '22003', /^priority must be an integer from -2147483648 to 2147483647$/],
+    [{ kind: 'noop', priority: 1.5 }, '22023', /^priority must be an integer$/],
     [{ kind: 'bad kind' }, '22023', /^kind must be 1-128 characters/],
   ];
   for (const [body, state, message] of cases) {
@@ -237,6 +242,11 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   const st = await api('GET', '/v1/jobs?status=bogus', { token: A });
   assert.equal(st.status, 422);
   assert.match(st.body.error.message, /^status: invalid input value for enum/);
+  // A whole number written with an exponent or a fraction is that integer.
+  const whole = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","queue":"${uniq('whole')}","priority":1e2,"max_attempts":3.0}` });
+  assert.equal(whole.status, 201, whole.text);
+  const wj = (await api('GET', `/v1/jobs/${whole.body.id}`, { token: A })).body;
+  assert.deepEqual([wj.priority, wj.max_attempts], [100, 3]);
   // The edges of the ranges are accepted.
   const ok = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('edge'), priority: -2147483648,
     max_attempts: 2147483647, timeout: 3110400000 } });

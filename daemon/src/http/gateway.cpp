@@ -367,17 +367,25 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     if (!body[f].is_string()) throw invalid(std::string(f) + " must be a string");
     return body[f].get<std::string>();
   };
-  auto integer = [&](const char* f) -> std::optional<std::string> {
+  // An int field: a number whose value is whole (2, 2.0, 1e3; 1e20, which
+  // JavaScript writes as 100000000000000000000, reaches here as a double) that
+  // fits an int, else 22003 naming the range the field takes (from `lo`:
+  // a value under it but in an int's range is left to the database's check).
+  auto integer = [&](const char* f, std::int32_t lo) -> std::optional<std::string> {
     if (!body.contains(f) || body[f].is_null()) return std::nullopt;
     const auto& v = body[f];
-    if (!v.is_number_integer()) throw invalid(std::string(f) + " must be an integer");
-    constexpr auto lo = std::numeric_limits<std::int32_t>::min(), hi = std::numeric_limits<std::int32_t>::max();
-    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
-                               : v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+    const double d = v.is_number() ? v.get<double>() : 0.5;
+    if (!v.is_number_integer() && !(v.is_number_float() && std::isfinite(d) && std::trunc(d) == d))
+      throw invalid(std::string(f) + " must be an integer");
+    constexpr auto min = std::numeric_limits<std::int32_t>::min(), max = std::numeric_limits<std::int32_t>::max();
+    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
+                      : v.is_number_integer() ? v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max
+                                              : d >= min && d <= max;
+    if (!fits)
       throw http_error(bhttp::status::unprocessable_entity, "22003",
                        std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
-                           std::to_string(hi));
-    return v.dump();
+                           std::to_string(max));
+    return v.is_number_float() ? std::to_string(static_cast<std::int64_t>(d)) : v.dump();
   };
   if (schedule) {
     arg("name", *schedule, "?::text");
@@ -394,9 +402,9 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     arg("payload", body["payload"].dump(), "?::jsonb");
   }
   if (auto q = str("queue")) arg("queue", *q, "?::text");
-  if (auto p = integer("priority")) arg("priority", *p, "?::int");
+  if (auto p = integer("priority", std::numeric_limits<std::int32_t>::min())) arg("priority", *p, "?::int");
   if (auto r = str("run_after")) arg("run_after", *r, "?::timestamptz");
-  if (auto m = integer("max_attempts")) arg("max_attempts", *m, "?::int");
+  if (auto m = integer("max_attempts", 1)) arg("max_attempts", *m, "?::int");
   if (body.contains("timeout") && !body["timeout"].is_null()) {
     const auto& t = body["timeout"];
     if (t.is_number()) {
