@@ -436,7 +436,8 @@ config file > defaults. Every flag accepts both "--flag value" and
   --action NAME=PATH         Executable run for action NAME; repeatable, merged
                              over env/file. Env BGEXEC_ACTIONS
                              (name=path,name=path). Defaults to none.
-  --grace SECONDS            Drain time after SIGTERM, >= 0. Env BGEXEC_GRACE.
+  --grace SECONDS            Drain time after SIGTERM, SIGINT or SIGHUP, >= 0.
+                             Env BGEXEC_GRACE.
                              Defaults to 30.
   --secrets-dir DIR          Directory holding one file per secret
                              ({{secrets.NAME}}). Env BGEXEC_SECRETS_DIR.

@@ -5,6 +5,7 @@
 #include "core/logfmt.hpp"
 #include "core/number.hpp"
 #include "http/gateway.hpp"
+#include "util/hangup.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -140,6 +141,7 @@ int run_serve(const std::vector<std::string>& args) {
   asio::co_spawn(io, gw.notifier().run(), asio::detached);
   asio::co_spawn(io, gw.listen(acceptor), asio::detached);
   asio::signal_set signals(io, SIGINT, SIGTERM);
+  add_hangup(signals);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     core::log("info", "stopping", {{"signal", std::to_string(sig)}});
     io.stop();

@@ -6,6 +6,7 @@
 #include "core/sqlstate.hpp"
 #include "core/utf8.hpp"
 #include "proc/child.hpp"
+#include "util/hangup.hpp"
 #include "worker/job.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -92,6 +93,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })) {
+  add_hangup(signals_);  // a closed terminal drains as SIGTERM does
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
 }
