@@ -78,6 +78,12 @@ int run_worker(const std::vector<std::string>& args) {
     std::cerr << "bgexec worker: " << e.what() << "\n";
     return 2;
   }
+  // A connection string libpq cannot parse fails every connect alike: the
+  // worker would retry it for ever as if the database were down.
+  if (auto err = bgexec::pg::conninfo_error(cfg.db)) {
+    std::cerr << "bgexec worker: " << cfg.db_source << ": invalid connection string: " << *err << "\n";
+    return 2;
+  }
   if (cfg.id.empty()) {
     char host[256] = {0};
     ::gethostname(host, sizeof host - 1);

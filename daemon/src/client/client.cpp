@@ -561,11 +561,16 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
     return usage;
   }
-  std::string conninfo;
+  std::string conninfo, conninfo_source = "--db";
   if (auto it = parsed.options.find("--db"); it != parsed.options.end() && !it->second.empty())
     conninfo = it->second.back();
   else if (auto e = env.find("BGEXEC_DB"); e != env.end())
-    conninfo = e->second;
+    conninfo = e->second, conninfo_source = "BGEXEC_DB";
+  // Refused before connecting: a usage error naming its source, not a database error.
+  if (auto err = pg::conninfo_error(conninfo)) {
+    std::cerr << "bgexec " << cmd << ": " << conninfo_source << ": invalid connection string: " << *err << "\n";
+    return usage;
+  }
 
   asio::io_context io;
   Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}};

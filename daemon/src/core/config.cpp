@@ -166,6 +166,7 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
   switch (s.kind) {
     case Kind::text:
       cfg.*(s.text_member) = std::string(value);
+      if (s.text_member == &WorkerConfig::db) cfg.db_source = label;
       break;
     case Kind::queues:
       cfg.queues = split_list(value, label);
@@ -208,6 +209,7 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
     case Kind::text:
       if (!v.is_string()) throw wrong_type("a string");
       cfg.*(s.text_member) = v.get<std::string>();
+      if (s.text_member == &WorkerConfig::db) cfg.db_source = label;
       break;
     case Kind::queues: {
       if (!v.is_array() || v.empty()) throw wrong_type("a non-empty array of queue names");

@@ -691,8 +691,12 @@ asio::awaitable<int> Worker::run() {
       }
       core::log("warn", "database unavailable, retrying", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
     }
-    if (draining_) co_return 0;
-    co_await sleep_for(seconds(backoff));
+    // A signal ends the wait: the worker stops without having started.
+    if (!draining_) co_await drained_.wait_for(seconds(backoff));
+    if (draining_) {
+      core::log("info", "worker stopped", {{"worker_id", cfg_.id}, {"registered", "false"}});
+      co_return 0;
+    }
     backoff = std::min(backoff * 2, backoff_max_s);
   }
   core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", text_array(cfg_.queues)},
