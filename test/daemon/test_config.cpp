@@ -187,7 +187,8 @@ TEST(WorkerConfig, FileDurationStrings) {
 
   TempConfig bad(R"({"lease": "30 s"})");
   EXPECT_EQ(error_of({"--config", bad.path()}),
-            "config file " + bad.path() + ": key \"lease\": expected a duration greater than 0, got \"30 s\"");
+            "config file " + bad.path() + ": key \"lease\": \"30 s\" is not a duration (expected seconds, such as 30 or "
+            "1.5, or a number with a unit: 500ms, 30s, 5m, 2h)");
   TempConfig negative(R"({"kill_grace": "-1s"})");
   EXPECT_EQ(error_of({"--config", negative.path()}),
             "config file " + negative.path() + ": key \"kill_grace\": expected a duration of 0 or more, got \"-1s\"");
@@ -202,10 +203,28 @@ TEST(WorkerConfig, FileDurationStrings) {
             "config file " + long_lease.path() + ": key \"lease\": expected a duration of at most 86400 seconds, got 86401");
   EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "86400"}}), "");
   // The same text from a variable and from the file: the same message, but for the name.
-  EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "30 s"}}), "BGEXEC_LEASE: expected a duration greater than 0, got \"30 s\"");
+  EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "30 s"}}),
+            "BGEXEC_LEASE: \"30 s\" is not a duration (expected seconds, such as 30 or 1.5, or a number with a unit: "
+            "500ms, 30s, 5m, 2h)");
   TempConfig wrong(R"({"poll": [1]})");
   EXPECT_EQ(error_of({"--config", wrong.path()}),
             "config file " + wrong.path() + ": key \"poll\": expected a number of seconds or a duration string, got [1]");
+}
+
+// Text that is no duration says so and shows the accepted forms; a
+// duration out of range says that instead.
+TEST(WorkerConfig, NotADuration) {
+  const std::string forms =
+      " is not a duration (expected seconds, such as 30 or 1.5, or a number with a unit: 500ms, 30s, 5m, 2h)";
+  for (const char* bad : {"1d", "30S", "1e3", "100us", "soon", "30 s", ""}) {
+    EXPECT_EQ(error_of({std::string("--lease=") + bad}), std::string("--lease: \"") + bad + "\"" + forms) << bad;
+  }
+  EXPECT_EQ(error_of({}, {{"BGEXEC_POLL", "1d"}}), "BGEXEC_POLL: \"1d\"" + forms);
+  TempConfig file(R"({"grace": "2 days"})");
+  EXPECT_EQ(error_of({"--config", file.path()}), "config file " + file.path() + ": key \"grace\": \"2 days\"" + forms);
+  EXPECT_EQ(error_of({"--lease", "0"}), "--lease: expected a duration greater than 0, got \"0\"");
+  EXPECT_EQ(error_of({"--lease", "-5s"}), "--lease: expected a duration greater than 0, got \"-5s\"");
+  EXPECT_EQ(error_of({"--grace", "-1"}), "--grace: expected a duration of 0 or more, got \"-1\"");
 }
 
 TEST(WorkerConfig, PrecedenceFlagsOverEnvOverFile) {

@@ -151,6 +151,21 @@ double checked_seconds(std::optional<double> v, const Setting& s, const std::str
   return *v;
 }
 
+// A duration from text (a flag, a variable, a file's string): text that is
+// no duration at all (a unit parse_seconds lacks, an exponent) is told
+// apart from one out of range (0, negative), which checked_seconds names.
+double checked_seconds_text(std::string_view text, const Setting& s, const std::string& label) {
+  const std::string shown = "\"" + std::string(text) + "\"";
+  const std::optional<double> v = parse_seconds(text);
+  const bool negative = !v && text.size() > 1 && text[0] == '-' && parse_seconds(text.substr(1));
+  if (!v && !negative) {
+    throw ConfigError(label + ": " + shown +
+                      " is not a duration (expected seconds, such as 30 or 1.5, or a number with a unit: 500ms, "
+                      "30s, 5m, 2h)");
+  }
+  return checked_seconds(v, s, label, shown);
+}
+
 // Byte caps must be at least 1.
 std::size_t checked_bytes(std::optional<unsigned long long> v, const std::string& label, const std::string& shown) {
   if (!v || *v < 1 || *v > std::numeric_limits<std::size_t>::max()) {
@@ -181,7 +196,7 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
     }
     case Kind::positive_seconds:
     case Kind::nonneg_seconds:
-      cfg.*(s.seconds_member) = checked_seconds(parse_seconds(value), s, label, shown);
+      cfg.*(s.seconds_member) = checked_seconds_text(value, s, label);
       break;
     case Kind::boolean:
       cfg.allow_run = parse_bool(value, label);
@@ -239,8 +254,7 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
     case Kind::nonneg_seconds:
       // A number of seconds, or a string read as the flags and variables are ("30s").
       if (v.is_string()) {
-        cfg.*(s.seconds_member) = checked_seconds(parse_seconds(v.get_ref<const std::string&>()), s, label,
-                                                  "\"" + v.get<std::string>() + "\"");
+        cfg.*(s.seconds_member) = checked_seconds_text(v.get_ref<const std::string&>(), s, label);
         break;
       }
       if (!v.is_number()) throw wrong_type("a number of seconds or a duration string");
