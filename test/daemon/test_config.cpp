@@ -211,6 +211,21 @@ TEST(WorkerConfig, FileDurationStrings) {
             "config file " + wrong.path() + ": key \"poll\": expected a number of seconds or a duration string, got [1]");
 }
 
+// A kill grace left unset fits any valid lease: its default, cut to a
+// sixth of a short lease; one set explicitly is still checked against it.
+TEST(WorkerConfig, KillGraceDefaultFitsShortLease) {
+  EXPECT_EQ(error_of({"--lease", "1"}), "");
+  EXPECT_DOUBLE_EQ(parse_worker_config({"--lease", "1"}, {}).kill_grace_s, 1.0 / 6);
+  EXPECT_DOUBLE_EQ(parse_worker_config({}, {{"BGEXEC_LEASE", "300ms"}}).kill_grace_s, 0.05);
+  EXPECT_EQ(parse_worker_config({"--lease", "3"}, {}).kill_grace_s, 0.5);
+  EXPECT_EQ(parse_worker_config({"--lease", "60"}, {}).kill_grace_s, 0.5);
+  EXPECT_EQ(error_of({"--lease", "1", "--kill-grace", "0.5"}),
+            "kill_grace must be less than a third of lease (kill_grace 0.5 s, lease 1 s)");
+  TempConfig file(R"({"kill_grace": 0.5})");
+  EXPECT_NE(error_of({"--config", file.path(), "--lease", "1"}), "");
+  EXPECT_EQ(parse_worker_config({"--lease", "1", "--kill-grace", "0.2"}, {}).kill_grace_s, 0.2);
+}
+
 // Text that is no duration says so and shows the accepted forms; a
 // duration out of range says that instead.
 TEST(WorkerConfig, NotADuration) {

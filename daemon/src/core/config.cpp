@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <limits>
@@ -362,6 +363,8 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
                                  const std::map<std::string, std::string>& env) {
   const std::vector<FlagValue> flags = scan_flags(args);
   WorkerConfig cfg;
+  // Unset (negative) until a source sets it: the default depends on the lease.
+  cfg.kill_grace_s = -1;
 
   std::optional<std::string> config_path = env_value(env, "BGEXEC_CONFIG");
   for (const auto& f : flags) {
@@ -390,6 +393,10 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
     }
   }
   if (!flag_queues.empty()) cfg.queues = std::move(flag_queues);
+  // Left unset, the kill grace is its default cut to a sixth of a short
+  // lease (half the third the check below allows), so any valid lease works
+  // alone; only one the user set can conflict with the lease.
+  if (cfg.kill_grace_s < 0) cfg.kill_grace_s = std::min(WorkerConfig{}.kill_grace_s, cfg.lease_s / 6);
   // A job whose lease cannot be renewed is abandoned a margin before it
   // expires, and its processes must be dead by then: TERM, then KILL after
   // the kill grace (Worker::lease_guard, at most a third of the lease early).
@@ -464,7 +471,9 @@ config file > defaults. Every flag accepts both "--flag value" and
                              How often reconcile() runs, > 0.
                              Env BGEXEC_RECONCILE_INTERVAL. Defaults to 5.
   --kill-grace SECONDS       Delay between TERM and KILL for step processes,
-                             >= 0. Env BGEXEC_KILL_GRACE. Defaults to 0.5.
+                             >= 0 and less than a third of the lease.
+                             Env BGEXEC_KILL_GRACE. Defaults to 0.5.
+                             (A sixth of a lease shorter than 3 s.)
   --log-cap BYTES            Cap on output captured per job, >= 1.
                              Env BGEXEC_LOG_CAP. Defaults to 1048576 (1 MiB).
   --finish-batch N           Most finishes sent in one finish_many call (one
