@@ -136,7 +136,13 @@ TEST(WorkerConfig, BooleanEnvSpellings) {
   for (const char* no : {"0", "false", "no", "No"}) {
     EXPECT_FALSE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", no}}).allow_run) << no;
   }
-  EXPECT_NE(error_of({}, {{"BGEXEC_ALLOW_RUN", "maybe"}}).find("BGEXEC_ALLOW_RUN"), std::string::npos);
+  for (const char* yes : {"on", "ON", "Yes"}) {
+    EXPECT_TRUE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", yes}}).allow_run) << yes;
+  }
+  EXPECT_FALSE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", "off"}}).allow_run);
+  // The message lists every spelling the parser takes.
+  EXPECT_EQ(error_of({}, {{"BGEXEC_ALLOW_RUN", "maybe"}}),
+            "BGEXEC_ALLOW_RUN: expected 1, true, yes or on, or 0, false, no or off (any case), got \"maybe\"");
   // A flag beats the environment, including in the "off" direction.
   EXPECT_FALSE(parse_worker_config({"--allow-run=false"}, {{"BGEXEC_ALLOW_RUN", "1"}}).allow_run);
 }

@@ -118,7 +118,8 @@ bool parse_bool(std::string_view text, const std::string& label) {
   }
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
-  throw ConfigError(label + ": expected 1/true/yes or 0/false/no, got \"" + std::string(text) + "\"");
+  throw ConfigError(label + ": expected 1, true, yes or on, or 0, false, no or off (any case), got \"" +
+                    std::string(text) + "\"");
 }
 
 // Parses a whole string as an unsigned decimal integer.
