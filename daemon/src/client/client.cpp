@@ -357,14 +357,16 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
 
 asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("status takes ID");
-  pg::Params p = {std::to_string(parse_id(a.positional[0]))};
+  const std::int64_t id = parse_id(a.positional[0]);
+  pg::Params p = {std::to_string(id)};
   auto r = co_await s.conn.query(
       "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
       " lease_owner AS worker, created_at, started_at, finished_at, run_after, deadline, last_seq,"
       " payload, result, error FROM bgexec.job WHERE id = $1",
       p);
   if (r.rows() == 0) {
-    std::cerr << "bgexec: job " << a.positional[0] << " not found\n";
+    // As tail, stop, resume and retry report it (the extension's P0002).
+    std::cerr << "bgexec status: job " << id << " does not exist (SQLSTATE P0002)\n";
     co_return not_found;
   }
   json row = r.to_json()[0];
