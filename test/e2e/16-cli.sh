@@ -34,6 +34,9 @@ expect_usage 'schedules takes no arguments' schedules x
 expect_usage 'pause-schedule takes NAME' pause-schedule
 expect_usage 'resume-schedule takes NAME' resume-schedule a b
 expect_usage 'run-schedule takes NAME' run-schedule
+# Every usage line shows [--wait | --follow]: both at once is refused.
+expect_usage '--wait and --follow cannot be used together' submit noop --wait --follow
+expect_usage '--wait and --follow cannot be used together' run-schedule nightly --follow --wait
 # JSON from the command line: nested past 512 levels it would overflow the
 # stack when written out (it crashed with SIGSEGV); jsonb refuses a NUL.
 python3 -c 'n = 100000; print("[" * n + "]" * n)' >"$E2E_DIR/deep.json"

@@ -563,6 +563,11 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
     return usage;
   }
+  // Every usage line offers one or the other: --follow prints what --wait hides.
+  if (parsed.flags.count("--wait") && parsed.flags.count("--follow")) {
+    std::cerr << "bgexec " << cmd << ": --wait and --follow cannot be used together\n";
+    return usage;
+  }
   std::string conninfo, conninfo_source = "--db";
   if (auto it = parsed.options.find("--db"); it != parsed.options.end() && !it->second.empty())
     conninfo = it->second.back();
