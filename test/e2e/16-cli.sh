@@ -65,14 +65,17 @@ expect_usage '--db: invalid connection string: invalid connection option "bogus"
 echo '{"t": "r"}' >"$E2E_DIR/tokens.json"
 expect_usage '--db: invalid connection string' serve --tokens "$E2E_DIR/tokens.json" --db "bogus=1"
 # SIGINT while the worker still retries its connection: exit 0, and the
-# stop is logged (it exited silently)
-"$BGEXEC" worker >"$E2E_DIR/w.log" 2>&1 &
+# stop is logged (it exited silently).  A --secrets-dir that is not there
+# is warned about at start (a job using it failed later, with no sign why).
+"$BGEXEC" worker --secrets-dir /nonexistent/secrets >"$E2E_DIR/w.log" 2>&1 &
 pid=$!; E2E_PIDS+=("$pid")
 wait_for 10 grep -q 'database unavailable, retrying' "$E2E_DIR/w.log" || fail "worker did not retry: $(cat "$E2E_DIR/w.log")"
 kill -INT "$pid"
 set +e; wait "$pid"; rc=$?; set -e
 ((rc == 0)) || fail "worker stopped while connecting: exit $rc"
 grep -q 'msg="worker stopped"' "$E2E_DIR/w.log" || fail "no \"worker stopped\" line: $(cat "$E2E_DIR/w.log")"
+grep 'level=warn msg="secrets dir unavailable' "$E2E_DIR/w.log" | grep -qF 'secrets_dir=/nonexistent/secrets' \
+  || fail "no warning for a missing secrets dir: $(cat "$E2E_DIR/w.log")"
 
 # Both help texts show resume's @FILE form, as the README does.
 "$BGEXEC" --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec --help: resume ID [JSON|@FILE]"

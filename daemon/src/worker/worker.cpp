@@ -14,10 +14,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -678,6 +681,19 @@ asio::awaitable<int> Worker::run() {
   // kills it, instead of to init.
   proc::Child::init_reaper(io_.get_executor(), /*subreaper=*/true);
   arm_signals();
+  // A secrets dir may be mounted after the worker starts, so a missing one
+  // is not fatal; but every {{secrets.NAME}} from it fails its job until it
+  // is there, so say so now rather than only in those jobs' errors.
+  if (!cfg_.secrets_dir.empty()) {
+    struct stat st {};
+    const char* problem = nullptr;
+    if (::stat(cfg_.secrets_dir.c_str(), &st) != 0) problem = std::strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) problem = "not a directory";
+    else if (::access(cfg_.secrets_dir.c_str(), R_OK | X_OK) != 0) problem = std::strerror(errno);
+    if (problem)
+      core::log("warn", "secrets dir unavailable: jobs using its secrets fail until it is",
+                {{"secrets_dir", cfg_.secrets_dir}, {"error", problem}});
+  }
   double backoff = backoff_min_s;
   for (;;) {
     try {
