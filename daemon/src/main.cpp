@@ -53,7 +53,7 @@ and --json (machine-readable output).
 
 Exit codes: 0 ok / job completed; 1 job failed, cancelled or timed out;
 2 usage error; 3 database error; 4 job or schedule not found; 5 job suspended (waits for resume).
-stop exits 0 whenever the job exists and prints its status, whatever it is.
+stop exits 0 whenever the job exists: "stop requested" for a running job, else its status.
 )";
 
 std::map<std::string, std::string> environment() {

@@ -71,9 +71,10 @@ run-schedule submits a schedule's job now, out of turn, and prints its id as
 submit does.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
-exits 0 whenever the job exists and prints the status it found (running: its
-worker ends it as cancelled).  unschedule, pause-schedule, resume-schedule and
-run-schedule exit 4 when there is no such schedule.
+exits 0 whenever the job exists and prints what it found: "stop requested"
+for a running job (its worker ends it as cancelled), else the job's status.
+unschedule, pause-schedule, resume-schedule and run-schedule exit 4 when
+there is no such schedule.
 )";
 
 struct Usage : std::runtime_error {
