@@ -53,7 +53,7 @@ and --json (machine-readable output).
 
 Exit codes: 0 ok / job completed; 1 job failed, cancelled or timed out;
 2 usage error; 3 database error; 4 job or schedule not found; 5 job suspended (waits for resume).
-stop exits 0 whenever the job exists and prints its status, whatever it is.
+stop exits 0 whenever the job exists: "stop requested" for a running job, else its status.
 )";
 
 std::map<std::string, std::string> environment() {
@@ -76,6 +76,12 @@ int run_worker(const std::vector<std::string>& args) {
     cfg = bgexec::core::parse_worker_config(args, environment());
   } catch (const std::exception& e) {
     std::cerr << "bgexec worker: " << e.what() << "\n";
+    return 2;
+  }
+  // A connection string libpq cannot parse fails every connect alike: the
+  // worker would retry it for ever as if the database were down.
+  if (auto err = bgexec::pg::conninfo_error(cfg.db)) {
+    std::cerr << "bgexec worker: " << cfg.db_source << ": invalid connection string: " << *err << "\n";
     return 2;
   }
   if (cfg.id.empty()) {

@@ -136,7 +136,13 @@ TEST(WorkerConfig, BooleanEnvSpellings) {
   for (const char* no : {"0", "false", "no", "No"}) {
     EXPECT_FALSE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", no}}).allow_run) << no;
   }
-  EXPECT_NE(error_of({}, {{"BGEXEC_ALLOW_RUN", "maybe"}}).find("BGEXEC_ALLOW_RUN"), std::string::npos);
+  for (const char* yes : {"on", "ON", "Yes"}) {
+    EXPECT_TRUE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", yes}}).allow_run) << yes;
+  }
+  EXPECT_FALSE(parse_worker_config({}, {{"BGEXEC_ALLOW_RUN", "off"}}).allow_run);
+  // The message lists every spelling the parser takes.
+  EXPECT_EQ(error_of({}, {{"BGEXEC_ALLOW_RUN", "maybe"}}),
+            "BGEXEC_ALLOW_RUN: expected 1, true, yes or on, or 0, false, no or off (any case), got \"maybe\"");
   // A flag beats the environment, including in the "off" direction.
   EXPECT_FALSE(parse_worker_config({"--allow-run=false"}, {{"BGEXEC_ALLOW_RUN", "1"}}).allow_run);
 }
@@ -187,7 +193,8 @@ TEST(WorkerConfig, FileDurationStrings) {
 
   TempConfig bad(R"({"lease": "30 s"})");
   EXPECT_EQ(error_of({"--config", bad.path()}),
-            "config file " + bad.path() + ": key \"lease\": expected a duration greater than 0, got \"30 s\"");
+            "config file " + bad.path() + ": key \"lease\": \"30 s\" is not a duration (expected seconds, such as 30 or "
+            "1.5, or a number with a unit: 500ms, 30s, 5m, 2h)");
   TempConfig negative(R"({"kill_grace": "-1s"})");
   EXPECT_EQ(error_of({"--config", negative.path()}),
             "config file " + negative.path() + ": key \"kill_grace\": expected a duration of 0 or more, got \"-1s\"");
@@ -202,10 +209,43 @@ TEST(WorkerConfig, FileDurationStrings) {
             "config file " + long_lease.path() + ": key \"lease\": expected a duration of at most 86400 seconds, got 86401");
   EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "86400"}}), "");
   // The same text from a variable and from the file: the same message, but for the name.
-  EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "30 s"}}), "BGEXEC_LEASE: expected a duration greater than 0, got \"30 s\"");
+  EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "30 s"}}),
+            "BGEXEC_LEASE: \"30 s\" is not a duration (expected seconds, such as 30 or 1.5, or a number with a unit: "
+            "500ms, 30s, 5m, 2h)");
   TempConfig wrong(R"({"poll": [1]})");
   EXPECT_EQ(error_of({"--config", wrong.path()}),
             "config file " + wrong.path() + ": key \"poll\": expected a number of seconds or a duration string, got [1]");
+}
+
+// A kill grace left unset fits any valid lease: its default, cut to a
+// sixth of a short lease; one set explicitly is still checked against it.
+TEST(WorkerConfig, KillGraceDefaultFitsShortLease) {
+  EXPECT_EQ(error_of({"--lease", "1"}), "");
+  EXPECT_DOUBLE_EQ(parse_worker_config({"--lease", "1"}, {}).kill_grace_s, 1.0 / 6);
+  EXPECT_DOUBLE_EQ(parse_worker_config({}, {{"BGEXEC_LEASE", "300ms"}}).kill_grace_s, 0.05);
+  EXPECT_EQ(parse_worker_config({"--lease", "3"}, {}).kill_grace_s, 0.5);
+  EXPECT_EQ(parse_worker_config({"--lease", "60"}, {}).kill_grace_s, 0.5);
+  EXPECT_EQ(error_of({"--lease", "1", "--kill-grace", "0.5"}),
+            "kill_grace must be less than a third of lease (kill_grace 0.5 s, lease 1 s)");
+  TempConfig file(R"({"kill_grace": 0.5})");
+  EXPECT_NE(error_of({"--config", file.path(), "--lease", "1"}), "");
+  EXPECT_EQ(parse_worker_config({"--lease", "1", "--kill-grace", "0.2"}, {}).kill_grace_s, 0.2);
+}
+
+// Text that is no duration says so and shows the accepted forms; a
+// duration out of range says that instead.
+TEST(WorkerConfig, NotADuration) {
+  const std::string forms =
+      " is not a duration (expected seconds, such as 30 or 1.5, or a number with a unit: 500ms, 30s, 5m, 2h)";
+  for (const char* bad : {"1d", "30S", "1e3", "100us", "soon", "30 s", ""}) {
+    EXPECT_EQ(error_of({std::string("--lease=") + bad}), std::string("--lease: \"") + bad + "\"" + forms) << bad;
+  }
+  EXPECT_EQ(error_of({}, {{"BGEXEC_POLL", "1d"}}), "BGEXEC_POLL: \"1d\"" + forms);
+  TempConfig file(R"({"grace": "2 days"})");
+  EXPECT_EQ(error_of({"--config", file.path()}), "config file " + file.path() + ": key \"grace\": \"2 days\"" + forms);
+  EXPECT_EQ(error_of({"--lease", "0"}), "--lease: expected a duration greater than 0, got \"0\"");
+  EXPECT_EQ(error_of({"--lease", "-5s"}), "--lease: expected a duration greater than 0, got \"-5s\"");
+  EXPECT_EQ(error_of({"--grace", "-1"}), "--grace: expected a duration of 0 or more, got \"-1\"");
 }
 
 TEST(WorkerConfig, PrecedenceFlagsOverEnvOverFile) {

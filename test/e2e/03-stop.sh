@@ -45,6 +45,14 @@ set +e; out=$("$BGEXEC" stop "$done_id"); rc=$?; set -e
 [[ $(job_status "$done_id") == completed ]] || fail "stop changed a completed job"
 set +e; "$BGEXEC" stop 987654321 2>/dev/null; rc=$?; set -e
 ((rc == 4)) || fail "stop of a missing job: exit $rc"
+# status reports a missing job as the other commands do (it printed
+# "bgexec: job 987654321 not found"), with the same exit code
+set +e; "$BGEXEC" tail 987654321 2>"$E2E_DIR/tail.err"; "$BGEXEC" status 987654321 2>"$E2E_DIR/status.err"; rc=$?; set -e
+((rc == 4)) || fail "status of a missing job: exit $rc"
+[[ $(cat "$E2E_DIR/status.err") == "$(sed 's/^bgexec tail:/bgexec status:/' "$E2E_DIR/tail.err")" ]] \
+  || fail "status of a missing job: \"$(cat "$E2E_DIR/status.err")\", tail: \"$(cat "$E2E_DIR/tail.err")\""
+grep -qxF "bgexec status: job 987654321 does not exist (SQLSTATE P0002)" "$E2E_DIR/status.err" \
+  || fail "status of a missing job: $(cat "$E2E_DIR/status.err")"
 
 # A client that stops a job inside a transaction it keeps open holds that
 # job's row until it commits.  The worker's other jobs go on meanwhile: its

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SIGTERM: stop claiming, drain within --grace, end what is left by the
 # documented rule (failed, retryable, reason worker_shutdown); a second signal
-# exits at once and leaves no step process behind.
+# exits at once and leaves no step process behind.  SIGHUP (a closed
+# terminal) drains alike, unless inherited ignored (nohup); serve stops.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57945
 P=$E2E_DIR/pids
@@ -40,4 +41,33 @@ kill -TERM "$PID_w3"; sleep 0.3; kill -INT "$PID_w3"
 wait_for 3 bash -c "! kill -0 $PID_w3" || fail "second signal did not exit the worker"
 pid=$(tail -1 "$P")
 wait_for 3 bash -c "! kill -0 $pid" || fail "step process survived the second signal"
+
+# 4. SIGHUP drains as SIGTERM does (it killed the worker with 129, leaving
+# its job running and its step processes orphaned)
+start_worker w4 --allow-run --grace 20
+e=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 2}]}')
+wait_status "$e" running 10
+kill -HUP "$PID_w4"
+set +e; wait "$PID_w4"; rc=$?; set -e
+((rc == 0)) || fail "worker exit code $rc after SIGHUP"
+[[ $(job_status "$e") == completed ]] || fail "job in flight at SIGHUP is $(job_status "$e")"
+[[ -n $(sql "SELECT stopped_at FROM bgexec.worker WHERE id = 'w4'") ]] || fail "worker not deregistered after SIGHUP"
+# ... but a SIGHUP inherited as ignored (nohup) stays ignored
+(trap '' HUP; exec "$BGEXEC" worker --id w5 --lease 2 >>"$E2E_DIR/w5.log" 2>&1) &
+PID_w5=$!; E2E_PIDS+=("$PID_w5")
+wait_for 10 grep -q 'worker started' "$E2E_DIR/w5.log" || fail "w5 did not start"
+kill -HUP "$PID_w5"; sleep 0.5
+kill -0 "$PID_w5" 2>/dev/null || fail "a worker under nohup stopped at SIGHUP"
+kill -TERM "$PID_w5"
+wait "$PID_w5" || fail "w5 exit code $?"
+
+# 5. serve stops cleanly at SIGHUP (it was killed with 129)
+echo '{"t": "postgres"}' >"$E2E_DIR/tokens.json"
+"$BGEXEC" serve --listen 127.0.0.1:0 --tokens "$E2E_DIR/tokens.json" >>"$E2E_DIR/serve.log" 2>&1 &
+PID_serve=$!; E2E_PIDS+=("$PID_serve")
+wait_for 10 grep -q 'msg=serving' "$E2E_DIR/serve.log" || fail "serve did not start"
+kill -HUP "$PID_serve"
+set +e; wait "$PID_serve"; rc=$?; set -e
+((rc == 0)) || fail "serve exit code $rc after SIGHUP"
+grep -q 'msg=stopping signal=1' "$E2E_DIR/serve.log" || fail "serve did not log its stop"
 ok

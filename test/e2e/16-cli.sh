@@ -8,7 +8,8 @@ export PGHOST=/nonexistent PGPORT=1 BGEXEC_DB="host=/nonexistent port=1 connect_
 # expect_usage NEEDLE ARGS...: exit 2 and NEEDLE in the message.
 expect_usage() {
   local needle=$1 rc; shift
-  set +e; "$BGEXEC" "$@" >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+  # (timeout: a worker that took a bad value would run on, retrying its connection)
+  set +e; timeout 10 "$BGEXEC" "$@" >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
   ((rc == 2)) || fail "bgexec $*: exit $rc (expected 2): $(cat "$E2E_DIR/err")"
   grep -qF -- "$needle" "$E2E_DIR/err" || fail "bgexec $*: message does not name $needle: $(cat "$E2E_DIR/err")"
 }
@@ -33,6 +34,9 @@ expect_usage 'schedules takes no arguments' schedules x
 expect_usage 'pause-schedule takes NAME' pause-schedule
 expect_usage 'resume-schedule takes NAME' resume-schedule a b
 expect_usage 'run-schedule takes NAME' run-schedule
+# Every usage line shows [--wait | --follow]: both at once is refused.
+expect_usage '--wait and --follow cannot be used together' submit noop --wait --follow
+expect_usage '--wait and --follow cannot be used together' run-schedule nightly --follow --wait
 # JSON from the command line: nested past 512 levels it would overflow the
 # stack when written out (it crashed with SIGSEGV); jsonb refuses a NUL.
 python3 -c 'n = 100000; print("[" * n + "]" * n)' >"$E2E_DIR/deep.json"
@@ -51,6 +55,27 @@ for cmd in worker "status 1" version; do
 done
 BGEXEC_LOG_LEVEL=WARN "$BGEXEC" version >/dev/null || fail "BGEXEC_LOG_LEVEL=WARN refused"
 BGEXEC_LOG_LEVEL= "$BGEXEC" version >/dev/null || fail "an empty BGEXEC_LOG_LEVEL refused"
+
+# A connection string libpq cannot parse is a usage error naming its
+# source, for the worker (which retried it for ever as "database
+# unavailable") and the clients; a database that is only down is retried.
+expect_usage '--db: invalid connection string: invalid connection option "bogus"' worker --db "bogus=1"
+BGEXEC_DB="bogus=1" expect_usage 'BGEXEC_DB: invalid connection string: invalid connection option "bogus"' worker
+expect_usage '--db: invalid connection string: invalid connection option "bogus"' status 1 --db "bogus=1"
+echo '{"t": "r"}' >"$E2E_DIR/tokens.json"
+expect_usage '--db: invalid connection string' serve --tokens "$E2E_DIR/tokens.json" --db "bogus=1"
+# SIGINT while the worker still retries its connection: exit 0, and the
+# stop is logged (it exited silently).  A --secrets-dir that is not there
+# is warned about at start (a job using it failed later, with no sign why).
+"$BGEXEC" worker --secrets-dir /nonexistent/secrets >"$E2E_DIR/w.log" 2>&1 &
+pid=$!; E2E_PIDS+=("$pid")
+wait_for 10 grep -q 'database unavailable, retrying' "$E2E_DIR/w.log" || fail "worker did not retry: $(cat "$E2E_DIR/w.log")"
+kill -INT "$pid"
+set +e; wait "$pid"; rc=$?; set -e
+((rc == 0)) || fail "worker stopped while connecting: exit $rc"
+grep -q 'msg="worker stopped"' "$E2E_DIR/w.log" || fail "no \"worker stopped\" line: $(cat "$E2E_DIR/w.log")"
+grep 'level=warn msg="secrets dir unavailable' "$E2E_DIR/w.log" | grep -qF 'secrets_dir=/nonexistent/secrets' \
+  || fail "no warning for a missing secrets dir: $(cat "$E2E_DIR/w.log")"
 
 # Both help texts show resume's @FILE form, as the README does.
 "$BGEXEC" --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec --help: resume ID [JSON|@FILE]"

@@ -71,9 +71,10 @@ run-schedule submits a schedule's job now, out of turn, and prints its id as
 submit does.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
-exits 0 whenever the job exists and prints the status it found (running: its
-worker ends it as cancelled).  unschedule, pause-schedule, resume-schedule and
-run-schedule exit 4 when there is no such schedule.
+exits 0 whenever the job exists and prints what it found: "stop requested"
+for a running job (its worker ends it as cancelled), else the job's status.
+unschedule, pause-schedule, resume-schedule and run-schedule exit 4 when
+there is no such schedule.
 )";
 
 struct Usage : std::runtime_error {
@@ -357,14 +358,16 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
 
 asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("status takes ID");
-  pg::Params p = {std::to_string(parse_id(a.positional[0]))};
+  const std::int64_t id = parse_id(a.positional[0]);
+  pg::Params p = {std::to_string(id)};
   auto r = co_await s.conn.query(
       "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
       " lease_owner AS worker, created_at, started_at, finished_at, run_after, deadline, last_seq,"
       " payload, result, error FROM bgexec.job WHERE id = $1",
       p);
   if (r.rows() == 0) {
-    std::cerr << "bgexec: job " << a.positional[0] << " not found\n";
+    // As tail, stop, resume and retry report it (the extension's P0002).
+    std::cerr << "bgexec status: job " << id << " does not exist (SQLSTATE P0002)\n";
     co_return not_found;
   }
   json row = r.to_json()[0];
@@ -561,11 +564,21 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
     return usage;
   }
-  std::string conninfo;
+  // Every usage line offers one or the other: --follow prints what --wait hides.
+  if (parsed.flags.count("--wait") && parsed.flags.count("--follow")) {
+    std::cerr << "bgexec " << cmd << ": --wait and --follow cannot be used together\n";
+    return usage;
+  }
+  std::string conninfo, conninfo_source = "--db";
   if (auto it = parsed.options.find("--db"); it != parsed.options.end() && !it->second.empty())
     conninfo = it->second.back();
   else if (auto e = env.find("BGEXEC_DB"); e != env.end())
-    conninfo = e->second;
+    conninfo = e->second, conninfo_source = "BGEXEC_DB";
+  // Refused before connecting: a usage error naming its source, not a database error.
+  if (auto err = pg::conninfo_error(conninfo)) {
+    std::cerr << "bgexec " << cmd << ": " << conninfo_source << ": invalid connection string: " << *err << "\n";
+    return usage;
+  }
 
   asio::io_context io;
   Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}};

@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <limits>
@@ -117,7 +118,8 @@ bool parse_bool(std::string_view text, const std::string& label) {
   }
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
-  throw ConfigError(label + ": expected 1/true/yes or 0/false/no, got \"" + std::string(text) + "\"");
+  throw ConfigError(label + ": expected 1, true, yes or on, or 0, false, no or off (any case), got \"" +
+                    std::string(text) + "\"");
 }
 
 // Parses a whole string as an unsigned decimal integer.
@@ -151,6 +153,21 @@ double checked_seconds(std::optional<double> v, const Setting& s, const std::str
   return *v;
 }
 
+// A duration from text (a flag, a variable, a file's string): text that is
+// no duration at all (a unit parse_seconds lacks, an exponent) is told
+// apart from one out of range (0, negative), which checked_seconds names.
+double checked_seconds_text(std::string_view text, const Setting& s, const std::string& label) {
+  const std::string shown = "\"" + std::string(text) + "\"";
+  const std::optional<double> v = parse_seconds(text);
+  const bool negative = !v && text.size() > 1 && text[0] == '-' && parse_seconds(text.substr(1));
+  if (!v && !negative) {
+    throw ConfigError(label + ": " + shown +
+                      " is not a duration (expected seconds, such as 30 or 1.5, or a number with a unit: 500ms, "
+                      "30s, 5m, 2h)");
+  }
+  return checked_seconds(v, s, label, shown);
+}
+
 // Byte caps must be at least 1.
 std::size_t checked_bytes(std::optional<unsigned long long> v, const std::string& label, const std::string& shown) {
   if (!v || *v < 1 || *v > std::numeric_limits<std::size_t>::max()) {
@@ -166,6 +183,7 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
   switch (s.kind) {
     case Kind::text:
       cfg.*(s.text_member) = std::string(value);
+      if (s.text_member == &WorkerConfig::db) cfg.db_source = label;
       break;
     case Kind::queues:
       cfg.queues = split_list(value, label);
@@ -180,7 +198,7 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
     }
     case Kind::positive_seconds:
     case Kind::nonneg_seconds:
-      cfg.*(s.seconds_member) = checked_seconds(parse_seconds(value), s, label, shown);
+      cfg.*(s.seconds_member) = checked_seconds_text(value, s, label);
       break;
     case Kind::boolean:
       cfg.allow_run = parse_bool(value, label);
@@ -208,6 +226,7 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
     case Kind::text:
       if (!v.is_string()) throw wrong_type("a string");
       cfg.*(s.text_member) = v.get<std::string>();
+      if (s.text_member == &WorkerConfig::db) cfg.db_source = label;
       break;
     case Kind::queues: {
       if (!v.is_array() || v.empty()) throw wrong_type("a non-empty array of queue names");
@@ -237,8 +256,7 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
     case Kind::nonneg_seconds:
       // A number of seconds, or a string read as the flags and variables are ("30s").
       if (v.is_string()) {
-        cfg.*(s.seconds_member) = checked_seconds(parse_seconds(v.get_ref<const std::string&>()), s, label,
-                                                  "\"" + v.get<std::string>() + "\"");
+        cfg.*(s.seconds_member) = checked_seconds_text(v.get_ref<const std::string&>(), s, label);
         break;
       }
       if (!v.is_number()) throw wrong_type("a number of seconds or a duration string");
@@ -346,6 +364,8 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
                                  const std::map<std::string, std::string>& env) {
   const std::vector<FlagValue> flags = scan_flags(args);
   WorkerConfig cfg;
+  // Unset (negative) until a source sets it: the default depends on the lease.
+  cfg.kill_grace_s = -1;
 
   std::optional<std::string> config_path = env_value(env, "BGEXEC_CONFIG");
   for (const auto& f : flags) {
@@ -374,6 +394,10 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
     }
   }
   if (!flag_queues.empty()) cfg.queues = std::move(flag_queues);
+  // Left unset, the kill grace is its default cut to a sixth of a short
+  // lease (half the third the check below allows), so any valid lease works
+  // alone; only one the user set can conflict with the lease.
+  if (cfg.kill_grace_s < 0) cfg.kill_grace_s = std::min(WorkerConfig{}.kill_grace_s, cfg.lease_s / 6);
   // A job whose lease cannot be renewed is abandoned a margin before it
   // expires, and its processes must be dead by then: TERM, then KILL after
   // the kill grace (Worker::lease_guard, at most a third of the lease early).
@@ -436,7 +460,8 @@ config file > defaults. Every flag accepts both "--flag value" and
   --action NAME=PATH         Executable run for action NAME; repeatable, merged
                              over env/file. Env BGEXEC_ACTIONS
                              (name=path,name=path). Defaults to none.
-  --grace SECONDS            Drain time after SIGTERM, >= 0. Env BGEXEC_GRACE.
+  --grace SECONDS            Drain time after SIGTERM, SIGINT or SIGHUP, >= 0.
+                             Env BGEXEC_GRACE.
                              Defaults to 30.
   --secrets-dir DIR          Directory holding one file per secret
                              ({{secrets.NAME}}). Env BGEXEC_SECRETS_DIR.
@@ -447,7 +472,9 @@ config file > defaults. Every flag accepts both "--flag value" and
                              How often reconcile() runs, > 0.
                              Env BGEXEC_RECONCILE_INTERVAL. Defaults to 5.
   --kill-grace SECONDS       Delay between TERM and KILL for step processes,
-                             >= 0. Env BGEXEC_KILL_GRACE. Defaults to 0.5.
+                             >= 0 and less than a third of the lease.
+                             Env BGEXEC_KILL_GRACE. Defaults to 0.5.
+                             (A sixth of a lease shorter than 3 s.)
   --log-cap BYTES            Cap on output captured per job, >= 1.
                              Env BGEXEC_LOG_CAP. Defaults to 1048576 (1 MiB).
   --finish-batch N           Most finishes sent in one finish_many call (one

@@ -12,6 +12,7 @@ namespace bgexec::core {
 // Settings of `bgexec worker`. Member defaults are the documented defaults.
 struct WorkerConfig {
   std::string db;                               // libpq conninfo, passed verbatim ("" = PG* env)
+  std::string db_source;                        // where db came from, for messages ("--db", ...; "" = unset)
   std::string id;                               // worker id; "" = caller fills host:pid
   std::vector<std::string> queues{"default"};   // queues to claim from
   int concurrency = 10;                         // job slots, 1..1024

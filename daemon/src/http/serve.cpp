@@ -6,6 +6,8 @@
 #include "core/logfmt.hpp"
 #include "core/number.hpp"
 #include "http/gateway.hpp"
+#include "pg/connection.hpp"
+#include "util/hangup.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -119,6 +121,7 @@ std::vector<asio::ip::tcp::acceptor> bind_all(asio::io_context& io, std::vector<
 
 int run_serve(const std::vector<std::string>& args) {
   GatewayConfig cfg;
+  std::string conninfo_source = "BGEXEC_DB";
   if (const char* db = std::getenv("BGEXEC_DB")) cfg.conninfo = db;
   std::string listen = "127.0.0.1:8080", tokens_file;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -135,7 +138,7 @@ int run_serve(const std::vector<std::string>& args) {
     };
     try {
       auto flag = a.substr(0, a.find('='));
-      if (flag == "--db") cfg.conninfo = value();
+      if (flag == "--db") cfg.conninfo = value(), conninfo_source = "--db";
       else if (flag == "--listen") listen = value();
       else if (flag == "--tokens") tokens_file = value();
       else if (flag == "--pool") {
@@ -157,6 +160,9 @@ int run_serve(const std::vector<std::string>& args) {
   }
   auto colon = listen.rfind(':');
   try {
+    // Every request would fail alike on a string libpq cannot parse.
+    if (auto err = pg::conninfo_error(cfg.conninfo))
+      throw std::runtime_error(conninfo_source + ": invalid connection string: " + *err);
     if (colon == std::string::npos) throw std::runtime_error("--listen must be HOST:PORT");
     cfg.host = listen.substr(0, colon);
     if (cfg.host.size() > 2 && cfg.host.front() == '[') cfg.host = cfg.host.substr(1, cfg.host.size() - 2);
@@ -219,6 +225,7 @@ int run_serve(const std::vector<std::string>& args) {
   asio::co_spawn(io, gw.notifier().run(), asio::detached);
   for (auto& a : acceptors) asio::co_spawn(io, gw.listen(a), asio::detached);
   asio::signal_set signals(io, SIGINT, SIGTERM);
+  add_hangup(signals);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     core::log("info", "stopping", {{"signal", std::to_string(sig)}});
     io.stop();

@@ -144,6 +144,23 @@ ConnectParams::ConnectParams(const std::string& conninfo, std::string_view conne
       keywords{"dbname", "fallback_application_name", nullptr},
       values{conninfo.c_str(), app.c_str(), nullptr} {}
 
+// The same test as libpq's recognized_connection_string(): what
+// PQconnectStartParams would expand rather than take as a database name.
+std::optional<std::string> conninfo_error(const std::string& conninfo) {
+  const bool uri = conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
+  if (!uri && conninfo.find('=') == std::string::npos) return std::nullopt;
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+  if (opts) {
+    PQconninfoFree(opts);
+    return std::nullopt;
+  }
+  std::string msg = err ? err : "out of memory";
+  if (err) PQfreemem(err);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  return msg;
+}
+
 Connection::Connection(asio::any_io_executor ex, std::string conninfo, std::string name)
     : ex_(ex), conninfo_(std::move(conninfo)), name_(std::move(name)), order_(std::move(ex)) {}
 

@@ -108,6 +108,13 @@ struct ConnectParams {
   const char* values[3];
 };
 
+// Why libpq would refuse `conninfo` before connecting (an unknown keyword,
+// a malformed key=value string or URI), in libpq's words; nullopt when it
+// parses.  A bare database name (no '=', not a URI) is not parsed: libpq
+// takes it whole as dbname.  What the values name (a host, a database, a
+// role) is not checked: that takes a connection.
+std::optional<std::string> conninfo_error(const std::string& conninfo);
+
 // One connection; statements are serialized in FIFO order (one at a time on
 // the wire).  Connects lazily.  All waits are asynchronous: nothing blocks
 // the event loop except close() of a broken socket.

@@ -6,6 +6,7 @@
 #include "core/sqlstate.hpp"
 #include "core/utf8.hpp"
 #include "proc/child.hpp"
+#include "util/hangup.hpp"
 #include "worker/job.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -13,10 +14,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -92,6 +96,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })) {
+  add_hangup(signals_);  // a closed terminal drains as SIGTERM does
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
 }
@@ -676,6 +681,19 @@ asio::awaitable<int> Worker::run() {
   // kills it, instead of to init.
   proc::Child::init_reaper(io_.get_executor(), /*subreaper=*/true);
   arm_signals();
+  // A secrets dir may be mounted after the worker starts, so a missing one
+  // is not fatal; but every {{secrets.NAME}} from it fails its job until it
+  // is there, so say so now rather than only in those jobs' errors.
+  if (!cfg_.secrets_dir.empty()) {
+    struct stat st {};
+    const char* problem = nullptr;
+    if (::stat(cfg_.secrets_dir.c_str(), &st) != 0) problem = std::strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) problem = "not a directory";
+    else if (::access(cfg_.secrets_dir.c_str(), R_OK | X_OK) != 0) problem = std::strerror(errno);
+    if (problem)
+      core::log("warn", "secrets dir unavailable: jobs using its secrets fail until it is",
+                {{"secrets_dir", cfg_.secrets_dir}, {"error", problem}});
+  }
   double backoff = backoff_min_s;
   for (;;) {
     try {
@@ -689,8 +707,12 @@ asio::awaitable<int> Worker::run() {
       }
       core::log("warn", "database unavailable, retrying", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
     }
-    if (draining_) co_return 0;
-    co_await sleep_for(seconds(backoff));
+    // A signal ends the wait: the worker stops without having started.
+    if (!draining_) co_await drained_.wait_for(seconds(backoff));
+    if (draining_) {
+      core::log("info", "worker stopped", {{"worker_id", cfg_.id}, {"registered", "false"}});
+      co_return 0;
+    }
     backoff = std::min(backoff * 2, backoff_max_s);
   }
   core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", text_array(cfg_.queues)},
