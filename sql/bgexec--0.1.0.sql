@@ -1372,6 +1372,8 @@ DECLARE
 	v_last int;
 	v_at int;
 	v_bad text;
+	v_object boolean;
+	v_kind_ok boolean;
 	v_step text;
 BEGIN
 	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
@@ -1382,33 +1384,31 @@ BEGIN
 		RAISE EXCEPTION 'after_seq must not be negative' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	v_n := jsonb_array_length(events);
-	SELECT x.ord - 1, CASE WHEN jsonb_typeof(x.e) = 'object'
-	                       THEN coalesce(quote_literal(x.e->>'kind'), 'null') END
-	  INTO v_at, v_bad
+	-- The first bad event, in one pass: not an object, a kind a worker may
+	-- not append, or a step event without its step (claim's completed_steps
+	-- is keyed by data.step).
+	SELECT x.ord - 1, jsonb_typeof(x.e) = 'object', x.e->>'kind',
+	       coalesce(x.e->>'kind', '') = ANY (c_worker_kinds),
+	       coalesce((x.e->'data'->'step')::text, 'missing')
+	  INTO v_at, v_object, v_bad, v_kind_ok, v_step
 	  FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)
 	 WHERE jsonb_typeof(x.e) <> 'object'
 	    OR coalesce(x.e->>'kind', '') <> ALL (c_worker_kinds)
+	    OR (x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
+	        AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
+	             OR x.e->'data'->>'step' = ''))
 	 ORDER BY x.ord
 	 LIMIT 1;
-	IF FOUND AND v_bad IS NULL THEN
+	IF FOUND AND NOT v_object THEN
 		RAISE EXCEPTION 'events[%] must be a JSON object', v_at
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each event is an object {"kind", "data"}';
-	ELSIF FOUND THEN
-		RAISE EXCEPTION 'events[%]: event kind % cannot be appended by a worker', v_at, v_bad
+	ELSIF FOUND AND NOT v_kind_ok THEN
+		RAISE EXCEPTION 'events[%]: event kind % cannot be appended by a worker', v_at,
+			coalesce(quote_literal(v_bad), 'null')
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'workers append step_started, step_completed, step_failed, log or progress';
-	END IF;
-	-- A step event names its step: claim's completed_steps is keyed by it.
-	SELECT x.ord - 1, x.e->>'kind', coalesce((x.e->'data'->'step')::text, 'missing')
-	  INTO v_at, v_bad, v_step
-	  FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)
-	 WHERE x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
-	   AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
-	        OR x.e->'data'->>'step' = '')
-	 ORDER BY x.ord
-	 LIMIT 1;
-	IF FOUND THEN
+	ELSIF FOUND THEN
 		RAISE EXCEPTION 'events[%]: a % event''s data.step must be the step''s id, a non-empty string', v_at, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('data.step was %s', v_step);
