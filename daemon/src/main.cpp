@@ -5,6 +5,7 @@
 #include "core/logfmt.hpp"
 #include "http/serve.hpp"
 #include "pg/connection.hpp"
+#include "proc/guard.hpp"
 #include "worker/worker.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
   std::string cmd = args[0];
   args.erase(args.begin());
   bgexec::pg::set_program("bgexec " + cmd);  // application_name of every connection
+  if (cmd == "__guard") return bgexec::proc::guard::main(args);  // started by the worker
   if (cmd == "worker") return run_worker(args);
   if (cmd == "bench") return bgexec::bench::run_bench(args);
   if (cmd == "serve") return bgexec::http::run_serve(args);

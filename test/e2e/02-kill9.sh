@@ -9,12 +9,31 @@ mkdir -p "$M"
 chmod 777 "$M"
 E2E_PIDFILES+=("$M/pids")
 
+# gone PID...: each pid is no process, or a zombie (its new parent, init,
+# may be slow to reap it)
+gone() {
+  local pid state
+  for pid in "$@"; do
+    state=$(sed -n 's/^[0-9]* (.*) \([A-Z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null) || continue
+    [[ -z $state || $state == Z ]] || return 1
+  done
+}
+
 # --- at-most-once (max_attempts = 1)
+# The step leaves three processes: its leader, a child in its process group
+# and one that left the group (setsid).  A worker killed by SIGKILL cannot
+# end them: its step guard does, so they do not run on beside whatever runs
+# the job next.
 start_worker a1 --allow-run
 once=$("$BGEXEC" submit workflow "{\"steps\": [
-  {\"id\": \"s\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $M/pids; echo run >> $M/once; exec sleep 60\"]}]}") || fail submit
+  {\"id\": \"s\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $M/pids; sleep 61 & echo \$! >> $M/pids; setsid sleep 62 & echo \$! >> $M/pids; echo run >> $M/once; wait\"]}]}") || fail submit
 wait_for 20 test -s "$M/once" || fail "step did not start"
+mapfile -t left <"$M/pids"
+(( ${#left[@]} == 3 )) || fail "step processes: ${left[*]}"
+gone "${left[@]}" && fail "step processes not running: ${left[*]}"
 kill -KILL "$PID_a1"; wait "$PID_a1" 2>/dev/null || true
+# The guard TERMs them at once, before the lease (2 s) has run out.
+wait_for 5 gone "${left[@]}" || fail "step processes outlived their worker: $(ps -o pid,pgid,stat,args -p "${left[*]// /,}" | tail -n +2)"
 start_worker b1 --allow-run
 wait_status "$once" failed 40
 [[ $(sql "SELECT error->>'reason' FROM bgexec.job WHERE id = $once") == worker_lost ]] || fail "error reason"

@@ -1,6 +1,8 @@
 // Child processes of the benchmark (see procs.hpp).
 #include "bench/procs.hpp"
 
+#include "proc/procfs.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -158,6 +160,31 @@ long rss_kib(pid_t pid) {
   while (std::getline(f, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
   return -1;
+}
+
+long private_kib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::string line;
+  long sum = -1;
+  while (std::getline(f, line))
+    if (line.rfind("Private_Clean:", 0) == 0 || line.rfind("Private_Dirty:", 0) == 0)
+      sum = std::max(sum, 0L) + std::strtol(line.c_str() + line.find(':') + 1, nullptr, 10);
+  return sum;
+}
+
+pid_t guard_of(pid_t worker) {
+  pid_t found = 0;
+  proc::for_each_pid_entry("/proc", [&](const char* name) {
+    std::ifstream cmd(std::string("/proc/") + name + "/cmdline");
+    std::string arg0, arg1;
+    if (!std::getline(cmd, arg0, '\0') || !std::getline(cmd, arg1, '\0') || arg1 != "__guard") return;
+    std::ifstream st(std::string("/proc/") + name + "/status");
+    std::string line;
+    while (std::getline(st, line))
+      if (line.rfind("PPid:", 0) == 0 && std::strtol(line.c_str() + 5, nullptr, 10) == worker)
+        found = static_cast<pid_t>(std::atoi(name));
+  });
+  return found;
 }
 
 double cpu_seconds(pid_t pid, const std::string& comm) {

@@ -29,6 +29,13 @@ double stop_pids(const std::vector<pid_t>& pids, double grace_s = 10);
 // Resident set size of a process in KiB (VmRSS), -1 when unknown.
 long rss_kib(pid_t pid);
 
+// Memory of pid no other process shares (Private_Clean + Private_Dirty of
+// /proc/PID/smaps_rollup), KiB; -1 when it cannot be read.
+long private_kib(pid_t pid);
+
+// The step guard a worker started (its child `bgexec __guard …`); 0 if none.
+pid_t guard_of(pid_t worker);
+
 // CPU time (user + system, seconds) a process of this host has used so far,
 // from /proc/PID/stat; -1 when there is no such process or its command name
 // is not `comm` (so a pid of another host's server never reads as ours).

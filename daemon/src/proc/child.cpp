@@ -1,6 +1,9 @@
 // Child processes (see child.hpp).
 #include "proc/child.hpp"
 
+#include "proc/guard.hpp"
+#include "proc/procfs.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -87,9 +90,8 @@ bool read_proc(const std::string& path, std::string& out) {
   return n == 0;
 }
 
-// The marker of a process: /proc/PID/environ is its environment as of its
-// exec, so a program that cleared it (env -i) has none; nor has one whose
-// environment cannot be read (another user's, after a setuid exec).
+}  // namespace
+
 std::string marker_of_pid(pid_t pid) {
   std::string env;
   if (!read_proc("/proc/" + std::to_string(pid) + "/environ", env)) return {};
@@ -102,15 +104,7 @@ std::string marker_of_pid(pid_t pid) {
   return marker_of(entries);
 }
 
-// Calls f with the name of each numeric entry of a /proc directory.
-template <class F>
-void for_each_pid_entry(const char* dir, F f) {
-  DIR* d = ::opendir(dir);
-  if (!d) return;
-  while (const dirent* e = ::readdir(d))
-    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') f(e->d_name);
-  ::closedir(d);
-}
+namespace {
 
 // This process's children.  Each thread lists those it forked, and an
 // adopted orphan goes to the first live thread: /proc/self/task/*/children.
@@ -147,7 +141,7 @@ std::vector<pid_t> children() {
 // Children that are no registered Child: orphans adopted as subreaper.
 std::vector<pid_t> orphans() {
   std::vector<pid_t> kids = children();
-  std::erase_if(kids, [](pid_t pid) { return registered(pid) != nullptr; });
+  std::erase_if(kids, [](pid_t pid) { return registered(pid) != nullptr || pid == guard::pid(); });
   return kids;
 }
 
@@ -274,6 +268,7 @@ Child::~Child() {
     ::kill(-pid_, SIGKILL);
     int st;
     while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
+    guard::ended(pid_);
   }
   registry().erase(this);
 }
@@ -315,6 +310,7 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   int pin = in.take(1), pout = out.take(0), perr = err.take(0);
   for (int f : {pin, pout, perr}) ::fcntl(f, F_SETFL, ::fcntl(f, F_GETFL) | O_NONBLOCK);
   auto c = std::shared_ptr<Child>(new Child(ex, pid, pin, pout, perr, marker_of(env)));  // private ctor
+  guard::started(pid, c->marker_);
   c->poll();  // it may already be gone
   return c;
 }
@@ -329,6 +325,7 @@ bool Child::poll() {
   ::kill(-pid_, SIGKILL);
   int st = 0;
   while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
+  guard::ended(pid_);
   exited_ = true;
   if (WIFEXITED(st)) exit_ = {WEXITSTATUS(st), 0};
   else if (WIFSIGNALED(st)) exit_ = {-1, WTERMSIG(st)};

@@ -6,6 +6,7 @@
 #include "core/sqlstate.hpp"
 #include "core/utf8.hpp"
 #include "proc/child.hpp"
+#include "proc/guard.hpp"
 #include "util/hangup.hpp"
 #include "worker/job.hpp"
 
@@ -680,6 +681,13 @@ asio::awaitable<int> Worker::run() {
   // The steps' subreaper: what they leave behind comes to the worker, which
   // kills it, instead of to init.
   proc::Child::init_reaper(io_.get_executor(), /*subreaper=*/true);
+#ifdef __linux__
+  // Steps must not outlive a worker that cannot end them (SIGKILL, a crash):
+  // the job's next attempt would run beside them.
+  if (std::string why; !proc::guard::start("/proc/self/exe", cfg_.kill_grace_s, cfg_.id, why))
+    core::log("warn", "step guard not started: a worker killed by SIGKILL would leave its steps running",
+              {{"error", why}});
+#endif
   arm_signals();
   // A secrets dir may be mounted after the worker starts, so a missing one
   // is not fatal; but every {{secrets.NAME}} from it fails its job until it

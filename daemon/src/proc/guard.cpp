@@ -1,0 +1,234 @@
+// The step guard (see guard.hpp).
+#include "proc/guard.hpp"
+
+#include "core/logfmt.hpp"
+#include "proc/procfs.hpp"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string_view>
+#include <thread>
+
+extern char** environ;
+
+namespace bgexec::proc::guard {
+
+namespace {
+
+// One record: a header, then `len` bytes of marker ('S' only).  A record is
+// at most PIPE_BUF bytes, so each write(2) of one is atomic and whole.
+struct Header {
+  char op;  // 'S' started, 'E' ended
+  char pad = 0;
+  std::uint16_t len = 0;
+  std::int32_t pid = 0;
+};
+constexpr std::size_t max_marker = PIPE_BUF - sizeof(Header);
+
+int& fd() {
+  static int f = -1;
+  return f;
+}
+pid_t& guard_pid() {
+  static pid_t p = 0;
+  return p;
+}
+
+void send(char op, pid_t pgid, std::string_view marker) {
+  if (fd() < 0) return;
+  // A marker too long for one record guards the group alone.
+  if (marker.size() > max_marker) marker = {};
+  char buf[PIPE_BUF];
+  Header h{op, 0, static_cast<std::uint16_t>(marker.size()), static_cast<std::int32_t>(pgid)};
+  std::memcpy(buf, &h, sizeof h);
+  std::memcpy(buf + sizeof h, marker.data(), marker.size());
+  std::size_t n = sizeof h + marker.size();
+  // Blocking: the guard only reads, so the pipe fills only while it is
+  // stopped (SIGSTOP), and a record must not be lost: a lost 'E' would leave
+  // a reaped group's id in its list.
+  ssize_t rc;
+  while ((rc = ::write(fd(), buf, n)) < 0 && errno == EINTR) {}
+  if (rc == static_cast<ssize_t>(n)) return;
+  // EPIPE: the guard is gone (SIGPIPE is ignored).  Its list went with it.
+  core::log("warn", "step guard gone: a worker killed by SIGKILL would leave its steps running",
+            {{"guard_pid", std::to_string(guard_pid())}, {"error", rc < 0 ? std::strerror(errno) : "short write"}});
+  ::close(fd());
+  fd() = -1;
+  guard_pid() = 0;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// A process's state and process group, from /proc/PID/stat: "pid (comm)
+// state ppid pgrp …", where comm may hold spaces and parentheses.  False
+// when it is gone.
+bool stat_of(pid_t pid, char& state, pid_t& pgrp) {
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  int f = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return false;
+  char text[1024];
+  ssize_t n = ::read(f, text, sizeof text - 1);
+  ::close(f);
+  if (n <= 0) return false;
+  text[n] = '\0';
+  const char* paren = std::strrchr(text, ')');
+  int ppid = 0, group = 0;
+  if (!paren || std::sscanf(paren + 1, " %c %d %d", &state, &ppid, &group) != 3) return false;
+  pgrp = group;
+  return true;
+}
+
+// The guard's work once the worker is gone: live maps each step's group id to
+// its marker.  What is the steps' is found anew in each round, as it forks
+// and dies: every live (not zombie) process in a step's group or carrying a
+// live step's marker.
+void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const std::string& worker_id) {
+  std::set<std::string> markers;
+  std::set<std::string> jobs;  // for the log
+  for (const auto& [pgid, marker] : live) {
+    if (marker.empty()) continue;
+    markers.insert(marker);
+    // The marker begins with BGEXEC_JOB_ID=… (marker_vars' order).
+    std::string_view first(marker.c_str());
+    if (auto eq = first.find('='); eq != std::string_view::npos) jobs.emplace(first.substr(eq + 1));
+  }
+  const pid_t self = ::getpid();
+  auto ours = [&] {
+    std::vector<pid_t> found;
+    for_each_pid_entry("/proc", [&](const char* name) {
+      pid_t pid = static_cast<pid_t>(std::atoi(name));
+      char state = 0;
+      pid_t pgrp = 0;
+      // A zombie is dead already; init (or the next subreaper) reaps it.
+      if (pid == self || !stat_of(pid, state, pgrp) || state == 'Z') return;
+      if (live.count(pgrp) || (!markers.empty() && markers.count(marker_of_pid(pid)))) found.push_back(pid);
+    });
+    return found;
+  };
+  // The groups first, whole: a process forking now lands in one of them.
+  for (const auto& [pgid, marker] : live) ::kill(-pgid, SIGTERM);
+  auto left = ours();
+  for (pid_t pid : left) ::kill(pid, SIGTERM);
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  while (!left.empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    left = ours();
+  }
+  // Then KILL whatever is left, and what comes of it, for a second at most
+  // (one in uninterruptible sleep dies only when it wakes).
+  std::size_t killed = 0;
+  for (int round = 0; round < 100 && !left.empty(); ++round) {
+    for (const auto& [pgid, marker] : live) ::kill(-pgid, SIGKILL);
+    for (pid_t pid : left) ::kill(pid, SIGKILL);
+    killed += left.size();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    left = ours();
+  }
+  std::string job_list;
+  for (const auto& j : jobs) job_list += (job_list.empty() ? "" : ",") + j;
+  core::log("warn", "worker gone: its steps were stopped",
+            {{"worker_id", worker_id}, {"jobs", job_list}, {"steps", std::to_string(live.size())},
+             {"killed", std::to_string(killed)}, {"left", std::to_string(left.size())}});
+}
+
+}  // namespace
+
+bool start(const std::string& exe, double grace_s, const std::string& worker_id, std::string& error) {
+  if (fd() >= 0) return true;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    error = std::string("pipe2: ") + std::strerror(errno);
+    return false;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[0], 0);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  sigdelset(&all, SIGPIPE);  // stays ignored
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  // A group of its own: a signal to the worker's group (a terminal's ^C, a
+  // kill of the group) does not reach it.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%g", grace_s);
+  std::string id = worker_id;
+  char arg0[] = "bgexec", arg1[] = "__guard";
+  char* argv[] = {arg0, arg1, grace, id.data(), nullptr};
+  // The worker's environment without its secrets.
+  std::vector<char*> env;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "BGEXEC_SECRET_", 14) != 0) env.push_back(*e);
+  env.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argv, env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(p[0]);
+  if (rc != 0) {
+    ::close(p[1]);
+    error = "spawn " + exe + ": " + std::strerror(rc);
+    return false;
+  }
+  fd() = p[1];
+  guard_pid() = pid;
+  return true;
+}
+
+pid_t pid() { return guard_pid(); }
+
+void started(pid_t pgid, const std::string& marker) { send('S', pgid, marker); }
+
+void ended(pid_t pgid) { send('E', pgid, {}); }
+
+int main(const std::vector<std::string>& args) {
+  // It outlives the worker's drain: a ^C, a hangup or a fleet-wide
+  // `pkill bgexec` that drains the worker must not take its guard first.
+  // It exits by itself once the worker is gone.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, SIG_IGN);
+  double grace_s = args.empty() ? 0.5 : std::strtod(args[0].c_str(), nullptr);
+  if (!(grace_s >= 0 && grace_s < 3600)) grace_s = 0.5;
+  std::string worker_id = args.size() > 1 ? args[1] : "";
+  std::map<pid_t, std::string> live;
+  std::string buf;
+  char chunk[PIPE_BUF * 4];
+  for (;;) {
+    ssize_t n = ::read(0, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<std::size_t>(n));
+    std::size_t at = 0;
+    while (buf.size() - at >= sizeof(Header)) {
+      Header h;
+      std::memcpy(&h, buf.data() + at, sizeof h);
+      if (buf.size() - at < sizeof h + h.len) break;
+      if (h.op == 'S') live[h.pid] = buf.substr(at + sizeof h, h.len);
+      else live.erase(h.pid);
+      at += sizeof h + h.len;
+    }
+    buf.erase(0, at);
+  }
+  if (!live.empty()) stop_steps(live, grace_s, worker_id);
+  return 0;
+}
+
+}  // namespace bgexec::proc::guard

@@ -1,0 +1,35 @@
+#pragma once
+// The step guard: a small process the worker starts beside itself, which
+// outlives it.  The worker tells it, over a pipe, each step process group it
+// spawns and each it reaps.  When the pipe closes with steps still live, the
+// worker is gone without ending them (SIGKILL, a crash, the OOM killer): the
+// guard stops what it left running, as a stop would (TERM, then KILL after
+// the kill grace): each live step's process group, and every process that
+// carries a live step's marker (a descendant that left the group).  So a step
+// of a vanished worker does not run on beside the job's next attempt.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace bgexec::proc::guard {
+
+// Starts the guard (`exe __guard GRACE_S WORKER_ID`, in a process group of
+// its own); false, with the reason in `error`, when it cannot be.
+bool start(const std::string& exe, double grace_s, const std::string& worker_id, std::string& error);
+
+// The guard's pid, 0 when none was started (or it is gone).
+pid_t pid();
+
+// Tell the guard of a step's group (pgid = the leader's pid) and its marker
+// (see Child::spawn), and of its end once the leader is reaped.  No-ops
+// without a guard.
+void started(pid_t pgid, const std::string& marker);
+void ended(pid_t pgid);
+
+// The guard process: reads the worker's records from stdin until it closes.
+// args: GRACE_S WORKER_ID (for its log).
+int main(const std::vector<std::string>& args);
+
+}  // namespace bgexec::proc::guard
