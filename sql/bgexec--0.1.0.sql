@@ -2108,7 +2108,8 @@ $$;
 COMMENT ON FUNCTION bgexec.submit_many(jsonb) IS
 	'bulk submit: an array of objects with submit''s arguments; returns the ids in order';
 
--- _visible_job: locks and returns a job the caller may act on, or raises P0002.
+-- _visible_job: locks and returns a job the caller may act on, or raises P0002
+-- (22023 for a null id: no job was named).
 CREATE FUNCTION bgexec._visible_job(p_job bigint) RETURNS bgexec.job
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -2116,6 +2117,10 @@ CREATE FUNCTION bgexec._visible_job(p_job bigint) RETURNS bgexec.job
 DECLARE
 	j bgexec.job;
 BEGIN
+	IF p_job IS NULL THEN
+		RAISE EXCEPTION 'job_id must not be null'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	SELECT * INTO j FROM bgexec.job WHERE id = p_job FOR UPDATE;
 	IF NOT FOUND OR NOT bgexec._can_see(j.owner) THEN
 		RAISE EXCEPTION 'job % does not exist', p_job
@@ -2423,6 +2428,10 @@ CREATE FUNCTION bgexec.events(job_id bigint, after_seq int DEFAULT 0, max_events
 DECLARE
 	v_owner name;
 BEGIN
+	IF events.job_id IS NULL THEN
+		RAISE EXCEPTION 'job_id must not be null'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	SELECT owner INTO v_owner FROM bgexec.job WHERE id = events.job_id;
 	IF NOT FOUND OR NOT bgexec._can_see(v_owner) THEN
 		RAISE EXCEPTION 'job % does not exist', events.job_id

@@ -33,6 +33,8 @@ SELECT bgexec.append_event(:k, :l, 'log', '{}');
 RESET bgexec.notify_events;
 -- negative: events of a job that does not exist
 SELECT * FROM bgexec.events(-1);
+-- negative: a null job id names no job (22023)
+SELECT * FROM bgexec.events(NULL);
 -- negative: events must be an array
 SELECT bgexec.append_events(:k, :l, '{}');
 -- after_seq: a batch retried after a lost reply is written once.  The worker

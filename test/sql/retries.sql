@@ -75,3 +75,5 @@ SELECT bgexec.retry(:k);
 SELECT event_kinds(:k), gapless(:k), terminal_events(:k);
 -- negative: retry of a job that does not exist
 SELECT bgexec.retry(-1);
+-- negative: a null job id names no job (22023)
+SELECT bgexec.retry(NULL);

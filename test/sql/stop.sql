@@ -49,3 +49,5 @@ SELECT status, error->>'reason' AS reason FROM bgexec.job WHERE id = :v;
 SELECT event_kinds(:v), terminal_events(:v);
 -- negative: stop of a job that does not exist
 SELECT bgexec.stop(-1);
+-- negative: a null job id names no job (22023)
+SELECT bgexec.stop(NULL);

@@ -62,3 +62,5 @@ UPDATE bgexec.job SET run_after = now() WHERE id = :m;
 SELECT attempt, completed_steps, completed_stdout FROM bgexec.claim('w', '{sus}', 1);
 -- negative: resume of a job that does not exist
 SELECT bgexec.resume(-1);
+-- negative: a null job id names no job (22023)
+SELECT bgexec.resume(NULL);
