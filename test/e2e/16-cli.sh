@@ -43,6 +43,8 @@ python3 -c 'n = 100000; print("[" * n + "]" * n)' >"$E2E_DIR/deep.json"
 expect_usage 'JSON nested deeper than 512 levels' resume 4 @"$E2E_DIR/deep.json"
 expect_usage 'JSON nested deeper than 512 levels' submit noop @"$E2E_DIR/deep.json"
 expect_usage 'JSON holds a NUL character' submit noop '{"a": "x\u0000y"}'
+expect_usage 'duplicate key "a" in the JSON argument' submit noop '{"a": 1, "a": 2}'
+expect_usage 'duplicate key "b" in the JSON argument at x' resume 4 '{"x": {"b": 1, "b": 2}}'
 
 # An unknown BGEXEC_LOG_LEVEL is refused by every command, naming the
 # variable and the allowed values; any case of a known one is taken.

@@ -107,10 +107,15 @@ json parse_json_arg(const std::string& arg) {
     text = ss.str();
   }
   // Nested past the limit, a document would overflow the stack when written
-  // back out (core/json_input.hpp); a NUL is refused by jsonb.
-  auto in = core::parse_json_input(text);
+  // back out (core/json_input.hpp); a NUL is refused by jsonb; a key given
+  // twice is refused, as the gateway refuses it: of its two values one would
+  // win unnoticed.
+  auto in = core::parse_json_input(text, core::max_json_depth, core::DuplicateKeys::refuse);
   if (in.error == core::JsonInput::Error::too_deep)
     throw Usage("JSON nested deeper than " + std::to_string(core::max_json_depth) + " levels");
+  if (in.error == core::JsonInput::Error::duplicate_key)
+    throw Usage("duplicate key " + core::dump(in.key) + " in the JSON argument" +
+                (in.path.empty() ? "" : " at " + in.path));
   if (!in) throw Usage("invalid JSON: " + text.substr(0, 80));
   if (core::contains_nul(in.value)) throw Usage("JSON holds a NUL character (\\u0000), which PostgreSQL cannot store");
   return std::move(in.value);
