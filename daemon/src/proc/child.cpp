@@ -3,6 +3,7 @@
 
 #include "proc/guard.hpp"
 #include "proc/procfs.hpp"
+#include "proc/spawn_attr.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -285,16 +286,7 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   // Nothing else of the worker's reaches a step: a descriptor opened without
   // O_CLOEXEC (libpq's cancel socket, on its thread) would be inherited.
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  SpawnAttr sa;
   std::vector<char*> av, ev;
   for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
   av.push_back(nullptr);
@@ -302,10 +294,9 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   ev.push_back(nullptr);
   pid_t pid = -1;
   int rc = argv[0].find('/') == std::string::npos
-               ? posix_spawnp(&pid, av[0], &fa, &attr, av.data(), ev.data())
-               : posix_spawn(&pid, av[0], &fa, &attr, av.data(), ev.data());
+               ? posix_spawnp(&pid, av[0], &fa, &sa.attr, av.data(), ev.data())
+               : posix_spawn(&pid, av[0], &fa, &sa.attr, av.data(), ev.data());
   posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   if (rc != 0) throw std::system_error(rc, std::generic_category(), "spawn " + argv[0]);
   int pin = in.take(1), pout = out.take(0), perr = err.take(0);
   for (int f : {pin, pout, perr}) ::fcntl(f, F_SETFL, ::fcntl(f, F_GETFL) | O_NONBLOCK);

@@ -3,6 +3,7 @@
 
 #include "core/logfmt.hpp"
 #include "proc/procfs.hpp"
+#include "proc/spawn_attr.hpp"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -157,18 +158,10 @@ bool start(const std::string& exe, double grace_s, const std::string& worker_id,
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, p[0], 0);
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  sigdelset(&all, SIGPIPE);  // stays ignored
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
   // A group of its own: a signal to the worker's group (a terminal's ^C, a
-  // kill of the group) does not reach it.
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // kill of the group) does not reach it.  SIGPIPE stays ignored: its log
+  // line to a reader gone with the worker must not end it mid-stop.
+  SpawnAttr sa(SIGPIPE);
   char grace[32];
   std::snprintf(grace, sizeof grace, "%g", grace_s);
   std::string id = worker_id;
@@ -180,9 +173,8 @@ bool start(const std::string& exe, double grace_s, const std::string& worker_id,
     if (std::strncmp(*e, "BGEXEC_SECRET_", 14) != 0) env.push_back(*e);
   env.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argv, env.data());
+  int rc = posix_spawn(&pid, exe.c_str(), &fa, &sa.attr, argv, env.data());
   posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   ::close(p[0]);
   if (rc != 0) {
     ::close(p[1]);
