@@ -58,6 +58,19 @@ wait_status "$safe" completed 40
 [[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $safe") == 2 ]] || fail "attempt"
 kill -TERM "$PID_b2"; wait "$PID_b2" || true
 
+# --- a sql step of a killed worker: the server ends its statement within
+# about a second (the step's session checks that its client is there)
+# instead of running it on, holding its locks, beside the next attempt
+stmt_running() {
+  [[ $(sql "SELECT count(*) FROM pg_stat_activity
+             WHERE query = 'SELECT pg_sleep(60) /* kill9-sql */' AND pid <> pg_backend_pid()") == "$1" ]]
+}
+start_worker a3 --queue sqlq
+"$BGEXEC" submit workflow --queue sqlq '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(60) /* kill9-sql */"}]}' >/dev/null || fail submit
+wait_for 20 stmt_running 1 || fail "sql step did not start"
+kill -KILL "$PID_a3"; wait "$PID_a3" 2>/dev/null || true
+wait_for 10 stmt_running 0 || fail "the sql step's statement outlived its worker"
+
 # queue_stats' terminal counts (kept by finish_many, reconcile and retry as
 # deltas) equal a count of the jobs after all of the above (one statement,
 # one snapshot)

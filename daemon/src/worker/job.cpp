@@ -766,8 +766,14 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     // SET LOCAL ROLE owner, fixed for the transaction: the owner's statement
     // cannot SET ROLE or RESET ROLE to another role this login may become
     // (another tenant, or the worker's own role).
+    // And the server checks every second that the worker is still there
+    // while the statement runs: a worker killed by SIGKILL cannot cancel it,
+    // and it would run on (holding its locks) beside the job's next attempt
+    // until it tried to send its rows.
     pg::Params owner = {c_.owner};
-    co_await conn->query("SELECT bgexec._act_as($1)", std::move(owner));
+    co_await conn->query(
+        "SELECT bgexec._act_as($1), pg_catalog.set_config('client_connection_check_interval', '1000', true)",
+        std::move(owner));
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
     auto result = co_await conn->query_rows(text, p, capture_cap);
