@@ -71,6 +71,24 @@ wait_for 20 stmt_running 1 || fail "sql step did not start"
 kill -KILL "$PID_a3"; wait "$PID_a3" 2>/dev/null || true
 wait_for 10 stmt_running 0 || fail "the sql step's statement outlived its worker"
 
+# --- a sql step of a worker that stops answering (SIGSTOP: a frozen host, a
+# partition): idle in its transaction after the statement, waiting for a
+# COMMIT that cannot come, the session ends within a lease (2 s), and the
+# step's locks with it
+stmt_in() {  # STATE COUNT
+  [[ $(sql "SELECT count(*) FROM pg_stat_activity
+             WHERE query = 'SELECT pg_sleep(1) /* stop-sql */' AND pid <> pg_backend_pid()
+               AND ('$1' = 'any' OR state = '$1')") == "$2" ]]
+}
+start_worker a4 --queue sqlq4
+"$BGEXEC" submit workflow --queue sqlq4 '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(1) /* stop-sql */"}]}' >/dev/null || fail submit
+wait_for 20 stmt_in active 1 || fail "sql step did not start"
+kill -STOP "$PID_a4"
+wait_for 10 stmt_in 'idle in transaction' 1 || fail "the stopped worker's step was not left idle in its transaction"
+wait_for 10 stmt_in any 0 || fail "the stopped worker's step held its transaction open"
+kill -CONT "$PID_a4"
+kill -TERM "$PID_a4"; wait "$PID_a4" || true
+
 # queue_stats' terminal counts (kept by finish_many, reconcile and retry as
 # deltas) equal a count of the jobs after all of the above (one statement,
 # one snapshot)

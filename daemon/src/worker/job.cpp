@@ -766,14 +766,21 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     // SET LOCAL ROLE owner, fixed for the transaction: the owner's statement
     // cannot SET ROLE or RESET ROLE to another role this login may become
     // (another tenant, or the worker's own role).
-    // And the server checks every second that the worker is still there
-    // while the statement runs: a worker killed by SIGKILL cannot cancel it,
-    // and it would run on (holding its locks) beside the job's next attempt
-    // until it tried to send its rows.
-    pg::Params owner = {c_.owner};
+    // And the transaction does not outlive a worker that cannot end it:
+    // - the server checks every second, while the statement runs, that the
+    //   worker is still connected: one killed by SIGKILL cannot cancel it,
+    //   and it would run on, holding its locks, beside the job's next
+    //   attempt until it tried to send its rows;
+    // - idle in the transaction for a lease, the session ends: the worker
+    //   sends COMMIT at once, and never once its lease is lost, so a worker
+    //   that stopped answering (a frozen host, SIGSTOP, a partition) does
+    //   not hold the step's locks until TCP gives up on it (hours).
+    long idle_ms = std::max(1L, static_cast<long>(w_.config().lease_s * 1000));
+    pg::Params settings = {c_.owner, std::to_string(idle_ms)};
     co_await conn->query(
-        "SELECT bgexec._act_as($1), pg_catalog.set_config('client_connection_check_interval', '1000', true)",
-        std::move(owner));
+        "SELECT bgexec._act_as($1), pg_catalog.set_config('client_connection_check_interval', '1000', true), "
+        "pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)",
+        std::move(settings));
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
     auto result = co_await conn->query_rows(text, p, capture_cap);
