@@ -55,58 +55,6 @@ Child* registered(pid_t pid) {
   return nullptr;
 }
 
-// What marks a step's processes: the worker sets these for every step
-// (job.cpp, worker_vars), a step's env cannot, and descendants inherit them.
-constexpr std::string_view marker_vars[] = {"BGEXEC_JOB_ID=", "BGEXEC_STEP_ID=", "BGEXEC_ATTEMPT="};
-
-// The marker in an environment: its marker_vars entries joined by NUL (no
-// entry can hold one); empty when one is missing.
-template <class Entries>
-std::string marker_of(const Entries& env) {
-  std::string_view found[std::size(marker_vars)];
-  for (std::string_view e : env)
-    for (std::size_t i = 0; i < std::size(marker_vars); ++i)
-      if (e.starts_with(marker_vars[i])) found[i] = e;
-  std::string marker;
-  for (std::string_view f : found) {
-    if (f.empty()) return {};
-    marker.append(f).push_back('\0');
-  }
-  return marker;
-}
-
-// Reads a /proc file whole; false when it cannot be (its process may have
-// gone at any moment: ENOENT, ESRCH).
-bool read_proc(const std::string& path, std::string& out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out.clear();
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) != 0) {
-    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
-    else if (errno != EINTR) break;
-  }
-  ::close(fd);
-  return n == 0;
-}
-
-}  // namespace
-
-std::string marker_of_pid(pid_t pid) {
-  std::string env;
-  if (!read_proc("/proc/" + std::to_string(pid) + "/environ", env)) return {};
-  std::vector<std::string_view> entries;
-  for (std::size_t at = 0; at < env.size();) {
-    std::size_t end = std::min(env.find('\0', at), env.size());
-    entries.emplace_back(env.data() + at, end - at);
-    at = end + 1;
-  }
-  return marker_of(entries);
-}
-
-namespace {
-
 // This process's children.  Each thread lists those it forked, and an
 // adopted orphan goes to the first live thread: /proc/self/task/*/children.
 // A kernel without those files (CONFIG_PROC_CHILDREN) is asked for every

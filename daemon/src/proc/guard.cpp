@@ -65,9 +65,7 @@ void send(char op, pid_t pgid, std::string_view marker) {
   // EPIPE: the guard is gone (SIGPIPE is ignored).  Its list went with it.
   core::log("warn", "step guard gone: a worker killed by SIGKILL would leave its steps running",
             {{"guard_pid", std::to_string(guard_pid())}, {"error", rc < 0 ? std::strerror(errno) : "short write"}});
-  ::close(fd());
-  fd() = -1;
-  guard_pid() = 0;
+  release();
 }
 
 using Clock = std::chrono::steady_clock;
@@ -191,6 +189,13 @@ pid_t pid() { return guard_pid(); }
 void started(pid_t pgid, const std::string& marker) { send('S', pgid, marker); }
 
 void ended(pid_t pgid) { send('E', pgid, {}); }
+
+void release() {
+  if (fd() < 0) return;
+  ::close(fd());
+  fd() = -1;
+  guard_pid() = 0;
+}
 
 int main(const std::vector<std::string>& args) {
   // It outlives the worker's drain: a ^C, a hangup or a fleet-wide

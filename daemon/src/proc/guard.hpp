@@ -28,6 +28,11 @@ pid_t pid();
 void started(pid_t pgid, const std::string& marker);
 void ended(pid_t pgid);
 
+// Closes the pipe, as the worker's end does: the guard stops the steps still
+// live (none after a clean exit) and exits.  The worker never needs it (its
+// exit closes the pipe); tests do.
+void release();
+
 // The guard process: reads the worker's records from stdin until it closes.
 // args: GRACE_S WORKER_ID (for its log).
 int main(const std::vector<std::string>& args);

@@ -1,19 +1,45 @@
 #pragma once
-// What the worker and its step guard read of other processes in /proc.
+// What the worker and its step guard read of processes in /proc, and the
+// marker by which a step's processes are known.
 
 #include <dirent.h>
 #include <sys/types.h>
 
+#include <iterator>
 #include <string>
+#include <string_view>
 
 namespace bgexec::proc {
 
-// The marker of a process (its BGEXEC_JOB_ID, BGEXEC_STEP_ID and
-// BGEXEC_ATTEMPT entries joined by NUL; empty when one is missing).
-// /proc/PID/environ is its environment as of its exec, so a program that
-// cleared it (env -i) has none; nor has one whose environment cannot be read
-// (another user's, after a setuid exec), nor a zombie.
+// What marks a step's processes: the worker sets these for every step
+// (job.cpp, worker_vars), a step's env cannot, and descendants inherit them.
+inline constexpr std::string_view marker_vars[] = {"BGEXEC_JOB_ID=", "BGEXEC_STEP_ID=", "BGEXEC_ATTEMPT="};
+
+// The marker in an environment: its marker_vars entries joined by NUL (no
+// entry can hold one), in marker_vars' order; empty when one is missing.
+template <class Entries>
+std::string marker_of(const Entries& env) {
+  std::string_view found[std::size(marker_vars)];
+  for (std::string_view e : env)
+    for (std::size_t i = 0; i < std::size(marker_vars); ++i)
+      if (e.starts_with(marker_vars[i])) found[i] = e;
+  std::string marker;
+  for (std::string_view f : found) {
+    if (f.empty()) return {};
+    marker.append(f).push_back('\0');
+  }
+  return marker;
+}
+
+// The marker of a process.  /proc/PID/environ is its environment as of its
+// exec, so a program that cleared it (env -i) has none; nor has one whose
+// environment cannot be read (another user's, after a setuid exec), nor a
+// zombie.
 std::string marker_of_pid(pid_t pid);
+
+// Reads a /proc file whole; false when it cannot be (its process may have
+// gone at any moment: ENOENT, ESRCH).
+bool read_proc(const std::string& path, std::string& out);
 
 // Calls f with the name of each numeric entry of a /proc directory.
 template <class F>

@@ -1,0 +1,130 @@
+// The step guard (daemon/src/proc/guard.hpp) against real processes: the
+// real `bgexec __guard` is told of process groups as the worker tells it,
+// and its pipe is closed as a worker killed by SIGKILL leaves it.
+#include "proc/guard.hpp"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace guard = bgexec::proc::guard;
+
+namespace {
+
+// Starts argv in a process group of its own (as a step's leader is), with env.
+pid_t start(std::vector<std::string> argv, std::vector<std::string> env = {}) {
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> av, ev;
+  for (auto& a : argv) av.push_back(a.data());
+  av.push_back(nullptr);
+  env.push_back("PATH=/usr/bin:/bin");
+  for (auto& e : env) ev.push_back(e.data());
+  ev.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawnp(&pid, av[0], nullptr, &attr, av.data(), ev.data()), 0);
+  posix_spawnattr_destroy(&attr);
+  return pid;
+}
+
+// The signal that ended pid (reaped), 0 if it still runs after `wait_s`.
+int ended_by(pid_t pid, double wait_s = 5) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  do {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) return WIFSIGNALED(st) ? WTERMSIG(st) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return 0;
+}
+
+void kill_and_reap(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// Starts the guard with `grace_s`; its pid.
+pid_t start_guard(double grace_s) {
+  std::string error;
+  EXPECT_TRUE(guard::start(BGEXEC_BINARY, grace_s, "unit", error)) << error;
+  return guard::pid();
+}
+
+// Closes the guard's pipe and waits for it to exit.
+void release_and_wait(pid_t g) {
+  guard::release();
+  int st = 0;
+  ASSERT_EQ(::waitpid(g, &st, 0), g);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+// A marker no real step has (a job id is a number), so the guard started
+// here can never take a process of this host's workers for one of its own.
+std::vector<std::string> marker_env(const std::string& job) {
+  return {"BGEXEC_JOB_ID=unit-" + std::to_string(::getpid()) + "-" + job, "BGEXEC_STEP_ID=s", "BGEXEC_ATTEMPT=1"};
+}
+
+}  // namespace
+
+TEST(Guard, StopsLiveGroupsAndLeavesEndedOnesAlone) {
+  pid_t g = start_guard(0.2);
+  pid_t live = start({"sleep", "30"});
+  pid_t ended = start({"sleep", "30"});
+  guard::started(live, "");
+  guard::started(ended, "");
+  guard::ended(ended);  // as if reaped: its id is no longer the guard's to kill
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(live), SIGTERM);
+  EXPECT_EQ(ended_by(ended, 0.3), 0) << "the guard killed a group it was told had ended";
+  kill_and_reap(ended);
+}
+
+TEST(Guard, StopsWhatCarriesALiveStepsMarker) {
+  pid_t g = start_guard(0.2);
+  pid_t leader = start({"sleep", "30"}, marker_env("7"));
+  pid_t escaped = start({"sleep", "30"}, marker_env("7"));  // its own group: as after setsid
+  pid_t other = start({"sleep", "30"}, marker_env("8"));    // another step's, not live here
+  std::string marker;
+  for (auto& e : marker_env("7")) marker += e + '\0';
+  guard::started(leader, marker);
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(leader), SIGTERM);
+  EXPECT_EQ(ended_by(escaped), SIGTERM);
+  EXPECT_EQ(ended_by(other, 0.3), 0) << "the guard killed a process of a step it was not told of";
+  kill_and_reap(other);
+}
+
+TEST(Guard, KillsWhatIgnoresTermAfterTheGrace) {
+  pid_t g = start_guard(0.2);
+  // SIG_IGN is inherited across exec: both the shell and its sleep ignore TERM.
+  pid_t stubborn = start({"sh", "-c", "trap '' TERM; sleep 30 & wait"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the trap is set
+  guard::started(stubborn, "");
+  auto t0 = std::chrono::steady_clock::now();
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(stubborn), SIGKILL);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200)) << "KILL before the grace";
+}
+
+TEST(Guard, NothingLiveNothingDone) {
+  pid_t g = start_guard(0.2);
+  pid_t p = start({"sleep", "30"});
+  guard::started(p, "");
+  guard::ended(p);
+  auto t0 = std::chrono::steady_clock::now();
+  release_and_wait(g);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_EQ(ended_by(p, 0.2), 0);
+  kill_and_reap(p);
+}
