@@ -128,11 +128,11 @@ void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const 
   }
   // Then KILL whatever is left, and what comes of it, for a second at most
   // (one in uninterruptible sleep dies only when it wakes).
-  std::size_t killed = 0;
+  std::set<pid_t> killed;
   for (int round = 0; round < 100 && !left.empty(); ++round) {
     for (const auto& [pgid, marker] : live) ::kill(-pgid, SIGKILL);
     for (pid_t pid : left) ::kill(pid, SIGKILL);
-    killed += left.size();
+    killed.insert(left.begin(), left.end());
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     left = ours();
   }
@@ -140,7 +140,7 @@ void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const 
   for (const auto& j : jobs) job_list += (job_list.empty() ? "" : ",") + j;
   core::log("warn", "worker gone: its steps were stopped",
             {{"worker_id", worker_id}, {"jobs", job_list}, {"steps", std::to_string(live.size())},
-             {"killed", std::to_string(killed)}, {"left", std::to_string(left.size())}});
+             {"killed", std::to_string(killed.size())}, {"left", std::to_string(left.size())}});
 }
 
 }  // namespace
