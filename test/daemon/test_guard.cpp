@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,4 +130,44 @@ TEST(Guard, NothingLiveNothingDone) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
   EXPECT_EQ(ended_by(p, 0.2), 0);
   kill_and_reap(p);
+}
+
+TEST(Guard, AStoppedGuardNeitherBlocksTheWorkerNorLosesARecord) {
+  pid_t g = start_guard(0.2);
+  pid_t ended = start({"sleep", "30"});
+  pid_t live = start({"sleep", "30"});
+  ::kill(g, SIGSTOP);
+  // Should a write block, the guard is woken after 5 s, so that the test
+  // fails (below) rather than hangs.
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::jthread waker([&](std::stop_token stop) {
+    std::unique_lock lock(m);
+    cv.wait_for(lock, stop, std::chrono::seconds(5), [] { return false; });
+    if (!stop.stop_requested()) ::kill(g, SIGCONT);
+  });
+  // Far more than a pipe holds (64 KiB): what does not fit waits in the worker.
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20000; ++i) {
+    guard::started(ended, "");
+    guard::ended(ended);
+  }
+  guard::started(live, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "blocked on a stopped guard";
+  waker.request_stop();
+  waker.join();
+  ::kill(g, SIGCONT);
+  // The next records push the rest on as the guard reads.
+  pid_t last = start({"sleep", "30"});
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    guard::started(last, "");
+    guard::ended(last);
+  }
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(live), SIGTERM) << "a record was lost";
+  EXPECT_EQ(ended_by(ended, 0.3), 0) << "a record was lost";
+  EXPECT_EQ(ended_by(last, 0.1), 0);
+  kill_and_reap(ended);
+  kill_and_reap(last);
 }

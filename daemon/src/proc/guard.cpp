@@ -6,6 +6,7 @@
 #include "proc/spawn_attr.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <signal.h>
 #include <spawn.h>
@@ -28,8 +29,9 @@ namespace bgexec::proc::guard {
 
 namespace {
 
-// One record: a header, then `len` bytes of marker ('S' only).  A record is
-// at most PIPE_BUF bytes, so each write(2) of one is atomic and whole.
+// One record: a header, then `len` bytes of marker ('S' only), at most
+// PIPE_BUF bytes.  The pipe is a byte stream with one writer: the guard
+// takes the records from it whole, however the writes cut them.
 struct Header {
   char op;  // 'S' started, 'E' ended
   char pad = 0;
@@ -47,25 +49,37 @@ pid_t& guard_pid() {
   return p;
 }
 
+// Records the guard has not taken yet.  The pipe fills only while the guard
+// does not read (stopped: SIGSTOP), and the worker's loop must not block on
+// it; nor may a record be lost (a lost 'E' would leave a reaped group's id
+// in its list).  So what does not fit waits here, in order, for the next
+// record to push it on.
+std::string& pending() {
+  static std::string p;
+  return p;
+}
+
 void send(char op, pid_t pgid, std::string_view marker) {
   if (fd() < 0) return;
   // A marker too long for one record guards the group alone.
   if (marker.size() > max_marker) marker = {};
-  char buf[PIPE_BUF];
   Header h{op, 0, static_cast<std::uint16_t>(marker.size()), static_cast<std::int32_t>(pgid)};
-  std::memcpy(buf, &h, sizeof h);
-  std::memcpy(buf + sizeof h, marker.data(), marker.size());
-  std::size_t n = sizeof h + marker.size();
-  // Blocking: the guard only reads, so the pipe fills only while it is
-  // stopped (SIGSTOP), and a record must not be lost: a lost 'E' would leave
-  // a reaped group's id in its list.
-  ssize_t rc;
-  while ((rc = ::write(fd(), buf, n)) < 0 && errno == EINTR) {}
-  if (rc == static_cast<ssize_t>(n)) return;
-  // EPIPE: the guard is gone (SIGPIPE is ignored).  Its list went with it.
-  core::log("warn", "step guard gone: a worker killed by SIGKILL would leave its steps running",
-            {{"guard_pid", std::to_string(guard_pid())}, {"error", rc < 0 ? std::strerror(errno) : "short write"}});
-  release();
+  std::string& out = pending();
+  out.append(reinterpret_cast<const char*>(&h), sizeof h).append(marker);
+  while (!out.empty()) {
+    ssize_t rc = ::write(fd(), out.data(), out.size());
+    if (rc > 0) {
+      out.erase(0, static_cast<std::size_t>(rc));
+    } else if (rc < 0 && errno == EAGAIN) {
+      return;
+    } else if (rc < 0 && errno != EINTR) {
+      // EPIPE: the guard is gone (SIGPIPE is ignored).  Its list went with it.
+      core::log("warn", "step guard gone: a worker killed by SIGKILL would leave its steps running",
+                {{"guard_pid", std::to_string(guard_pid())}, {"error", std::strerror(errno)}});
+      release();
+      return;
+    }
+  }
 }
 
 using Clock = std::chrono::steady_clock;
@@ -179,6 +193,9 @@ bool start(const std::string& exe, double grace_s, const std::string& worker_id,
     error = "spawn " + exe + ": " + std::strerror(rc);
     return false;
   }
+  // Non-blocking (the read end, the guard's stdin, is not: its own open
+  // file description).
+  ::fcntl(p[1], F_SETFL, ::fcntl(p[1], F_GETFL) | O_NONBLOCK);
   fd() = p[1];
   guard_pid() = pid;
   return true;
@@ -195,6 +212,7 @@ void release() {
   ::close(fd());
   fd() = -1;
   guard_pid() = 0;
+  pending().clear();
 }
 
 int main(const std::vector<std::string>& args) {
@@ -211,6 +229,11 @@ int main(const std::vector<std::string>& args) {
   for (;;) {
     ssize_t n = ::read(0, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {  // a non-blocking stdin: wait, it is not the end
+      pollfd in{0, POLLIN, 0};
+      ::poll(&in, 1, -1);
+      continue;
+    }
     if (n <= 0) break;
     buf.append(chunk, static_cast<std::size_t>(n));
     std::size_t at = 0;
