@@ -13,7 +13,7 @@ PKGS=(
 if [[ ${1:-} != --build ]]; then
   PKGS+=(
     libgtest-dev googletest
-    procps psmisc curl jq python3
+    procps psmisc iproute2 curl jq python3
     chromium
     pgbouncer
   )

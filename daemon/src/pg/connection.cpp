@@ -141,8 +141,9 @@ void set_program(std::string program) { program_name = std::move(program); }
 
 ConnectParams::ConnectParams(const std::string& conninfo, std::string_view connection)
     : app(application_name(connection)),
-      keywords{"dbname", "fallback_application_name", nullptr},
-      values{conninfo.c_str(), app.c_str(), nullptr} {}
+      keywords{"keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+               "dbname", "fallback_application_name", nullptr},
+      values{"10", "5", "3", "30000", conninfo.c_str(), app.c_str(), nullptr} {}
 
 // The same test as libpq's recognized_connection_string(): what
 // PQconnectStartParams would expand rather than take as a database name.

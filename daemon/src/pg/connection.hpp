@@ -99,13 +99,23 @@ void set_program(std::string program);
 // fallback_application_name "<program> <connection>" ("bgexec worker
 // control"), cut to the server's 63 bytes; an application_name in the
 // conninfo wins.  Pass expand_dbname = 1.
+//
+// Before the conninfo (so that it overrides any of them), TCP settings that
+// notice a server gone silent (a failover, a host powered off, a NAT or
+// firewall that forgot the flow): keepalive probes after 10 s of silence,
+// every 5 s, 3 unanswered (keepalives_idle, _interval, _count), and data
+// unacknowledged for 30 s (tcp_user_timeout) drop the connection, and the
+// worker reconnects.  With the operating system's defaults an idle
+// connection to a vanished peer stays open for two hours, and one with a
+// statement in flight for about fifteen minutes: a worker would neither
+// claim nor heartbeat meanwhile.  Unix sockets ignore them.
 struct ConnectParams {
   ConnectParams(const std::string& conninfo, std::string_view connection);
   ConnectParams(const ConnectParams&) = delete;  // values point into app
   ConnectParams& operator=(const ConnectParams&) = delete;
   std::string app;
-  const char* keywords[3];
-  const char* values[3];
+  const char* keywords[7];
+  const char* values[7];
 };
 
 // Why libpq would refuse `conninfo` before connecting (an unknown keyword,

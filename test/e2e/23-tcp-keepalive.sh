@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Over TCP, the daemon's connections ask the kernel to probe a silent server
+# after 10 s (the operating system's default is two hours), so a worker whose
+# server vanished without a word (a failover, a NAT that forgot the flow)
+# drops the connection and reconnects instead of waiting for hours; a
+# conninfo that sets keepalives_idle itself wins.  Read off the worker's
+# sockets with ss: the keepalive timer's time left.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57964
+command -v ss >/dev/null || fail "ss (iproute2) is not installed"
+tcp="host=127.0.0.1 port=57964 dbname=postgres user=postgres"
+
+# keepalive_timers PID: the keepalive timer of each of PID's connections to
+# the server ("7.948ms" under a minute, as ss prints it; "9min57sec", "119min").
+keepalive_timers() {
+  ss -tnop state established "( dport = :57964 )" |
+    sed -n "s/.*pid=$1,.*timer:(keepalive,\([^,]*\),.*/\1/p"
+}
+# has_timers PID N: PID has N or more connections with a keepalive timer.
+has_timers() { (( $(keepalive_timers "$1" | wc -l) >= $2 )); }
+
+# What libpq asks for by default, for comparison: the system's two hours.
+psql "$tcp" -qXAtc "SELECT pg_sleep(3)" >/dev/null &
+psql_pid=$!
+wait_for 10 has_timers "$psql_pid" 1 || fail "psql's connection shows no keepalive timer"
+[[ $(keepalive_timers "$psql_pid") == *min* ]] || fail "the system's own keepalive is short already: $(keepalive_timers "$psql_pid")"
+wait "$psql_pid"
+
+# The worker's: under a minute, every one of them (control, heartbeat, claim).
+start_worker k1 --db "$tcp"
+wait_for 20 has_timers "$PID_k1" 3 || fail "the worker has no three connections with a keepalive timer"
+timers=$(keepalive_timers "$PID_k1")
+grep -q min <<<"$timers" && fail "worker connections with the system's keepalive: $(tr '\n' ' ' <<<"$timers")"
+
+# A conninfo's own keepalives_idle wins.
+start_worker k2 --db "$tcp keepalives_idle=600" --queue other
+wait_for 20 has_timers "$PID_k2" 3 || fail "k2 has no three connections with a keepalive timer"
+timers=$(keepalive_timers "$PID_k2")
+grep -qv "^\(9\|10\)min" <<<"$timers" && fail "keepalives_idle=600 in the conninfo did not win: $(tr '\n' ' ' <<<"$timers")"
+
+# And the worker works over it.
+id=$("$BGEXEC" submit noop --db "$tcp") || fail submit
+wait_status "$id" completed 30
+kill -TERM "$PID_k1" "$PID_k2"; wait "$PID_k1" "$PID_k2" || true
+ok
