@@ -41,5 +41,23 @@ grep -qv "^\(9\|10\)min" <<<"$timers" && fail "keepalives_idle=600 in the connin
 # And the worker works over it.
 id=$("$BGEXEC" submit noop --db "$tcp") || fail submit
 wait_status "$id" completed 30
+
+# A sql step's session: the server probes the worker too, so one cut off
+# mid-statement is noticed and the statement ended (its connection check).
+# The server's side of the step's connection, read while the step runs.
+"$BGEXEC" submit workflow --db "$tcp" '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(4) /* ka-step */"}]}' >/dev/null || fail submit
+step_port() {
+  sql "SELECT client_port FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(4) /* ka-step */' AND pid <> pg_backend_pid()"
+}
+has_step() { [[ -n $(step_port) ]]; }
+wait_for 20 has_step || fail "the sql step did not start"
+port=$(step_port)
+server_timer() {
+  ss -tno state established "( sport = :57964 and dport = :$port )" | sed -n 's/.*timer:(keepalive,\([^,]*\),.*/\1/p'
+}
+has_server_timer() { [[ -n $(server_timer) ]]; }
+wait_for 5 has_server_timer || fail "the server's side of the sql step's connection shows no keepalive timer"
+timer=$(server_timer)
+[[ $timer != *min* ]] || fail "the server's side of the sql step's connection: keepalive timer \"$timer\""
 kill -TERM "$PID_k1" "$PID_k2"; wait "$PID_k1" "$PID_k2" || true
 ok

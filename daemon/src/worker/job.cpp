@@ -774,12 +774,20 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     // - idle in the transaction for a lease, the session ends: the worker
     //   sends COMMIT at once, and never once its lease is lost, so a worker
     //   that stopped answering (a frozen host, SIGSTOP, a partition) does
-    //   not hold the step's locks until TCP gives up on it (hours).
+    //   not hold the step's locks until TCP gives up on it (hours);
+    // - over TCP, the server probes a silent worker as the worker probes the
+    //   server (pg/connection.hpp, ConnectParams): a worker cut off
+    //   mid-statement is noticed in about half a minute, and the connection
+    //   check above then ends the statement.
     long idle_ms = std::max(1L, static_cast<long>(w_.config().lease_s * 1000));
     pg::Params settings = {c_.owner, std::to_string(idle_ms)};
     co_await conn->query(
         "SELECT bgexec._act_as($1), pg_catalog.set_config('client_connection_check_interval', '1000', true), "
-        "pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)",
+        "pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true), "
+        "pg_catalog.set_config('tcp_keepalives_idle', '10', true), "
+        "pg_catalog.set_config('tcp_keepalives_interval', '5', true), "
+        "pg_catalog.set_config('tcp_keepalives_count', '3', true), "
+        "pg_catalog.set_config('tcp_user_timeout', '30000', true)",
         std::move(settings));
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
