@@ -143,7 +143,13 @@ ConnectParams::ConnectParams(const std::string& conninfo, std::string_view conne
     : app(application_name(connection)),
       keywords{"keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
                "dbname", "fallback_application_name", nullptr},
-      values{"10", "5", "3", "30000", conninfo.c_str(), app.c_str(), nullptr} {}
+      values{TcpDefaults::keepalives_idle,
+             TcpDefaults::keepalives_interval,
+             TcpDefaults::keepalives_count,
+             TcpDefaults::tcp_user_timeout,
+             conninfo.c_str(),
+             app.c_str(),
+             nullptr} {}
 
 // The same test as libpq's recognized_connection_string(): what
 // PQconnectStartParams would expand rather than take as a database name.

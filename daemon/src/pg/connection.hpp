@@ -109,6 +109,15 @@ void set_program(std::string program);
 // connection to a vanished peer stays open for two hours, and one with a
 // statement in flight for about fifteen minutes: a worker would neither
 // claim nor heartbeat meanwhile.  Unix sockets ignore them.
+// The same values, as libpq's keywords and the server's settings of the same
+// names take them; a sql step's transaction sets them on the server's side.
+struct TcpDefaults {
+  static constexpr const char* keepalives_idle = "10";      // seconds
+  static constexpr const char* keepalives_interval = "5";   // seconds
+  static constexpr const char* keepalives_count = "3";
+  static constexpr const char* tcp_user_timeout = "30000";  // milliseconds
+};
+
 struct ConnectParams {
   ConnectParams(const std::string& conninfo, std::string_view connection);
   ConnectParams(const ConnectParams&) = delete;  // values point into app

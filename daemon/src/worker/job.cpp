@@ -780,14 +780,16 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     //   mid-statement is noticed in about half a minute, and the connection
     //   check above then ends the statement.
     long idle_ms = std::max(1L, static_cast<long>(w_.config().lease_s * 1000));
-    pg::Params settings = {c_.owner, std::to_string(idle_ms)};
+    using Tcp = pg::TcpDefaults;
+    pg::Params settings = {c_.owner, std::to_string(idle_ms), Tcp::keepalives_idle, Tcp::keepalives_interval,
+                           Tcp::keepalives_count, Tcp::tcp_user_timeout};
     co_await conn->query(
         "SELECT bgexec._act_as($1), pg_catalog.set_config('client_connection_check_interval', '1000', true), "
         "pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true), "
-        "pg_catalog.set_config('tcp_keepalives_idle', '10', true), "
-        "pg_catalog.set_config('tcp_keepalives_interval', '5', true), "
-        "pg_catalog.set_config('tcp_keepalives_count', '3', true), "
-        "pg_catalog.set_config('tcp_user_timeout', '30000', true)",
+        "pg_catalog.set_config('tcp_keepalives_idle', $3, true), "
+        "pg_catalog.set_config('tcp_keepalives_interval', $4, true), "
+        "pg_catalog.set_config('tcp_keepalives_count', $5, true), "
+        "pg_catalog.set_config('tcp_user_timeout', $6, true)",
         std::move(settings));
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
