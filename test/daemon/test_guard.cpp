@@ -171,3 +171,60 @@ TEST(Guard, AStoppedGuardNeitherBlocksTheWorkerNorLosesARecord) {
   kill_and_reap(ended);
   kill_and_reap(last);
 }
+
+TEST(Guard, AGuardThatDiesIsReplacedAndToldOfTheLiveGroups) {
+  pid_t g = start_guard(0.2);
+  pid_t before = start({"sleep", "30"});
+  guard::started(before, "");
+  ::kill(g, SIGKILL);
+  ASSERT_EQ(::waitpid(g, nullptr, 0), g);
+  guard::exited(g);  // the worker's SIGCHLD handler says so
+  pid_t replacement = guard::pid();
+  ASSERT_NE(replacement, 0);
+  ASSERT_NE(replacement, g);
+  pid_t after = start({"sleep", "30"});
+  guard::started(after, "");
+  release_and_wait(replacement);
+  EXPECT_EQ(ended_by(before), SIGTERM) << "the new guard was not told of a group live before it";
+  EXPECT_EQ(ended_by(after), SIGTERM);
+}
+
+TEST(Guard, ADeadGuardFoundByAWriteIsReplacedToo) {
+  ::signal(SIGPIPE, SIG_IGN);  // as bgexec's main() has it: a write to the dead guard's pipe fails with EPIPE
+  pid_t g = start_guard(0.2);
+  pid_t before = start({"sleep", "30"});
+  guard::started(before, "");
+  ::kill(g, SIGKILL);
+  ASSERT_EQ(::waitpid(g, nullptr, 0), g);
+  pid_t after = start({"sleep", "30"});
+  guard::started(after, "");  // EPIPE: replaced here
+  pid_t replacement = guard::pid();
+  ASSERT_NE(replacement, 0);
+  ASSERT_NE(replacement, g);
+  release_and_wait(replacement);
+  EXPECT_EQ(ended_by(before), SIGTERM);
+  EXPECT_EQ(ended_by(after), SIGTERM);
+}
+
+TEST(Guard, AGuardThatKeepsDyingIsStartedAgainOnlyTenSecondsOn) {
+  pid_t g = start_guard(0.2);
+  pid_t live = start({"sleep", "30"});
+  guard::started(live, "");
+  ::kill(g, SIGKILL);
+  ASSERT_EQ(::waitpid(g, nullptr, 0), g);
+  guard::exited(g);
+  pid_t second = guard::pid();
+  ASSERT_NE(second, 0);
+  ::kill(second, SIGKILL);
+  ASSERT_EQ(::waitpid(second, nullptr, 0), second);
+  guard::exited(second);
+  EXPECT_EQ(guard::pid(), 0) << "started again within 10 s of the last start";
+  std::this_thread::sleep_for(std::chrono::milliseconds(10100));
+  pid_t later = start({"sleep", "30"});
+  guard::started(later, "");  // the next step: 10 s on, a guard again
+  pid_t third = guard::pid();
+  ASSERT_NE(third, 0);
+  release_and_wait(third);
+  EXPECT_EQ(ended_by(live), SIGTERM) << "the third guard was not told of a group live before it";
+  EXPECT_EQ(ended_by(later), SIGTERM);
+}

@@ -167,6 +167,7 @@ void Child::reap_exited() {
     } else {
       while ((rc = ::waitpid(info.si_pid, nullptr, 0)) < 0 && errno == EINTR) {}
       if (rc < 0) return;
+      guard::exited(info.si_pid);  // the step guard died: another takes its place
     }
   }
 }

@@ -59,27 +59,94 @@ std::string& pending() {
   return p;
 }
 
-void send(char op, pid_t pgid, std::string_view marker) {
-  if (fd() < 0) return;
-  // A marker too long for one record guards the group alone.
-  if (marker.size() > max_marker) marker = {};
+// What a guard is started with, and the groups live now, which a guard
+// started again in place of one that died must be told.
+struct Setup {
+  std::string exe, worker_id;
+  double grace_s = 0.5;
+  std::map<pid_t, std::string> live;
+  std::chrono::steady_clock::time_point restarted{};  // epoch: never
+};
+Setup& setup() {
+  static Setup s;
+  return s;
+}
+
+bool spawn_guard(std::string& error);
+
+void enqueue(char op, pid_t pgid, const std::string& marker) {
   Header h{op, 0, static_cast<std::uint16_t>(marker.size()), static_cast<std::int32_t>(pgid)};
+  pending().append(reinterpret_cast<const char*>(&h), sizeof h).append(marker);
+}
+
+// Writes what is pending; false when the guard is gone (EPIPE: SIGPIPE is
+// ignored), true when all of it went or the rest must wait (EAGAIN).
+bool flush() {
   std::string& out = pending();
-  out.append(reinterpret_cast<const char*>(&h), sizeof h).append(marker);
   while (!out.empty()) {
     ssize_t rc = ::write(fd(), out.data(), out.size());
-    if (rc > 0) {
-      out.erase(0, static_cast<std::size_t>(rc));
-    } else if (rc < 0 && errno == EAGAIN) {
-      return;
-    } else if (rc < 0 && errno != EINTR) {
-      // EPIPE: the guard is gone (SIGPIPE is ignored).  Its list went with it.
-      core::log("warn", "step guard gone: a worker killed by SIGKILL would leave its steps running",
-                {{"guard_pid", std::to_string(guard_pid())}, {"error", std::strerror(errno)}});
-      release();
-      return;
-    }
+    if (rc > 0) out.erase(0, static_cast<std::size_t>(rc));
+    else if (rc < 0 && errno == EAGAIN) return true;
+    else if (rc < 0 && errno != EINTR) return false;
   }
+  return true;
+}
+
+// Closes the pipe to a guard that is gone.
+void drop() {
+  ::close(fd());
+  fd() = -1;
+  guard_pid() = 0;
+  pending().clear();
+}
+
+// Starts a guard in place of one that is gone and tells it of the groups
+// live now; false, with why, when it cannot be now.  Once, then at most
+// every 10 s: a guard that dies as it starts is not started in a loop.
+bool restart(std::string& error) {
+  Setup& s = setup();
+  auto now = std::chrono::steady_clock::now();
+  if (s.restarted.time_since_epoch().count() != 0 && now - s.restarted < std::chrono::seconds(10)) {
+    error = "the last one started died within 10 s; trying again at a step's start or end 10 s on";
+    return false;
+  }
+  s.restarted = now;
+  if (!spawn_guard(error)) return false;
+  for (const auto& [pgid, marker] : s.live) enqueue('S', pgid, marker);
+  if (flush()) return true;
+  error = "the new one died at once";
+  drop();
+  return false;
+}
+
+void replace(const std::string& why) {
+  pid_t old = guard_pid();
+  drop();
+  std::string error;
+  if (restart(error))
+    core::log("warn", "step guard gone, started another",
+              {{"guard_pid", std::to_string(old)}, {"error", why}, {"new_guard_pid", std::to_string(guard_pid())},
+               {"steps", std::to_string(setup().live.size())}});
+  else
+    core::log("warn", "step guard gone: a worker killed by SIGKILL would leave its steps running",
+              {{"guard_pid", std::to_string(old)}, {"error", why}, {"not_restarted", error}});
+}
+
+void send(char op, pid_t pgid, std::string_view marker) {
+  // A marker too long for one record guards the group alone.
+  std::string m(marker.size() > max_marker ? std::string_view() : marker);
+  if (op == 'S') setup().live[pgid] = m;
+  else setup().live.erase(pgid);
+  if (fd() < 0) {
+    // None started (or released), or one gone and not replaced yet.
+    std::string error;
+    if (!setup().exe.empty() && restart(error))
+      core::log("warn", "step guard started again",
+                {{"new_guard_pid", std::to_string(guard_pid())}, {"steps", std::to_string(setup().live.size())}});
+    return;
+  }
+  enqueue(op, pgid, m);
+  if (!flush()) replace(std::strerror(errno));
 }
 
 using Clock = std::chrono::steady_clock;
@@ -161,6 +228,23 @@ void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const 
 
 bool start(const std::string& exe, double grace_s, const std::string& worker_id, std::string& error) {
   if (fd() >= 0) return true;
+  Setup& s = setup();
+  s.exe = exe;
+  s.grace_s = grace_s;
+  s.worker_id = worker_id;
+  s.live.clear();
+  s.restarted = {};
+  return spawn_guard(error);
+}
+
+void exited(pid_t pid) {
+  if (pid != 0 && pid == guard_pid()) replace("it exited");
+}
+
+namespace {
+
+bool spawn_guard(std::string& error) {
+  const Setup& s = setup();
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) {
     error = std::string("pipe2: ") + std::strerror(errno);
@@ -175,8 +259,8 @@ bool start(const std::string& exe, double grace_s, const std::string& worker_id,
   // line to a reader gone with the worker must not end it mid-stop.
   SpawnAttr sa(SIGPIPE);
   char grace[32];
-  std::snprintf(grace, sizeof grace, "%g", grace_s);
-  std::string id = worker_id;
+  std::snprintf(grace, sizeof grace, "%g", s.grace_s);
+  std::string id = s.worker_id;
   char arg0[] = "bgexec", arg1[] = "__guard";
   char* argv[] = {arg0, arg1, grace, id.data(), nullptr};
   // The worker's environment without its secrets.
@@ -185,12 +269,12 @@ bool start(const std::string& exe, double grace_s, const std::string& worker_id,
     if (std::strncmp(*e, "BGEXEC_SECRET_", 14) != 0) env.push_back(*e);
   env.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, exe.c_str(), &fa, &sa.attr, argv, env.data());
+  int rc = posix_spawn(&pid, s.exe.c_str(), &fa, &sa.attr, argv, env.data());
   posix_spawn_file_actions_destroy(&fa);
   ::close(p[0]);
   if (rc != 0) {
     ::close(p[1]);
-    error = "spawn " + exe + ": " + std::strerror(rc);
+    error = "spawn " + s.exe + ": " + std::strerror(rc);
     return false;
   }
   // Non-blocking (the read end, the guard's stdin, is not: its own open
@@ -201,6 +285,8 @@ bool start(const std::string& exe, double grace_s, const std::string& worker_id,
   return true;
 }
 
+}  // namespace
+
 pid_t pid() { return guard_pid(); }
 
 void started(pid_t pgid, const std::string& marker) { send('S', pgid, marker); }
@@ -208,6 +294,8 @@ void started(pid_t pgid, const std::string& marker) { send('S', pgid, marker); }
 void ended(pid_t pgid) { send('E', pgid, {}); }
 
 void release() {
+  setup().live.clear();
+  setup().exe.clear();  // none started again
   if (fd() < 0) return;
   ::close(fd());
   fd() = -1;

@@ -28,6 +28,11 @@ pid_t pid();
 void started(pid_t pgid, const std::string& marker);
 void ended(pid_t pgid);
 
+// A child of this process was reaped: if it was the guard, another is
+// started and told of the groups live now (once, then at most every 10 s).
+// A guard found gone when a record is written is replaced the same way.
+void exited(pid_t pid);
+
 // Closes the pipe, as the worker's end does: the guard stops the steps still
 // live (none after a clean exit) and exits.  The worker never needs it (its
 // exit closes the pipe); tests do.
