@@ -74,6 +74,19 @@ void release_and_wait(pid_t g) {
 
 // A marker no real step has (a job id is a number), so the guard started
 // here can never take a process of this host's workers for one of its own.
+// A `sleep 30` the guard is told of, as a step's leader.
+pid_t guarded_sleep() {
+  pid_t p = start({"sleep", "30"});
+  guard::started(p, "");
+  return p;
+}
+
+// Kills the guard as the OOM killer would, and reaps it.
+void kill_guard(pid_t g) {
+  ::kill(g, SIGKILL);
+  ASSERT_EQ(::waitpid(g, nullptr, 0), g);
+}
+
 std::vector<std::string> marker_env(const std::string& job) {
   return {"BGEXEC_JOB_ID=unit-" + std::to_string(::getpid()) + "-" + job, "BGEXEC_STEP_ID=s", "BGEXEC_ATTEMPT=1"};
 }
@@ -174,16 +187,13 @@ TEST(Guard, AStoppedGuardNeitherBlocksTheWorkerNorLosesARecord) {
 
 TEST(Guard, AGuardThatDiesIsReplacedAndToldOfTheLiveGroups) {
   pid_t g = start_guard(0.2);
-  pid_t before = start({"sleep", "30"});
-  guard::started(before, "");
-  ::kill(g, SIGKILL);
-  ASSERT_EQ(::waitpid(g, nullptr, 0), g);
+  pid_t before = guarded_sleep();
+  kill_guard(g);
   guard::exited(g);  // the worker's SIGCHLD handler says so
   pid_t replacement = guard::pid();
   ASSERT_NE(replacement, 0);
   ASSERT_NE(replacement, g);
-  pid_t after = start({"sleep", "30"});
-  guard::started(after, "");
+  pid_t after = guarded_sleep();
   release_and_wait(replacement);
   EXPECT_EQ(ended_by(before), SIGTERM) << "the new guard was not told of a group live before it";
   EXPECT_EQ(ended_by(after), SIGTERM);
@@ -192,12 +202,9 @@ TEST(Guard, AGuardThatDiesIsReplacedAndToldOfTheLiveGroups) {
 TEST(Guard, ADeadGuardFoundByAWriteIsReplacedToo) {
   ::signal(SIGPIPE, SIG_IGN);  // as bgexec's main() has it: a write to the dead guard's pipe fails with EPIPE
   pid_t g = start_guard(0.2);
-  pid_t before = start({"sleep", "30"});
-  guard::started(before, "");
-  ::kill(g, SIGKILL);
-  ASSERT_EQ(::waitpid(g, nullptr, 0), g);
-  pid_t after = start({"sleep", "30"});
-  guard::started(after, "");  // EPIPE: replaced here
+  pid_t before = guarded_sleep();
+  kill_guard(g);
+  pid_t after = guarded_sleep();  // EPIPE: replaced here
   pid_t replacement = guard::pid();
   ASSERT_NE(replacement, 0);
   ASSERT_NE(replacement, g);
@@ -208,20 +215,16 @@ TEST(Guard, ADeadGuardFoundByAWriteIsReplacedToo) {
 
 TEST(Guard, AGuardThatKeepsDyingIsStartedAgainOnlyTenSecondsOn) {
   pid_t g = start_guard(0.2);
-  pid_t live = start({"sleep", "30"});
-  guard::started(live, "");
-  ::kill(g, SIGKILL);
-  ASSERT_EQ(::waitpid(g, nullptr, 0), g);
+  pid_t live = guarded_sleep();
+  kill_guard(g);
   guard::exited(g);
   pid_t second = guard::pid();
   ASSERT_NE(second, 0);
-  ::kill(second, SIGKILL);
-  ASSERT_EQ(::waitpid(second, nullptr, 0), second);
+  kill_guard(second);
   guard::exited(second);
   EXPECT_EQ(guard::pid(), 0) << "started again within 10 s of the last start";
   std::this_thread::sleep_for(std::chrono::milliseconds(10100));
-  pid_t later = start({"sleep", "30"});
-  guard::started(later, "");  // the next step: 10 s on, a guard again
+  pid_t later = guarded_sleep();  // the next step: 10 s on, a guard again
   pid_t third = guard::pid();
   ASSERT_NE(third, 0);
   release_and_wait(third);
