@@ -178,11 +178,8 @@ pid_t guard_of(pid_t worker) {
     std::ifstream cmd(std::string("/proc/") + name + "/cmdline");
     std::string arg0, arg1;
     if (!std::getline(cmd, arg0, '\0') || !std::getline(cmd, arg1, '\0') || arg1 != "__guard") return;
-    std::ifstream st(std::string("/proc/") + name + "/status");
-    std::string line;
-    while (std::getline(st, line))
-      if (line.rfind("PPid:", 0) == 0 && std::strtol(line.c_str() + 5, nullptr, 10) == worker)
-        found = static_cast<pid_t>(std::atoi(name));
+    pid_t pid = static_cast<pid_t>(std::atoi(name));
+    if (proc::ProcStat st; proc::proc_stat(pid, st) && st.ppid == worker) found = pid;
   });
   return found;
 }

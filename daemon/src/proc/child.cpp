@@ -58,8 +58,7 @@ Child* registered(pid_t pid) {
 // This process's children.  Each thread lists those it forked, and an
 // adopted orphan goes to the first live thread: /proc/self/task/*/children.
 // A kernel without those files (CONFIG_PROC_CHILDREN) is asked for every
-// process's parent instead, in /proc/PID/stat: "pid (comm) state ppid …",
-// where comm may hold spaces and parentheses.
+// process's parent instead, in /proc/PID/stat.
 std::vector<pid_t> children() {
   static const bool listed =
       ::access(("/proc/self/task/" + std::to_string(::getpid()) + "/children").c_str(), R_OK) == 0;
@@ -76,12 +75,10 @@ std::vector<pid_t> children() {
       }
     });
   } else {
-    const long self = ::getpid();
-    for_each_pid_entry("/proc", [&](const char* pid) {
-      if (!read_proc(std::string("/proc/") + pid + "/stat", text)) return;
-      std::size_t paren = text.rfind(')');
-      if (paren == std::string::npos || paren + 4 >= text.size()) return;
-      if (std::strtol(text.c_str() + paren + 4, nullptr, 10) == self) kids.push_back(std::atoi(pid));
+    const pid_t self = ::getpid();
+    for_each_pid_entry("/proc", [&](const char* name) {
+      pid_t pid = static_cast<pid_t>(std::atoi(name));
+      if (ProcStat st; proc_stat(pid, st) && st.ppid == self) kids.push_back(pid);
     });
   }
   return kids;

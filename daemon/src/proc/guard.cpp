@@ -151,26 +151,6 @@ void send(char op, pid_t pgid, std::string_view marker) {
 
 using Clock = std::chrono::steady_clock;
 
-// A process's state and process group, from /proc/PID/stat: "pid (comm)
-// state ppid pgrp …", where comm may hold spaces and parentheses.  False
-// when it is gone.
-bool stat_of(pid_t pid, char& state, pid_t& pgrp) {
-  char path[32];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  int f = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (f < 0) return false;
-  char text[1024];
-  ssize_t n = ::read(f, text, sizeof text - 1);
-  ::close(f);
-  if (n <= 0) return false;
-  text[n] = '\0';
-  const char* paren = std::strrchr(text, ')');
-  int ppid = 0, group = 0;
-  if (!paren || std::sscanf(paren + 1, " %c %d %d", &state, &ppid, &group) != 3) return false;
-  pgrp = group;
-  return true;
-}
-
 // The guard's work once the worker is gone: live maps each step's group id to
 // its marker.  What is the steps' is found anew in each round, as it forks
 // and dies: every live (not zombie) process in a step's group or carrying a
@@ -190,11 +170,10 @@ void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const 
     std::vector<pid_t> found;
     for_each_pid_entry("/proc", [&](const char* name) {
       pid_t pid = static_cast<pid_t>(std::atoi(name));
-      char state = 0;
-      pid_t pgrp = 0;
+      ProcStat st;
       // A zombie is dead already; init (or the next subreaper) reaps it.
-      if (pid == self || !stat_of(pid, state, pgrp) || state == 'Z') return;
-      if (live.count(pgrp) || (!markers.empty() && markers.count(marker_of_pid(pid)))) found.push_back(pid);
+      if (pid == self || !proc_stat(pid, st) || st.state == 'Z') return;
+      if (live.count(st.pgrp) || (!markers.empty() && markers.count(marker_of_pid(pid)))) found.push_back(pid);
     });
     return found;
   };
@@ -296,11 +275,7 @@ void ended(pid_t pgid) { send('E', pgid, {}); }
 void release() {
   setup().live.clear();
   setup().exe.clear();  // none started again
-  if (fd() < 0) return;
-  ::close(fd());
-  fd() = -1;
-  guard_pid() = 0;
-  pending().clear();
+  if (fd() >= 0) drop();
 }
 
 int main(const std::vector<std::string>& args) {

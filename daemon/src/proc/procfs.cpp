@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <vector>
 
 namespace bgexec::proc {
@@ -22,6 +23,19 @@ bool read_proc(const std::string& path, std::string& out) {
   }
   ::close(fd);
   return n == 0;
+}
+
+bool proc_stat(pid_t pid, ProcStat& out) {
+  std::string text;
+  if (!read_proc("/proc/" + std::to_string(pid) + "/stat", text)) return false;
+  std::size_t paren = text.rfind(')');
+  int ppid = 0, pgrp = 0;
+  if (paren == std::string::npos ||
+      std::sscanf(text.c_str() + paren + 1, " %c %d %d", &out.state, &ppid, &pgrp) != 3)
+    return false;
+  out.ppid = ppid;
+  out.pgrp = pgrp;
+  return true;
 }
 
 std::string marker_of_pid(pid_t pid) {

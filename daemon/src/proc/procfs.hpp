@@ -37,6 +37,15 @@ std::string marker_of(const Entries& env) {
 // zombie.
 std::string marker_of_pid(pid_t pid);
 
+// A process's state, parent and process group, from /proc/PID/stat: "pid
+// (comm) state ppid pgrp …", where comm may hold spaces and parentheses.
+// False when it is gone (or cannot be read).
+struct ProcStat {
+  char state = 0;  // 'Z' for a zombie
+  pid_t ppid = 0, pgrp = 0;
+};
+bool proc_stat(pid_t pid, ProcStat& out);
+
 // Reads a /proc file whole; false when it cannot be (its process may have
 // gone at any moment: ENOENT, ESRCH).
 bool read_proc(const std::string& path, std::string& out);
