@@ -12,9 +12,11 @@ E2E_DIR=$(mktemp -d "/tmp/bgexec-e2e-$E2E_NAME.XXXXXX")
 chmod 755 "$E2E_DIR"
 E2E_PIDS=()        # worker PIDs
 E2E_PIDFILES=()    # files holding PIDs of step processes a test wants dead at exit
+E2E_STOPPED=()     # server backends a test stopped (SIGSTOP): continued before the cluster stops
 
 e2e_cleanup() {
   local rc=$? p f
+  for p in "${E2E_STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
   for p in "${E2E_PIDS[@]}"; do { kill -KILL "$p" && wait "$p"; } 2>/dev/null || true; done
   for f in "${E2E_PIDFILES[@]}"; do
     [[ -f $f ]] || continue

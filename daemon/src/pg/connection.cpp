@@ -351,9 +351,57 @@ void Connection::send_text(const std::string& sql, const std::vector<const char*
     fail(name_ + ": send");
 }
 
+// The bound of set_call_timeout on one call, armed once the call has its
+// turn: when it passes, the connection is closed, which ends the wait in
+// flight with an Error; the call then throws unanswered() instead.  The
+// state is shared with the timer's handler, which may run after the call's
+// frame is gone.
+class Connection::CallBound {
+ public:
+  explicit CallBound(Connection& c) : conn_(c), timer_(c.ex_) {
+    if (c.call_timeout_.count() <= 0) return;
+    timer_.expires_after(c.call_timeout_);
+    timer_.async_wait([st = state_, &c](const boost::system::error_code& ec) {
+      if (ec || st->done) return;
+      st->fired = true;
+      c.close();
+    });
+  }
+  ~CallBound() {
+    state_->done = true;
+    timer_.cancel();
+  }
+  CallBound(const CallBound&) = delete;
+  CallBound& operator=(const CallBound&) = delete;
+  bool fired() const { return state_->fired; }
+  Error unanswered() const {
+    char s[32];
+    std::snprintf(s, sizeof s, "%g", std::chrono::duration<double>(conn_.call_timeout_).count());
+    return Error("08006", conn_.name_ + ": the database did not answer within " + s + " s; connection dropped");
+  }
+
+ private:
+  struct State {
+    bool done = false, fired = false;
+  };
+  Connection& conn_;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  asio::steady_timer timer_;
+};
+
 asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
   co_await order_.lock();
   FifoLock::Guard guard{order_};
+  CallBound bound(*this);
+  try {
+    co_return co_await query_locked(sql, params, prepare);
+  } catch (const Error&) {
+    if (bound.fired()) throw bound.unanswered();
+    throw;
+  }
+}
+
+asio::awaitable<Result> Connection::query_locked(const std::string& sql, const Params& params, bool prepare) {
   if (!connected()) co_await connect();
 
   const auto values = c_values(params);
@@ -401,6 +449,17 @@ asio::awaitable<nlohmann::json> Connection::query_rows(const std::string& sql, c
                                                       std::size_t max_bytes) {
   co_await order_.lock();
   FifoLock::Guard guard{order_};
+  CallBound bound(*this);
+  try {
+    co_return co_await query_rows_locked(sql, params, max_bytes);
+  } catch (const Error&) {
+    if (bound.fired()) throw bound.unanswered();
+    throw;
+  }
+}
+
+asio::awaitable<nlohmann::json> Connection::query_rows_locked(const std::string& sql, const Params& params,
+                                                             std::size_t max_bytes) {
   if (!connected()) co_await connect();
   send_text(sql, c_values(params));
   PQsetSingleRowMode(conn_);  // refused only for a pipeline, which this is not

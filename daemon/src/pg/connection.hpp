@@ -10,6 +10,7 @@
 #include "util/fifo_lock.hpp"
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -149,6 +150,17 @@ class Connection {
   bool connected() const;
   // Drops the connection; pending waits end with an Error.
   void close();
+  // A bound on every later call (query, query_rows; not the wait for
+  // notifications), counted from its turn on the wire, a reconnect
+  // included: a call still unanswered when it passes closes the connection
+  // (the server ends the statement when it next looks for the client) and
+  // throws Error 08006 "... did not answer within N s; connection dropped",
+  // which callers treat as any lost connection.  Keepalives and
+  // tcp_user_timeout catch a server gone silent at the TCP level; this
+  // catches one that still acknowledges every packet and answers nothing:
+  // a backend stopped or stuck, a proxy holding the session.  0 (the
+  // default): no bound.
+  void set_call_timeout(std::chrono::milliseconds bound) { call_timeout_ = bound; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
   // session (the hot worker calls).  When the server loses it (SQLSTATE
@@ -174,7 +186,11 @@ class Connection {
   void set_notice_sink(std::function<void(std::string)> sink) { notice_sink_ = std::move(sink); }
 
  private:
+  class CallBound;
   static void on_notice(void* arg, const char* message);
+  asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare);
+  asio::awaitable<nlohmann::json> query_rows_locked(const std::string& sql, const Params& params,
+                                                    std::size_t max_bytes);
   asio::awaitable<void> wait(bool write);
   void attach_socket();
   [[noreturn]] void fail(const std::string& what);
@@ -195,6 +211,7 @@ class Connection {
   int fd_ = -1;
   FifoLock order_;  // one statement at a time on the wire, in FIFO order
   bool prepare_ok_ = true;
+  std::chrono::milliseconds call_timeout_{0};
   std::set<std::string> prepared_;
 };
 

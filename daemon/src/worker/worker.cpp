@@ -98,6 +98,17 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })) {
   add_hangup(signals_);  // a closed terminal drains as SIGTERM does
+  // A call the database leaves unanswered (a backend stopped or stuck, the
+  // server's host alive but the server not) is dropped and made again on a
+  // fresh connection.  The heartbeat's bound is a quarter of the lease, so
+  // its retry renews the leases before lease_guard gives them up; the
+  // finish's too, so its retries fit in the lease they are fenced by.  The
+  // others wait longer (await_claim waits up to a second by design).
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); };
+  hb_.set_call_timeout(ms(cfg_.lease_s / 4));
+  fin_.set_call_timeout(ms(cfg_.lease_s / 4));
+  ctl_.set_call_timeout(ms(std::max(cfg_.lease_s, 5.0)));
+  listen_.set_call_timeout(ms(std::max(cfg_.lease_s, 5.0)));
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
 }
