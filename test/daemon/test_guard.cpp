@@ -231,3 +231,91 @@ TEST(Guard, AGuardThatKeepsDyingIsStartedAgainOnlyTenSecondsOn) {
   EXPECT_EQ(ended_by(live), SIGTERM) << "the third guard was not told of a group live before it";
   EXPECT_EQ(ended_by(later), SIGTERM);
 }
+
+namespace {
+
+// The job id marker_env(job) carries, and its marker.
+std::string job_id(const std::string& job) { return "unit-" + std::to_string(::getpid()) + "-" + job; }
+std::string marker(const std::string& job) {
+  std::string m;
+  for (auto& e : marker_env(job)) m += e + '\0';
+  return m;
+}
+// A `sleep 30` of the job's step, the guard told of it.
+pid_t job_step(const std::string& job) {
+  pid_t p = start({"sleep", "30"}, marker_env(job));
+  guard::started(p, marker(job));
+  return p;
+}
+std::chrono::steady_clock::time_point in_ms(int ms) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+}
+
+}  // namespace
+
+// The worker alive but not renewing (stopped by SIGSTOP, frozen): the pipe
+// stays open, and the guard stops the steps of the job whose fence passed,
+// those of that job alone.
+TEST(GuardFence, StopsAJobsStepsOnceItsFenceHasPassed) {
+  pid_t g = start_guard(0.2);
+  guard::fence(job_id("f1"), in_ms(300));
+  guard::fence(job_id("f2"), in_ms(60000));
+  pid_t fenced = job_step("f1");
+  pid_t other = job_step("f2");
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ended_by(fenced), SIGTERM) << "the steps of a job past its fence run on";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250)) << "stopped before its fence";
+  EXPECT_EQ(ended_by(other, 0.3), 0) << "the guard stopped a job whose fence has not passed";
+  guard::ended(fenced);
+  release_and_wait(g);  // the guard carried on: the last live group is stopped at the end
+  EXPECT_EQ(ended_by(other), SIGTERM);
+}
+
+TEST(GuardFence, ARenewedFenceKeepsTheStepsRunning) {
+  pid_t g = start_guard(0.2);
+  guard::fence(job_id("r"), in_ms(300));
+  pid_t step = job_step("r");
+  for (int i = 0; i < 10; ++i) {  // a second of renewals, each 0.3 s ahead
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    guard::fence(job_id("r"), in_ms(300));
+  }
+  EXPECT_EQ(ended_by(step, 0.05), 0) << "stopped although its fence was renewed";
+  EXPECT_EQ(ended_by(step), SIGTERM) << "not stopped once the renewals stopped";
+  guard::ended(step);
+  release_and_wait(g);
+}
+
+TEST(GuardFence, AFenceToldBeforeTheStepStartsCounts) {
+  // The worker sends a job's fence with the job's first step: a fence set
+  // while the job had none reaches the guard then.
+  pid_t g = start_guard(0.2);
+  guard::fence(job_id("b"), in_ms(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pid_t step = job_step("b");  // started after its fence: stopped at once
+  EXPECT_EQ(ended_by(step, 2), SIGTERM);
+  guard::ended(step);
+  release_and_wait(g);
+}
+
+TEST(GuardFence, AForgottenJobsStepsAreLeftToTheEnd) {
+  pid_t g = start_guard(0.2);
+  guard::fence(job_id("x"), in_ms(200));
+  pid_t step = job_step("x");
+  guard::forget(job_id("x"));
+  EXPECT_EQ(ended_by(step, 0.5), 0) << "stopped by the fence of a job that is over";
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(step), SIGTERM);
+}
+
+TEST(GuardFence, AReplacementGuardIsToldTheFences) {
+  pid_t g = start_guard(0.2);
+  guard::fence(job_id("n"), in_ms(700));
+  pid_t step = job_step("n");
+  kill_guard(g);
+  guard::exited(g);
+  pid_t replacement = guard::pid();
+  ASSERT_NE(replacement, 0);
+  EXPECT_EQ(ended_by(step, 3), SIGTERM) << "the new guard was not told of the fence";
+  guard::ended(step);
+  release_and_wait(replacement);
+}

@@ -89,6 +89,38 @@ wait_for 10 stmt_in any 0 || fail "the stopped worker's step held its transactio
 kill -CONT "$PID_a4"
 kill -TERM "$PID_a4"; wait "$PID_a4" || true
 
+# --- a run step of a worker that stops (SIGSTOP: a debugger, a frozen event
+# loop; its guard's pipe stays open): the guard stops the step once the
+# worker has not renewed the lease in time, before the lease has run out on
+# the database, so the job's next attempt never runs beside it.  Continued,
+# the worker writes nothing more for the job and carries on.
+start_worker a5 --allow-run --queue stopq
+frozen=$("$BGEXEC" submit workflow --queue stopq --max-attempts 2 "{\"steps\": [
+  {\"id\": \"s\", \"run\": [\"sh\", \"-c\",
+     \"echo \$\$ >> $M/fpids; echo run >> $M/frozen; if [ ! -e $M/fflag ]; then touch $M/fflag; sleep 61 & echo \$! >> $M/fpids; wait; fi\"]}]}") || fail submit
+E2E_PIDFILES+=("$M/fpids")
+wait_for 20 test -e "$M/fflag" || fail "step did not start"
+wait_for 5 test "$(wc -l <"$M/fpids")" -ge 2 || true
+mapfile -t left <"$M/fpids"
+(( ${#left[@]} == 2 )) || fail "step processes: ${left[*]}"
+kill -STOP "$PID_a5"
+sleep 0.3  # a heartbeat in flight lands
+expires=$(sql "SELECT extract(epoch FROM lease_expires_at) FROM bgexec.job WHERE id = $frozen")
+wait_for 5 gone "${left[@]}" || fail "the stopped worker's step processes ran on"
+now=$(date +%s.%N)
+awk -v n="$now" -v e="$expires" 'BEGIN { exit !(n < e) }' || fail "the step processes outlived the lease ($now >= $expires)"
+grep -q 'worker did not renew its leases in time: their steps were stopped' "$E2E_DIR/a5.log" || fail "no guard log line"
+start_worker b5 --allow-run --queue stopq
+wait_status "$frozen" completed 40
+[[ $(wc -l <"$M/frozen") == 2 ]] || fail "the step ran $(wc -l <"$M/frozen") times, expected 2"
+kill -CONT "$PID_a5"
+sleep 1
+kill -0 "$PID_a5" || fail "the continued worker exited"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $frozen AND kind = 'step_failed'") == 0 ]] || fail "a step_failed event"
+id=$("$BGEXEC" submit noop --queue stopq) || fail submit
+wait_status "$id" completed 30
+kill -TERM "$PID_a5" "$PID_b5"; wait "$PID_a5" || fail "a5 exit status $?"
+
 # queue_stats' terminal counts (kept by finish_many, reconcile and retry as
 # deltas) equal a count of the jobs after all of the above (one statement,
 # one snapshot)

@@ -12,6 +12,7 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -29,16 +30,32 @@ namespace bgexec::proc::guard {
 
 namespace {
 
-// One record: a header, then `len` bytes of marker ('S' only), at most
-// PIPE_BUF bytes.  The pipe is a byte stream with one writer: the guard
-// takes the records from it whole, however the writes cut them.
+using Clock = std::chrono::steady_clock;
+
+// One record: a header, then `len` bytes of payload, at most PIPE_BUF bytes
+// in all.  The pipe is a byte stream with one writer: the guard takes the
+// records from it whole, however the writes cut them.
+//   'S' a step's group started: pid = its id, payload = its marker
+//   'E' it ended (its leader reaped): pid
+//   'F' a job's fence: payload = the point (steady clock nanoseconds, 8
+//       bytes; both processes' steady clock is CLOCK_MONOTONIC), then the job id
+//   'X' the job is over, its fence goes: payload = the job id
 struct Header {
-  char op;  // 'S' started, 'E' ended
+  char op;
   char pad = 0;
   std::uint16_t len = 0;
   std::int32_t pid = 0;
 };
 constexpr std::size_t max_marker = PIPE_BUF - sizeof(Header);
+constexpr std::size_t max_job = max_marker - sizeof(std::int64_t);
+
+// The job id a marker names (BGEXEC_JOB_ID=…, the first of marker_vars);
+// empty for none.
+std::string_view job_of(const std::string& marker) {
+  std::string_view first(marker.c_str());
+  constexpr std::string_view key = "BGEXEC_JOB_ID=";
+  return first.rfind(key, 0) == 0 ? first.substr(key.size()) : std::string_view();
+}
 
 int& fd() {
   static int f = -1;
@@ -59,13 +76,23 @@ std::string& pending() {
   return p;
 }
 
-// What a guard is started with, and the groups live now, which a guard
-// started again in place of one that died must be told.
+// A job's fence as the worker keeps it: sent only while the job has steps
+// (groups) running, so a job that runs none costs no record.
+struct JobFence {
+  Clock::time_point at;
+  int groups = 0;
+  bool sent = false;
+};
+
+// What a guard is started with, and the groups live now and the fences of
+// their jobs, which a guard started again in place of one that died must be
+// told.
 struct Setup {
   std::string exe, worker_id;
   double grace_s = 0.5;
   std::map<pid_t, std::string> live;
-  std::chrono::steady_clock::time_point restarted{};  // epoch: never
+  std::map<std::string, JobFence, std::less<>> fences;
+  Clock::time_point restarted{};  // epoch: never
 };
 Setup& setup() {
   static Setup s;
@@ -74,9 +101,15 @@ Setup& setup() {
 
 bool spawn_guard(std::string& error);
 
-void enqueue(char op, pid_t pgid, const std::string& marker) {
-  Header h{op, 0, static_cast<std::uint16_t>(marker.size()), static_cast<std::int32_t>(pgid)};
-  pending().append(reinterpret_cast<const char*>(&h), sizeof h).append(marker);
+void enqueue(char op, pid_t pgid, std::string_view payload) {
+  Header h{op, 0, static_cast<std::uint16_t>(payload.size()), static_cast<std::int32_t>(pgid)};
+  pending().append(reinterpret_cast<const char*>(&h), sizeof h).append(payload);
+}
+
+void enqueue_fence(const std::string& job, Clock::time_point at) {
+  std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+  std::string payload(reinterpret_cast<const char*>(&ns), sizeof ns);
+  enqueue('F', 0, payload.append(job));
 }
 
 // Writes what is pending; false when the guard is gone (EPIPE: SIGPIPE is
@@ -113,6 +146,8 @@ bool restart(std::string& error) {
   s.restarted = now;
   if (!spawn_guard(error)) return false;
   for (const auto& [pgid, marker] : s.live) enqueue('S', pgid, marker);
+  for (auto& [job, f] : s.fences)
+    if ((f.sent = f.groups > 0)) enqueue_fence(job, f.at);
   if (flush()) return true;
   error = "the new one died at once";
   drop();
@@ -132,38 +167,33 @@ void replace(const std::string& why) {
               {{"guard_pid", std::to_string(old)}, {"error", why}, {"not_restarted", error}});
 }
 
-void send(char op, pid_t pgid, std::string_view marker) {
-  // A marker too long for one record guards the group alone.
-  std::string m(marker.size() > max_marker ? std::string_view() : marker);
-  if (op == 'S') setup().live[pgid] = m;
-  else setup().live.erase(pgid);
+// Writes the records just enqueued, which Setup already reflects.  With no
+// guard (none started, released, or one gone and not replaced yet) they are
+// dropped, and a guard started now is told the whole Setup instead.
+void deliver() {
   if (fd() < 0) {
-    // None started (or released), or one gone and not replaced yet.
+    pending().clear();
     std::string error;
     if (!setup().exe.empty() && restart(error))
       core::log("warn", "step guard started again",
                 {{"new_guard_pid", std::to_string(guard_pid())}, {"steps", std::to_string(setup().live.size())}});
     return;
   }
-  enqueue(op, pgid, m);
   if (!flush()) replace(std::strerror(errno));
 }
-
-using Clock = std::chrono::steady_clock;
 
 // The guard's work once the worker is gone: live maps each step's group id to
 // its marker.  What is the steps' is found anew in each round, as it forks
 // and dies: every live (not zombie) process in a step's group or carrying a
 // live step's marker.
-void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const std::string& worker_id) {
+void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const std::string& worker_id,
+                const char* why) {
   std::set<std::string> markers;
-  std::set<std::string> jobs;  // for the log
+  std::set<std::string, std::less<>> jobs;  // for the log
   for (const auto& [pgid, marker] : live) {
     if (marker.empty()) continue;
     markers.insert(marker);
-    // The marker begins with BGEXEC_JOB_ID=… (marker_vars' order).
-    std::string_view first(marker.c_str());
-    if (auto eq = first.find('='); eq != std::string_view::npos) jobs.emplace(first.substr(eq + 1));
+    if (auto job = job_of(marker); !job.empty()) jobs.emplace(job);
   }
   const pid_t self = ::getpid();
   auto ours = [&] {
@@ -198,7 +228,7 @@ void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const 
   }
   std::string job_list;
   for (const auto& j : jobs) job_list += (job_list.empty() ? "" : ",") + j;
-  core::log("warn", "worker gone: its steps were stopped",
+  core::log("warn", why,
             {{"worker_id", worker_id}, {"jobs", job_list}, {"steps", std::to_string(live.size())},
              {"killed", std::to_string(killed.size())}, {"left", std::to_string(left.size())}});
 }
@@ -212,6 +242,7 @@ bool start(const std::string& exe, double grace_s, const std::string& worker_id,
   s.grace_s = grace_s;
   s.worker_id = worker_id;
   s.live.clear();
+  s.fences.clear();
   s.restarted = {};
   return spawn_guard(error);
 }
@@ -268,12 +299,56 @@ bool spawn_guard(std::string& error) {
 
 pid_t pid() { return guard_pid(); }
 
-void started(pid_t pgid, const std::string& marker) { send('S', pgid, marker); }
+void started(pid_t pgid, const std::string& marker) {
+  // A marker too long for one record guards the group alone.
+  std::string m(marker.size() > max_marker ? std::string_view() : marker);
+  Setup& s = setup();
+  s.live[pgid] = m;
+  enqueue('S', pgid, m);
+  auto job = job_of(m);
+  if (auto f = s.fences.find(job); !job.empty() && f != s.fences.end()) {
+    ++f->second.groups;
+    f->second.sent = true;
+    enqueue_fence(f->first, f->second.at);
+  }
+  deliver();
+}
 
-void ended(pid_t pgid) { send('E', pgid, {}); }
+void ended(pid_t pgid) {
+  Setup& s = setup();
+  if (auto it = s.live.find(pgid); it != s.live.end()) {
+    if (auto f = s.fences.find(job_of(it->second)); f != s.fences.end() && f->second.groups > 0)
+      --f->second.groups;
+    s.live.erase(it);
+  }
+  enqueue('E', pgid, {});
+  deliver();
+}
+
+void fence(const std::string& job, Clock::time_point at) {
+  if (job.empty() || job.size() > max_job || setup().exe.empty()) return;
+  JobFence& f = setup().fences[job];
+  f.at = at;
+  if (f.groups == 0) return;  // told with the job's next step
+  f.sent = true;
+  enqueue_fence(job, at);
+  deliver();
+}
+
+void forget(const std::string& job) {
+  auto& fences = setup().fences;
+  auto it = fences.find(job);
+  if (it == fences.end()) return;
+  bool sent = it->second.sent;
+  fences.erase(it);
+  if (!sent) return;
+  enqueue('X', 0, job);
+  deliver();
+}
 
 void release() {
   setup().live.clear();
+  setup().fences.clear();
   setup().exe.clear();  // none started again
   if (fd() >= 0) drop();
 }
@@ -287,16 +362,43 @@ int main(const std::vector<std::string>& args) {
   if (!(grace_s >= 0 && grace_s < 3600)) grace_s = 0.5;
   std::string worker_id = args.size() > 1 ? args[1] : "";
   std::map<pid_t, std::string> live;
+  std::map<std::string, Clock::time_point, std::less<>> fences;
+  // The live groups of the jobs whose fence is at or before `t`.
+  auto fenced_by = [&](Clock::time_point t) {
+    std::map<pid_t, std::string> due;
+    for (const auto& [pgid, marker] : live)
+      if (auto f = fences.find(job_of(marker)); f != fences.end() && f->second <= t) due.emplace(pgid, marker);
+    return due;
+  };
   std::string buf;
   char chunk[PIPE_BUF * 4];
   for (;;) {
-    ssize_t n = ::read(0, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {  // a non-blocking stdin: wait, it is not the end
-      pollfd in{0, POLLIN, 0};
-      ::poll(&in, 1, -1);
+    // Until the first fence of a job with steps live, or for ever.
+    int timeout_ms = -1;
+    auto now = Clock::now();
+    for (const auto& [pgid, marker] : live) {
+      auto f = fences.find(job_of(marker));
+      if (f == fences.end()) continue;
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(f->second - now).count();
+      ms = std::clamp<decltype(ms)>(ms, 0, 60000);
+      if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(ms);
+    }
+    if (timeout_ms == 0) {
+      // The worker has not renewed these jobs' leases in time: were it able
+      // to act, its lease guard would have given them up by now.  They stay
+      // in `live` until the worker reaps them (their ids cannot be reused
+      // before), and are stopped again at the end should it never.
+      auto due = fenced_by(now);
+      for (const auto& [pgid, marker] : due) fences.erase(std::string(job_of(marker)));
+      stop_steps(due, grace_s, worker_id, "worker did not renew its leases in time: their steps were stopped");
       continue;
     }
+    pollfd in{0, POLLIN, 0};
+    int rc = ::poll(&in, 1, timeout_ms);
+    if (rc < 0 && errno != EINTR) break;
+    if (rc <= 0) continue;
+    ssize_t n = ::read(0, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) break;
     buf.append(chunk, static_cast<std::size_t>(n));
     std::size_t at = 0;
@@ -304,13 +406,23 @@ int main(const std::vector<std::string>& args) {
       Header h;
       std::memcpy(&h, buf.data() + at, sizeof h);
       if (buf.size() - at < sizeof h + h.len) break;
-      if (h.op == 'S') live[h.pid] = buf.substr(at + sizeof h, h.len);
-      else live.erase(h.pid);
+      std::string payload = buf.substr(at + sizeof h, h.len);
+      if (h.op == 'S') {
+        live[h.pid] = std::move(payload);
+      } else if (h.op == 'E') {
+        live.erase(h.pid);
+      } else if (h.op == 'F' && payload.size() > sizeof(std::int64_t)) {
+        std::int64_t ns;
+        std::memcpy(&ns, payload.data(), sizeof ns);
+        fences[payload.substr(sizeof ns)] = Clock::time_point(std::chrono::nanoseconds(ns));
+      } else if (h.op == 'X') {
+        fences.erase(payload);
+      }
       at += sizeof h + h.len;
     }
     buf.erase(0, at);
   }
-  if (!live.empty()) stop_steps(live, grace_s, worker_id);
+  if (!live.empty()) stop_steps(live, grace_s, worker_id, "worker gone: its steps were stopped");
   return 0;
 }
 

@@ -6,10 +6,14 @@
 // guard stops what it left running, as a stop would (TERM, then KILL after
 // the kill grace): each live step's process group, and every process that
 // carries a live step's marker (a descendant that left the group).  So a step
-// of a vanished worker does not run on beside the job's next attempt.
+// of a vanished worker does not run on beside the job's next attempt.  It
+// does the same to a job's steps, the worker alive or not, once the worker
+// has not renewed the job's lease in time (fence): a stopped worker's steps
+// do not run on either.
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -27,6 +31,16 @@ pid_t pid();
 // without a guard.
 void started(pid_t pgid, const std::string& marker);
 void ended(pid_t pgid);
+
+// The point by which the worker must have renewed the lease of the job
+// whose marker's BGEXEC_JOB_ID is `job` (its own lease guard gives the job
+// up there).  Once it passes, the guard stops that job's steps itself, the
+// worker alive or not: stopped (SIGSTOP, a debugger), frozen, or its event
+// loop stuck.  Called when the job starts and each time its lease is
+// renewed; only a job with steps running costs a record.  forget(): the job
+// is over.
+void fence(const std::string& job, std::chrono::steady_clock::time_point at);
+void forget(const std::string& job);
 
 // A child of this process was reaped: if it was the guard, another is
 // started and told of the groups live now (once, then at most every 10 s).

@@ -7,6 +7,7 @@
 #include "core/sqlstate.hpp"
 #include "core/utf8.hpp"
 #include "proc/child.hpp"
+#include "proc/guard.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -124,14 +125,27 @@ asio::awaitable<void> feed_stdin(std::shared_ptr<proc::Child> c, std::shared_ptr
 
 Job::Job(Worker& w, Claim c)
     : w_(w), c_(std::move(c)), wake_(w.executor()), deadline_timer_(w.executor()),
-      flush_timer_(w.executor()), known_seq_(c_.started_seq), append_order_(w.executor()) {}
+      flush_timer_(w.executor()), known_seq_(c_.started_seq), append_order_(w.executor()) {
+  fence_steps();
+}
 
-Job::~Job() = default;
+Job::~Job() { proc::guard::forget(id_str(id())); }
+
+// Where the lease guard gives the job up, unless renewed: the step guard
+// stops its steps a tick (0.1 s) later, should this worker be unable to act
+// (stopped, frozen).  A step the step guard ended is not reported: this
+// worker finds the lease spent by then (lease_spent).
+void Job::fence_steps() {
+  proc::guard::fence(id_str(id()), c_.lease_expiry - w_.lease_margin() + std::chrono::milliseconds(100));
+}
+
+bool Job::lease_spent() const { return Clock::now() >= c_.lease_expiry - w_.lease_margin(); }
 
 void Job::on_heartbeat(const std::string& action, Clock::time_point sent) {
   if (!live()) return;
   if (action == "ok" || action == "stop") {
     c_.lease_expiry = std::max(c_.lease_expiry, sent + seconds(w_.config().lease_s));
+    fence_steps();
     if (action == "stop") request_stop(StopReason::stop);
   } else if (action == "busy") {
     // Current, but another transaction holds the job's row: not renewed
@@ -222,8 +236,17 @@ void Job::on_write_error(const pg::Error& e) {
   }
 }
 
-asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, const pg::Params& params) {
+// Before a fenced write: a job whose lease was not renewed in time is given
+// up, as the lease guard would at its next tick, not reported (its steps may
+// have been ended by the step guard meanwhile: a worker that was stopped or
+// frozen past the fence finds them so as it wakes).
+void Job::check_lease() {
+  if (!abandoned_ && lease_spent()) abandon("lease could not be renewed before it expired");
   if (abandoned_) throw Abandoned{};
+}
+
+asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, const pg::Params& params) {
+  check_lease();
   pg::Result r;
   try {
     // Writing after the lease would have expired is pointless: the DB refuses it.
@@ -351,7 +374,7 @@ asio::awaitable<void> Job::flush_logs() {
 asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) {
   co_await flush_logs();
   while (log_flushes_ > 0) co_await wake_.wait();
-  if (abandoned_) throw Abandoned{};
+  check_lease();
   FinishResult r;
   try {
     // Waiting on a dropped connection after the lease would have expired is pointless.

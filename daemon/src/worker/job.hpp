@@ -74,6 +74,12 @@ class Job : public std::enable_shared_from_this<Job> {
 
  private:
   struct Abandoned {};
+  // The step guard's fence for this job (proc::guard::fence), from its lease.
+  void fence_steps();
+  // Past the point where the lease guard gives the job up.
+  bool lease_spent() const;
+  // Gives the job up when its lease is spent; throws Abandoned when it is given up.
+  void check_lease();
   // A step's failure: becomes the job's error object.
   struct StepFailure {
     StepFailure(std::string m, bool r, std::string why = {})

@@ -601,10 +601,14 @@ asio::awaitable<void> Worker::heartbeater() {
 // grace below it).  lease_expiry is reckoned from when the renewal was sent,
 // before the database's now(), so it errs early (a claim made in a wait:
 // from the claim as its reply tells it, less 50 ms for the reply's way).
+Clock::duration Worker::lease_margin() const {
+  return std::chrono::duration_cast<Clock::duration>(
+      seconds(std::min(cfg_.kill_grace_s + 0.1 + cfg_.lease_s / 10, cfg_.lease_s / 3)));
+}
+
 asio::awaitable<void> Worker::lease_guard() {
   const auto tick = std::chrono::milliseconds(100);
-  const auto margin =
-      seconds(std::min(cfg_.kill_grace_s + 0.1 + cfg_.lease_s / 10, cfg_.lease_s / 3));
+  const auto margin = lease_margin();
   while (!stopping_) {
     auto now = Clock::now();
     std::vector<std::shared_ptr<Job>> expired;

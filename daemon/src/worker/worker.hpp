@@ -41,6 +41,9 @@ class Worker {
   asio::awaitable<int> run();
 
   const core::WorkerConfig& config() const { return cfg_; }
+  // How long before a lease expires (by the worker's reckoning) a job whose
+  // lease could not be renewed is given up (see lease_guard).
+  Clock::duration lease_margin() const;
   asio::any_io_executor executor() { return io_.get_executor(); }
   // Resolves {{secrets.NAME}}: BGEXEC_SECRET_NAME, else --secrets-dir/NAME.
   std::optional<std::string> secret(const std::string& name) const;
