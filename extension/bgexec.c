@@ -158,7 +158,10 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress && bgexec_watchdog_enabled)
 		bgexec_watchdog_register();
 	if (process_shared_preload_libraries_in_progress)
+	{
 		bgexec_wake_init();
+		bgexec_step_session_init();
+	}
 }
 
 /*

@@ -416,6 +416,23 @@ CREATE FUNCTION bgexec._act_as(role name) RETURNS void
 COMMENT ON FUNCTION bgexec._act_as(name) IS
 	'SET LOCAL ROLE for the rest of the transaction, which can then not change role again (sql steps)';
 
+/* _step_session(job_id, lease): marks this transaction as the sql step of
+ * the job under the lease, until it ends; _end_step_sessions(job_id, lease)
+ * terminates the sessions so marked (reconcile, when it takes the lease
+ * back): the statement of a worker that stopped answering does not run on
+ * beside the job's next attempt (extension/step_session.c).  Returns false
+ * when bgexec is not preloaded (nothing marked). */
+CREATE FUNCTION bgexec._step_session(job_id bigint, lease bigint) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'bgexec_step_session'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION bgexec._step_session(bigint, bigint) IS
+	'marks this transaction as a sql step of the job under the lease, ended when reconcile takes the lease back';
+CREATE FUNCTION bgexec._end_step_sessions(job_id bigint, lease bigint) RETURNS int
+	AS 'MODULE_PATHNAME', 'bgexec_end_step_sessions'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION bgexec._end_step_sessions(bigint, bigint) IS
+	'terminates the sql step sessions of the job under the lease; how many (reconcile)';
+
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -1813,6 +1830,9 @@ BEGIN
 		   FOR UPDATE SKIP LOCKED
 	LOOP
 		v_n := v_n + 1;
+		-- The lease is taken back: a sql step its worker could not end
+		-- (stopped, frozen) ends now, rolled back.
+		PERFORM bgexec._end_step_sessions(j.id, j.lease);
 		IF j.deadline < now() THEN
 			PERFORM bgexec._terminal(j.id, 'timed_out', NULL,
 				jsonb_build_object('reason', 'timeout', 'message',
@@ -2695,5 +2715,6 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),
 	bgexec.finish_many(jsonb),
 	bgexec.reconcile(),
-	bgexec._act_as(name)
+	bgexec._act_as(name),
+	bgexec._step_session(bigint, bigint)
 	TO bgexec_worker;

@@ -36,6 +36,7 @@ extern bool bgexec_text_name_ok(const text *name, int max_len);
 
 /* wake.c: reserves the wake slots (shared_preload_libraries only) */
 extern void bgexec_wake_init(void);
+extern void bgexec_step_session_init(void);
 
 /* watchdog.c */
 extern void bgexec_watchdog_register(void);

@@ -89,6 +89,26 @@ wait_for 10 stmt_in any 0 || fail "the stopped worker's step held its transactio
 kill -CONT "$PID_a4"
 kill -TERM "$PID_a4"; wait "$PID_a4" || true
 
+# --- the same worker stopped mid-statement: the server's connection check
+# sees a live socket and the worker cannot cancel, so the statement would
+# run its minute beside the job's next attempt; reconcile, taking the lease
+# back, ends the step's session (rolled back)
+start_worker a6 --queue sqlq6
+frozen_sql=$("$BGEXEC" submit workflow --queue sqlq6 '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(60) /* frozen-sql */"}]}') || fail submit
+frozen_stmt() {
+  [[ $(sql "SELECT count(*) FROM pg_stat_activity
+             WHERE query = 'SELECT pg_sleep(60) /* frozen-sql */' AND pid <> pg_backend_pid()") == "$1" ]]
+}
+wait_for 20 frozen_stmt 1 || fail "sql step did not start"
+kill -STOP "$PID_a6"
+reconciled() { sql "SELECT bgexec.reconcile()" >/dev/null && frozen_stmt 0; }
+wait_for 15 reconciled || fail "the stopped worker's sql statement ran on after reconcile took its lease back"
+[[ $(job_status "$frozen_sql") == failed ]] || fail "job $frozen_sql is $(job_status "$frozen_sql"), expected failed"
+grep -q "terminating the sql step session (pid [0-9]*) of job $frozen_sql" "$E2E_DIR/pg/postgres.log" \
+  || fail "no server log line for the ended sql step session"
+kill -CONT "$PID_a6"
+kill -TERM "$PID_a6"; wait "$PID_a6" || true
+
 # --- a run step of a worker that stops (SIGSTOP: a debugger, a frozen event
 # loop; its guard's pipe stays open): the guard stops the step once the
 # worker has not renewed the lease in time, before the lease has run out on

@@ -801,13 +801,18 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     // - over TCP, the server probes a silent worker as the worker probes the
     //   server (pg/connection.hpp, ConnectParams): a worker cut off
     //   mid-statement is noticed in about half a minute, and the connection
-    //   check above then ends the statement.
+    //   check above then ends the statement;
+    // - marked as this job's step under this lease (_step_session): when
+    //   reconcile takes the lease back, the server ends the session, so the
+    //   statement of a worker that is alive but cannot act (stopped,
+    //   frozen) does not run on beside the job's next attempt.
     long idle_ms = std::max(1L, static_cast<long>(w_.config().lease_s * 1000));
     using Tcp = pg::TcpDefaults;
     pg::Params settings = {c_.owner, std::to_string(idle_ms), Tcp::keepalives_idle, Tcp::keepalives_interval,
-                           Tcp::keepalives_count, Tcp::tcp_user_timeout};
+                           Tcp::keepalives_count, Tcp::tcp_user_timeout, id_str(id()), id_str(lease())};
     co_await conn->query(
-        "SELECT bgexec._act_as($1), pg_catalog.set_config('client_connection_check_interval', '1000', true), "
+        "SELECT bgexec._step_session($7::bigint, $8::bigint), bgexec._act_as($1), "
+        "pg_catalog.set_config('client_connection_check_interval', '1000', true), "
         "pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true), "
         "pg_catalog.set_config('tcp_keepalives_idle', $3, true), "
         "pg_catalog.set_config('tcp_keepalives_interval', $4, true), "

@@ -1,0 +1,244 @@
+/*
+ * step_session.c — the sessions of workers' sql steps, which the database
+ * ends when it takes their lease back.
+ *
+ * A sql step runs the job owner's statement in a transaction on a session
+ * of its own.  A worker that can no longer act — stopped (SIGSTOP, a
+ * debugger), frozen, cut off with its session alive — cannot cancel it: the
+ * statement ran on (the server's connection check sees a socket still
+ * open), holding its locks and doing its writes, beside the job's next
+ * attempt on another worker.  The worker's step guard ends such a worker's
+ * processes, but not a statement on the server.
+ *
+ * So the step's transaction first calls _step_session(job_id, lease), which
+ * marks this backend's slot in shared memory with the job and the lease
+ * until the transaction ends.  When reconcile() takes a running job's lease
+ * back (it expired, or the job passed its deadline), it calls
+ * _end_step_sessions(job_id, lease): each backend whose transaction is so
+ * marked is sent SIGTERM, as pg_terminate_backend() does, and its
+ * transaction rolls back.  By then the lease has expired on the database's
+ * clock: the worker that held it may write nothing more for the job, and
+ * the statement cannot commit anything it would own.
+ *
+ * The slots are in shared memory: bgexec must be in shared_preload_libraries.
+ * Without it _step_session does nothing and no session is ended.
+ *
+ * Locking: one LWLock.  A step's transaction takes it exclusively twice
+ * (mark, clear at its end); reconcile takes it shared for a scan, only for
+ * the jobs it takes back.
+ *
+ * extension/step_session.c
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+
+#include "bgexec/bgexec.h"
+
+typedef struct StepSlot
+{
+	int			pid;			/* 0: free */
+	Oid			dboid;
+	int64		job_id;
+	int64		lease;
+} StepSlot;
+
+typedef struct StepShared
+{
+	LWLock	   *lock;
+	int			nslots;
+	StepSlot	slots[FLEXIBLE_ARRAY_MEMBER];
+} StepShared;
+
+static StepShared *step_shared = NULL;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* Whether this backend's transaction marked its slot. */
+static bool marked = false;
+static bool callback_registered = false;
+
+PG_FUNCTION_INFO_V1(bgexec_step_session);
+PG_FUNCTION_INFO_V1(bgexec_end_step_sessions);
+
+static Size
+step_shmem_size(void)
+{
+	return add_size(offsetof(StepShared, slots), mul_size(MaxBackends, sizeof(StepSlot)));
+}
+
+static void
+step_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(step_shmem_size());
+	RequestNamedLWLockTranche("bgexec_step_session", 1);
+}
+
+static void
+step_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	step_shared = ShmemInitStruct("bgexec_step_session", step_shmem_size(), &found);
+	if (!found)
+	{
+		memset(step_shared, 0, step_shmem_size());
+		step_shared->lock = &(GetNamedLWLockTranche("bgexec_step_session"))->lock;
+		step_shared->nslots = MaxBackends;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Called from _PG_init when preloaded. */
+void
+bgexec_step_session_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = step_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = step_shmem_startup;
+}
+
+/* This backend's slot; NULL without shared memory. */
+static StepSlot *
+my_slot(void)
+{
+	if (step_shared == NULL || MyBackendId < 1 || MyBackendId > step_shared->nslots)
+		return NULL;
+	return &step_shared->slots[MyBackendId - 1];
+}
+
+/* Clears this backend's mark (its transaction ended). */
+static void
+clear_mark(void)
+{
+	StepSlot   *slot = my_slot();
+
+	if (!marked)
+		return;
+	marked = false;
+	if (slot == NULL)
+		return;
+	LWLockAcquire(step_shared->lock, LW_EXCLUSIVE);
+	if (slot->pid == MyProcPid)
+		memset(slot, 0, sizeof(StepSlot));
+	LWLockRelease(step_shared->lock);
+}
+
+static void
+step_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			clear_mark();
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * _step_session(job_id bigint, lease bigint): marks this backend's
+ * transaction as the sql step of the job under the lease, until it ends.
+ * Inside a transaction block (it would end with the statement otherwise),
+ * once per transaction.
+ */
+Datum
+bgexec_step_session(PG_FUNCTION_ARGS)
+{
+	StepSlot   *slot;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job_id must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must not be null")));
+	if (!IsTransactionBlock())
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+				 errmsg("_step_session must be called inside a transaction block"),
+				 errhint("The mark lasts until the transaction ends: BEGIN first.")));
+	if (marked)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("_step_session was called already in this transaction")));
+	if (!callback_registered)
+	{
+		RegisterXactCallback(step_xact_callback, NULL);
+		callback_registered = true;
+	}
+	slot = my_slot();
+	marked = true;
+	if (slot == NULL)
+		PG_RETURN_BOOL(false);	/* not preloaded: nothing to mark */
+	LWLockAcquire(step_shared->lock, LW_EXCLUSIVE);
+	slot->pid = MyProcPid;
+	slot->dboid = MyDatabaseId;
+	slot->job_id = PG_GETARG_INT64(0);
+	slot->lease = PG_GETARG_INT64(1);
+	LWLockRelease(step_shared->lock);
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * _end_step_sessions(job_id bigint, lease bigint) → int: terminates each
+ * backend of this database whose transaction is the sql step of the job
+ * under the lease (SIGTERM: its transaction rolls back); how many.
+ * reconcile() calls it for each lease it takes back.
+ */
+Datum
+bgexec_end_step_sessions(PG_FUNCTION_ARGS)
+{
+	int64		job_id;
+	int64		lease;
+	int			n = 0;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || step_shared == NULL)
+		PG_RETURN_INT32(0);
+	job_id = PG_GETARG_INT64(0);
+	lease = PG_GETARG_INT64(1);
+	LWLockAcquire(step_shared->lock, LW_SHARED);
+	for (int i = 0; i < step_shared->nslots; i++)
+	{
+		StepSlot   *s = &step_shared->slots[i];
+
+		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId ||
+			s->job_id != job_id || s->lease != lease)
+			continue;
+		/* As pg_terminate_backend: a backend leads its process group. */
+#ifdef HAVE_SETSID
+		if (kill(-s->pid, SIGTERM) == 0)
+#else
+		if (kill(s->pid, SIGTERM) == 0)
+#endif
+		{
+			n++;
+			ereport(LOG,
+					(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
+							": its lease " INT64_FORMAT " was taken back",
+							s->pid, job_id, lease)));
+		}
+	}
+	LWLockRelease(step_shared->lock);
+	PG_RETURN_INT32(n);
+}

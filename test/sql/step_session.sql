@@ -1,0 +1,72 @@
+-- step_session: a worker's sql step marks its transaction as the job's step
+-- under its lease (_step_session); when reconcile takes the lease back it
+-- ends the sessions so marked (_end_step_sessions), so the statement of a
+-- worker that cannot act (stopped, frozen) does not run on beside the job's
+-- next attempt.  The step's session here is a dblink connection.
+\set SHOW_CONTEXT never
+\set VERBOSITY terse
+CREATE EXTENSION IF NOT EXISTS dblink;
+-- this cluster's socket, port and database
+SELECT format('host=%s port=%s dbname=%s user=%s',
+              split_part(current_setting('unix_socket_directories'), ',', 1),
+              current_setting('port'), current_database(), current_user) AS here \gset
+-- waits up to 10 s for a backend to exit; whether it did
+CREATE FUNCTION pg_temp.gone(p int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1..1000 LOOP
+		IF NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = p) THEN RETURN true; END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+	RETURN false;
+END $$;
+-- the arguments, inside a transaction block, once per transaction
+SELECT bgexec._step_session(1, 1);
+BEGIN;
+SELECT bgexec._step_session(NULL, 1);
+ROLLBACK;
+BEGIN;
+SELECT bgexec._step_session(1, NULL);
+ROLLBACK;
+BEGIN;
+SELECT bgexec._step_session(1, 1);
+SELECT bgexec._step_session(1, 1);
+ROLLBACK;
+-- never the caller's own session
+BEGIN;
+SELECT bgexec._step_session(1, 1);
+SELECT bgexec._end_step_sessions(1, 1);
+ROLLBACK;
+-- a job claimed, its sql step started in a session of its own
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "q", "sql": "SELECT 1"}]}', queue => 'ss') AS job \gset
+SELECT lease FROM bgexec.claim('w', '{ss}', 1) \gset
+SELECT dblink_connect('step', :'here');
+SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :job, :lease)) AS t(marked boolean);
+-- another lease's or another job's: left alone; a live lease: left alone
+SELECT bgexec._end_step_sessions(:job, :lease + 1) AS other_lease, bgexec._end_step_sessions(:job + 1, :lease) AS other_job;
+SELECT bgexec.reconcile() AS live_lease;
+SELECT one FROM dblink('step', 'SELECT 1') AS t(one int);
+-- the lease taken back: the step's session ends, its transaction rolled back
+SELECT expire_lease(:job);
+SELECT bgexec.reconcile();
+SELECT pg_temp.gone(:pid) AS step_session_ended;
+SELECT status, error->>'reason' AS reason FROM bgexec.job WHERE id = :job;
+SELECT dblink_disconnect('step');
+-- a transaction that ended, committed or rolled back, is no longer marked
+SELECT dblink_connect('step', :'here');
+SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', 'SELECT bgexec._step_session(7, 7)') AS t(marked boolean);
+SELECT dblink_exec('step', 'COMMIT');
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', 'SELECT bgexec._step_session(8, 8)') AS t(marked boolean);
+SELECT dblink_exec('step', 'ROLLBACK');
+SELECT bgexec._end_step_sessions(7, 7) AS committed, bgexec._end_step_sessions(8, 8) AS rolled_back;
+SELECT one FROM dblink('step', 'SELECT 1') AS t(one int);
+SELECT dblink_disconnect('step');
+-- only the worker role may mark a session; no one but reconcile ends them
+SELECT has_function_privilege('bgexec_worker', 'bgexec._step_session(bigint, bigint)', 'EXECUTE') AS worker_marks,
+       has_function_privilege('bgexec_worker', 'bgexec._end_step_sessions(bigint, bigint)', 'EXECUTE') AS worker_ends,
+       has_function_privilege('bgexec_client', 'bgexec._step_session(bigint, bigint)', 'EXECUTE') AS client_marks;
+DROP EXTENSION dblink;
