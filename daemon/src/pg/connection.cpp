@@ -389,16 +389,21 @@ class Connection::CallBound {
   asio::steady_timer timer_;
 };
 
-asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
+template <class T>
+asio::awaitable<T> Connection::in_turn(asio::awaitable<T> call) {
   co_await order_.lock();
   FifoLock::Guard guard{order_};
   CallBound bound(*this);
   try {
-    co_return co_await query_locked(sql, params, prepare);
+    co_return co_await std::move(call);
   } catch (const Error&) {
     if (bound.fired()) throw bound.unanswered();
     throw;
   }
+}
+
+asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
+  return in_turn(query_locked(sql, params, prepare));
 }
 
 asio::awaitable<Result> Connection::query_locked(const std::string& sql, const Params& params, bool prepare) {
@@ -447,15 +452,7 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
 
 asio::awaitable<nlohmann::json> Connection::query_rows(const std::string& sql, const Params& params,
                                                       std::size_t max_bytes) {
-  co_await order_.lock();
-  FifoLock::Guard guard{order_};
-  CallBound bound(*this);
-  try {
-    co_return co_await query_rows_locked(sql, params, max_bytes);
-  } catch (const Error&) {
-    if (bound.fired()) throw bound.unanswered();
-    throw;
-  }
+  return in_turn(query_rows_locked(sql, params, max_bytes));
 }
 
 asio::awaitable<nlohmann::json> Connection::query_rows_locked(const std::string& sql, const Params& params,

@@ -187,6 +187,9 @@ class Connection {
 
  private:
   class CallBound;
+  // Runs `call` in its turn on the wire, under the call bound.
+  template <class T>
+  asio::awaitable<T> in_turn(asio::awaitable<T> call);
   static void on_notice(void* arg, const char* message);
   asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare);
   asio::awaitable<nlohmann::json> query_rows_locked(const std::string& sql, const Params& params,
