@@ -395,7 +395,8 @@ int main(const std::vector<std::string>& args) {
     }
     pollfd in{0, POLLIN, 0};
     int rc = ::poll(&in, 1, timeout_ms);
-    if (rc < 0 && errno != EINTR) break;
+    if (rc < 0 && errno != EINTR)  // ENOMEM: not the worker's end, try again
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (rc <= 0) continue;
     ssize_t n = ::read(0, chunk, sizeof chunk);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
