@@ -101,12 +101,16 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
   // A call the database leaves unanswered (a backend stopped or stuck, the
   // server's host alive but the server not) is dropped and made again on a
   // fresh connection.  The heartbeat's bound is a quarter of the lease, so
-  // its retry renews the leases before lease_guard gives them up; the
-  // finish's too, so its retries fit in the lease they are fenced by.  The
-  // others wait longer (await_claim waits up to a second by design).
+  // its retry renews the leases before lease_guard gives them up (it never
+  // waits for a lock).  The finish's too, so its retries fit in the lease
+  // they are fenced by, but at least 2 s: finish_many waits up to 500 ms
+  // for a job row another transaction holds before it gives up on that row
+  // (its lock_timeout), an answer that must not be cut short.  The others
+  // wait longer (await_claim waits up to a second by design, append_events
+  // for a row lock as finish_many does).
   auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); };
   hb_.set_call_timeout(ms(cfg_.lease_s / 4));
-  fin_.set_call_timeout(ms(cfg_.lease_s / 4));
+  fin_.set_call_timeout(ms(std::max(cfg_.lease_s / 4, 2.0)));
   ctl_.set_call_timeout(ms(std::max(cfg_.lease_s, 5.0)));
   listen_.set_call_timeout(ms(std::max(cfg_.lease_s, 5.0)));
   for (char** e = environ; e && *e; ++e)
