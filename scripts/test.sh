@@ -54,7 +54,10 @@ if [[ " $SUITES " == *" e2e "* ]]; then
   for t in test/e2e/[0-9]*.sh; do
     [[ -e $t ]] || continue
     echo "== e2e $(basename "$t")"
-    timeout 600 bash "$t"; result "e2e/$(basename "$t" .sh)" $?
+    # The status first: expanding $(basename …) in result's arguments
+    # would reset $? to 0 before it is read, and every failure passed.
+    timeout 600 bash "$t"; rc=$?
+    result "e2e/$(basename "$t" .sh)" "$rc"
   done
 fi
 
