@@ -20,6 +20,8 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -39,6 +41,31 @@ char	   *bgexec_database = NULL;
 bool		bgexec_watchdog_enabled = true;
 
 void		_PG_init(void);
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* shmem_request_hook: each module reserves its shared memory and locks. */
+static void
+bgexec_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	bgexec_wake_shmem_request();
+	bgexec_step_session_shmem_request();
+}
+
+/* shmem_startup_hook: each module attaches to (or creates) its structure. */
+static void
+bgexec_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	bgexec_wake_shmem_startup();
+	bgexec_step_session_shmem_startup();
+	LWLockRelease(AddinShmemInitLock);
+}
 
 PG_FUNCTION_INFO_V1(bgexec_caller);
 PG_FUNCTION_INFO_V1(bgexec_owner);
@@ -159,8 +186,10 @@ _PG_init(void)
 		bgexec_watchdog_register();
 	if (process_shared_preload_libraries_in_progress)
 	{
-		bgexec_wake_init();
-		bgexec_step_session_init();
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = bgexec_shmem_request;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = bgexec_shmem_startup;
 	}
 }
 

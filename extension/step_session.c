@@ -36,7 +36,6 @@
 #include "access/xact.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
@@ -58,8 +57,6 @@ typedef struct StepShared
 } StepShared;
 
 static StepShared *step_shared = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* Whether this backend's transaction marked its slot. */
 static bool marked = false;
@@ -74,23 +71,20 @@ step_shmem_size(void)
 	return add_size(offsetof(StepShared, slots), mul_size(MaxBackends, sizeof(StepSlot)));
 }
 
-static void
-step_shmem_request(void)
+/* Reserves the slots and their lock (bgexec.c's shmem_request_hook). */
+void
+bgexec_step_session_shmem_request(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
 	RequestAddinShmemSpace(step_shmem_size());
 	RequestNamedLWLockTranche("bgexec_step_session", 1);
 }
 
-static void
-step_shmem_startup(void)
+/* Attaches to (or creates) the slots (bgexec.c's shmem_startup_hook). */
+void
+bgexec_step_session_shmem_startup(void)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	step_shared = ShmemInitStruct("bgexec_step_session", step_shmem_size(), &found);
 	if (!found)
 	{
@@ -98,17 +92,6 @@ step_shmem_startup(void)
 		step_shared->lock = &(GetNamedLWLockTranche("bgexec_step_session"))->lock;
 		step_shared->nslots = MaxBackends;
 	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/* Called from _PG_init when preloaded. */
-void
-bgexec_step_session_init(void)
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = step_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = step_shmem_startup;
 }
 
 /* This backend's slot; NULL without shared memory. */

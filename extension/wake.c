@@ -140,8 +140,6 @@ typedef struct WakeRequest
 } WakeRequest;
 
 static WakeShared *wake_shared = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static WakeRequest *requests = NULL;	/* in TopTransactionContext */
 static int	nrequests = 0;
@@ -161,25 +159,20 @@ wake_shmem_size(void)
 	return add_size(offsetof(WakeShared, slots), mul_size(MaxBackends, sizeof(WakeSlot)));
 }
 
-/* shmem_request_hook: reserves the slots and their lock. */
-static void
-wake_shmem_request(void)
+/* Reserves the slots and their lock (bgexec.c's shmem_request_hook). */
+void
+bgexec_wake_shmem_request(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
 	RequestAddinShmemSpace(wake_shmem_size());
 	RequestNamedLWLockTranche("bgexec_wake", 1);
 }
 
-/* shmem_startup_hook: attaches to (or creates) the slots. */
-static void
-wake_shmem_startup(void)
+/* Attaches to (or creates) the slots (bgexec.c's shmem_startup_hook). */
+void
+bgexec_wake_shmem_startup(void)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	wake_shared = ShmemInitStruct("bgexec_wake", wake_shmem_size(), &found);
 	if (!found)
 	{
@@ -187,17 +180,6 @@ wake_shmem_startup(void)
 		wake_shared->lock = &(GetNamedLWLockTranche("bgexec_wake"))->lock;
 		wake_shared->nslots = MaxBackends;
 	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/* Called from _PG_init when preloaded. */
-void
-bgexec_wake_init(void)
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = wake_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = wake_shmem_startup;
 }
 
 /* Hash of a name, as slots and requests keep it. */

@@ -34,9 +34,15 @@ extern bool bgexec_name_chars_ok(const char *s, int len, int max_len,
  * [A-Za-z0-9_.:-]) on a text value. */
 extern bool bgexec_text_name_ok(const text *name, int max_len);
 
-/* wake.c: reserves the wake slots (shared_preload_libraries only) */
-extern void bgexec_wake_init(void);
-extern void bgexec_step_session_init(void);
+/*
+ * Shared memory (shared_preload_libraries only): bgexec.c's hooks call each
+ * module's request (RequestAddinShmemSpace, its LWLock tranche) and startup
+ * (ShmemInitStruct, with AddinShmemInitLock held).
+ */
+extern void bgexec_wake_shmem_request(void);		/* wake.c: wake slots */
+extern void bgexec_wake_shmem_startup(void);
+extern void bgexec_step_session_shmem_request(void);	/* step_session.c */
+extern void bgexec_step_session_shmem_startup(void);
 
 /* watchdog.c */
 extern void bgexec_watchdog_register(void);
