@@ -319,3 +319,23 @@ TEST(GuardFence, AReplacementGuardIsToldTheFences) {
   guard::ended(step);
   release_and_wait(replacement);
 }
+
+// A stop takes up to the kill grace (here 2 s, for a step that ignores
+// TERM): a fence that passes meanwhile is kept on time, not after it.
+TEST(GuardFence, AFenceIsKeptWhileAnotherJobIsBeingStopped) {
+  pid_t g = start_guard(2.0);
+  guard::fence(job_id("slow"), in_ms(200));
+  guard::fence(job_id("next"), in_ms(400));
+  // SIG_IGN is inherited across exec: both the shell and its sleep ignore TERM.
+  pid_t slow = start({"sh", "-c", "trap '' TERM; sleep 30 & wait"}, marker_env("slow"));
+  guard::started(slow, marker("slow"));
+  pid_t next = job_step("next");
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ended_by(next, 5), SIGTERM);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500))
+      << "the second fence waited for the first job's stop (the kill grace)";
+  EXPECT_EQ(ended_by(slow, 5), SIGKILL);
+  guard::ended(slow);
+  guard::ended(next);
+  release_and_wait(g);
+}

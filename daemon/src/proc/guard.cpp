@@ -358,6 +358,7 @@ int main(const std::vector<std::string>& args) {
   // `pkill bgexec` that drains the worker must not take its guard first.
   // It exits by itself once the worker is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, SIG_IGN);
+  ::signal(SIGCHLD, SIG_IGN);  // the children that stop fenced jobs reap themselves
   double grace_s = args.empty() ? 0.5 : std::strtod(args[0].c_str(), nullptr);
   if (!(grace_s >= 0 && grace_s < 3600)) grace_s = 0.5;
   std::string worker_id = args.size() > 1 ? args[1] : "";
@@ -390,7 +391,16 @@ int main(const std::vector<std::string>& args) {
       // before), and are stopped again at the end should it never.
       auto due = fenced_by(now);
       for (const auto& [pgid, marker] : due) fences.erase(std::string(job_of(marker)));
-      stop_steps(due, grace_s, worker_id, "worker did not renew its leases in time: their steps were stopped");
+      // In a child of its own: a stop takes up to the kill grace and a
+      // second, and the fences of other jobs that pass meanwhile must be
+      // kept on time.  Here, when no child can be had.
+      const char* why = "worker did not renew its leases in time: their steps were stopped";
+      pid_t stopper = ::fork();
+      if (stopper == 0) {
+        stop_steps(due, grace_s, worker_id, why);
+        std::_Exit(0);
+      }
+      if (stopper < 0) stop_steps(due, grace_s, worker_id, why);
       continue;
     }
     pollfd in{0, POLLIN, 0};
