@@ -87,8 +87,25 @@ void kill_guard(pid_t g) {
   ASSERT_EQ(::waitpid(g, nullptr, 0), g);
 }
 
+// The job id of a job the tests name `job`, its step's environment marker
+// (as Child::spawn sets it) and that marker as the guard is told of it.
+std::string job_id(const std::string& job) { return "unit-" + std::to_string(::getpid()) + "-" + job; }
 std::vector<std::string> marker_env(const std::string& job) {
-  return {"BGEXEC_JOB_ID=unit-" + std::to_string(::getpid()) + "-" + job, "BGEXEC_STEP_ID=s", "BGEXEC_ATTEMPT=1"};
+  return {"BGEXEC_JOB_ID=" + job_id(job), "BGEXEC_STEP_ID=s", "BGEXEC_ATTEMPT=1"};
+}
+std::string marker(const std::string& job) {
+  std::string m;
+  for (auto& e : marker_env(job)) m += e + '\0';
+  return m;
+}
+// A `sleep 30` of the job's step, the guard told of it.
+pid_t job_step(const std::string& job) {
+  pid_t p = start({"sleep", "30"}, marker_env(job));
+  guard::started(p, marker(job));
+  return p;
+}
+std::chrono::steady_clock::time_point in_ms(int ms) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
 }
 
 }  // namespace
@@ -111,9 +128,7 @@ TEST(Guard, StopsWhatCarriesALiveStepsMarker) {
   pid_t leader = start({"sleep", "30"}, marker_env("7"));
   pid_t escaped = start({"sleep", "30"}, marker_env("7"));  // its own group: as after setsid
   pid_t other = start({"sleep", "30"}, marker_env("8"));    // another step's, not live here
-  std::string marker;
-  for (auto& e : marker_env("7")) marker += e + '\0';
-  guard::started(leader, marker);
+  guard::started(leader, marker("7"));
   release_and_wait(g);
   EXPECT_EQ(ended_by(leader), SIGTERM);
   EXPECT_EQ(ended_by(escaped), SIGTERM);
@@ -232,26 +247,6 @@ TEST(Guard, AGuardThatKeepsDyingIsStartedAgainOnlyTenSecondsOn) {
   EXPECT_EQ(ended_by(later), SIGTERM);
 }
 
-namespace {
-
-// The job id marker_env(job) carries, and its marker.
-std::string job_id(const std::string& job) { return "unit-" + std::to_string(::getpid()) + "-" + job; }
-std::string marker(const std::string& job) {
-  std::string m;
-  for (auto& e : marker_env(job)) m += e + '\0';
-  return m;
-}
-// A `sleep 30` of the job's step, the guard told of it.
-pid_t job_step(const std::string& job) {
-  pid_t p = start({"sleep", "30"}, marker_env(job));
-  guard::started(p, marker(job));
-  return p;
-}
-std::chrono::steady_clock::time_point in_ms(int ms) {
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-}
-
-}  // namespace
 
 // The worker alive but not renewing (stopped by SIGSTOP, frozen): the pipe
 // stays open, and the guard stops the steps of the job whose fence passed,

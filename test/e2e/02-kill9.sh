@@ -61,15 +61,15 @@ kill -TERM "$PID_b2"; wait "$PID_b2" || true
 # --- a sql step of a killed worker: the server ends its statement within
 # about a second (the step's session checks that its client is there)
 # instead of running it on, holding its locks, beside the next attempt
-stmt_running() {
+stmt_running() {  # STATEMENT COUNT
   [[ $(sql "SELECT count(*) FROM pg_stat_activity
-             WHERE query = 'SELECT pg_sleep(60) /* kill9-sql */' AND pid <> pg_backend_pid()") == "$1" ]]
+             WHERE query = '$1' AND pid <> pg_backend_pid()") == "$2" ]]
 }
 start_worker a3 --queue sqlq
 "$BGEXEC" submit workflow --queue sqlq '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(60) /* kill9-sql */"}]}' >/dev/null || fail submit
-wait_for 20 stmt_running 1 || fail "sql step did not start"
+wait_for 20 stmt_running 'SELECT pg_sleep(60) /* kill9-sql */' 1 || fail "sql step did not start"
 kill -KILL "$PID_a3"; wait "$PID_a3" 2>/dev/null || true
-wait_for 10 stmt_running 0 || fail "the sql step's statement outlived its worker"
+wait_for 10 stmt_running 'SELECT pg_sleep(60) /* kill9-sql */' 0 || fail "the sql step's statement outlived its worker"
 
 # --- a sql step of a worker that stops answering (SIGSTOP: a frozen host, a
 # partition): idle in its transaction after the statement, waiting for a
@@ -95,13 +95,9 @@ kill -TERM "$PID_a4"; wait "$PID_a4" || true
 # back, ends the step's session (rolled back)
 start_worker a6 --queue sqlq6
 frozen_sql=$("$BGEXEC" submit workflow --queue sqlq6 '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(60) /* frozen-sql */"}]}') || fail submit
-frozen_stmt() {
-  [[ $(sql "SELECT count(*) FROM pg_stat_activity
-             WHERE query = 'SELECT pg_sleep(60) /* frozen-sql */' AND pid <> pg_backend_pid()") == "$1" ]]
-}
-wait_for 20 frozen_stmt 1 || fail "sql step did not start"
+wait_for 20 stmt_running 'SELECT pg_sleep(60) /* frozen-sql */' 1 || fail "sql step did not start"
 kill -STOP "$PID_a6"
-reconciled() { sql "SELECT bgexec.reconcile()" >/dev/null && frozen_stmt 0; }
+reconciled() { sql "SELECT bgexec.reconcile()" >/dev/null && stmt_running 'SELECT pg_sleep(60) /* frozen-sql */' 0; }
 wait_for 15 reconciled || fail "the stopped worker's sql statement ran on after reconcile took its lease back"
 [[ $(job_status "$frozen_sql") == failed ]] || fail "job $frozen_sql is $(job_status "$frozen_sql"), expected failed"
 grep -q "terminating the sql step session (pid [0-9]*) of job $frozen_sql" "$E2E_DIR/pg/postgres.log" \

@@ -95,29 +95,10 @@ asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql
     Slot* s;
     ~Release() { p->release(s); }
   } guard{this, s};
-  // The bound on the whole call, retry and reconnect included.  The state is
-  // shared with the timer's handler, which may run after this frame is gone.
-  struct Deadline {
-    bool done = false, fired = false;
-  };
-  auto deadline = std::make_shared<Deadline>();
-  asio::steady_timer timer(ex_);
-  struct Disarm {
-    Deadline& d;
-    asio::steady_timer& t;
-    ~Disarm() {
-      d.done = true;
-      t.cancel();
-    }
-  } disarm{*deadline, timer};
-  if (statement_timeout_ms_ > 0) {
-    timer.expires_after(std::chrono::milliseconds(statement_timeout_ms_) + unanswered_grace);
-    timer.async_wait([deadline, conn = s->conn.get()](const boost::system::error_code& ec) {
-      if (ec || deadline->done) return;
-      deadline->fired = true;
-      conn->close();  // the pending wait ends with an Error
-    });
-  }
+  // The bound on the whole call, retry and reconnect included.
+  pg::Deadline deadline(*s->conn, statement_timeout_ms_ > 0
+                                      ? std::chrono::milliseconds(statement_timeout_ms_) + unanswered_grace
+                                      : std::chrono::milliseconds(0));
   auto unanswered = [this] {
     auto msg = "the database did not answer within " +
                std::to_string(statement_timeout_ms_ + unanswered_grace.count()) +
@@ -128,15 +109,15 @@ asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql
     co_return co_await run(*s, role, sql, params);
   } catch (const RoleSwitchLost&) {
     // the statement never reached the server: always safe to retry
-    if (deadline->fired) throw unanswered();
+    if (deadline.fired()) throw unanswered();
   } catch (const pg::Error& e) {
-    if (deadline->fired) throw unanswered();
+    if (deadline.fired()) throw unanswered();
     if (!idempotent || !e.connection_lost()) throw;
   }
   try {
     co_return co_await run(*s, role, sql, params);
   } catch (const pg::Error&) {
-    if (deadline->fired) throw unanswered();
+    if (deadline.fired()) throw unanswered();
     throw;
   }
 }

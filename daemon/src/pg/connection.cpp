@@ -351,53 +351,37 @@ void Connection::send_text(const std::string& sql, const std::vector<const char*
     fail(name_ + ": send");
 }
 
-// The bound of set_call_timeout on one call, armed once the call has its
-// turn: when it passes, the connection is closed, which ends the wait in
-// flight with an Error; the call then throws unanswered() instead.  The
-// state is shared with the timer's handler, which may run after the call's
-// frame is gone.
-class Connection::CallBound {
- public:
-  explicit CallBound(Connection& c) : conn_(c), timer_(c.ex_) {
-    if (c.call_timeout_.count() <= 0) return;
-    timer_.expires_after(c.call_timeout_);
-    timer_.async_wait([st = state_, &c](const boost::system::error_code& ec) {
-      if (ec || st->done) return;
-      st->fired = true;
-      c.close();
-    });
-  }
-  ~CallBound() {
-    state_->done = true;
-    timer_.cancel();
-  }
-  CallBound(const CallBound&) = delete;
-  CallBound& operator=(const CallBound&) = delete;
-  bool fired() const { return state_->fired; }
-  Error unanswered() const {
-    char s[32];
-    std::snprintf(s, sizeof s, "%g", std::chrono::duration<double>(conn_.call_timeout_).count());
-    return Error("08006", conn_.name_ + ": the database did not answer within " + s + " s; connection dropped");
-  }
+Deadline::Deadline(Connection& conn, std::chrono::steady_clock::duration after) : timer_(conn.executor()) {
+  if (after.count() <= 0) return;
+  timer_.expires_after(after);
+  timer_.async_wait([st = state_, &conn](const boost::system::error_code& ec) {
+    if (ec || st->done) return;
+    st->fired = true;
+    conn.close();  // the pending wait ends with an Error
+  });
+}
 
- private:
-  struct State {
-    bool done = false, fired = false;
-  };
-  Connection& conn_;
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-  asio::steady_timer timer_;
-};
+Deadline::~Deadline() {
+  state_->done = true;
+  timer_.cancel();
+}
 
+Error Connection::unanswered() const {
+  char s[32];
+  std::snprintf(s, sizeof s, "%g", std::chrono::duration<double>(call_timeout_).count());
+  return Error("08006", name_ + ": the database did not answer within " + s + " s; connection dropped");
+}
+
+// The call bound counts from the call's turn on the wire.
 template <class T>
 asio::awaitable<T> Connection::in_turn(asio::awaitable<T> call) {
   co_await order_.lock();
   FifoLock::Guard guard{order_};
-  CallBound bound(*this);
+  Deadline bound(*this, call_timeout_);
   try {
     co_return co_await std::move(call);
   } catch (const Error&) {
-    if (bound.fired()) throw bound.unanswered();
+    if (bound.fired()) throw unanswered();
     throw;
   }
 }

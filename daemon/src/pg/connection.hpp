@@ -160,7 +160,8 @@ class Connection {
   // catches one that still acknowledges every packet and answers nothing:
   // a backend stopped or stuck, a proxy holding the session.  0 (the
   // default): no bound.
-  void set_call_timeout(std::chrono::milliseconds bound) { call_timeout_ = bound; }
+  void set_call_timeout(std::chrono::steady_clock::duration bound) { call_timeout_ = bound; }
+  const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
   // session (the hot worker calls).  When the server loses it (SQLSTATE
@@ -186,10 +187,11 @@ class Connection {
   void set_notice_sink(std::function<void(std::string)> sink) { notice_sink_ = std::move(sink); }
 
  private:
-  class CallBound;
-  // Runs `call` in its turn on the wire, under the call bound.
+  // Runs `call` in its turn on the wire, under the call bound.  unanswered():
+  // the error of a call that outlived it.
   template <class T>
   asio::awaitable<T> in_turn(asio::awaitable<T> call);
+  Error unanswered() const;
   static void on_notice(void* arg, const char* message);
   asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare);
   asio::awaitable<nlohmann::json> query_rows_locked(const std::string& sql, const Params& params,
@@ -214,8 +216,30 @@ class Connection {
   int fd_ = -1;
   FifoLock order_;  // one statement at a time on the wire, in FIFO order
   bool prepare_ok_ = true;
-  std::chrono::milliseconds call_timeout_{0};
+  std::chrono::steady_clock::duration call_timeout_{0};
   std::set<std::string> prepared_;
+};
+
+// A bound on a call on `conn`, for as long as the Deadline lives: once
+// `after` has passed, the connection is closed, so the wait in flight ends
+// with an Error, and fired() tells the caller why.  A bound of zero (or
+// less) is none.  The state is shared with the timer's handler, which may
+// run after the Deadline is gone.  Connection's call bound and the
+// gateway's pool use it.
+class Deadline {
+ public:
+  Deadline(Connection& conn, std::chrono::steady_clock::duration after);
+  ~Deadline();
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+  bool fired() const { return state_->fired; }
+
+ private:
+  struct State {
+    bool done = false, fired = false;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  asio::steady_timer timer_;
 };
 
 }  // namespace bgexec::pg

@@ -63,7 +63,9 @@ class Job : public std::enable_shared_from_this<Job> {
   // Whether its finish reached the database (applied or refused): the job
   // is no longer running under its lease there.
   bool finish_written() const { return finish_written_; }
-  Clock::time_point lease_expiry() const { return c_.lease_expiry; }
+  // Past the point where the lease guard gives the job up (its lease
+  // expiry less Worker::lease_margin).
+  bool lease_spent() const;
 
   // Heartbeat answer for this lease (ok|stop|lost), for a heartbeat sent at `sent`.
   void on_heartbeat(const std::string& action, Clock::time_point sent);
@@ -76,8 +78,6 @@ class Job : public std::enable_shared_from_this<Job> {
   struct Abandoned {};
   // The step guard's fence for this job (proc::guard::fence), from its lease.
   void fence_steps();
-  // Past the point where the lease guard gives the job up.
-  bool lease_spent() const;
   // Gives the job up when its lease is spent; throws Abandoned when it is given up.
   void check_lease();
   // A step's failure: becomes the job's error object.

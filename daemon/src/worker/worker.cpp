@@ -108,11 +108,10 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
   // (its lock_timeout), an answer that must not be cut short.  The others
   // wait longer (await_claim waits up to a second by design, append_events
   // for a row lock as finish_many does).
-  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); };
-  hb_.set_call_timeout(ms(cfg_.lease_s / 4));
-  fin_.set_call_timeout(ms(std::max(cfg_.lease_s / 4, 2.0)));
-  ctl_.set_call_timeout(ms(std::max(cfg_.lease_s, 5.0)));
-  listen_.set_call_timeout(ms(std::max(cfg_.lease_s, 5.0)));
+  hb_.set_call_timeout(seconds(cfg_.lease_s / 4));
+  fin_.set_call_timeout(seconds(std::max(cfg_.lease_s / 4, 2.0)));
+  ctl_.set_call_timeout(seconds(std::max(cfg_.lease_s, 5.0)));
+  listen_.set_call_timeout(seconds(std::max(cfg_.lease_s, 5.0)));
   for (char** e = environ; e && *e; ++e)
     if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
 }
@@ -612,12 +611,10 @@ Clock::duration Worker::lease_margin() const {
 
 asio::awaitable<void> Worker::lease_guard() {
   const auto tick = std::chrono::milliseconds(100);
-  const auto margin = lease_margin();
   while (!stopping_) {
-    auto now = Clock::now();
     std::vector<std::shared_ptr<Job>> expired;
     for (auto& [id, job] : jobs_)
-      if (job->live() && job->lease_expiry() - margin <= now) expired.push_back(job);
+      if (job->live() && job->lease_spent()) expired.push_back(job);
     for (auto& job : expired) job->abandon("lease could not be renewed before it expired");
     co_await sleep_for(tick);
   }
