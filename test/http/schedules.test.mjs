@@ -5,6 +5,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { api, psql, uniq, A, B } from './lib.mjs';
 
+// Makes the schedule due and runs reconcile().  The in-server watchdog runs
+// reconcile() every second too, and each skips the schedule rows the other
+// holds (FOR UPDATE SKIP LOCKED): when the watchdog took this one first, our
+// call returned before its job was committed.  Locking the row waits for it.
+function fireDue(name) {
+  psql(`UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = '${name}'`);
+  psql('SELECT bgexec.reconcile()');
+  psql(`SELECT 1 FROM bgexec.schedule WHERE name = '${name}' FOR UPDATE`);
+}
+
 test('schedules: create, replace, read, list, delete; a tenant sees only its own', async () => {
   const name = uniq('nightly');
   const queue = uniq('sq');
@@ -35,8 +45,7 @@ test('schedules: create, replace, read, list, delete; a tenant sees only its own
   assert.ok(!(await api('GET', '/v1/schedules', { token: B })).body.schedules.some((s) => s.name === name));
   assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: B })).status, 404);
   // fired by reconcile(), as its owner
-  psql(`UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = '${name}'`);
-  psql('SELECT bgexec.reconcile()');
+  fireDue(name);
   const jobs = await api('GET', `/v1/jobs?queue=${queue}`, { token: A });
   assert.equal(jobs.body.jobs.length, 1);
   assert.equal(jobs.body.jobs[0].owner, 'tenant_a');
@@ -56,8 +65,7 @@ test('schedules: pause fires nothing until resume, which answers the next run; o
   assert.equal(paused.status, 200, paused.text);
   assert.deepEqual(paused.body, { name, paused: true });
   assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).body.paused, true);
-  psql(`UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = '${name}'`);
-  psql('SELECT bgexec.reconcile()');
+  fireDue(name);
   assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 0);
   assert.equal((await api('POST', `/v1/schedules/${name}/resume`, { token: B })).status, 404);
   const resumed = await api('POST', `/v1/schedules/${name}/resume`, { token: A });
@@ -65,8 +73,7 @@ test('schedules: pause fires nothing until resume, which answers the next run; o
   assert.equal(resumed.body.paused, false);
   assert.match(resumed.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:\d[05]:00Z$/);
   assert.ok(Date.parse(resumed.body.next_run_at) > Date.now() - 60_000, resumed.body.next_run_at);
-  psql(`UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = '${name}'`);
-  psql('SELECT bgexec.reconcile()');
+  fireDue(name);
   assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 1);
   assert.equal((await api('POST', `/v1/schedules/no-such/pause`, { token: A })).status, 404);
   assert.equal((await api('POST', `/v1/schedules/no-such/resume`, { token: A })).status, 404);
