@@ -2,6 +2,7 @@
 // real `bgexec __guard` is told of process groups as the worker tells it,
 // and its pipe is closed as a worker killed by SIGKILL leaves it.
 #include "proc/guard.hpp"
+#include "proc/procfs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -333,4 +335,36 @@ TEST(GuardFence, AFenceIsKeptWhileAnotherJobIsBeingStopped) {
   guard::ended(slow);
   guard::ended(next);
   release_and_wait(g);
+}
+
+// The two ways the worker lists its children (to find orphans it adopted as
+// subreaper): the kernel's per-thread lists, and every process's parent in
+// /proc/PID/stat, used where the kernel has no such lists.  Both must find a
+// child forked by a thread that has since exited (the kernel moves it to a
+// live thread's list), and neither a grandchild.
+TEST(ProcFs, BothWaysOfListingChildrenFindTheSameOnes) {
+  std::vector<pid_t> want = {start({"sleep", "30"}), start({"sh", "-c", "sleep 30 & wait"})};
+  std::thread([&] { want.push_back(start({"sleep", "30"})); }).join();
+  // the shell's sleep, once the shell has started it
+  pid_t grandchild = 0;
+  for (int i = 0; i < 500 && grandchild == 0; ++i) {
+    for (pid_t p : bgexec::proc::children_by_stat(want[1])) grandchild = p;
+    if (grandchild == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_NE(grandchild, 0) << "the shell did not start its sleep";
+  auto sorted = [](std::vector<pid_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto check = [&](const std::vector<pid_t>& kids, const char* how) {
+    for (pid_t p : want) EXPECT_NE(std::find(kids.begin(), kids.end(), p), kids.end()) << how << " missed " << p;
+    EXPECT_EQ(std::find(kids.begin(), kids.end(), grandchild), kids.end()) << how << " listed a grandchild";
+  };
+  std::vector<pid_t> by_stat = bgexec::proc::children_by_stat(::getpid());
+  check(by_stat, "children_by_stat");
+  if (std::vector<pid_t> listed; bgexec::proc::listed_children(listed)) {
+    check(listed, "listed_children");
+    EXPECT_EQ(sorted(listed), sorted(by_stat));
+  }
+  for (pid_t p : want) kill_and_reap(p);
 }

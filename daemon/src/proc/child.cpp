@@ -55,32 +55,10 @@ Child* registered(pid_t pid) {
   return nullptr;
 }
 
-// This process's children.  Each thread lists those it forked, and an
-// adopted orphan goes to the first live thread: /proc/self/task/*/children.
-// A kernel without those files (CONFIG_PROC_CHILDREN) is asked for every
-// process's parent instead, in /proc/PID/stat.
+// This process's children (procfs.hpp).
 std::vector<pid_t> children() {
-  static const bool listed =
-      ::access(("/proc/self/task/" + std::to_string(::getpid()) + "/children").c_str(), R_OK) == 0;
   std::vector<pid_t> kids;
-  std::string text;
-  if (listed) {
-    for_each_pid_entry("/proc/self/task", [&](const char* tid) {
-      if (!read_proc(std::string("/proc/self/task/") + tid + "/children", text)) return;
-      const char* p = text.c_str();
-      for (char* end;; p = end) {
-        long pid = std::strtol(p, &end, 10);
-        if (end == p) break;
-        kids.push_back(static_cast<pid_t>(pid));
-      }
-    });
-  } else {
-    const pid_t self = ::getpid();
-    for_each_pid_entry("/proc", [&](const char* name) {
-      pid_t pid = static_cast<pid_t>(std::atoi(name));
-      if (ProcStat st; proc_stat(pid, st) && st.ppid == self) kids.push_back(pid);
-    });
-  }
+  if (!listed_children(kids)) kids = children_by_stat(::getpid());
   return kids;
 }
 

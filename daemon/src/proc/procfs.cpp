@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace bgexec::proc {
@@ -36,6 +37,32 @@ bool proc_stat(pid_t pid, ProcStat& out) {
   out.ppid = ppid;
   out.pgrp = pgrp;
   return true;
+}
+
+bool listed_children(std::vector<pid_t>& out) {
+  static const bool listed =
+      ::access(("/proc/self/task/" + std::to_string(::getpid()) + "/children").c_str(), R_OK) == 0;
+  if (!listed) return false;
+  std::string text;
+  for_each_pid_entry("/proc/self/task", [&](const char* tid) {
+    if (!read_proc(std::string("/proc/self/task/") + tid + "/children", text)) return;
+    const char* p = text.c_str();
+    for (char* end;; p = end) {
+      long pid = std::strtol(p, &end, 10);
+      if (end == p) break;
+      out.push_back(static_cast<pid_t>(pid));
+    }
+  });
+  return true;
+}
+
+std::vector<pid_t> children_by_stat(pid_t parent) {
+  std::vector<pid_t> kids;
+  for_each_pid_entry("/proc", [&](const char* name) {
+    pid_t pid = static_cast<pid_t>(std::atoi(name));
+    if (ProcStat st; proc_stat(pid, st) && st.ppid == parent) kids.push_back(pid);
+  });
+  return kids;
 }
 
 std::string marker_of_pid(pid_t pid) {

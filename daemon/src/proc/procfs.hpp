@@ -8,6 +8,7 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bgexec::proc {
 
@@ -49,6 +50,16 @@ bool proc_stat(pid_t pid, ProcStat& out);
 // Reads a /proc file whole; false when it cannot be (its process may have
 // gone at any moment: ENOENT, ESRCH).
 bool read_proc(const std::string& path, std::string& out);
+
+// This process's children as the kernel lists them: each thread's, in
+// /proc/self/task/TID/children (an adopted orphan goes to the first live
+// thread).  False, and out untouched, on a kernel without those files
+// (CONFIG_PROC_CHILDREN off).
+bool listed_children(std::vector<pid_t>& out);
+
+// The processes whose parent is `parent`, found by reading every
+// /proc/PID/stat: what listed_children falls back on.
+std::vector<pid_t> children_by_stat(pid_t parent);
 
 // Calls f with the name of each numeric entry of a /proc directory.
 template <class F>
