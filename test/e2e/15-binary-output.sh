@@ -70,5 +70,18 @@ sql "SELECT bgexec.resume($again)" >/dev/null
 wait_status "$again" completed 20
 [[ $(sql "SELECT result->>'use' FROM bgexec.job WHERE id = $again") == '100000|{ "k": [1,  2] }|{"k":[1,2]}' ]] \
   || fail "stdout after the resume: $(sql "SELECT left(result->>'use', 200) FROM bgexec.job WHERE id = $again")"
+# {{steps.ID.stdout}} is the stdout less one trailing newline, once: a step
+# that prints "hello\n\n" gives "hello\n" (6 bytes), in this run and after
+# a resume.
+nl=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "run": ["printf", "hello\n\n"]},
+  {"id": "b", "needs": ["a"], "run": ["sh", "-c", "printf %s \"$0\" | wc -c", "{{steps.a.stdout}}"]},
+  {"id": "gate", "needs": ["b"], "approval": true},
+  {"id": "c", "needs": ["gate"], "run": ["sh", "-c", "printf %s \"$0\" | wc -c", "{{steps.a.stdout}}"]}]}') \
+  || fail submit
+wait_status "$nl" suspended 20
+sql "SELECT bgexec.resume($nl)" >/dev/null
+wait_status "$nl" completed 20
+[[ $(sql "SELECT string_agg(data->>'output', ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $nl AND kind = 'step_completed' AND data->>'step' IN ('b', 'c')") == "6 6" ]] \
+  || fail "{{steps.a.stdout}} of \"hello\\n\\n\" is $(sql "SELECT string_agg(data->>'output', ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $nl AND kind = 'step_completed' AND data->>'step' IN ('b', 'c')") bytes, not 6"
 kill -0 "$PID_w1" || fail "worker died"
 ok

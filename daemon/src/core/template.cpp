@@ -143,12 +143,8 @@ nlohmann::json evaluate(const std::string& expr, const TemplateContext& ctx,
       if (it == step->end() || !it->is_string()) {
         throw error_for(expr, "step \"" + id + "\" has no stdout");
       }
-      std::string out = it->get<std::string>();
-      if (!out.empty() && out.back() == '\n') {
-        out.pop_back();
-        if (!out.empty() && out.back() == '\r') out.pop_back();
-      }
-      return out;
+      // As the worker recorded it: one trailing newline already trimmed.
+      return it->get<std::string>();
     }
     throw error_for(expr, "unknown step field \"" + parts[2] + "\" (expected output or stdout)");
   }

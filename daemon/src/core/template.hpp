@@ -13,7 +13,8 @@ namespace bgexec::core {
 // What `{{ ... }}` expressions can see while a step's fields are rendered.
 struct TemplateContext {
   nlohmann::json input;  // the job payload's "input"
-  nlohmann::json steps;  // {id: {"output": ..., "stdout": "..."}} for completed steps
+  nlohmann::json steps;  // {id: {"output": ..., "stdout": "..."}} for completed steps;
+                        // stdout as the worker records it (one trailing newline trimmed)
   // Resolves secrets.NAME; nullopt (or an empty function) means unavailable.
   std::function<std::optional<std::string>(const std::string&)> secret;
 };
@@ -30,7 +31,7 @@ class TemplateError : public std::runtime_error {
 // allowed:
 //   input                     input.a.b           input.items.0
 //   steps.ID.output           steps.ID.output.x.y steps.ID.output.items.0
-//   steps.ID.stdout           (captured stdout, one trailing newline trimmed)
+//   steps.ID.stdout           (the recorded stdout, as it is)
 //   secrets.NAME              (via ctx.secret)
 // A string that is exactly one expression takes the value's JSON type; inside
 // a larger string, strings are inserted as-is and other values as compact
