@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { api, psql, claim, finish, uniq, sleep, A } from './lib.mjs';
+import { api, psql, claim, finish, uniq, sleep, A, BASE } from './lib.mjs';
 
 test('401 without or with an unknown token, JSON error body', async () => {
   for (const token of [undefined, 'nope']) {
@@ -291,4 +291,22 @@ test('every route: a wrong method is 405 with Allow, an unknown or repeated quer
   // The dashboard page takes any query (links to it may carry one).
   assert.equal((await api('GET', '/?utm_source=x')).status, 200);
   assert.equal((await api('GET', '/?a=1&a=2')).status, 200);
+});
+
+test('HEAD answers the headers GET would, Content-Length included, and no body', async () => {
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('head') } });
+  for (const path of ['/', '/app.js', `/v1/jobs/${id}`]) {
+    const get = await fetch(BASE + path, { headers: { Authorization: `Bearer ${A}` } });
+    const bytes = Buffer.byteLength(await get.text());
+    assert.ok(bytes > 0, path);
+    const head = await fetch(BASE + path, { method: 'HEAD', headers: { Authorization: `Bearer ${A}` } });
+    assert.equal(head.status, 200, path);
+    assert.equal(head.headers.get('content-length'), String(bytes), path);
+    assert.equal(head.headers.get('content-type'), get.headers.get('content-type'), path);
+    assert.equal(await head.text(), '', path);
+  }
+  // The connection carries on after a HEAD: no body bytes were sent.
+  const again = await api('GET', `/v1/jobs/${id}`, { token: A });
+  assert.equal(again.status, 200);
+  assert.equal(again.body.id, id);
 });

@@ -7,6 +7,7 @@ import { EventSource } from 'eventsource';
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import net from 'node:net';
+import { spawn } from 'node:child_process';
 import { api, psql, claim, appendEvent, finish, freePort, startGateway, sleep, uniq, A, BASE } from './lib.mjs';
 
 const KINDS = ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
@@ -167,6 +168,87 @@ test('a long replay is sent batch by batch: a reader that does not read costs th
     assert.ok(peak - before < 48 * 1024, `the gateway grew by ${Math.round((peak - before) / 1024)} MB`);
   } finally {
     sock.destroy();
+    gw.kill();
+  }
+});
+
+test('big events are sent in batches cut by size: all arrive in order, and a reader that does not read costs one batch', { timeout: 60000 }, async () => {
+  const gw = await startGateway(await freePort());
+  const sock = { destroy() {} };
+  try {
+    const queue = uniq('sse6');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    const { lease } = claim(queue); // seq 1
+    // 60 events of 1 MB (a step's output can be that big), then the end.
+    psql(`SELECT count(bgexec.append_event(${id}, ${lease}, 'log', jsonb_build_object('i', i, 'line', repeat('x', 1000000))))
+            FROM generate_series(2, 61) i`);
+    assert.equal(finish(id, lease, 'completed', {}), 'completed'); // seq 62
+    const before = peakKb(gw.proc.pid);
+    const { hostname, port } = new URL(gw.url);
+    const s = net.connect({ port: Number(port), host: hostname });
+    sock.destroy = () => s.destroy();
+    await once(s, 'connect');
+    s.pause(); // never reads
+    s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+    // The whole replay is 60 MB of text; a batch is cut after 256 kB.
+    let peak = before;
+    for (let i = 0; i < 15 && peak - before < 32 * 1024; i++) {
+      await sleep(200);
+      peak = peakKb(gw.proc.pid);
+    }
+    assert.ok(peak - before < 32 * 1024, `the gateway grew by ${Math.round((peak - before) / 1024)} MB`);
+    s.destroy();
+    // A reader that reads gets every event once, in order, and the end.
+    const r = await fetch(`${gw.url}/v1/jobs/${id}/events?token=${A}`, { signal: AbortSignal.timeout(30000) });
+    assert.equal(r.status, 200);
+    const ids = [...(await r.text()).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    assert.deepEqual(ids, Array.from({ length: 62 }, (_, i) => i + 1));
+  } finally {
+    sock.destroy();
+    gw.kill();
+  }
+});
+
+test('a stream whose reader left while it waited for a pool connection runs no replay', { timeout: 60000 }, async () => {
+  // One pool connection and a 1 s statement timeout; another session holds
+  // job_event locked, so each replay that runs waits out the timeout.
+  const gw = await startGateway(await freePort(), ['--pool', '1', '--statement-timeout', '1']);
+  const locker = { kill() {} };
+  const socks = [];
+  try {
+    const queue = uniq('sse7');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    claim(queue); // seq 1
+    const p = spawn('psql', ['-X', '-q', '-d', 'postgres', '-c',
+      'BEGIN; LOCK TABLE bgexec.job_event IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(12); COMMIT;'], { stdio: 'ignore' });
+    locker.kill = () => { try { p.kill('SIGKILL'); } catch { /* gone */ } };
+    for (let i = 0; i < 50 && psql(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                                      WHERE c.relname = 'job_event' AND l.mode = 'AccessExclusiveLock' AND l.granted`) === '0'; i++) {
+      await sleep(100);
+    }
+    // Ten readers ask and leave: the first one's replay waits on the lock,
+    // the other nine wait for the pool's connection.
+    const { hostname, port } = new URL(gw.url);
+    for (let i = 0; i < 10; i++) {
+      const s = net.connect({ port: Number(port), host: hostname });
+      socks.push(s);
+      await once(s, 'connect');
+      s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+    }
+    await sleep(300);
+    for (const s of socks) s.destroy();
+    // Queued behind them, a request answers once the first replay has timed
+    // out (1 s): the nine others are skipped.  Run, each would hold the
+    // connection for its own second.
+    const t0 = Date.now();
+    const g = await api('GET', `/v1/jobs/${id}`, { token: A, base: gw.url });
+    const waited = Date.now() - t0;
+    assert.equal(g.status, 200, g.text);
+    assert.ok(waited < 5000, `answered after ${waited} ms: the left readers' replays ran`);
+  } finally {
+    for (const s of socks) s.destroy();
+    locker.kill();
+    psql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK TABLE bgexec.job_event%'`);
     gw.kill();
   }
 });

@@ -19,9 +19,13 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -37,7 +41,8 @@ constexpr std::size_t max_body = 1 << 20;       // 413 above 1 MiB
 constexpr auto idle_timeout = 120s;             // keep-alive connection idle limit
 constexpr auto keepalive_every = 15s;           // SSE comment while idle
 constexpr auto poll_every = 3s;                 // SSE safety net when a NOTIFY is missed
-constexpr int replay_batch = 1000;              // events per bgexec.events() fetch
+constexpr int replay_batch = 1000;              // events per bgexec.events() fetch, at most
+constexpr int replay_batch_bytes = 256 * 1024;  // and their data's text up to this (one event at least)
 
 // A request-level failure with its HTTP status and the SQLSTATE reported in the body.
 struct HttpError {
@@ -305,8 +310,27 @@ pg::Params args(std::optional<std::string> a, std::optional<std::string> b) {
   return p;
 }
 
-const std::string events_sql = "SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1::bigint, $2::int, " +
-                               std::to_string(replay_batch) + ")";
+// A batch of a stream's events: up to $3 (replay_batch at most), cut after
+// the event whose data takes the batch past replay_batch_bytes (a step's
+// output can hold megabytes: a stream holds one batch while its reader
+// reads it).  `fetched` is how many bgexec.events() returned: more than the
+// batch when it was cut.
+const std::string events_sql =
+    "SELECT job_id, seq, kind, data, created_at, fetched FROM ("
+    " SELECT e.*, count(*) OVER () AS fetched,"
+    "        coalesce(sum(octet_length(e.data::text)) OVER (ORDER BY e.seq ROWS BETWEEN UNBOUNDED PRECEDING"
+    "                                                    AND 1 PRECEDING), 0) AS before"
+    " FROM bgexec.events($1::bigint, $2::int, $3::int) e) x"
+    " WHERE before < " + std::to_string(replay_batch_bytes) + " ORDER BY seq";
+
+// Whether a stream's reader has gone: it sends nothing after its request,
+// so its socket being readable at end of file, or in error (reset), means
+// it closed.  Bytes it sent anyway are left where they are.
+bool client_left(beast::tcp_stream& stream) {
+  char c;
+  const ssize_t n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 // GET /v1/jobs's parameters, by position, for from_pg.
 const std::vector<std::string> list_fields = {"queue", "status", "before", "limit"};
@@ -614,10 +638,15 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
         core::log("error", "request failed", {{"path", path}, {"error", e.what()}});
         res = make_error(req.version(), http_error(bhttp::status::internal_server_error, "XX000", e.what()));
       }
-      if (req.method() == bhttp::verb::head) res.body().clear();
       res.version(req.version());
       res.keep_alive(req.keep_alive());
       res.prepare_payload();
+      if (req.method() == bhttp::verb::head) {
+        // The headers a GET would get, Content-Length included (RFC 9110 9.3.2).
+        const auto length = res.body().size();
+        res.body().clear();
+        res.content_length(length);
+      }
       core::log("debug", "request", {{"method", std::string(req.method_string())}, {"path", path},
                                      {"status", std::to_string(res.result_int())}});
       stream.expires_after(30s);
@@ -918,17 +947,31 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // by a manual retry (or a resume after suspended) does not end the stream.
   // The newest is known once a batch comes back short, possibly empty after a
   // full one, so the end is found whatever the batch boundaries.
+  // A fetch waits for a pool connection; a reader that left meanwhile (a
+  // browser tab closed, a client timed out) costs no replay: ClientGone.
+  const std::function<bool()> reader_left = [&stream] { return client_left(stream); };
+  // Events to ask for: replay_batch, and after a batch cut by size about
+  // twice what it kept, so a log of big events is not sized a thousand at a
+  // time for the few each batch sends.
+  std::int64_t ask = replay_batch;
   auto fetch = [&]() -> asio::awaitable<void> {
-    auto r = co_await pool_.query(*role, events_sql, args(id_s, std::to_string(cursor)), true);
+    pg::Params params = args(id_s, std::to_string(cursor));
+    params.push_back(std::to_string(ask));
+    auto r = co_await pool_.query(*role, events_sql, std::move(params), true, reader_left);
     auto rows = r.to_json();
-    for (const auto& ev : rows) {
+    std::int64_t fetched = 0;
+    for (auto& ev : rows) {
+      fetched = ev.at("fetched").get<std::int64_t>();
+      ev.erase("fetched");
       auto seq = ev.at("seq").get<std::int64_t>();
       if (seq <= cursor) continue;  // never twice
       pending += sse_event(ev);
       cursor = seq;
       last_kind = ev.at("kind").get<std::string>();
     }
-    more = static_cast<int>(rows.size()) >= replay_batch;
+    const auto kept = static_cast<std::int64_t>(rows.size());
+    more = fetched >= ask || fetched > kept;
+    ask = fetched > kept ? std::max<std::int64_t>(kept, 1) * 2 : std::min<std::int64_t>(ask * 2, replay_batch);
     if (!more) ended = is_stream_end(last_kind);
   };
 
@@ -965,6 +1008,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     failure = from_pg(e);
   } catch (const HttpError& e) {
     failure = e;
+  } catch (const ClientGone&) {
+    co_return;
   }
   if (failure) {
     co_await reply_error(*failure);
@@ -999,6 +1044,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
         more = false;  // retried at the next poll
         if (e.sqlstate() == "P0002") break;  // purged meanwhile
         core::log("warn", "event fetch failed", {{"job_id", id_s}, {"error", e.what()}});
+      } catch (const ClientGone&) {
+        co_return;
       }
       if (!pending.empty()) {
         if (!co_await write(std::move(pending))) co_return;

@@ -88,13 +88,14 @@ asio::awaitable<pg::Result> Pool::run(Slot& s, const std::string& role, const st
 }
 
 asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql, pg::Params params,
-                                        bool idempotent) {
+                                        bool idempotent, const std::function<bool()>& abandoned) {
   Slot* s = co_await acquire();
   struct Release {
     Pool* p;
     Slot* s;
     ~Release() { p->release(s); }
   } guard{this, s};
+  if (abandoned && abandoned()) throw ClientGone();
   // The bound on the whole call, retry and reconnect included.
   pg::Deadline deadline(*s->conn, statement_timeout_ms_ > 0
                                       ? std::chrono::milliseconds(statement_timeout_ms_) + unanswered_grace

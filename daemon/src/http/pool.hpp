@@ -18,6 +18,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +27,11 @@
 namespace bgexec::http {
 
 namespace asio = boost::asio;
+
+// What Pool::query throws for a request whose client left while it waited.
+struct ClientGone : std::exception {
+  const char* what() const noexcept override { return "the client has gone"; }
+};
 
 class Pool {
  public:
@@ -37,8 +44,10 @@ class Pool {
   // With a statement timeout, a call the server has not answered 5 s past it
   // (a frozen host, a network partition: statement_timeout fires only in a
   // backend that runs) drops the connection and throws Error 08006.
+  // With `abandoned`, it is asked once a connection is free, before anything
+  // runs: true (the request's client has gone) throws ClientGone instead.
   asio::awaitable<pg::Result> query(const std::string& role, std::string sql, pg::Params params = {},
-                                    bool idempotent = false);
+                                    bool idempotent = false, const std::function<bool()>& abandoned = {});
 
  private:
   struct Slot {
