@@ -898,6 +898,10 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	-- The queues it claims from, as claim and await_work take them.
+	IF queues IS NULL THEN
+		RAISE EXCEPTION 'queues must not be null'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	IF array_ndims(queues) > 1 THEN
 		RAISE EXCEPTION 'queues must be a one-dimensional array'
 			USING ERRCODE = 'invalid_parameter_value';
@@ -1989,6 +1993,8 @@ DECLARE
 	v_detail text;
 	v_hint text;
 	v_at bigint;
+	v_field text;
+	v_elem jsonb;
 BEGIN
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
@@ -2111,7 +2117,38 @@ BEGIN
 		IF v_at IS NULL THEN
 			RAISE;
 		END IF;
-		v_msg := format('jobs[%s]: %s', v_at, v_msg);
+		-- A field that does not convert to its argument's type (22P02,
+		-- 22003, 22007, 22008: PostgreSQL's message names the type, not the
+		-- field) is named too: the casts are tried one by one.
+		v_field := NULL;
+		v_elem := jobs->v_at::int;
+		BEGIN
+			PERFORM (v_elem->>'priority')::int;
+		EXCEPTION WHEN OTHERS THEN
+			v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'priority' END;
+		END;
+		IF v_field IS NULL THEN
+			BEGIN
+				PERFORM (v_elem->>'max_attempts')::int;
+			EXCEPTION WHEN OTHERS THEN
+				v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'max_attempts' END;
+			END;
+		END IF;
+		IF v_field IS NULL THEN
+			BEGIN
+				PERFORM (v_elem->>'run_after')::timestamptz;
+			EXCEPTION WHEN OTHERS THEN
+				v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'run_after' END;
+			END;
+		END IF;
+		IF v_field IS NULL THEN
+			BEGIN
+				PERFORM (v_elem->>'timeout')::interval;
+			EXCEPTION WHEN OTHERS THEN
+				v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'timeout' END;
+			END;
+		END IF;
+		v_msg := format('jobs[%s]: %s%s', v_at, coalesce(v_field || ': ', ''), v_msg);
 		-- RAISE takes no NULL option, and an empty one would show as an
 		-- empty DETAIL or HINT line.
 		IF v_detail <> '' AND v_hint <> '' THEN

@@ -96,6 +96,7 @@ SELECT bgexec.register_worker('w1', '{default}', 4, '{"pid": 99999999999}');
 -- negative: queues as claim takes them (they were stored as given), a host
 -- that is not a string (stored as its JSON text)
 SELECT bgexec.register_worker('w1', '{{a},{b}}', 4);
+SELECT bgexec.register_worker('w1', NULL, 4);
 SELECT bgexec.register_worker('w1', '{default,NULL}', 4);
 SELECT bgexec.register_worker('w1', '{"bad queue"}', 4);
 SELECT bgexec.register_worker('w1', '{default}', 4, '{"host": {"a": 1}}');

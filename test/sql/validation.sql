@@ -159,6 +159,9 @@ SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "timeout": "-1
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"payload": {}}]')$q$);
 -- ... and a field of the wrong type, by position too (22P02)
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, {"kind": "noop", "priority": "high"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "max_attempts": 1e20}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "run_after": "2020-13-45"}]')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, {"kind": "noop"}, {"kind": "noop", "timeout": "abc"}]')$q$);
 SET bgexec.max_payload_bytes = '2kB';
 SELECT * FROM try($q$SELECT bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'payload', jsonb_build_object('blob', repeat('x', 4000)))))$q$);
 RESET bgexec.max_payload_bytes;
