@@ -320,6 +320,8 @@ TEST(WorkerConfig, FileNotReadableOrInvalid) {
   EXPECT_NE(error_of({"--config", bad.path()}).find("not valid JSON"), std::string::npos);
   TempConfig arr("[1]");
   EXPECT_NE(error_of({"--config", arr.path()}).find("JSON object"), std::string::npos);
+  TempConfig twice(R"({"lease": 30, "lease": 40})");
+  EXPECT_EQ(error_of({"--config", twice.path()}), "config file " + twice.path() + ": key \"lease\" is given twice");
 }
 
 TEST(WorkerConfig, BadFlagValuesNameTheFlag) {

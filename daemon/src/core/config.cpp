@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include "json_input.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
@@ -295,8 +297,14 @@ void apply_file(WorkerConfig& cfg, const std::string& path) {
   if (!in) throw ConfigError(where + ": cannot be read");
   std::stringstream buf;
   buf << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(buf.str(), nullptr, false);
-  if (doc.is_discarded()) throw ConfigError(where + ": not valid JSON");
+  // A key given twice is refused, as in the CLI's JSON arguments: of its
+  // two values one would win unnoticed.
+  auto parsed = parse_json_input(buf.str(), max_json_depth, DuplicateKeys::refuse);
+  if (parsed.error == JsonInput::Error::duplicate_key)
+    throw ConfigError(where + ": key \"" + parsed.key + "\" is given twice" +
+                      (parsed.path.empty() ? "" : " in " + parsed.path));
+  if (!parsed) throw ConfigError(where + ": not valid JSON");
+  nlohmann::json doc = std::move(parsed.value);
   if (!doc.is_object()) throw ConfigError(where + ": must be a JSON object");
   for (const auto& [key, value] : doc.items()) {
     const Setting* s = find_key(key);
