@@ -232,3 +232,17 @@ test('a route without a body refuses one that is not {} (400), and does nothing;
     assert.match(r.body.error.message, /^request body is not valid JSON/);
   }
 });
+
+test('two Authorization headers: 400, neither token is used', async () => {
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('auth2') } });
+  for (const path of [`/v1/jobs/${id}`, `/v1/jobs/${id}/events`, '/v1/jobs']) {
+    const out = await rawRequest(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-b\r\n`
+      + `Authorization: Bearer ${A}\r\nConnection: close\r\n\r\n`);
+    assert.match(out, /^HTTP\/1\.1 400 /, `${path}: ${out.slice(0, 200)}`);
+    assert.match(out, /the Authorization header is given more than once/, path);
+  }
+  const stop = await rawRequest(`POST /v1/jobs/${id}/stop HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n`
+    + `Authorization: Bearer ${A}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+  assert.match(stop, /^HTTP\/1\.1 400 /);
+  assert.equal(psql(`SELECT status FROM bgexec.job WHERE id = ${id}`), 'queued');
+});

@@ -617,7 +617,10 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       std::string path(target.substr(0, qpos));
       auto qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
       auto seg = segments(path);
-      const auto bad_text = check_text(path, qs);
+      auto bad_text = check_text(path, qs);
+      // Two tokens: one would win unnoticed (as with a query parameter given twice).
+      if (!bad_text && req.count(bhttp::field::authorization) > 1)
+        bad_text = bad_request("the Authorization header is given more than once");
       if (!bad_text && req.method() == bhttp::verb::get && seg.size() == 4 && seg[0] == "v1" &&
           seg[1] == "jobs" && seg[3] == "events") {
         auto id = parse_int(seg[2]);
