@@ -62,10 +62,11 @@ out=$("$BGEXEC" resume-schedule hello) || fail "resume-schedule: $out"
 out=$("$BGEXEC" run-schedule hello --wait) || fail "run-schedule --wait: $out"
 [[ $out =~ ^[0-9]+" completed"$ ]] || fail "run-schedule --wait printed: $out"
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'sched'") == 2 ]] || fail "run-schedule: no second job"
-set +e; "$BGEXEC" run-schedule nope 2>/dev/null; rc=$?; set -e
-((rc == 4)) || fail "run-schedule of no schedule: exit $rc (expected 4)"
-set +e; "$BGEXEC" pause-schedule nope 2>/dev/null; rc=$?; set -e
-((rc == 4)) || fail "pause-schedule of no schedule: exit $rc (expected 4)"
+for cmd in run-schedule pause-schedule resume-schedule unschedule; do
+  set +e; "$BGEXEC" $cmd nope 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 4)) || fail "$cmd of no schedule: exit $rc (expected 4)"
+  [[ $(cat "$E2E_DIR/err") == "bgexec $cmd: schedule nope not found" ]] || fail "$cmd of no schedule: $(cat "$E2E_DIR/err")"
+done
 
 "$BGEXEC" unschedule hello >/dev/null || fail "unschedule"
 set +e; "$BGEXEC" unschedule hello 2>/dev/null; rc=$?; set -e

@@ -480,7 +480,7 @@ asio::awaitable<int> cmd_unschedule(Session& s, const core::ParsedArgs& a) {
   bool deleted = r.get(0, 0) == "t";
   if (s.json_out) std::cout << json{{"name", a.positional[0]}, {"deleted", deleted}}.dump() << std::endl;
   else if (deleted) std::cout << "schedule " << a.positional[0] << ": deleted" << std::endl;
-  else std::cerr << "bgexec: schedule " << a.positional[0] << " not found\n";
+  else std::cerr << "bgexec unschedule: schedule " << a.positional[0] << " not found\n";
   co_return deleted ? ok : not_found;
 }
 
@@ -496,7 +496,7 @@ asio::awaitable<int> cmd_pause_schedule(Session& s, const std::string& cmd, cons
   std::optional<std::string> next = r.get(0, 1);
   bool found = pause ? r.get(0, 0) == "true" : next.has_value();
   if (!found) {
-    std::cerr << "bgexec: schedule " << name << " not found\n";
+    std::cerr << "bgexec " << cmd << ": schedule " << name << " not found\n";
     co_return not_found;
   }
   if (s.json_out) {
@@ -518,7 +518,7 @@ asio::awaitable<int> cmd_run_schedule(Session& s, const core::ParsedArgs& a) {
   auto r = co_await s.conn.query("SELECT bgexec.run_schedule($1)", p);
   auto id = r.get(0, 0);
   if (!id) {
-    std::cerr << "bgexec: schedule " << a.positional[0] << " not found\n";
+    std::cerr << "bgexec run-schedule: schedule " << a.positional[0] << " not found\n";
     co_return not_found;
   }
   co_return co_await report_job(s, std::stoll(*id), a);
