@@ -670,7 +670,8 @@ BEGIN
 	END IF;
 	IF p_idempotency_key IS NOT NULL AND length(p_idempotency_key) NOT BETWEEN 1 AND 512 THEN
 		RAISE EXCEPTION 'idempotency_key must be 1-512 characters'
-			USING ERRCODE = 'invalid_parameter_value';
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('idempotency_key has %s characters', length(p_idempotency_key));
 	END IF;
 	IF p_concurrency_key IS NOT NULL AND length(p_concurrency_key) NOT BETWEEN 1 AND 512 THEN
 		RAISE EXCEPTION 'concurrency_key must be 1-512 characters'
@@ -1421,7 +1422,7 @@ BEGIN
 	 ORDER BY x.ord
 	 LIMIT 1;
 	IF FOUND AND NOT v_object THEN
-		RAISE EXCEPTION 'events[%] must be a JSON object', v_at
+		RAISE EXCEPTION 'events[%]: must be a JSON object', v_at
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each event is an object {"kind", "data"}';
 	ELSIF FOUND AND NOT v_kind_ok THEN
@@ -2008,7 +2009,7 @@ BEGIN
 	SELECT x.bad INTO v_bad FROM (
 		SELECT t.ord, CASE
 		         WHEN jsonb_typeof(t.e) <> 'object' THEN
-		           format('jobs[%s] must be a JSON object', t.ord - 1)
+		           format('jobs[%s]: must be a JSON object', t.ord - 1)
 		         WHEN u.k IS NOT NULL THEN
 		           format('jobs[%s]: unknown field %s', t.ord - 1, quote_literal(u.k))
 		         WHEN jsonb_typeof(t.e->'idempotency_key') NOT IN ('string', 'null') THEN
