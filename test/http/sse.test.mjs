@@ -140,6 +140,25 @@ function peakKb(pid) {
   return Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
 }
 
+// Opens a stream of job `id`'s events on gateway `gw` that never reads (the
+// gateway's writes block once the socket buffers fill), and watches the
+// gateway's peak memory for `rounds` × 200 ms; returns the socket and the
+// growth in kB (it stops watching once the growth passes `limitKb`).
+async function stalledReader(gw, id, rounds, limitKb) {
+  const before = peakKb(gw.proc.pid);
+  const { hostname, port } = new URL(gw.url);
+  const s = net.connect({ port: Number(port), host: hostname });
+  await once(s, 'connect');
+  s.pause();
+  s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+  let peak = before;
+  for (let i = 0; i < rounds && peak - before < limitKb; i++) {
+    await sleep(200);
+    peak = peakKb(gw.proc.pid);
+  }
+  return { sock: s, grewKb: peak - before };
+}
+
 test('a long replay is sent batch by batch: a reader that does not read costs the gateway one batch', { timeout: 60000 }, async () => {
   const gw = await startGateway(await freePort());
   const sock = { destroy() {} };
@@ -151,21 +170,11 @@ test('a long replay is sent batch by batch: a reader that does not read costs th
     // round trip each) as the superuser may.
     psql(`INSERT INTO bgexec.job_event (job_id, seq, kind, data)
             SELECT ${id}, g, 'log', jsonb_build_object('line', repeat('x', 2000)) FROM generate_series(2, 40001) g`);
-    const before = peakKb(gw.proc.pid);
-    const { hostname, port } = new URL(gw.url);
-    const s = net.connect({ port: Number(port), host: hostname });
-    sock.destroy = () => s.destroy();
-    await once(s, 'connect');
-    s.pause(); // never reads: the gateway's writes block once the socket buffers fill
-    s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
     // Holding the whole replay would take well over 80 MB; one batch of
     // 1000 events takes a few.
-    let peak = before;
-    for (let i = 0; i < 30 && peak - before < 48 * 1024; i++) {
-      await sleep(200);
-      peak = peakKb(gw.proc.pid);
-    }
-    assert.ok(peak - before < 48 * 1024, `the gateway grew by ${Math.round((peak - before) / 1024)} MB`);
+    const { sock: s, grewKb } = await stalledReader(gw, id, 30, 48 * 1024);
+    sock.destroy = () => s.destroy();
+    assert.ok(grewKb < 48 * 1024, `the gateway grew by ${Math.round(grewKb / 1024)} MB`);
   } finally {
     sock.destroy();
     gw.kill();
@@ -183,20 +192,10 @@ test('big events are sent in batches cut by size: all arrive in order, and a rea
     psql(`SELECT count(bgexec.append_event(${id}, ${lease}, 'log', jsonb_build_object('i', i, 'line', repeat('x', 1000000))))
             FROM generate_series(2, 61) i`);
     assert.equal(finish(id, lease, 'completed', {}), 'completed'); // seq 62
-    const before = peakKb(gw.proc.pid);
-    const { hostname, port } = new URL(gw.url);
-    const s = net.connect({ port: Number(port), host: hostname });
-    sock.destroy = () => s.destroy();
-    await once(s, 'connect');
-    s.pause(); // never reads
-    s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
     // The whole replay is 60 MB of text; a batch is cut after 256 kB.
-    let peak = before;
-    for (let i = 0; i < 15 && peak - before < 32 * 1024; i++) {
-      await sleep(200);
-      peak = peakKb(gw.proc.pid);
-    }
-    assert.ok(peak - before < 32 * 1024, `the gateway grew by ${Math.round((peak - before) / 1024)} MB`);
+    const { sock: s, grewKb } = await stalledReader(gw, id, 15, 32 * 1024);
+    sock.destroy = () => s.destroy();
+    assert.ok(grewKb < 32 * 1024, `the gateway grew by ${Math.round(grewKb / 1024)} MB`);
     s.destroy();
     // A reader that reads gets every event once, in order, and the end.
     const r = await fetch(`${gw.url}/v1/jobs/${id}/events?token=${A}`, { signal: AbortSignal.timeout(30000) });
