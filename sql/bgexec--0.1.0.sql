@@ -1995,6 +1995,7 @@ DECLARE
 	v_hint text;
 	v_at bigint;
 	v_field text;
+	v_name text;
 	v_elem jsonb;
 BEGIN
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
@@ -2123,32 +2124,18 @@ BEGIN
 		-- field) is named too: the casts are tried one by one.
 		v_field := NULL;
 		v_elem := jobs->v_at::int;
-		BEGIN
-			PERFORM (v_elem->>'priority')::int;
-		EXCEPTION WHEN OTHERS THEN
-			v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'priority' END;
-		END;
-		IF v_field IS NULL THEN
+		FOREACH v_name IN ARRAY ARRAY['priority', 'max_attempts', 'run_after', 'timeout'] LOOP
 			BEGIN
-				PERFORM (v_elem->>'max_attempts')::int;
+				PERFORM CASE v_name WHEN 'run_after' THEN (v_elem->>v_name)::timestamptz::text
+				                    WHEN 'timeout' THEN (v_elem->>v_name)::interval::text
+				                    ELSE (v_elem->>v_name)::int::text END;
 			EXCEPTION WHEN OTHERS THEN
-				v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'max_attempts' END;
+				IF SQLSTATE = v_state AND SQLERRM = v_msg THEN
+					v_field := v_name;
+					EXIT;
+				END IF;
 			END;
-		END IF;
-		IF v_field IS NULL THEN
-			BEGIN
-				PERFORM (v_elem->>'run_after')::timestamptz;
-			EXCEPTION WHEN OTHERS THEN
-				v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'run_after' END;
-			END;
-		END IF;
-		IF v_field IS NULL THEN
-			BEGIN
-				PERFORM (v_elem->>'timeout')::interval;
-			EXCEPTION WHEN OTHERS THEN
-				v_field := CASE WHEN SQLSTATE = v_state AND SQLERRM = v_msg THEN 'timeout' END;
-			END;
-		END IF;
+		END LOOP;
 		v_msg := format('jobs[%s]: %s%s', v_at, coalesce(v_field || ': ', ''), v_msg);
 		-- RAISE takes no NULL option, and an empty one would show as an
 		-- empty DETAIL or HINT line.
