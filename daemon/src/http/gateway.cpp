@@ -22,8 +22,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <functional>
 #include <limits>
