@@ -19,11 +19,8 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -324,12 +321,15 @@ const std::string events_sql =
     " WHERE before < " + std::to_string(replay_batch_bytes) + " ORDER BY seq";
 
 // Whether a stream's reader has gone: it sends nothing after its request,
-// so its socket being readable at end of file, or in error (reset), means
-// it closed.  Bytes it sent anyway are left where they are.
-bool client_left(beast::tcp_stream& stream) {
-  char c;
-  const ssize_t n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+// so its socket at end of file, or in error (reset), means it closed.
+// Bytes it sent anyway are read and dropped (the stream owns the connection
+// to its end).  Never waits.
+bool reader_left(beast::tcp_stream& stream) {
+  std::array<char, 512> sink{};
+  beast::error_code ec;
+  stream.socket().non_blocking(true, ec);
+  const auto n = stream.socket().read_some(asio::buffer(sink), ec);
+  return ec != asio::error::would_block && (ec || n == 0);
 }
 
 // GET /v1/jobs's parameters, by position, for from_pg.
@@ -952,7 +952,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // full one, so the end is found whatever the batch boundaries.
   // A fetch waits for a pool connection; a reader that left meanwhile (a
   // browser tab closed, a client timed out) costs no replay: ClientGone.
-  const std::function<bool()> reader_left = [&stream] { return client_left(stream); };
+  const std::function<bool()> left = [&stream] { return reader_left(stream); };
   // Events to ask for: replay_batch, and after a batch cut by size about
   // twice what it kept, so a log of big events is not sized a thousand at a
   // time for the few each batch sends.
@@ -960,7 +960,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   auto fetch = [&]() -> asio::awaitable<void> {
     pg::Params params = args(id_s, std::to_string(cursor));
     params.push_back(std::to_string(ask));
-    auto r = co_await pool_.query(*role, events_sql, std::move(params), true, reader_left);
+    auto r = co_await pool_.query(*role, events_sql, std::move(params), true, left);
     auto rows = r.to_json();
     std::int64_t fetched = 0;
     for (auto& ev : rows) {
@@ -1070,13 +1070,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       using namespace asio::experimental::awaitable_operators;
       auto woke = co_await (sub.wait(until - now) ||
                             stream.socket().async_wait(asio::socket_base::wait_read, use_tuple));
-      if (woke.index() == 1) {
-        std::array<char, 512> sink{};
-        beast::error_code ec;
-        stream.socket().non_blocking(true, ec);
-        const auto n = stream.socket().read_some(asio::buffer(sink), ec);
-        if (ec != asio::error::would_block && (ec || n == 0)) co_return;  // bytes sent anyway are dropped
-      }
+      if (woke.index() == 1 && reader_left(stream)) co_return;
     }
   }
   co_return;
