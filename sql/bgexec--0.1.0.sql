@@ -2262,8 +2262,12 @@ DECLARE
 	v_depth bigint;
 	v_seq int;
 BEGIN
-	-- A job's queue never changes: read without a lock, to lock the queue first.
-	SELECT x.queue INTO v_queue FROM bgexec.job x WHERE x.id = retry.job_id;
+	-- A job's queue never changes: read without a lock, to lock the queue
+	-- first.  Only of a job the caller may act on: another role's job must
+	-- raise _visible_job's P0002 below, not the isolation check's 0A000
+	-- naming its queue, nor wait on its queue's lock.
+	SELECT x.queue INTO v_queue FROM bgexec.job x
+	 WHERE x.id = retry.job_id AND bgexec._can_see(x.owner);
 	SELECT q.max_queued INTO v_cap FROM bgexec.queue q WHERE q.name = v_queue;
 	IF v_cap IS NOT NULL THEN
 		PERFORM bgexec._require_read_committed(v_queue, 'retry into');

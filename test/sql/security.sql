@@ -163,3 +163,17 @@ SET LOCAL SESSION AUTHORIZATION regress_worker;
 SELECT bgexec._act_as('regress_alice');
 ROLLBACK;
 \set VERBOSITY default
+-- retry of another role's job in a queue with caps is P0002 too, even under
+-- REPEATABLE READ: the caps' isolation check (0A000) named the job's queue,
+-- and came before the job's owner was checked
+SELECT bgexec.configure_queue('sec-capped', max_queued => 10);
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'sec-capped') AS capped \gset
+RESET ROLE;
+SET ROLE regress_bob;
+\set VERBOSITY sqlstate
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT bgexec.retry(:capped);
+ROLLBACK;
+\set VERBOSITY default
+RESET ROLE;
