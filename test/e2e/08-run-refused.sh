@@ -4,7 +4,14 @@
 # and invalid payloads fail the job, never the process.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57948
-start_worker w1
+# an action that is a bash script, as many are
+cat >"$E2E_DIR/bash-act.sh" <<'SH'
+#!/bin/bash
+input=$(cat)
+printf '{"color": "%s"}\n' "${COLOR:-none}"
+SH
+chmod +x "$E2E_DIR/bash-act.sh"
+start_worker w1 --action "bash-act=$E2E_DIR/bash-act.sh"
 
 id=$("$BGEXEC" submit workflow --max-attempts 3 '{"steps": [{"id": "r", "run": ["echo", "hi"]}]}')
 wait_status "$id" failed 20
@@ -16,6 +23,23 @@ msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $id")
 u=$("$BGEXEC" submit no-such-action '{"x": 1}')
 wait_status "$u" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $u") == *no-such-action* ]] || fail "unknown action error"
+
+# Without --allow-run, an action step's env cannot set what makes a program
+# run other code: a BASH_FUNC_cat%% would run the tenant's shell code in
+# place of the script's `cat`, LD_PRELOAD a library of its choosing.  The
+# step fails, not retryable; other variables still reach the action.
+for var in 'BASH_FUNC_cat%%' LD_PRELOAD PATH; do
+  b=$("$BGEXEC" submit workflow --max-attempts 3 "{\"steps\": [{\"id\": \"a\", \"action\": \"bash-act\",
+     \"env\": {\"$var\": \"() { touch $E2E_DIR/injected; }\"}}]}")
+  wait_status "$b" failed 20
+  msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $b")
+  [[ $msg == *"env cannot set $var on this worker"*--allow-run* ]] || fail "env $var: $msg"
+  [[ $(sql "SELECT error->>'retryable' FROM bgexec.job WHERE id = $b") == false ]] || fail "env $var retryable"
+done
+[[ ! -e $E2E_DIR/injected ]] || fail "a step's env ran the tenant's code in the action"
+b=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "action": "bash-act", "env": {"COLOR": "blue"}}]}')
+wait_status "$b" completed 20
+[[ $(sql "SELECT result->'a'->>'color' FROM bgexec.job WHERE id = $b") == blue ]] || fail "action env"
 
 n=$("$BGEXEC" submit noop)
 wait_status "$n" completed 20

@@ -456,7 +456,9 @@ config file > defaults. Every flag accepts both "--flag value" and
   --lease SECONDS            Lease length, > 0 and at most 86400 (a day);
                              heartbeats renew it.
                              Env BGEXEC_LEASE. Defaults to 30.
-  --allow-run                Permit "run" steps (arbitrary argv).
+  --allow-run                Permit "run" steps (arbitrary argv), and an
+                             action step's env setting PATH, LD_*,
+                             BASH_FUNC_* and the like.
                              Env BGEXEC_ALLOW_RUN (1/true/yes/on,
                              0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,

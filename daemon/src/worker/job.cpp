@@ -113,6 +113,33 @@ bool is_worker_var(std::string_view name) {
   return false;
 }
 
+// Variables that make a program run code other than its own: the dynamic
+// loader's, glibc's, the shells' (a BASH_FUNC_x%% replaces a command x in
+// every bash script), the interpreters' module paths and option variables,
+// PATH and HOME (where commands and start-up files are found).  sudo's
+// list of variables it removes (env.c, initial_badenv_table) and glibc's
+// for set-user-ID programs (unsecvars.h), with the runtimes of Java, Node,
+// Python, Perl and Ruby.  A worker without --allow-run refuses them in an
+// action step's env: there the tenant chooses data, and the administrator
+// the program; with them, a tenant could run anything through any action
+// that is a bash script or dynamically linked.
+bool changes_what_runs(std::string_view name) {
+  static constexpr std::string_view prefixes[] = {"LD_", "BASH_FUNC_", "_RLD", "GLIBC_",
+                                                  "MALLOC_", "PYTHON", "PERL", "RUBY", "NODE_",
+                                                  "JAVA_", "_JAVA_", "JDK_JAVA_"};
+  static constexpr std::string_view names[] = {
+      "PATH", "HOME", "ENV", "BASH_ENV", "BASHOPTS", "SHELLOPTS", "PS4", "IFS", "CDPATH",
+      "GLOBIGNORE", "FPATH", "NULLCMD", "READNULLCMD", "ZDOTDIR", "TMPPREFIX", "GCONV_PATH",
+      "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH", "NLSPATH",
+      "PATH_LOCALE", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR", "TERMINFO", "TERMINFO_DIRS",
+      "TERMCAP", "TMPDIR"};
+  for (auto p : prefixes)
+    if (name.substr(0, p.size()) == p) return true;
+  for (auto n : names)
+    if (name == n) return true;
+  return false;
+}
+
 // Writes a step's stdin and closes it (EPIPE from a child that never reads is ignored).
 asio::awaitable<void> feed_stdin(std::shared_ptr<proc::Child> c, std::shared_ptr<std::string> data) {
   if (!data->empty())
@@ -694,6 +721,11 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
     throw StepFailure{"unknown action \"" + name + "\" on worker " + w_.config().id, false};
   json with = render(step.value("with", json::object()));
   EnvVars env = step_env(step);
+  if (!w_.config().allow_run)
+    for (auto& [name, value] : env)
+      if (changes_what_runs(name))
+        throw StepFailure{"env cannot set " + name + " on this worker: it changes what the action runs"
+                          " (allowed with --allow-run, which runs any command anyway)", false};
   std::vector<std::string> arg1_ = {it->second};
   std::string in = core::dump(with);
   auto out = co_await run_process(sid, arg1_, in, false, env);
