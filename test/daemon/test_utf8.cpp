@@ -67,6 +67,21 @@ TEST(Utf8, SanitizeJsonStringsAndKeys) {
   EXPECT_EQ(clean, before);
 }
 
+// PostgreSQL stores U+0000 in neither text nor jsonb: it becomes U+FFFD too.
+TEST(Utf8, NulIsNotStorable) {
+  using namespace std::string_literals;
+  EXPECT_TRUE(storable("abc"));
+  EXPECT_FALSE(storable("a\0b"s));
+  EXPECT_FALSE(storable("\xFF"));
+  EXPECT_EQ(to_storable("a\0b\0\0"s), "a" + fffd + "b" + fffd + fffd);
+  EXPECT_EQ(to_storable("\0\xFF"s), fffd + fffd);
+  EXPECT_EQ(to_storable("caf\xC3\xA9"), "caf\xC3\xA9");
+  json j = {{"k\0"s, "v\0"s}, {"a", json::array({"\0"s})}};
+  EXPECT_TRUE(sanitize_utf8(j));
+  EXPECT_EQ(j["k" + fffd], "v" + fffd);
+  EXPECT_EQ(j["a"][0], fffd);
+}
+
 TEST(Utf8, DumpNeverThrows) {
   const json j = {{"line", "\xFF\xFE" "abc"}, {"n", 1}};
   EXPECT_EQ(dump(j), R"({"line":")" + fffd + fffd + R"(abc","n":1})");

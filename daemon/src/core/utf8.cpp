@@ -81,13 +81,24 @@ std::string to_valid_utf8(std::string_view text) {
   return out;
 }
 
+bool storable(std::string_view text) {
+  return text.find('\0') == std::string_view::npos && valid_utf8(text);
+}
+
+std::string to_storable(std::string_view text) {
+  std::string out = to_valid_utf8(text);
+  for (std::size_t i = out.find('\0'); i != std::string::npos; i = out.find('\0', i))
+    out.replace(i, 1, replacement), i += replacement.size();
+  return out;
+}
+
 // Strings in place; an object is rebuilt only when one of its keys is bad.
 bool sanitize_utf8(nlohmann::json& value) {
   switch (value.type()) {
     case nlohmann::json::value_t::string: {
       auto& s = value.get_ref<std::string&>();
-      if (valid_utf8(s)) return false;
-      s = to_valid_utf8(s);
+      if (storable(s)) return false;
+      s = to_storable(s);
       return true;
     }
     case nlohmann::json::value_t::array: {
@@ -97,7 +108,7 @@ bool sanitize_utf8(nlohmann::json& value) {
     }
     case nlohmann::json::value_t::object: {
       bool bad_key = false;
-      for (auto it = value.begin(); it != value.end() && !bad_key; ++it) bad_key = !valid_utf8(it.key());
+      for (auto it = value.begin(); it != value.end() && !bad_key; ++it) bad_key = !storable(it.key());
       bool changed = false;
       if (!bad_key) {
         for (auto& item : value) changed = sanitize_utf8(item) || changed;
@@ -106,7 +117,7 @@ bool sanitize_utf8(nlohmann::json& value) {
       nlohmann::json out = nlohmann::json::object();
       for (auto it = value.begin(); it != value.end(); ++it) {
         sanitize_utf8(it.value());
-        out[to_valid_utf8(it.key())] = std::move(it.value());
+        out[to_storable(it.key())] = std::move(it.value());
       }
       value = std::move(out);
       return true;

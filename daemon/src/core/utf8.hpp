@@ -20,7 +20,15 @@ bool valid_utf8(std::string_view text);
 // a sequence cut short at the end -> one U+FFFD. Valid text is unchanged.
 std::string to_valid_utf8(std::string_view text);
 
-// Repairs every string in value, object keys included (to_valid_utf8);
+// Whether PostgreSQL can store text as it is, in text and in jsonb:
+// valid_utf8, and no U+0000 (neither type holds it).
+bool storable(std::string_view text);
+
+// to_valid_utf8, and each U+0000 also becomes U+FFFD.  Storable text is
+// unchanged.
+std::string to_storable(std::string_view text);
+
+// Repairs every string in value, object keys included (to_storable);
 // returns whether anything changed. Two keys that repair to the same text
 // keep the later value.
 bool sanitize_utf8(nlohmann::json& value);

@@ -83,7 +83,9 @@ std::optional<json> parse_output(const std::string& out) {
   if (t.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;
   auto in = core::parse_json_input(t);
   if (in.error == core::JsonInput::Error::too_deep) return std::nullopt;
-  return in ? std::move(in.value) : json(t);
+  if (!in) return json(t);
+  core::sanitize_utf8(in.value);  // a "\u0000" escape: PostgreSQL stores no U+0000
+  return std::move(in.value);
 }
 
 const char* const step_kinds[] = {"action", "run", "sql", "sleep", "approval"};
@@ -312,8 +314,8 @@ asio::awaitable<void> Job::append(const std::string& kind, const json& data) {
 void Job::log_line(const std::string& id, const char* stream, std::string line) {
   if (abandoned_) return;
   std::string masked = masker_.mask(line);
-  // Binary output is stored, not refused: invalid UTF-8 becomes U+FFFD.
-  if (!core::valid_utf8(masked)) masked = core::to_valid_utf8(masked);
+  // Binary output is stored, not refused: invalid UTF-8 and NUL become U+FFFD.
+  if (!core::storable(masked)) masked = core::to_storable(masked);
   // A stderr line "::progress JSON" becomes a progress event (same batch, same order).
   static constexpr std::string_view progress_prefix = "::progress ";
   if (std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
@@ -998,9 +1000,10 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
     out.stdout_text.resize(masker_.mask_decided(out.stdout_text, ignored));
   }
   if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
-  // Binary output does not fail the step: invalid UTF-8 becomes U+FFFD, after
-  // masking, so no secret is missed because one of its bytes was replaced.
-  if (!core::valid_utf8(out.stdout_text)) out.stdout_text = core::to_valid_utf8(masker_.mask(out.stdout_text));
+  // Binary output does not fail the step: invalid UTF-8 and NUL (`find
+  // -print0`) become U+FFFD, after masking, so no secret is missed because
+  // one of its bytes was replaced.
+  if (!core::storable(out.stdout_text)) out.stdout_text = core::to_storable(masker_.mask(out.stdout_text));
   co_return out;
 }
 
