@@ -84,10 +84,11 @@ wait_status "$nl" completed 20
 [[ $(sql "SELECT string_agg(data->>'output', ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $nl AND kind = 'step_completed' AND data->>'step' IN ('b', 'c')") == "6 6" ]] \
   || fail "{{steps.a.stdout}} of \"hello\\n\\n\" is $(sql "SELECT string_agg(data->>'output', ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $nl AND kind = 'step_completed' AND data->>'step' IN ('b', 'c')") bytes, not 6"
 # NUL, which PostgreSQL stores in neither text nor jsonb (`find -print0`),
-# in stdout, in stderr and as a JSON output's \u0000: U+FFFD like invalid
+# in stdout, in stderr and as a \u0000 of a JSON output or progress: U+FFFD like invalid
 # UTF-8.  The job failed, retryable, on the server's "unsupported Unicode
 # escape sequence".
 printf '#!/bin/sh\nprintf "x\\000y\\n" >&2\nprintf "a\\000b"\n' >"$E2E_DIR/nul.sh"
+printf '%s\n' 'printf "%s\n" '"'"'::progress {"p": "a\u0000b"}'"'"' >&2' >>"$E2E_DIR/nul.sh"
 printf '#!/bin/sh\nprintf %%s '"'"'{"k": "a\\u0000b"}'"'"'\n' >"$E2E_DIR/nul-json.sh"
 chmod +x "$E2E_DIR/nul.sh" "$E2E_DIR/nul-json.sh"
 nul=$("$BGEXEC" submit workflow --max-attempts 1 "{\"steps\": [{\"id\": \"raw\", \"run\": [\"$E2E_DIR/nul.sh\"]},
@@ -97,5 +98,7 @@ wait_status "$nul" completed 20
   || fail "NUL output: $(sql "SELECT result FROM bgexec.job WHERE id = $nul")"
 [[ $(sql "SELECT data->'lines'->>0 FROM bgexec.job_event WHERE job_id = $nul AND kind = 'log' AND data->>'step' = 'raw' AND data->>'stream' = 'stderr'") \
    == "x${fffd}y" ]] || fail "NUL in a stderr line: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $nul AND kind = 'log'")"
+[[ $(sql "SELECT data->'progress'->>'p' FROM bgexec.job_event WHERE job_id = $nul AND kind = 'progress'") \
+   == "a${fffd}b" ]] || fail "NUL in a progress event"
 kill -0 "$PID_w1" || fail "worker died"
 ok

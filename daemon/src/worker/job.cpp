@@ -322,6 +322,7 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
     // Not JSON (or nested too deep to handle): kept as a log line.
     auto in = core::parse_json_input(std::string_view(masked).substr(progress_prefix.size()));
     if (in) {
+      core::sanitize_utf8(in.value);  // a "\u0000" escape
       pending_logs_.push_back({{"kind", "progress"}, {"data", {{"step", id}, {"progress", std::move(in.value)}}}});
       ++pending_lines_;
       arm_flush();
