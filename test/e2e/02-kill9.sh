@@ -137,6 +137,24 @@ id=$("$BGEXEC" submit noop --queue stopq) || fail submit
 wait_status "$id" completed 30
 kill -TERM "$PID_a5" "$PID_b5"; wait "$PID_a5" || fail "a5 exit status $?"
 
+# --- the same with a job timeout far inside the lease (30 s here): at the
+# deadline reconcile() makes the job timed_out, and a retry may start it
+# again at once.  The guard stops the frozen worker's step a kill grace
+# (0.5 s) and a tick after the deadline; it ran on until the lease's fence.
+start_worker a7 --allow-run --queue tq --lease 30
+timed=$("$BGEXEC" submit workflow --queue tq --timeout 3 "{\"steps\": [
+  {\"id\": \"s\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $M/tpids; sleep 63 & echo \$! >> $M/tpids; wait\"]}]}") || fail submit
+E2E_PIDFILES+=("$M/tpids")
+two_pids() { [[ $(wc -l <"$M/tpids") -ge 2 ]]; }
+wait_for 20 two_pids || fail "step did not start"
+mapfile -t tleft <"$M/tpids"
+kill -STOP "$PID_a7"
+timed_out() { sql "SELECT bgexec.reconcile()" >/dev/null && status_is "$timed" timed_out; }
+wait_for 10 timed_out || fail "job $timed is $(job_status "$timed"), expected timed_out"
+wait_for 5 gone "${tleft[@]}" || fail "a frozen worker's step ran on past its job's deadline (lease 30 s)"
+kill -CONT "$PID_a7"
+kill -TERM "$PID_a7"; wait "$PID_a7" || true
+
 # queue_stats' terminal counts (kept by finish_many, reconcile and retry as
 # deltas) equal a count of the jobs after all of the above (one statement,
 # one snapshot)

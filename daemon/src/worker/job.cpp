@@ -163,9 +163,18 @@ Job::~Job() { proc::guard::forget(id_str(id())); }
 // Where the lease guard gives the job up, unless renewed: the step guard
 // stops its steps a tick (0.1 s) later, should this worker be unable to act
 // (stopped, frozen).  A step the step guard ended is not reported: this
-// worker finds the lease spent by then (lease_spent).
+// worker finds the lease spent by then (lease_spent).  A job with a
+// deadline is fenced there too, a kill grace and a tick after it: this
+// worker stops the steps at the deadline (TERM, then KILL after the
+// grace), and reconcile() makes the job timed_out at it, after which a
+// retry may run it again; a frozen worker's step ran on until the lease.
 void Job::fence_steps() {
-  proc::guard::fence(id_str(id()), c_.lease_expiry - w_.lease_margin() + std::chrono::milliseconds(100));
+  const auto tick = std::chrono::milliseconds(100);
+  auto at = c_.lease_expiry - w_.lease_margin() + tick;
+  if (c_.deadline)
+    at = std::min(at, *c_.deadline + std::chrono::duration_cast<Clock::duration>(
+                                         seconds(w_.config().kill_grace_s)) + tick);
+  proc::guard::fence(id_str(id()), at);
 }
 
 bool Job::lease_spent() const { return Clock::now() >= c_.lease_expiry - w_.lease_margin(); }
