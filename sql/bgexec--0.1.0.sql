@@ -427,6 +427,31 @@ CREATE FUNCTION bgexec._step_session(job_id bigint, lease bigint) RETURNS boolea
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION bgexec._step_session(bigint, bigint) IS
 	'marks this transaction as a sql step of the job under the lease, ended when reconcile takes the lease back';
+/* _secret_step(): for the rest of the transaction, the server's log quotes
+ * nothing of it: a sql step whose parameters hold a secret.  An error's
+ * message can quote a parameter (invalid input syntax for type integer:
+ * "<the secret>"), and the server logs errors (log_min_messages, WARNING
+ * by default); its CONTEXT quotes the parameters
+ * (log_parameter_max_length_on_error), and so do the lines of
+ * log_statement and log_min_duration_statement (log_parameter_max_length).
+ * So: errors, warnings and notices are not logged (the job's events keep
+ * the error, masked), LOG lines (statements, durations, connections) are,
+ * without parameters.  Two of the settings need a superuser, hence
+ * SECURITY DEFINER; granted to bgexec_worker, called before _act_as (the
+ * owner's role cannot call it).  set_config(…, true) in a function lasts
+ * to the transaction's end: its SET clause names only search_path. */
+CREATE FUNCTION bgexec._secret_step() RETURNS void
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+BEGIN
+	PERFORM pg_catalog.set_config('log_min_messages', 'log', true);
+	PERFORM pg_catalog.set_config('log_parameter_max_length', '0', true);
+	PERFORM pg_catalog.set_config('log_parameter_max_length_on_error', '0', true);
+END
+$$;
+COMMENT ON FUNCTION bgexec._secret_step() IS
+	'for the rest of the transaction, the server log quotes nothing of it (a sql step with a secret parameter)';
 CREATE FUNCTION bgexec._end_step_sessions(job_id bigint, lease bigint) RETURNS int
 	AS 'MODULE_PATHNAME', 'bgexec_end_step_sessions'
 	LANGUAGE C VOLATILE;
@@ -2745,5 +2770,6 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.finish_many(jsonb),
 	bgexec.reconcile(),
 	bgexec._act_as(name),
-	bgexec._step_session(bigint, bigint)
+	bgexec._step_session(bigint, bigint),
+	bgexec._secret_step()
 	TO bgexec_worker;

@@ -3,7 +3,9 @@
 # --secrets-dir/NAME), reaches the step, and never reaches any table: every
 # occurrence in output, logs and errors is masked (grep of a pg_dump).
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57947
+# log_statement = 'all': the statements of a sql step are logged, its
+# parameters not when one holds a secret
+e2e_cluster 57947 "log_statement = 'all'"
 S1=s3cr3t-from-env-$RANDOM$RANDOM
 S2=s3cr3t-from-file-$RANDOM$RANDOM
 mkdir -p "$E2E_DIR/secrets" "$E2E_DIR/seen"; chmod 777 "$E2E_DIR/seen"
@@ -32,6 +34,17 @@ wait_status "$note_id" completed 20
           WHERE job_id = $note_id AND kind = 'log' AND data->>'stream' = 'notice'") == "NOTICE:  got ***|WARNING:  warned ***" ]] \
   || fail "notices as log events: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $note_id AND kind = 'log'")"
 if grep -q -e "$S1" "$E2E_DIR/w1.log"; then fail "a secret reached the worker log through a notice"; fi
+# nor lines of the server's log: there a WARNING quoting it, an error
+# quoting it (invalid input syntax for type integer: "<secret>") and the
+# parameters of a logged statement are not written
+cast_id=$("$BGEXEC" submit workflow '{"steps": [{"id": "c", "sql": "SELECT $1::int /* e2e-cast */", "params": ["{{secrets.FILETOKEN}}"]}]}')
+wait_status "$cast_id" failed 20
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $cast_id") == *'invalid input syntax for type integer: "***"'* ]] \
+  || fail "cast error: $(sql "SELECT error FROM bgexec.job WHERE id = $cast_id")"
+grep -q 'e2e-cast' "$E2E_DIR/pg/postgres.log" || fail "the step's statement is not in the server log (log_statement)"
+if grep -q -e "$S1" -e "$S2" "$E2E_DIR/pg/postgres.log"; then
+  fail "a secret reached the server log: $(grep -e "$S1" -e "$S2" "$E2E_DIR/pg/postgres.log" | head -3)"
+fi
 
 # pg_dump skips extension tables without pg_extension_config_dump, so the
 # bgexec tables are copied out explicitly next to the dump.

@@ -177,3 +177,19 @@ SELECT bgexec.retry(:capped);
 ROLLBACK;
 \set VERBOSITY default
 RESET ROLE;
+-- _secret_step (a sql step with a secret parameter): the worker's role
+-- only; the server's log settings for the rest of the transaction alone
+SET ROLE regress_worker;
+BEGIN;
+SELECT bgexec._secret_step();
+SELECT current_setting('log_min_messages') AS min_messages,
+       current_setting('log_parameter_max_length') AS param_length,
+       current_setting('log_parameter_max_length_on_error') AS on_error;
+ROLLBACK;
+SELECT current_setting('log_min_messages') AS after_the_transaction;
+RESET ROLE;
+SET ROLE regress_alice;
+\set VERBOSITY sqlstate
+SELECT bgexec._secret_step();
+\set VERBOSITY default
+RESET ROLE;

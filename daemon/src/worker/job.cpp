@@ -824,12 +824,13 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   json rows;
   try {
     co_await conn->query("BEGIN");
-    // An error's CONTEXT quotes the statement's parameters cut to this many
-    // bytes (a server, database or role setting), in the server's log too: a
-    // secret cut short is no longer the secret and no masker knows it.  Not
-    // quoted at all, then (the step's own error keeps only the primary
-    // message, below, which never quotes them).
-    if (secret_param) co_await conn->query("SET LOCAL log_parameter_max_length_on_error = 0");
+    // With a secret among the parameters, the server's log quotes nothing of
+    // the transaction (bgexec._secret_step): an error's message can quote a
+    // parameter whole (the job's event has it masked), its CONTEXT the
+    // parameters cut short (a secret cut short is no longer the secret, and
+    // no masker knows it), log_statement's lines all of them.  Before
+    // _act_as: the owner's role cannot call it.
+    if (secret_param) co_await conn->query("SELECT bgexec._secret_step()");
     // SET LOCAL ROLE owner, fixed for the transaction: the owner's statement
     // cannot SET ROLE or RESET ROLE to another role this login may become
     // (another tenant, or the worker's own role).
