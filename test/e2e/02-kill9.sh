@@ -155,6 +155,28 @@ wait_for 5 gone "${tleft[@]}" || fail "a frozen worker's step ran on past its jo
 kill -CONT "$PID_a7"
 kill -TERM "$PID_a7"; wait "$PID_a7" || true
 
+# --- the database gives out again a job whose earlier run the worker still
+# holds (its lease taken back by hand here; a duplicate worker id's unclaim
+# did it): the earlier run is abandoned and the new one starts once its
+# steps are gone, never beside them.  (Its entry was replaced, and the
+# earlier run's end removed the new run's: no heartbeat, no lease guard.)
+start_worker a8 --allow-run --queue rq --concurrency 2
+again=$("$BGEXEC" submit workflow --queue rq --max-attempts 3 "{\"steps\": [
+  {\"id\": \"s\", \"run\": [\"sh\", \"-c\",
+     \"echo \$\$ >> $M/rpids; if [ \$(wc -l < $M/rpids) -gt 1 ]; then kill -0 \$(head -1 $M/rpids) 2>/dev/null && echo overlap >> $M/roverlap; exit 0; fi; sleep 60\"]}]}") || fail submit
+E2E_PIDFILES+=("$M/rpids")
+wait_for 20 test -s "$M/rpids" || fail "step did not start"
+sql "UPDATE bgexec.job SET status = 'queued', lease = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = $again" >/dev/null
+sql "SELECT bgexec._jobs_ready('rq', 1)" >/dev/null
+wait_status "$again" completed 20
+[[ ! -e $M/roverlap ]] || fail "the job's new run started beside its earlier run's step"
+grep -q 'job claimed again while an earlier run of it is here' "$E2E_DIR/a8.log" || fail "no log line for the earlier run"
+# the new run's entry was kept: the worker goes on heartbeating, claiming
+id=$("$BGEXEC" submit workflow --queue rq '{"steps": [{"id": "s", "sleep": 3}]}') || fail submit
+wait_status "$id" completed 20
+kill -0 "$PID_a8" || fail "a8 died"
+kill -TERM "$PID_a8"; wait "$PID_a8" || true
+
 # queue_stats' terminal counts (kept by finish_many, reconcile and retry as
 # deltas) equal a count of the jobs after all of the above (one statement,
 # one snapshot)

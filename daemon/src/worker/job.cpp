@@ -158,7 +158,9 @@ Job::Job(Worker& w, Claim c)
   fence_steps();
 }
 
-Job::~Job() { proc::guard::forget(id_str(id())); }
+Job::~Job() {
+  if (!superseded_) proc::guard::forget(id_str(id()));
+}
 
 // Where the lease guard gives the job up, unless renewed: the step guard
 // stops its steps a tick (0.1 s) later, should this worker be unable to act
@@ -471,6 +473,7 @@ asio::awaitable<void> Job::run() {
   deadline_timer_.cancel();
   flush_timer_.cancel();
   finished_ = true;
+  over_ = true;
 }
 
 asio::awaitable<void> Job::execute() {

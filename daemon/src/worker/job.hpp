@@ -63,6 +63,11 @@ class Job : public std::enable_shared_from_this<Job> {
   // Whether its finish reached the database (applied or refused): the job
   // is no longer running under its lease there.
   bool finish_written() const { return finish_written_; }
+  // Whether run() has returned: no step of this run is left.
+  bool over() const { return over_; }
+  // A later run of the same job took over its fence in the step guard
+  // (kept by job id): this one's end must not make the guard forget it.
+  void superseded() { superseded_ = true; }
   // Past the point where the lease guard gives the job up (its lease
   // expiry less Worker::lease_margin).
   bool lease_spent() const;
@@ -185,6 +190,8 @@ class Job : public std::enable_shared_from_this<Job> {
   bool abandoned_ = false;
   bool finished_ = false;
   bool finish_written_ = false;
+  bool over_ = false;
+  bool superseded_ = false;
 };
 
 }  // namespace bgexec::worker

@@ -382,8 +382,26 @@ void Worker::lost_claim(std::int64_t before) {
 
 void Worker::start_job(std::shared_ptr<Job> job) {
   auto id = job->id();
+  // The database gave out a job that an earlier run here still holds: that
+  // run's lease is no longer current (a claim takes a job only once its
+  // lease was taken back: expired, or unclaimed).  The earlier run is
+  // abandoned, and this one starts once it is over, its steps stopped,
+  // never beside it.  (Its entry was replaced, so the earlier run's end
+  // must not remove this one's, which heartbeats and the lease guard go by.)
+  std::shared_ptr<Job> earlier;
+  if (auto it = jobs_.find(id); it != jobs_.end()) {
+    earlier = it->second;
+    core::log("warn", "job claimed again while an earlier run of it is here: that run is abandoned first",
+              {{"job_id", std::to_string(id)}, {"earlier_lease", std::to_string(earlier->lease())},
+               {"lease", std::to_string(job->lease())}});
+    earlier->superseded();  // the new run's fence is the job's now
+    earlier->abandon("claimed again under a new lease");
+  }
   jobs_[id] = job;
-  asio::co_spawn(io_, [job]() -> asio::awaitable<void> { co_await job->run(); },
+  asio::co_spawn(io_, [job, earlier]() -> asio::awaitable<void> {
+                   while (earlier && !earlier->over()) co_await sleep_for(std::chrono::milliseconds(20));
+                   co_await job->run();
+                 },
                  [this, id, job](std::exception_ptr e) {
                    log_exit("job")(e);
                    // Abandoned without a finish, it may still be running
@@ -393,7 +411,7 @@ void Worker::start_job(std::shared_ptr<Job> job) {
                      if (unfinished_.size() >= unfinished_kept) unfinished_.erase(unfinished_.begin());
                      unfinished_.push_back(job->lease());
                    }
-                   jobs_.erase(id);
+                   if (auto it = jobs_.find(id); it != jobs_.end() && it->second == job) jobs_.erase(it);
                    slot_freed_ = true;
                    if (await_mode_ && await_counts_on_ == 0) freed_while_deaf_ = true;
                    fetch_wake_.notify();
