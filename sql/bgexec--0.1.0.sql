@@ -906,6 +906,16 @@ $$;
  * cost of the statements that have no other (queue_count has no index),
  * which then crossed jit_above_cost.  Regress "plans" holds them to it. */
 
+-- _lease_s: a worker row's lease in seconds, from the info it registered
+-- with (lease_s, a positive number); 30, the daemon's default, if none.
+CREATE FUNCTION bgexec._lease_s(info jsonb) RETURNS numeric
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+	SELECT CASE WHEN jsonb_typeof(info->'lease_s') = 'number' AND (info->>'lease_s')::numeric > 0
+	            THEN least((info->>'lease_s')::numeric, 86400) ELSE 30 END
+$$;
+
 CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
                                        concurrency int, info jsonb DEFAULT '{}')
 	RETURNS void
@@ -914,6 +924,7 @@ CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
 	AS $$
 DECLARE
 	v_bad text;
+	v_holder bgexec.worker;
 BEGIN
 	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
 		RAISE EXCEPTION 'worker_id must be 1-200 characters'
@@ -960,6 +971,19 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('host was %s', info->'host');
 	END IF;
+	IF coalesce(jsonb_typeof(info->'replaces'), 'null') NOT IN ('null', 'number') THEN
+		RAISE EXCEPTION 'info.replaces must be an integer'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('replaces was %s', info->'replaces');
+	END IF;
+	-- One live process per worker id: leases, heartbeat and unclaim go by the
+	-- id, and a second process under it had the first's jobs given back
+	-- (unclaim) and run again beside it.  The row is taken over when its
+	-- process stopped (deregister_worker), names none (host or pid null: by
+	-- hand), is the caller (same host and pid: registering again), missed
+	-- its lease (no heartbeat for its lease_s, 30 s if unknown), or is the
+	-- pid the caller found gone on its own host (info.replaces: a worker
+	-- restarted after a kill -9).  Else 55006, nothing changed.
 	INSERT INTO bgexec.worker AS w (id, host, pid, queues, concurrency, info,
 	                                started_at, heartbeat_at, stopped_at)
 	VALUES (worker_id, info->>'host', (info->>'pid')::int, coalesce(queues, '{}'),
@@ -967,7 +991,21 @@ BEGIN
 	ON CONFLICT (id) DO UPDATE
 	   SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
 	       concurrency = excluded.concurrency, info = excluded.info,
-	       started_at = now(), heartbeat_at = now(), stopped_at = NULL;
+	       started_at = now(), heartbeat_at = now(), stopped_at = NULL
+	 WHERE w.stopped_at IS NOT NULL OR w.host IS NULL OR w.pid IS NULL
+	    OR (w.host = excluded.host AND w.pid = excluded.pid)
+	    OR w.heartbeat_at < now() - make_interval(secs => bgexec._lease_s(w.info))
+	    OR (w.host = excluded.host AND w.pid = (excluded.info->>'replaces')::numeric);
+	IF NOT FOUND THEN
+		SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = register_worker.worker_id;
+		RAISE EXCEPTION 'worker id "%" is in use by a live worker', worker_id
+			USING ERRCODE = 'object_in_use',
+			      DETAIL = format('pid %s on host %s, last heartbeat %s s ago (its lease: %s s)',
+			                      v_holder.pid, v_holder.host,
+			                      round(extract(epoch FROM now() - v_holder.heartbeat_at)::numeric, 1),
+			                      bgexec._lease_s(v_holder.info)::float8),
+			      HINT = 'give each worker process its own id; a worker that is gone frees its id once it misses its lease';
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION bgexec.register_worker(text, text[], int, jsonb) IS

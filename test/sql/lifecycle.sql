@@ -110,5 +110,42 @@ SELECT bgexec.register_worker('w2', '{default}', 1, '{"pid": null}'), bgexec.reg
 -- (the refused registrations changed nothing: w1 is still deregistered)
 SELECT id, pid, stopped_at IS NULL AS running FROM bgexec.worker_stats WHERE id IN ('w1', 'w2', 'w3') ORDER BY id;
 DELETE FROM bgexec.worker WHERE id IN ('w2', 'w3');
+-- one live process per worker id (leases, heartbeat and unclaim go by the
+-- id): another process's registration of a live id is refused (55006,
+-- holder named, nothing changed) unless the holder stopped, named no
+-- process, is the caller, missed its lease, or is the pid the caller found
+-- gone on its own host (info.replaces)
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 10, "lease_s": 60}');
+SELECT bgexec.register_worker('one', '{default}', 2, '{"host": "h1", "pid": 10, "lease_s": 60}');
+-- (the DETAIL's heartbeat age, in tenths of a second, varies with the machine)
+DO $$
+DECLARE d text; h text;
+BEGIN
+	PERFORM bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11}');
+EXCEPTION WHEN object_in_use THEN
+	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+	RAISE NOTICE '55006: % / %', regexp_replace(d, '[0-9.]+ s ago', 'N s ago'), h;
+END
+$$;
+\set VERBOSITY terse
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 10}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 11, "replaces": 10}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, "replaces": "10"}');
+SELECT host, pid, concurrency FROM bgexec.worker WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, "replaces": 10}');
+SELECT host, pid FROM bgexec.worker WHERE id = 'one';
+-- missed its lease (60 s above; 30 s when the info gives none)
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '29 s' WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 12}');
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '31 s' WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 12}');
+SELECT bgexec.deregister_worker('one');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h3", "pid": 13}');
+UPDATE bgexec.worker SET host = NULL WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h4", "pid": 14}');
+SELECT host, pid FROM bgexec.worker WHERE id = 'one';
+\set VERBOSITY default
+DELETE FROM bgexec.worker WHERE id = 'one';
 SELECT id, stopped_at IS NOT NULL AS stopped, alive FROM bgexec.worker_stats ORDER BY id;
 SELECT queue, queued, running, completed FROM bgexec.queue_stats ORDER BY queue;

@@ -698,17 +698,72 @@ void Worker::begin_drain() {
   });
 }
 
-asio::awaitable<void> Worker::register_self(pg::Connection& conn) {
-  json info = {{"host", ""}, {"pid", ::getpid()}, {"version", BGEXEC_VERSION},
+namespace {
+
+std::string host_name() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// Whether no process of this pid runs on this host (none, or a zombie
+// nobody has reaped yet).
+bool process_gone(long pid) {
+  if (pid <= 0 || pid == ::getpid()) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
+}  // namespace
+
+asio::awaitable<void> Worker::register_self(pg::Connection& conn, long replaces) {
+  json info = {{"host", host_name()}, {"pid", ::getpid()}, {"version", BGEXEC_VERSION},
                {"allow_run", cfg_.allow_run}, {"lease_s", cfg_.lease_s}};
-  {
-    char host[256] = {0};
-    ::gethostname(host, sizeof host - 1);
-    info["host"] = host;
-  }
+  if (replaces > 0) info["replaces"] = replaces;
   for (auto& [name, path] : cfg_.actions) info["actions"].push_back(name);
   pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(cfg_.concurrency), core::dump(info)};
   co_await conn.query("SELECT bgexec.register_worker($1, $2::text[], $3, $4::jsonb)", std::move(arg1_));
+}
+
+asio::awaitable<bool> Worker::register_once(pg::Connection& conn) {
+  long replaces = 0;
+  auto warned = Clock::time_point{};
+  for (;;) {
+    std::string holder;  // the refusal's DETAIL: the holder's pid, host, heartbeat
+    try {
+      co_await register_self(conn, replaces);
+      co_return true;
+    } catch (const pg::Error& e) {
+      if (e.sqlstate() != "55006") throw;
+      holder = e.fields().detail;
+    }
+    {
+      std::string host;
+      long pid = 0;
+      pg::Params arg1_ = {cfg_.id};
+      auto r = co_await conn.query("SELECT host, pid FROM bgexec.worker_stats WHERE id = $1", std::move(arg1_));
+      if (r.rows() == 1) {
+        host = r.get(0, 0).value_or("");
+        pid = std::strtol(r.get(0, 1).value_or("0").c_str(), nullptr, 10);
+      }
+      if (host == host_name() && process_gone(pid) && pid != replaces) {
+        core::log("info", "worker id held by a process gone from this host: taking it over",
+                  {{"worker_id", cfg_.id}, {"pid", std::to_string(pid)}});
+        replaces = pid;
+        continue;
+      }
+      if (warned == Clock::time_point{} || Clock::now() - warned >= seconds(30)) {
+        warned = Clock::now();
+        core::log("warn", "worker id in use by a live worker: waiting until it stops or misses its lease",
+                  {{"worker_id", cfg_.id}, {"holder", holder}});
+      }
+    }
+    if (!draining_) co_await drained_.wait_for(seconds(1));
+    if (draining_) co_return false;
+  }
 }
 
 asio::awaitable<int> Worker::run() {
@@ -739,7 +794,10 @@ asio::awaitable<int> Worker::run() {
   double backoff = backoff_min_s;
   for (;;) {
     try {
-      co_await register_self(ctl_);
+      if (!co_await register_once(ctl_)) {
+        core::log("info", "worker stopped", {{"worker_id", cfg_.id}, {"registered", "false"}});
+        co_return 0;
+      }
       break;
     } catch (const pg::Error& e) {
       auto cls = core::classify(e.sqlstate());

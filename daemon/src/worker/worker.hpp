@@ -87,7 +87,13 @@ class Worker {
   void lost_claim(std::int64_t before);
   asio::awaitable<void> try_unclaim();
   // Upserts this worker's row (bgexec.register_worker).  Throws pg::Error.
-  asio::awaitable<void> register_self(pg::Connection& conn);
+  // replaces: the pid of a process gone from this host that holds the id.
+  asio::awaitable<void> register_self(pg::Connection& conn, long replaces = 0);
+  // Registers at start; while another live process holds the id (55006),
+  // waits for it to stop or miss its lease, and takes the id over at once
+  // from a process that is gone from this host.  False when a signal ended
+  // the wait; throws pg::Error on other errors.
+  asio::awaitable<bool> register_once(pg::Connection& conn);
   asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
                                       Clock::time_point until, bool* retried, bool retry_locked = true);
   // Slots the fetcher may claim now: a job waiting on the completer no longer

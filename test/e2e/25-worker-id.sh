@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One live process per worker id.  Leases, heartbeat and unclaim go by the
+# id: a second process under a live worker's id, once registered, had the
+# first's running job given back by its unclaim and ran it again beside
+# the first.  Now the second waits, claiming nothing, until the id is free;
+# a holder gone from this host (kill -9) frees it at once, not after its
+# lease (30 s here).
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57966
+M=$E2E_DIR/marks
+mkdir -p "$M"
+chmod 777 "$M"
+
+start_worker first --allow-run --queue dq --lease 30
+wait_for 20 grep -q 'worker started' "$E2E_DIR/first.log" || fail "first did not start"
+# the same id, another queue: what the duplicate would have unclaimed
+"$BGEXEC" worker --id first --lease 30 --allow-run --queue other >>"$E2E_DIR/second.log" 2>&1 &
+SECOND=$!
+E2E_PIDS+=("$SECOND")
+wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$E2E_DIR/second.log" \
+  || fail "the second process did not wait: $(tail -3 "$E2E_DIR/second.log")"
+grep -q "holder=\"pid $PID_first on host $(hostname)" "$E2E_DIR/second.log" || fail "the holder is not named: $(grep waiting "$E2E_DIR/second.log")"
+id=$("$BGEXEC" submit workflow --queue dq '{"steps": [{"id": "s", "run": ["sh", "-c", "echo run >> '"$M"'/runs; sleep 4"]}]}') || fail submit
+other=$("$BGEXEC" submit noop --queue other) || fail submit
+wait_status "$id" completed 30
+sleep 1
+[[ $(job_status "$other") == queued ]] || fail "the waiting process claimed job $other"
+[[ $(wc -l <"$M/runs") == 1 ]] || fail "the step ran $(wc -l <"$M/runs") times"
+[[ $(sql "SELECT pid FROM bgexec.worker WHERE id = 'first'") == "$PID_first" ]] || fail "the worker row changed hands"
+! grep -q 'worker started' "$E2E_DIR/second.log" || fail "the second process started"
+# the first is killed: its id is taken over at once, not after its lease
+kill -9 "$PID_first"
+wait "$PID_first" 2>/dev/null || true
+wait_for 10 grep -q 'worker id held by a process gone from this host: taking it over' "$E2E_DIR/second.log" \
+  || fail "no takeover: $(tail -3 "$E2E_DIR/second.log")"
+wait_status "$other" completed 10
+[[ $(sql "SELECT pid FROM bgexec.worker WHERE id = 'first'") == "$SECOND" ]] || fail "the worker row is not the second's"
+kill -TERM "$SECOND"; wait "$SECOND" || fail "second exit status $?"
+ok
