@@ -23,4 +23,10 @@ wait_status "$id" completed 5
 # resume of a job that is not suspended is refused
 set +e; "$BGEXEC" resume "$id" >/dev/null; rc=$?; set -e
 ((rc == 1)) || fail "resume of a completed job: exit $rc"
+# --json: resume's and retry's result is a boolean ("false" was a string,
+# true in JavaScript), stop's the status it found
+set +e; out=$("$BGEXEC" resume "$id" --json); set -e
+[[ $out == "{\"id\":$id,\"ok\":false,\"result\":false}" ]] || fail "resume --json: $out"
+set +e; out=$("$BGEXEC" retry "$id" --json); set -e
+[[ $out == "{\"id\":$id,\"ok\":false,\"result\":false}" ]] || fail "retry --json: $out"
 ok

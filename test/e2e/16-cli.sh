@@ -31,6 +31,18 @@ expect_usage 'schedule takes NAME CRON KIND [JSON|@FILE]' schedule nightly '@dai
 expect_usage '--max-attempts: expected an integer from 1' schedule n '@daily' noop --max-attempts 0
 expect_usage 'unschedule takes NAME' unschedule
 expect_usage 'schedules takes no arguments' schedules x
+expect_usage 'queues takes no arguments' queues x y
+# another command's option is refused, not ignored
+expect_usage '--queue is not an option of status' status 1 --queue x
+expect_usage '--wait is not an option of status' status 1 --wait
+expect_usage '--from is not an option of status' status 1 --from abc
+expect_usage '--time-zone is not an option of submit' submit noop --time-zone Europe/Paris
+expect_usage '--no-overlap is not an option of submit' submit noop --no-overlap
+expect_usage '--run-after is not an option of schedule' schedule s '0 0 * * *' noop --run-after +1h
+expect_usage '--idempotency-key is not an option of schedule' schedule s '0 0 * * *' noop --idempotency-key k
+expect_usage '--run-after is not an option of stop' stop 1 --run-after +1h
+expect_usage '--follow is not an option of retry' retry 1 --follow
+expect_usage '--max-attempts is not an option of resume' resume 1 --max-attempts 3
 expect_usage 'pause-schedule takes NAME' pause-schedule
 expect_usage 'resume-schedule takes NAME' resume-schedule a b
 expect_usage 'run-schedule takes NAME' run-schedule

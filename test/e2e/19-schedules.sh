@@ -20,6 +20,12 @@ out=$("$BGEXEC" schedule hello '*/5 * * * *' workflow \
 [[ $out =~ ^"schedule hello: next run "20[0-9-]+T[0-9][0-9]:[0-5][05]:00Z$ ]] || fail "bgexec schedule printed: $out"
 "$BGEXEC" schedules | grep -q $'^hello\t\\*/5 \\* \\* \\* \\*\tAsia/Kolkata\tworkflow\tsched\t' \
   || fail "bgexec schedules: $("$BGEXEC" schedules)"
+# yours only, as pause-schedule and the others act on yours only: a
+# superuser reads every role's rows, and listed another's with no owner
+psql -qX -c "CREATE ROLE e2e_other; GRANT bgexec_client TO e2e_other; SET ROLE e2e_other;
+             SELECT bgexec.schedule('theirs', '@daily', 'noop', queue => 'sched')" >/dev/null || fail "another role's schedule"
+! "$BGEXEC" schedules | grep -q '^theirs' || fail "bgexec schedules lists another role's schedule: $("$BGEXEC" schedules)"
+sql "DELETE FROM bgexec.schedule WHERE name = 'theirs'" >/dev/null
 
 set +e; "$BGEXEC" schedule bad '0 25 * * *' noop 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 3)) || fail "a bad cron: exit $rc"

@@ -35,10 +35,26 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
-const std::set<std::string> commands = {"submit",         "status",          "tail",     "stop",
-                                        "resume",         "retry",           "queues",   "schedule",
-                                        "unschedule",     "schedules",       "pause-schedule",
-                                        "resume-schedule", "run-schedule"};
+// Each command and the options it takes besides --db and --json, as its
+// usage line gives them: another command's option is refused (exit 2), not
+// ignored.
+const std::map<std::string, std::set<std::string>> command_options = {
+    {"submit",
+     {"--queue", "--priority", "--max-attempts", "--timeout", "--run-after", "--idempotency-key",
+      "--concurrency-key", "--wait", "--follow"}},
+    {"status", {}},
+    {"tail", {"--from"}},
+    {"stop", {}},
+    {"resume", {}},
+    {"retry", {}},
+    {"queues", {}},
+    {"schedule",
+     {"--queue", "--priority", "--max-attempts", "--timeout", "--concurrency-key", "--time-zone", "--no-overlap"}},
+    {"unschedule", {}},
+    {"schedules", {}},
+    {"pause-schedule", {}},
+    {"resume-schedule", {}},
+    {"run-schedule", {"--wait", "--follow"}}};
 
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
@@ -424,12 +440,15 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
     msg = cmd == "resume" ? "not suspended" : "not failed, cancelled or timed out";
     code = job_failed;
   }
-  if (s.json_out) std::cout << json{{"id", id}, {"result", v}, {"ok", code == ok}}.dump() << std::endl;
+  // stop's result is the status it found, resume's and retry's whether they did it.
+  json result = cmd == "stop" ? json(v) : json(v == "true");
+  if (s.json_out) std::cout << json{{"id", id}, {"result", result}, {"ok", code == ok}}.dump() << std::endl;
   else std::cout << "job " << id << ": " << msg << std::endl;
   co_return code;
 }
 
-asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs&) {
+asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
+  if (!a.positional.empty()) throw Usage("queues takes no arguments");
   auto r = co_await s.conn.query("SELECT * FROM bgexec.queue_stats ORDER BY queue");
   json rows = r.to_json();
   if (s.json_out) {
@@ -528,7 +547,9 @@ asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("schedules takes no arguments");
   auto r = co_await s.conn.query(
       "SELECT name, cron, time_zone, kind, queue, paused, next_run_at, last_run_at, last_job_id, last_error"
-      " FROM bgexec.schedule ORDER BY name");
+      // Yours only, as the other schedule commands act on yours only (a
+      // superuser reads every role's rows, with no owner column to tell them).
+      " FROM bgexec.schedule WHERE owner = current_user ORDER BY name");
   json rows = r.to_json();
   if (s.json_out) {
     std::cout << core::dump(rows) << std::endl;
@@ -549,7 +570,7 @@ asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
 
 }  // namespace
 
-bool is_command(const std::string& cmd) { return commands.count(cmd) > 0; }
+bool is_command(const std::string& cmd) { return command_options.count(cmd) > 0; }
 
 int run(const std::string& cmd, const std::vector<std::string>& args,
         const std::map<std::string, std::string>& env) {
@@ -568,6 +589,17 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
     return usage;
+  }
+  {
+    const auto& takes = command_options.at(cmd);
+    std::vector<std::string> given;
+    for (auto& [name, values] : parsed.options) given.push_back(name);
+    for (auto& name : parsed.flags) given.push_back(name);
+    for (auto& name : given)
+      if (name != "--db" && name != "--json" && !takes.count(name)) {
+        std::cerr << "bgexec " << cmd << ": " << name << " is not an option of " << cmd << "\n";
+        return usage;
+      }
   }
   // Every usage line offers one or the other: --follow prints what --wait hides.
   if (parsed.flags.count("--wait") && parsed.flags.count("--follow")) {
