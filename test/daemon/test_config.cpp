@@ -232,6 +232,19 @@ TEST(WorkerConfig, KillGraceDefaultFitsShortLease) {
   EXPECT_EQ(parse_worker_config({"--lease", "1", "--kill-grace", "0.2"}, {}).kill_grace_s, 0.2);
 }
 
+// The sql step sessions default to the job slots; a value of its own from
+// any source, 1..1024.
+TEST(WorkerConfig, SqlStepsDefaultToConcurrency) {
+  EXPECT_EQ(parse_worker_config({}, {}).sql_steps, 10);
+  EXPECT_EQ(parse_worker_config({"--concurrency", "3"}, {}).sql_steps, 3);
+  EXPECT_EQ(parse_worker_config({"--concurrency", "3", "--sql-steps", "7"}, {}).sql_steps, 7);
+  EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_SQL_STEPS", "2"}}).sql_steps, 2);
+  TempConfig file(R"({"sql_steps": 5})");
+  EXPECT_EQ(parse_worker_config({"--config", file.path()}, {}).sql_steps, 5);
+  EXPECT_NE(error_of({"--sql-steps", "0"}).find("--sql-steps"), std::string::npos);
+  EXPECT_NE(error_of({"--sql-steps", "1025"}).find("--sql-steps"), std::string::npos);
+}
+
 // Text that is no duration says so and shows the accepted forms; a
 // duration out of range says that instead.
 TEST(WorkerConfig, NotADuration) {
@@ -371,7 +384,7 @@ TEST(WorkerConfig, UsageDocumentsEveryFlag) {
   const std::string usage = worker_usage();
   for (const char* needle :
        {"--db", "BGEXEC_DB", "--id", "BGEXEC_ID", "--queue", "BGEXEC_QUEUES", "--concurrency",
-        "BGEXEC_CONCURRENCY", "Defaults to 10.", "--lease", "BGEXEC_LEASE", "Defaults to 30.", "--allow-run",
+        "BGEXEC_CONCURRENCY", "Defaults to 10.", "--sql-steps", "BGEXEC_SQL_STEPS", "--lease", "BGEXEC_LEASE", "Defaults to 30.", "--allow-run",
         "BGEXEC_ALLOW_RUN", "--config", "BGEXEC_CONFIG", "--action", "BGEXEC_ACTIONS", "--grace",
         "BGEXEC_GRACE", "--secrets-dir", "BGEXEC_SECRETS_DIR", "--poll", "BGEXEC_POLL", "Defaults to 1.",
         "--reconcile-interval", "BGEXEC_RECONCILE_INTERVAL", "Defaults to 5.", "--kill-grace",

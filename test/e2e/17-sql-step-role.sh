@@ -59,4 +59,23 @@ sql_step_fails "WITH w AS (INSERT INTO e2e_sink VALUES (7)) SELECT repeat('x', 1
 after=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "sql": "SELECT 1 AS one"}]}' --db "$as_alice")
 wait_status "$after" completed 20
 kill -0 "$PID_w1" || fail "worker died"
+# --sql-steps bounds the sql step sessions a worker holds at once: a
+# workflow of six parallel sql steps took six connections (a hundred took
+# every connection the server had, every other client's too); with 2, the
+# others wait for a session and all complete.
+start_worker w2 --queue par --concurrency 4 --sql-steps 2
+par=$("$BGEXEC" submit workflow --queue par "{\"steps\": [$(for i in 1 2 3 4 5 6; do
+  printf '%s{"id": "s%d", "sql": "SELECT pg_sleep(0.7) /* e2e-par */"}' "$([[ $i == 1 ]] || echo ,)" "$i"; done)]}") \
+  || fail submit
+most=0 end=$((SECONDS + 60))
+while [[ $(job_status "$par") != completed ]]; do
+  n=$(sql "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(0.7) /* e2e-par */%' AND state = 'active'")
+  ((n > most)) && most=$n
+  ((SECONDS < end)) || fail "job $par is $(job_status "$par")"
+  sleep 0.05
+done
+((most == 2)) || fail "sql step sessions at once: at most $most, expected 2"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $par AND kind = 'step_completed'") == 6 ]] \
+  || fail "not every sql step completed"
+
 ok

@@ -43,6 +43,8 @@ const Setting settings[] = {
     {"--queue", "BGEXEC_QUEUES", "queues", Kind::queues},
     {"--concurrency", "BGEXEC_CONCURRENCY", "concurrency", Kind::integer, nullptr, nullptr,
      &WorkerConfig::concurrency, 1, 1024},
+    {"--sql-steps", "BGEXEC_SQL_STEPS", "sql_steps", Kind::integer, nullptr, nullptr, &WorkerConfig::sql_steps,
+     1, 1024},
     // At most a day: bgexec.claim and bgexec.heartbeat refuse a longer lease_for.
     {"--lease", "BGEXEC_LEASE", "lease", Kind::positive_seconds, nullptr, &WorkerConfig::lease_s, nullptr, 0, 0,
      86400},
@@ -402,6 +404,7 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
     }
   }
   if (!flag_queues.empty()) cfg.queues = std::move(flag_queues);
+  if (cfg.sql_steps == 0) cfg.sql_steps = cfg.concurrency;
   // Left unset, the kill grace is its default cut to a sixth of a short
   // lease (half the third the check below allows), so any valid lease works
   // alone; only one the user set can conflict with the lease.
@@ -453,6 +456,9 @@ config file > defaults. Every flag accepts both "--flag value" and
                              (comma-separated). Defaults to "default".
   --concurrency N            Jobs run at once, 1..1024. Env BGEXEC_CONCURRENCY.
                              Defaults to 10.
+  --sql-steps N              "sql" steps run at once, each on its own
+                             connection, 1..1024; more wait for one to end.
+                             Env BGEXEC_SQL_STEPS. Defaults to --concurrency.
   --lease SECONDS            Lease length, > 0 and at most 86400 (a day);
                              heartbeats renew it.
                              Env BGEXEC_LEASE. Defaults to 30.
@@ -462,7 +468,8 @@ config file > defaults. Every flag accepts both "--flag value" and
                              Env BGEXEC_ALLOW_RUN (1/true/yes/on,
                              0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,
-                             concurrency, lease, allow_run, actions, grace,
+                             concurrency, sql_steps, lease, allow_run,
+                             actions, grace,
                              secrets_dir, poll, reconcile_interval, kill_grace,
                              log_cap, finish_batch, finish_delay,
                              claim_backoff.

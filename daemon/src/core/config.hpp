@@ -16,6 +16,7 @@ struct WorkerConfig {
   std::string id;                               // worker id; "" = caller fills host:pid
   std::vector<std::string> queues{"default"};   // queues to claim from
   int concurrency = 10;                         // job slots, 1..1024
+  int sql_steps = 0;                            // sql step sessions at once, 1..1024; 0 = concurrency
   double lease_s = 30;                          // lease length per claim/heartbeat
   bool allow_run = false;                       // permit `run` (arbitrary argv) steps
   std::map<std::string, std::string> actions;   // action name -> executable path

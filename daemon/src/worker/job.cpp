@@ -810,6 +810,19 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     else p.push_back(v.is_string() ? v.get<std::string>() : core::dump(v));
     if (p.back() && !masker_.empty() && masker_.mask(*p.back()) != *p.back()) secret_param = true;
   }
+  // One of the worker's sql step sessions (--sql-steps): a workflow of many
+  // parallel sql steps, or many such jobs, took as many connections as the
+  // server had, every other client's too.  The wait ends with the step (a
+  // stop, its deadline, the lease).
+  while (!w_.take_sql_session()) {
+    if (stop_ != StopReason::none || abandoned_ || deadline.passed())
+      throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
+    co_await sleep_for(std::chrono::milliseconds(20));
+  }
+  struct Session {
+    Worker& w;
+    ~Session() { w.give_sql_session(); }
+  } session{w_};
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
   // Its notices (RAISE NOTICE ...) are the tenant's output: log events of

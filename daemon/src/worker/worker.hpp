@@ -43,6 +43,14 @@ class Worker {
   const core::WorkerConfig& config() const { return cfg_; }
   // How long before a lease expires (by the worker's reckoning) a job whose
   // lease could not be renewed is given up (see lease_guard).
+  // sql step sessions (--sql-steps): a step takes one before it connects
+  // and gives it back when its connection closes; false when none is free.
+  bool take_sql_session() {
+    if (sql_sessions_ >= cfg_.sql_steps) return false;
+    ++sql_sessions_;
+    return true;
+  }
+  void give_sql_session() { --sql_sessions_; }
   Clock::duration lease_margin() const;
   asio::any_io_executor executor() { return io_.get_executor(); }
   // Resolves {{secrets.NAME}}: BGEXEC_SECRET_NAME, else --secrets-dir/NAME.
@@ -129,6 +137,7 @@ class Worker {
     std::int64_t after_lease;
     Clock::time_point next_try;
   };
+  int sql_sessions_ = 0;
   std::optional<Unclaim> unclaim_;
   // Leases of the latest jobs that ended without a finish written (they may
   // still run under their lease in the database): unclaim must not take
