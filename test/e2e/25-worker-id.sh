@@ -35,5 +35,21 @@ wait_for 10 grep -q 'worker id held by a process gone from this host: taking it 
   || fail "no takeover: $(tail -3 "$E2E_DIR/second.log")"
 wait_status "$other" completed 10
 [[ $(sql "SELECT pid FROM bgexec.worker WHERE id = 'first'") == "$SECOND" ]] || fail "the worker row is not the second's"
-kill -TERM "$SECOND"; wait "$SECOND" || fail "second exit status $?"
+# Someone deletes the row while a third process waits for the id: the third
+# takes it; the second, told by its heartbeat to register again, is refused,
+# drains and exits 3, leaving the third's row as it is.
+"$BGEXEC" worker --id first --lease 30 --queue other >>"$E2E_DIR/third.log" 2>&1 &
+THIRD=$!
+E2E_PIDS+=("$THIRD")
+wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$E2E_DIR/third.log" || fail "the third did not wait"
+sql "DELETE FROM bgexec.worker WHERE id = 'first'" >/dev/null
+wait_for 10 grep -q 'worker started' "$E2E_DIR/third.log" || fail "the third did not start"
+wait_for 30 grep -q 'worker stopped' "$E2E_DIR/second.log" || fail "the second did not stop: $(tail -3 "$E2E_DIR/second.log")"
+set +e; wait "$SECOND"; rc=$?; set -e
+((rc == 3)) || fail "the second exited $rc, expected 3"
+grep -q "worker id taken by another live process while this worker's row was missing: draining" "$E2E_DIR/second.log" \
+  || fail "no log line: $(tail -3 "$E2E_DIR/second.log")"
+[[ $(sql "SELECT pid, stopped_at IS NULL FROM bgexec.worker WHERE id = 'first'") == "$THIRD|t" ]] \
+  || fail "the third's row: $(sql "SELECT * FROM bgexec.worker WHERE id = 'first'")"
+kill -TERM "$THIRD"; wait "$THIRD" || fail "third exit status $?"
 ok

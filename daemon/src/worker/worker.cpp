@@ -570,6 +570,10 @@ void Worker::set_backlog(bool more) {
 
 // -------------------------------------------------------------- heartbeater
 
+namespace {
+std::string host_name();
+}  // namespace
+
 asio::awaitable<void> Worker::heartbeater() {
   const double interval = std::max(0.1, cfg_.lease_s / 3);
   while (!stopping_) {
@@ -582,18 +586,33 @@ asio::awaitable<void> Worker::heartbeater() {
     }
     auto sent = Clock::now();
     try {
-      pg::Params arg1_ = {cfg_.id, bigint_array(leases), core::to_pg_interval(cfg_.lease_s)};
-      auto r = co_await hb_.query("SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)", std::move(arg1_),
-                                  /*prepare=*/true);
+      // With it, in the same statement, a row 'holder' when the worker row
+      // is another process's: someone deleted this worker's row and a
+      // process waiting for the id registered it (register_worker allows
+      // one live process per id).
+      pg::Params arg1_ = {cfg_.id, bigint_array(leases), core::to_pg_interval(cfg_.lease_s),
+                          std::to_string(::getpid()), host_name()};
+      auto r = co_await hb_.query(
+          "SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)"
+          " UNION ALL SELECT NULL, 'holder' FROM bgexec.worker_stats"
+          " WHERE id = $1 AND (pid IS DISTINCT FROM $4::int OR host IS DISTINCT FROM $5)",
+          std::move(arg1_), /*prepare=*/true);
       std::map<std::int64_t, std::string> actions;
-      bool unregistered = false;
+      bool unregistered = false, taken = false;
       for (int i = 0; i < r.rows(); ++i) {
         auto lease = r.get(i, 0);
         if (!lease) {
-          unregistered = r.get(i, 1) == "register";
+          unregistered = unregistered || r.get(i, 1) == "register";
+          taken = taken || r.get(i, 1) == "holder";
           continue;
         }
         actions[std::stoll(*lease)] = r.get(i, 1).value_or("lost");
+      }
+      if (taken && !draining_) {
+        core::log("error", "worker id taken by another live process while this worker's row was missing: draining",
+                  {{"worker_id", cfg_.id}});
+        id_taken_ = true;
+        begin_drain();
       }
       for (auto& job : live) {
         auto it = actions.find(job->lease());
@@ -606,7 +625,18 @@ asio::awaitable<void> Worker::heartbeater() {
         co_await register_self(hb_);
       }
     } catch (const pg::Error& e) {
-      core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+      if (e.sqlstate() == "55006" && !draining_) {
+        // While the row was missing, another process registered under this
+        // id (one that waited for it): two live processes under one id is
+        // what register_worker refuses.  This one drains and exits, and
+        // leaves the row, the other's, as it is.
+        core::log("error", "worker id taken by another live process while this worker's row was missing: draining",
+                  {{"worker_id", cfg_.id}, {"holder", e.fields().detail}});
+        id_taken_ = true;
+        begin_drain();
+      } else {
+        core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+      }
     }
     // Early when a stop request woke the notifier: this heartbeat names the job.
     co_await hb_wake_.wait_until(sent + seconds(interval));
@@ -837,7 +867,7 @@ asio::awaitable<int> Worker::run() {
   listen_.close();
   try {
     pg::Params arg1_ = {cfg_.id};
-    co_await ctl_.query("SELECT bgexec.deregister_worker($1)", std::move(arg1_));
+    if (!id_taken_) co_await ctl_.query("SELECT bgexec.deregister_worker($1)", std::move(arg1_));
   } catch (const pg::Error& e) {
     core::log("warn", "deregister failed", {{"error", e.what()}});
   }
@@ -845,7 +875,7 @@ asio::awaitable<int> Worker::run() {
   ctl_.close();
   fin_.close();
   hb_.close();
-  co_return 0;
+  co_return id_taken_ ? 3 : 0;
 }
 
 }  // namespace bgexec::worker

@@ -138,6 +138,7 @@ class Worker {
     Clock::time_point next_try;
   };
   int sql_sessions_ = 0;
+  bool id_taken_ = false;  // another process holds the id: no deregister
   std::optional<Unclaim> unclaim_;
   // Leases of the latest jobs that ended without a finish written (they may
   // still run under their lease in the database): unclaim must not take
