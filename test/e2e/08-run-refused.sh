@@ -28,7 +28,7 @@ wait_status "$u" failed 20
 # run other code: a BASH_FUNC_cat%% would run the tenant's shell code in
 # place of the script's `cat`, LD_PRELOAD a library of its choosing.  The
 # step fails, not retryable; other variables still reach the action.
-for var in 'BASH_FUNC_cat%%' LD_PRELOAD PATH; do
+for var in 'BASH_FUNC_cat%%' LD_PRELOAD PATH GIT_SSH_COMMAND; do
   b=$("$BGEXEC" submit workflow --max-attempts 3 "{\"steps\": [{\"id\": \"a\", \"action\": \"bash-act\",
      \"env\": {\"$var\": \"() { touch $E2E_DIR/injected; }\"}}]}")
   wait_status "$b" failed 20

@@ -42,8 +42,12 @@ wait_status "$other" completed 10
 THIRD=$!
 E2E_PIDS+=("$THIRD")
 wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$E2E_DIR/third.log" || fail "the third did not wait"
+# (the second stopped meanwhile, so that its heartbeat cannot register the
+# row again before the third does: a few seconds, well inside its lease)
+kill -STOP "$SECOND"
 sql "DELETE FROM bgexec.worker WHERE id = 'first'" >/dev/null
-wait_for 10 grep -q 'worker started' "$E2E_DIR/third.log" || fail "the third did not start"
+wait_for 10 grep -q 'worker started' "$E2E_DIR/third.log" || { kill -CONT "$SECOND"; fail "the third did not start"; }
+kill -CONT "$SECOND"
 wait_for 30 grep -q 'worker stopped' "$E2E_DIR/second.log" || fail "the second did not stop: $(tail -3 "$E2E_DIR/second.log")"
 set +e; wait "$SECOND"; rc=$?; set -e
 ((rc == 3)) || fail "the second exited $rc, expected 3"

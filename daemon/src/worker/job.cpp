@@ -115,26 +115,30 @@ bool is_worker_var(std::string_view name) {
   return false;
 }
 
-// Variables that make a program run code other than its own: the dynamic
-// loader's, glibc's, the shells' (a BASH_FUNC_x%% replaces a command x in
-// every bash script), the interpreters' module paths and option variables,
-// PATH and HOME (where commands and start-up files are found).  sudo's
-// list of variables it removes (env.c, initial_badenv_table) and glibc's
-// for set-user-ID programs (unsecvars.h), with the runtimes of Java, Node,
-// Python, Perl and Ruby.  A worker without --allow-run refuses them in an
-// action step's env: there the tenant chooses data, and the administrator
-// the program; with them, a tenant could run anything through any action
-// that is a bash script or dynamically linked.
+// Variables known to make a program run code other than its own: the
+// dynamic loader's, glibc's, the shells' (a BASH_FUNC_x%% replaces a
+// command x in every bash script), the interpreters' module paths and
+// option variables, PATH and HOME (where commands and start-up files are
+// found), git's (GIT_SSH_COMMAND, GIT_CONFIG_*), pagers and editors.
+// sudo's list of variables it removes (env.c, initial_badenv_table), glibc's
+// for set-user-ID programs (unsecvars.h), and the runtimes and tools most
+// actions call.  A worker without --allow-run refuses them in an action
+// step's env: there the tenant chooses data, and the administrator the
+// program.  No list can name every variable some program reads as code:
+// an action that runs other programs should set their environment itself.
 bool changes_what_runs(std::string_view name) {
-  static constexpr std::string_view prefixes[] = {"LD_", "BASH_FUNC_", "_RLD", "GLIBC_",
-                                                  "MALLOC_", "PYTHON", "PERL", "RUBY", "NODE_",
-                                                  "JAVA_", "_JAVA_", "JDK_JAVA_"};
+  static constexpr std::string_view prefixes[] = {
+      "LD_",   "BASH_FUNC_", "_RLD",  "GLIBC_", "MALLOC_", "PYTHON",     "PERL",       "RUBY",
+      "NODE_", "JAVA_",      "_JAVA_", "JDK_JAVA_", "GIT_", "LUA_INIT", "LUA_PATH", "LUA_CPATH",
+      "ERL_",  "npm_config_", "NPM_CONFIG_", "KRB5", "PHP"};
   static constexpr std::string_view names[] = {
       "PATH", "HOME", "ENV", "BASH_ENV", "BASHOPTS", "SHELLOPTS", "PS4", "IFS", "CDPATH",
       "GLOBIGNORE", "FPATH", "NULLCMD", "READNULLCMD", "ZDOTDIR", "TMPPREFIX", "GCONV_PATH",
       "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH", "NLSPATH",
       "PATH_LOCALE", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR", "TERMINFO", "TERMINFO_DIRS",
-      "TERMCAP", "TMPDIR"};
+      "TERMCAP", "TERMPATH", "TMPDIR", "KRB_CONF", "LESSOPEN", "LESSCLOSE", "PAGER", "EDITOR",
+      "VISUAL", "BROWSER", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES", "CLASSPATH",
+      "SSH_ASKPASS", "SUDO_ASKPASS"};
   for (auto p : prefixes)
     if (name.substr(0, p.size()) == p) return true;
   for (auto n : names)
@@ -439,6 +443,11 @@ asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) 
 // ---------------------------------------------------------------- scheduler
 
 asio::awaitable<void> Job::run() {
+  // over() becomes true however run() ends: a later run of the job waits for it.
+  struct Over {
+    bool& flag;
+    ~Over() { flag = true; }
+  } over{over_};
   core::log("info", "job claimed",
             {{"job_id", id_str(id())}, {"kind", c_.kind}, {"attempt", std::to_string(c_.attempt)},
              {"lease", id_str(lease())}});
@@ -473,7 +482,6 @@ asio::awaitable<void> Job::run() {
   deadline_timer_.cancel();
   flush_timer_.cancel();
   finished_ = true;
-  over_ = true;
 }
 
 asio::awaitable<void> Job::execute() {

@@ -608,11 +608,11 @@ asio::awaitable<void> Worker::heartbeater() {
         }
         actions[std::stoll(*lease)] = r.get(i, 1).value_or("lost");
       }
-      if (taken && !draining_) {
+      if (taken && !id_taken_) {
         core::log("error", "worker id taken by another live process while this worker's row was missing: draining",
                   {{"worker_id", cfg_.id}});
         id_taken_ = true;
-        begin_drain();
+        begin_drain();  // (already draining: goes on; either way, no deregister)
       }
       for (auto& job : live) {
         auto it = actions.find(job->lease());
@@ -625,7 +625,7 @@ asio::awaitable<void> Worker::heartbeater() {
         co_await register_self(hb_);
       }
     } catch (const pg::Error& e) {
-      if (e.sqlstate() == "55006" && !draining_) {
+      if (e.sqlstate() == "55006" && !id_taken_) {
         // While the row was missing, another process registered under this
         // id (one that waited for it): two live processes under one id is
         // what register_worker refuses.  This one drains and exits, and
@@ -866,8 +866,14 @@ asio::awaitable<int> Worker::run() {
   stopping_ = true;
   listen_.close();
   try {
-    pg::Params arg1_ = {cfg_.id};
-    if (!id_taken_) co_await ctl_.query("SELECT bgexec.deregister_worker($1)", std::move(arg1_));
+    // Only a row that is still this process's: one another process took
+    // since the last heartbeat is left as it is (marked stopped, it would
+    // let a third register over the live holder).
+    pg::Params arg1_ = {cfg_.id, std::to_string(::getpid()), host_name()};
+    if (!id_taken_)
+      co_await ctl_.query("SELECT bgexec.deregister_worker($1) FROM bgexec.worker_stats"
+                          " WHERE id = $1 AND pid = $2::int AND host = $3",
+                          std::move(arg1_));
   } catch (const pg::Error& e) {
     core::log("warn", "deregister failed", {{"error", e.what()}});
   }
