@@ -175,6 +175,15 @@ $$;
 CREATE SEQUENCE bgexec.lease_seq AS bigint CACHE 1;
 COMMENT ON SEQUENCE bgexec.lease_seq IS
 	'source of fencing tokens: every claim takes a fresh, never reused lease';
+/* Never reused across DROP EXTENSION and CREATE EXTENSION either: a worker
+ * still running a job of the dropped extension holds its lease, and the
+ * new extension's jobs reuse ids from 1, so a lease that started at 1 again
+ * let that worker's finish land on another job of the same id.  The first
+ * lease is the microseconds since 1970, beyond any lease an earlier
+ * extension in this database handed out unless it took more than one a
+ * microsecond on average over its whole life. */
+SELECT pg_catalog.setval('bgexec.lease_seq',
+	(extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint, false);
 
 CREATE TABLE bgexec.queue (
 	name                 text PRIMARY KEY,

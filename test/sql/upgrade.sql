@@ -23,11 +23,24 @@ SELECT k, count(*) FROM fp GROUP BY k ORDER BY k;
 -- the public API of DESIGN.md §3, with its signatures
 SELECT v FROM fp WHERE k = 'fn' AND v NOT LIKE '\_%' ORDER BY v;
 SELECT v FROM fp WHERE k IN ('idx', 'policy') ORDER BY v;
+-- a lease handed out before the extension is dropped and created again
+-- (its worker may still be running the job, whose id the new extension
+-- hands out again from 1) is never handed out again
+SELECT bgexec.submit('noop', queue => 'upg') AS upg_job \gset
+SELECT lease AS lease_before FROM bgexec.claim('w-upg', '{upg}', 1) \gset
 DROP EXTENSION bgexec CASCADE;
 SELECT count(*) AS objects_left FROM pg_class WHERE relnamespace = 'bgexec'::regnamespace;
 SELECT count(*) AS functions_left FROM pg_proc WHERE pronamespace = 'bgexec'::regnamespace;
 SELECT rolname FROM pg_roles WHERE rolname IN ('bgexec_client', 'bgexec_worker') ORDER BY 1;
 CREATE EXTENSION bgexec;
+-- (job ids start from 1 again; here from the dropped job's, whatever ran before)
+SELECT pg_catalog.setval(pg_catalog.pg_get_serial_sequence('bgexec.job', 'id'), :upg_job, false) = :upg_job AS ids_again;
+SELECT bgexec.submit('noop', queue => 'upg') = :upg_job AS same_job_id;
+SELECT lease > :lease_before AS lease_not_reused,
+       bgexec.finish(:upg_job, :lease_before, 'completed', '{}') IS NULL AS stale_finish_refused
+  FROM bgexec.claim('w-upg', '{upg}', 1);
+SELECT status FROM bgexec.job WHERE id = :upg_job;
+DELETE FROM bgexec.job;
 -- symmetric difference of the fingerprints: none
 (SELECT * FROM fp EXCEPT ALL SELECT * FROM catalog_fingerprint())
 UNION ALL
