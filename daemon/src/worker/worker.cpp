@@ -181,34 +181,66 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
 // bgexec_stop instead.
 asio::awaitable<void> Worker::notifier() {
   double backoff = backoff_min_s;
-  bool listen = false;
+  bool listen = false, said_unavailable = false;
   // Once either way is in place: anything submitted while we were away is
   // found by a claim now.
-  auto listening = [this, &backoff](core::LogFields how) {
-    core::log("info", "listening", std::move(how));
-    backoff = backoff_min_s;
+  // A recheck that finds await_claim still unavailable LISTENs again
+  // quietly: the line is logged once a stretch, not every minute.
+  std::string last_how;
+  bool rechecked = false;
+  auto listening = [this, &said_unavailable, &last_how, &rechecked](core::LogFields how) {
+    std::string now;
+    for (auto& [k, v] : how) {
+      if (k == "via") said_unavailable = false;  // await_claim works (again)
+      now += std::string(k) + "=" + v + ";";
+    }
+    bool same = std::exchange(last_how, now) == now;
+    if (!(std::exchange(rechecked, false) && same)) core::log("info", "listening", std::move(how));
     next_poll_ = Clock::time_point{};
     fetch_wake_.notify();
   };
+  recheck_timer_ = std::make_unique<asio::steady_timer>(io_);
   while (!stopping_) {
+    auto began = Clock::now();
     try {
-      if (listen)
+      if (listen) {
+        // Each minute in LISTEN, await_claim is tried again.
+        recheck_timer_->expires_after(std::chrono::seconds(60));
+        recheck_timer_->async_wait([this](const boost::system::error_code& ec) {
+          if (ec || stopping_) return;
+          rechecking_ = true;
+          listen_.close();  // the wait for notifications throws
+        });
         co_await listen_for_work(listening);
-      else
+      } else {
         co_await await_work(listening);
+      }
     } catch (const pg::Error& e) {
+      recheck_timer_->cancel();
       // The fetcher polls again while the notifier is away.
       await_mode_ = false;
       fetch_wake_.notify();
       if (stopping_) break;
       if (draining_ && e.sqlstate() == "57014") continue;  // cancelled by begin_drain
+      if (std::exchange(rechecking_, false)) {
+        listen = false;
+        rechecked = true;
+        continue;
+      }
       if (!listen && (e.sqlstate() == "55000" || e.sqlstate() == "42883")) {
-        core::log("info", "await_claim unavailable, listening instead", {{"error", e.what()}});
+        // Said once a stretch: a recheck that finds it still unavailable is quiet.
+        if (!std::exchange(said_unavailable, true))
+          core::log("info", "await_claim unavailable, listening instead", {{"error", e.what()}});
         listen = true;
         continue;
       }
+      said_unavailable = false;
       core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
     }
+    // The backoff starts again after a while without errors, not at every
+    // start: an error that comes at once each time (a claim refused, say)
+    // backs off to the cap instead of retrying ten times a second.
+    if (Clock::now() - began > seconds(2 * backoff_max_s)) backoff = backoff_min_s;
     co_await sleep_for(seconds(backoff));
     backoff = std::min(backoff * 2, backoff_max_s);
   }

@@ -182,6 +182,11 @@ class Worker {
   bool stopping_ = false;
   int signals_seen_ = 0;
   std::unique_ptr<asio::steady_timer> grace_timer_;
+  // While the notifier LISTENs instead of waiting in await_claim: ends the
+  // LISTEN now and then, so that await_claim is tried again (bgexec
+  // preloaded since, the extension created again).
+  std::unique_ptr<asio::steady_timer> recheck_timer_;
+  bool rechecking_ = false;
 };
 
 }  // namespace bgexec::worker
