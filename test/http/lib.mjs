@@ -54,13 +54,15 @@ export async function freePort() {
 }
 
 // Starts a private gateway (extra `serve` flags in `args`); returns {url, proc, stop()}.
-export async function startGateway(port, args = []) {
+// It is ready once `probe` answers (a /metrics scrape, which also starts
+// its counters' window, unless the test needs the first scrape to itself).
+export async function startGateway(port, args = [], probe = '/metrics') {
   const proc = spawn(process.env.BGEXEC_BIN,
     ['serve', '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS, ...args],
     { stdio: ['ignore', 'ignore', 'inherit'] });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
-    try { const r = await fetch(url + '/metrics'); if (r.ok) break; } catch { /* not yet */ }
+    try { const r = await fetch(url + probe); if (r.ok) break; } catch { /* not yet */ }
     await sleep(100);
   }
   return { url, proc, kill: (sig = 'SIGKILL') => { try { proc.kill(sig); } catch { /* gone */ } } };

@@ -48,6 +48,22 @@ test('finished-job counters count each finish once and survive purge; gauges are
   }
 });
 
+test('the counters count from the gateway\'s start, not from its first scrape', { timeout: 30000 }, async () => {
+  const gw = await startGateway(await freePort(), [], '/');  // no scrape before the test's
+  try {
+    const queue = uniq('metrics-start');
+    const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+    assert.equal(r.status, 201);
+    const a = claim(queue); finish(a.job, a.lease, 'completed', { ok: 1 });
+    await sleep(5500);  // past the commit margin
+    const m = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m, `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`), 1,
+      'a job finished before the first scrape is counted');
+  } finally {
+    gw.kill();
+  }
+});
+
 test('a queued job with run_after -infinity does not break a scrape', async (t) => {
   const queue = uniq('inf');
   const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });

@@ -76,6 +76,7 @@ class Gateway {
 
   asio::any_io_executor ex_;
   GatewayConfig cfg_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   Pool pool_;
   Notifier notifier_;
   FinishedCounters finished_;

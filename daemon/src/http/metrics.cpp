@@ -9,6 +9,8 @@
 // or retention never makes them shrink.
 #include "http/gateway.hpp"
 
+#include "core/duration.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -23,7 +25,9 @@ namespace {
 constexpr const char* commit_margin = "5 seconds";
 
 // Rows (metric, label 1, label 2, value).  $1: the previous scrape's
-// watermark (NULL on the first scrape: the counters start at 0).  A
+// watermark; on the first scrape, NULL, and the window starts $3 ago: when
+// the gateway started (its uptime on the host's clock), so the counters
+// count from there, not from the first scrape.  A
 // run_after of -infinity (runnable since forever) has no age: now() minus it
 // raises 22008 and would fail every scrape, so the oldest age skips it.
 const char* metrics_sql = R"SQL(
@@ -32,7 +36,7 @@ fin AS (
   SELECT j.queue, j.status::text AS status, j.attempt, j.error->>'reason' AS reason,
          extract(epoch FROM j.finished_at - j.started_at)::float8 AS s
     FROM bgexec.job j, w
-   WHERE j.finished_at > $1::timestamptz AND j.finished_at <= w.cur),
+   WHERE j.finished_at > coalesce($1::timestamptz, now() - $3::interval) AND j.finished_at <= w.cur),
 active AS (
   SELECT queue, 'queued' AS status, count(*) AS n,
          extract(epoch FROM now() - min(run_after)
@@ -95,7 +99,8 @@ std::string num(double v) {
 asio::awaitable<Response> Gateway::metrics(const Request& req) {
   auto& f = finished_;
   const auto since = f.watermark;  // another scrape may advance it while we wait
-  pg::Params params{since, std::string(commit_margin)};
+  const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  pg::Params params{since, std::string(commit_margin), core::to_pg_interval(up)};
   auto r = co_await pool_.query("", metrics_sql, std::move(params), true);
   // Counted only when no other scrape moved the watermark meanwhile (both
   // would have counted the same window); this window is then counted next time.
