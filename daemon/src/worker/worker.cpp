@@ -7,6 +7,7 @@
 #include "core/utf8.hpp"
 #include "proc/child.hpp"
 #include "proc/guard.hpp"
+#include "proc/procfs.hpp"
 #include "util/hangup.hpp"
 #include "worker/job.hpp"
 
@@ -36,6 +37,21 @@ namespace {
 
 constexpr double backoff_min_s = 0.1;
 constexpr double backoff_max_s = 5.0;  // cap of the reconnect backoff
+
+std::string host_name() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// Whether no process of this pid runs on this host (none, or a zombie
+// nobody has reaped yet).
+bool process_gone(long pid) {
+  if (pid <= 0 || pid == ::getpid()) return false;
+  proc::ProcStat st;
+  if (!proc::proc_stat(static_cast<pid_t>(pid), st)) return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  return st.state == 'Z';
+}
 
 // claim's columns, as claim_on and start_claimed read them (await_claim
 // returns the same, then its flags woken and stop, and how long ago, at the
@@ -186,16 +202,12 @@ asio::awaitable<void> Worker::notifier() {
   // found by a claim now.
   // A recheck that finds await_claim still unavailable LISTENs again
   // quietly: the line is logged once a stretch, not every minute.
-  std::string last_how;
   bool rechecked = false;
-  auto listening = [this, &said_unavailable, &last_how, &rechecked](core::LogFields how) {
-    std::string now;
-    for (auto& [k, v] : how) {
-      if (k == "via") said_unavailable = false;  // await_claim works (again)
-      now += std::string(k) + "=" + v + ";";
-    }
-    bool same = std::exchange(last_how, now) == now;
-    if (!(std::exchange(rechecked, false) && same)) core::log("info", "listening", std::move(how));
+  auto listening = [this, &said_unavailable, &rechecked](core::LogFields how) {
+    bool via_await = false;
+    for (auto& [k, v] : how) via_await = via_await || k == "via";
+    if (via_await) said_unavailable = false;  // await_claim works (again)
+    if (!(std::exchange(rechecked, false) && !via_await)) core::log("info", "listening", std::move(how));
     next_poll_ = Clock::time_point{};
     fetch_wake_.notify();
   };
@@ -602,10 +614,6 @@ void Worker::set_backlog(bool more) {
 
 // -------------------------------------------------------------- heartbeater
 
-namespace {
-std::string host_name();
-}  // namespace
-
 asio::awaitable<void> Worker::heartbeater() {
   const double interval = std::max(0.1, cfg_.lease_s / 3);
   while (!stopping_) {
@@ -759,27 +767,6 @@ void Worker::begin_drain() {
     for (auto& [id, job] : jobs_) job->request_stop(StopReason::shutdown);
   });
 }
-
-namespace {
-
-std::string host_name() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
-
-// Whether no process of this pid runs on this host (none, or a zombie
-// nobody has reaped yet).
-bool process_gone(long pid) {
-  if (pid <= 0 || pid == ::getpid()) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-  auto close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
-}
-
-}  // namespace
 
 asio::awaitable<void> Worker::register_self(pg::Connection& conn, long replaces) {
   json info = {{"host", host_name()}, {"pid", ::getpid()}, {"version", BGEXEC_VERSION},
