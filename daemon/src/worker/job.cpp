@@ -84,7 +84,9 @@ std::optional<json> parse_output(const std::string& out) {
   auto in = core::parse_json_input(t);
   if (in.error == core::JsonInput::Error::too_deep) return std::nullopt;
   if (!in) return json(t);
-  core::sanitize_utf8(in.value);  // a "\u0000" escape: PostgreSQL stores no U+0000
+  // The text is storable already; only a "\u0000" escape makes a NUL (which
+  // PostgreSQL stores nowhere) in the value: walked only then.
+  if (t.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);
   return std::move(in.value);
 }
 
@@ -337,7 +339,7 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
     // Not JSON (or nested too deep to handle): kept as a log line.
     auto in = core::parse_json_input(std::string_view(masked).substr(progress_prefix.size()));
     if (in) {
-      core::sanitize_utf8(in.value);  // a "\u0000" escape
+      if (masked.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);  // as parse_output
       pending_logs_.push_back({{"kind", "progress"}, {"data", {{"step", id}, {"progress", std::move(in.value)}}}});
       ++pending_lines_;
       arm_flush();
