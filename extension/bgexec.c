@@ -8,7 +8,7 @@
  * module only holds what is better written in C (see STYLE.md): payload
  * validation (validate.c), the in-server watchdog (watchdog.c), the
  * targeted wake-ups of idle workers (wake.c) and the identity of the
- * caller (here).
+ * caller (here and caller.c).
  *
  * extension/bgexec.c
  *
@@ -182,6 +182,8 @@ _PG_init(void)
 
 	MarkGUCPrefixReserved("bgexec");
 
+	bgexec_caller_init();
+
 	if (process_shared_preload_libraries_in_progress && bgexec_watchdog_enabled)
 		bgexec_watchdog_register();
 	if (process_shared_preload_libraries_in_progress)
@@ -194,18 +196,15 @@ _PG_init(void)
 }
 
 /*
- * bgexec._caller() returns name: the role the session acts as.
+ * bgexec._caller() returns name: the role bgexec acts for.
  *
- * This is GetOuterUserId(): the session user, or the target of SET ROLE.
- * A SECURITY DEFINER function changes only CurrentUserId (through
- * SetUserIdAndSecContext) and leaves the outer user alone, and SET ROLE is
- * refused inside one, so from within the SECURITY DEFINER client functions
- * this still names the role that called them, where current_user names the
- * function's owner.  Checked by experiment on PostgreSQL 15: for a SECURITY
- * DEFINER function owned by postgres, called by alice it returns alice,
- * after SET ROLE bob it returns bob, after RESET ROLE alice again, and a
- * SECURITY DEFINER function owned by a third role, called from the first,
- * does not change it either.
+ * That is the role in effect where the client function was called
+ * (caller.c): the owner of the innermost SECURITY DEFINER function outside
+ * schema bgexec that is running, else the outer user, GetOuterUserId():
+ * the session user, or the target of SET ROLE.  Inside bgexec's own
+ * SECURITY DEFINER client functions current_user names their owner, and
+ * the outer user alone named Alice inside Bob's SECURITY DEFINER function
+ * that Alice called, where Bob's code runs as Bob.
  *
  * That role becomes bgexec.job.owner, which row-level security compares
  * with the reader; takes no locks, reads the syscache only.
@@ -226,7 +225,7 @@ outer_user_name(void)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("bgexec client functions cannot be called within a security-restricted operation"),
 				 errdetail("ANALYZE, VACUUM, CREATE INDEX, REFRESH MATERIALIZED VIEW and the like run a table owner's code, not the session role's.")));
-	return GetUserNameFromId(GetOuterUserId(), false);
+	return GetUserNameFromId(bgexec_caller_id(), false);
 }
 
 Datum

@@ -45,6 +45,10 @@ extern void bgexec_step_session_shmem_request(void);	/* step_session.c */
 extern void bgexec_step_session_shmem_startup(void);
 
 /* watchdog.c */
+/* caller.c: the role bgexec acts for */
+extern void bgexec_caller_init(void);
+extern Oid	bgexec_caller_id(void);
+
 extern void bgexec_watchdog_register(void);
 extern PGDLLEXPORT void bgexec_watchdog_main(Datum main_arg);
 

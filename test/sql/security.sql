@@ -77,6 +77,49 @@ SELECT count(*) AS sro_jobs FROM bgexec.job WHERE queue = 'sro';
 SET client_min_messages = warning;
 DROP SCHEMA regress_sro CASCADE;
 RESET client_min_messages;
+-- another role's SECURITY DEFINER function acts in bgexec as that role, not
+-- as whoever calls it: bob's function, called by alice or by a superuser,
+-- submits jobs bob owns (their sql steps run as bob), reads and stops only
+-- bob's jobs.  bgexec saw the outer user there, so bob's code acted as the
+-- caller: owned her jobs, read her events, stopped, retried, purged them
+CREATE SCHEMA regress_sdf AUTHORIZATION regress_bob;
+SET ROLE regress_bob;
+CREATE FUNCTION regress_sdf.act(target bigint) RETURNS text
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $f$
+DECLARE
+	v bigint := bgexec.submit('noop', queue => 'sdf');
+	r text := 'caller ' || bgexec._caller() || ', job owner '
+	          || (SELECT owner FROM bgexec.job WHERE id = v);
+BEGIN
+	BEGIN
+		PERFORM bgexec.events(target);
+		r := r || ', events read';
+	EXCEPTION WHEN OTHERS THEN r := r || ', events ' || SQLSTATE;
+	END;
+	BEGIN
+		PERFORM bgexec.stop(target);
+		r := r || ', stopped';
+	EXCEPTION WHEN OTHERS THEN r := r || ', stop ' || SQLSTATE;
+	END;
+	RETURN r;
+END $f$;
+GRANT USAGE ON SCHEMA regress_sdf TO PUBLIC;
+GRANT EXECUTE ON FUNCTION regress_sdf.act(bigint) TO PUBLIC;
+-- a SECURITY INVOKER function (or a SET clause alone) changes nothing
+CREATE FUNCTION regress_sdf.invoker() RETURNS name
+	LANGUAGE sql SET search_path = pg_catalog AS $f$ SELECT bgexec._caller() $f$;
+GRANT EXECUTE ON FUNCTION regress_sdf.invoker() TO PUBLIC;
+RESET ROLE;
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'sdf-alice') AS alice_job \gset
+SELECT regress_sdf.act(:alice_job), regress_sdf.invoker();
+RESET ROLE;
+SELECT regress_sdf.act(:alice_job), regress_sdf.invoker();
+SELECT owner, count(*) FROM bgexec.job WHERE queue LIKE 'sdf%' GROUP BY 1 ORDER BY 1;
+SELECT status FROM bgexec.job WHERE id = :alice_job;
+SET client_min_messages = warning;
+DROP SCHEMA regress_sdf CASCADE;
+RESET client_min_messages;
 -- a role outside bgexec_client cannot use the API at all
 CREATE ROLE regress_outsider;
 SET ROLE regress_outsider;
