@@ -655,7 +655,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       throw StepFailure{"step must have exactly one of action, run, sql, sleep, approval", false};
     nlohmann::json arg1_ = {{"step", sid}};
     co_await append("step_started", std::move(arg1_));
-    if (stop_ != StopReason::none || abandoned_) co_return;
+    if (halted()) co_return;  // a sibling failed, or a stop came, meanwhile
     // The step's own deadline, from here (submit checked it; checked again
     // so bad data from the database fails the step only).
     std::optional<double> limit;
@@ -699,7 +699,11 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       std::string text = seconds_text(*limit);
       throw StepFailure{"step " + sid + " timed out after " + text + " s", true, "step_timeout"};
     }
-    if (stop_ != StopReason::none || abandoned_) co_return;
+    // Ended early by a stop, a timeout or a sibling's failure: a sleep cut
+    // short, a process that exited 0 on SIGTERM, is not done, and a re-run
+    // (max_attempts, retry) runs it again.  A sql step is done once its
+    // COMMIT made it, whatever came after.
+    if (abandoned_ || (kind != "sql" && halted())) co_return;
     output = mask(output);
     json data = {{"step", sid}, {"output", output}};
     json entry = {{"output", output}};
@@ -825,7 +829,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // server had, every other client's too.  The wait ends with the step (a
   // stop, its deadline, the lease).
   while (!w_.take_sql_session()) {
-    if (stop_ != StopReason::none || abandoned_ || deadline.passed())
+    if (halted() || deadline.passed())
       throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
     co_await sleep_for(std::chrono::milliseconds(20));
   }
@@ -841,10 +845,10 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     if (auto job = self.lock()) job->log_line(sid, "notice", std::move(text));
   });
   killers_[sid] = [conn] { conn->cancel(); };
-  // A cancel reaches only a statement in flight: a stop or the deadline that
-  // came while connecting or between statements is seen here, and the
+  // A cancel reaches only a statement in flight: a stop, a sibling's
+  // failure or the deadline that came while connecting or between statements is seen here, and the
   // transaction is rolled back (closed without COMMIT) instead.
-  auto ended = [&] { return stop_ != StopReason::none || abandoned_ || deadline.passed(); };
+  auto ended = [&] { return halted() || deadline.passed(); };
   std::optional<std::string> fail;
   bool retryable = false;
   json rows;

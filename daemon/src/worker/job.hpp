@@ -173,6 +173,9 @@ class Job : public std::enable_shared_from_this<Job> {
   nlohmann::json outputs_ = nlohmann::json::object();  // {id: {"output", "stdout"}}
   std::set<std::string> done_, running_, waiting_;
   std::optional<nlohmann::json> failure_;
+  // The job's steps are being ended: a stop (or timeout, shutdown), a lost
+  // lease, or a step's failure.  A step that sees it starts nothing more.
+  bool halted() const { return stop_ != StopReason::none || abandoned_ || failure_.has_value(); }
   std::map<std::string, std::function<void()>> killers_;
   core::Masker masker_;
   Event wake_;
