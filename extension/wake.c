@@ -68,6 +68,7 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -630,6 +631,23 @@ register_slot(WakeSlot *slot, const text *worker, ArrayType *queues, int free)
 	slot->last_call = GetCurrentTimestamp();
 }
 
+/* libpq/libpq.h, whose libpq-be.h needs the GSSAPI headers */
+extern bool pq_check_connection(void);
+
+/* Wakes the waiting workers of the queues of bits in woken (of queues). */
+static void
+pass_on_wakes(const uint32 *queues, int nqueues, uint32 woken)
+{
+	WakeRequest reqs[WAKE_MAX_QUEUES];
+	int			n = 0;
+
+	for (int i = 0; i < nqueues; i++)
+		if (woken & ((uint32) 1 << i))
+			reqs[n++] = (WakeRequest) {WAKE_JOBS, queues[i], 1, 0, 0, MyBackendId - 1};
+	if (n > 0)
+		wake_slots(reqs, n);
+}
+
 /*
  * bgexec.await_work(worker_id text, queues text[], free int, timeout
  * interval, pass_on boolean) -> (jobs boolean, stop boolean)
@@ -723,16 +741,7 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	LWLockRelease(wake_shared->lock);
 
 	/* Hand the job wakes this worker could not use to others, now. */
-	if (passed != 0)
-	{
-		WakeRequest reqs[WAKE_MAX_QUEUES];
-		int			n = 0;
-
-		for (int i = 0; i < slot->nqueues; i++)
-			if (passed & ((uint32) 1 << i))
-				reqs[n++] = (WakeRequest) {WAKE_JOBS, slot->queues[i], 1, 0, 0, MyBackendId - 1};
-		wake_slots(reqs, n);
-	}
+	pass_on_wakes(slot->queues, slot->nqueues, passed);
 
 	/*
 	 * Until a wake arrives, the deadline passes, or jobs due later become
@@ -777,6 +786,37 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	got = slot->pending;
 	slot->pending = 0;
 	LWLockRelease(wake_shared->lock);
+
+	/*
+	 * A worker killed while it waited (SIGKILL, a host gone) leaves its
+	 * session here: a wake it took would be claimed by await_claim for a
+	 * client that can never run the jobs, and an at-most-once job would
+	 * end failed (worker_lost) without having started anywhere.  So when
+	 * its client is gone, the session hands its wake to another waiting
+	 * worker and ends, as a backend does that finds its client gone
+	 * (client_connection_check_interval).  The check is a poll of the
+	 * socket, made only for a job wake.
+	 */
+	if ((got & WAKE_JOBS) && whereToSendOutput == DestRemote && !pq_check_connection())
+	{
+		uint32		queues[WAKE_MAX_QUEUES];
+		int			nqueues;
+		uint32		woken;
+
+		LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
+		nqueues = slot->nqueues;
+		if (nqueues > 0)
+			memcpy(queues, slot->queues, nqueues * sizeof(uint32));
+		woken = slot->woken_queues;
+		if (slot->pid == MyProcPid)
+			memset(slot, 0, sizeof(WakeSlot));
+		LWLockRelease(wake_shared->lock);
+		pass_on_wakes(queues, nqueues, woken);
+		ereport(FATAL,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("connection to client lost"),
+				 errdetail("The worker's session in await_work passed its job wakes to other waiting workers.")));
+	}
 
 	values[0] = BoolGetDatum((got & WAKE_JOBS) != 0);
 	values[1] = BoolGetDatum((got & WAKE_STOP) != 0);
