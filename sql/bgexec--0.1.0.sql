@@ -170,6 +170,19 @@ CREATE FUNCTION bgexec._interval_within(iv interval, lim interval) RETURNS boole
 	   AND iv - pg_catalog.date_trunc('day', iv) BETWEEN -lim AND lim
 $$;
 
+/* _interval_positive: iv is above zero and no part of it is negative.  An
+ * interval compares with 30-day months and 24-hour days but adds calendar
+ * months and days: '1 mon -29 days' compares positive, yet added to 31
+ * January it ends on 30 January.  Without SET, so that it is inlined. */
+CREATE FUNCTION bgexec._interval_positive(iv interval) RETURNS boolean
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT iv > interval '0'
+	   AND pg_catalog.date_trunc('month', iv) >= interval '0'
+	   AND pg_catalog.date_trunc('day', iv) >= pg_catalog.date_trunc('month', iv)
+	   AND iv >= pg_catalog.date_trunc('day', iv)
+$$;
+
 /* --------------------------------------------------------------- tables */
 
 CREATE SEQUENCE bgexec.lease_seq AS bigint CACHE 1;
@@ -642,7 +655,10 @@ CREATE FUNCTION bgexec._check_lease_for(lease_for interval) RETURNS void
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
-	IF lease_for IS NULL OR lease_for <= interval '0' OR lease_for > interval '1 day' THEN
+	-- Each part bounded too: '100 years -35999 days' compares as a day, and
+	-- made a lease of 525 days (or a timestamp out of range in the claim).
+	IF lease_for IS NULL OR NOT bgexec._interval_positive(lease_for)
+	   OR NOT bgexec._interval_within(lease_for, interval '1 day') THEN
 		RAISE EXCEPTION 'lease_for must be a positive interval of at most 1 day'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('lease_for was %s', coalesce(lease_for::text, 'null'));
@@ -696,7 +712,7 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('max_attempts was %s', coalesce(p_max_attempts::text, 'null'));
 	END IF;
-	IF p_timeout IS NOT NULL AND (p_timeout <= interval '0'
+	IF p_timeout IS NOT NULL AND (NOT bgexec._interval_positive(p_timeout)
 	                              OR NOT bgexec._interval_within(p_timeout, interval '100 years')) THEN
 		RAISE EXCEPTION 'timeout must be a positive interval of at most 100 years'
 			USING ERRCODE = 'invalid_parameter_value',
@@ -980,7 +996,11 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('host was %s', info->'host');
 	END IF;
-	IF coalesce(jsonb_typeof(info->'replaces'), 'null') NOT IN ('null', 'number') THEN
+	IF (CASE coalesce(jsonb_typeof(info->'replaces'), 'null')
+	      WHEN 'null' THEN false
+	      WHEN 'number' THEN (info->'replaces')::numeric NOT BETWEEN -2147483648 AND 2147483647
+	                         OR (info->'replaces')::numeric <> trunc((info->'replaces')::numeric)
+	      ELSE true END) THEN
 		RAISE EXCEPTION 'info.replaces must be an integer'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('replaces was %s', info->'replaces');
@@ -2139,7 +2159,7 @@ BEGIN
 		                     AND (x.run_after IS NULL OR isfinite(x.run_after))
 		                     AND coalesce(x.max_attempts, 1) >= 1
 		                     AND (x.timeout IS NULL
-		                          OR x.timeout > interval '0'
+		                          OR bgexec._interval_positive(x.timeout)
 		                             AND bgexec._interval_within(x.timeout, interval '100 years'))
 		                     AND (x.concurrency_key IS NULL
 		                          OR length(x.concurrency_key) BETWEEN 1 AND 512), false)
@@ -2238,7 +2258,12 @@ BEGIN
 		RAISE EXCEPTION 'job_id must not be null'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	SELECT * INTO j FROM bgexec.job WHERE id = p_job FOR UPDATE;
+	-- Whose it is before the lock: another tenant's job must not make the
+	-- caller wait on its row (and so tell that it exists and is busy).
+	SELECT * INTO j FROM bgexec.job WHERE id = p_job;
+	IF FOUND AND bgexec._can_see(j.owner) THEN
+		SELECT * INTO j FROM bgexec.job WHERE id = p_job FOR UPDATE;
+	END IF;
 	IF NOT FOUND OR NOT bgexec._can_see(j.owner) THEN
 		RAISE EXCEPTION 'job % does not exist', p_job
 			USING ERRCODE = 'no_data_found';

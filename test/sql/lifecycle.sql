@@ -78,6 +78,12 @@ SELECT * FROM bgexec.claim('w1', '{default}', 10001);
 SELECT * FROM bgexec.claim('w1', '{default}', 1, '300000 years');
 SELECT * FROM bgexec.claim('w1', '{default}', 1, '1 day 1 second');
 SELECT * FROM bgexec.heartbeat('w1', '{}', '300000 years');
+-- each part bounded and none negative: these compare as a day or less, but
+-- made a lease of 525 days, a timestamp out of range (22008), a lease that
+-- ends before it starts (from 31 January)
+SELECT * FROM bgexec.claim('w1', '{default}', 1, '100 years -35999 days');
+SELECT * FROM bgexec.claim('w1', '{default}', 1, '71582788 mons -2147483639 days');
+SELECT * FROM bgexec.heartbeat('w1', '{}', '1 mon -29 days 12:00');
 SELECT count(*) FROM bgexec.claim('w1', '{lcap}', 10000, '1 day');
 -- negative: finish with a non-terminal outcome
 SELECT bgexec.finish(:j1, :l1, 'running', NULL);
@@ -132,6 +138,8 @@ SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 10}'
 SELECT bgexec.register_worker('one', '{default}', 1, '{}');
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 11, "replaces": 10}');
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, "replaces": "10"}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, "replaces": 1.5}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, "replaces": 1e300}');
 SELECT host, pid, concurrency FROM bgexec.worker WHERE id = 'one';
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, "replaces": 10}');
 SELECT host, pid FROM bgexec.worker WHERE id = 'one';

@@ -175,6 +175,11 @@ SELECT * FROM try($q$SELECT bgexec.submit('noop', concurrency_key => '')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '300000 years')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '100 years 1 day')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '4000000 mons -119999000 days')$q$);
+-- positive as compared, but a month less 29 days ends a day early from 31
+-- January: no part may be negative, in submit and submit_many
+SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '1 mon -29 days')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('noop', timeout => '1 day -1 hour')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "timeout": "1 mon -29 days"}]')$q$);
 -- the same in submit_many, set-based and per job (with an idempotency key)
 SELECT * FROM try($q$SELECT bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'concurrency_key', repeat('k', 9600))))$q$);
 SELECT * FROM try($q$SELECT bgexec.submit_many(jsonb_build_array(jsonb_build_object('kind', 'noop', 'idempotency_key', 'v-ck', 'concurrency_key', repeat('k', 9600))))$q$);
