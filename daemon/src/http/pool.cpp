@@ -7,7 +7,6 @@
 namespace bgexec::http {
 
 namespace {
-const std::string unknown_role = "\x01";
 // How long past the statement timeout a call may go unanswered: the server's
 // own timeout (and the cancel it sends) normally ends a statement first.
 constexpr std::chrono::milliseconds unanswered_grace{5000};
@@ -17,8 +16,8 @@ struct RoleSwitchLost : pg::Error {
   explicit RoleSwitchLost(const pg::Error& e) : pg::Error(e) {}
 };
 // SET ROLE in function form: the role name is a parameter ("none" = RESET ROLE).
-// The session's statement_timeout goes with it: a fresh session always sets
-// its role first, so no session runs a request without the timeout.
+// The session's statement_timeout goes with it, so no session runs a request
+// without the timeout.
 const std::string set_role_sql =
     "SELECT pg_catalog.set_config('role', $1, false), pg_catalog.set_config('statement_timeout', $2, false)";
 
@@ -34,7 +33,6 @@ Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, lon
   for (std::size_t i = 0; i < size; ++i) {
     auto s = std::make_unique<Slot>();
     s->conn = std::make_unique<pg::Connection>(ex, conninfo, "http-pool-" + std::to_string(i));
-    s->role = unknown_role;
     slots_.push_back(std::move(s));
   }
 }
@@ -63,28 +61,19 @@ void Pool::release(Slot* s) {
   }
 }
 
-// Sets the role when the session does not act as it already, then runs the statement.
+// Sets the role, then runs the statement (pool.hpp: why before every one).
 asio::awaitable<pg::Result> Pool::run(Slot& s, const std::string& role, const std::string& sql,
                                       const pg::Params& params) {
-  if (s.role != role || !s.conn->connected()) {
-    s.role = unknown_role;
-    try {
-      pg::Params p{role.empty() ? std::string("none") : role, statement_timeout_};
-      co_await s.conn->query(set_role_sql, std::move(p));
-    } catch (const pg::Error& e) {
-      // Nothing ran yet: a lost connection is retried by the caller; any other
-      // failure means the token's role is missing or not granted to the gateway.
-      if (e.connection_lost()) throw RoleSwitchLost(e);
-      role_error(e);
-    }
-    s.role = role;
-  }
   try {
-    co_return co_await s.conn->query(sql, params);
-  } catch (...) {
-    s.role = unknown_role;
-    throw;
+    pg::Params p{role.empty() ? std::string("none") : role, statement_timeout_};
+    co_await s.conn->query(set_role_sql, std::move(p), /*prepare=*/true);
+  } catch (const pg::Error& e) {
+    // Nothing ran yet: a lost connection is retried by the caller; any other
+    // failure means the token's role is missing or not granted to the gateway.
+    if (e.connection_lost()) throw RoleSwitchLost(e);
+    role_error(e);
   }
+  co_return co_await s.conn->query(sql, params);
 }
 
 asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql, pg::Params params,

@@ -5,12 +5,13 @@
 //
 // Role switching: `SELECT set_config('role', $1, false)` (the function form of
 // SET ROLE, so the role name travels as a parameter and needs no quoting),
-// with "none" meaning the gateway's own login role (RESET ROLE).  The role a
-// connection currently acts as is remembered, so a request for the same role
-// as the previous one costs no extra round trip; every checkout sets the role
-// it needs before anything else runs, so a role can never leak from one
-// request to the next, whatever failed in between.  The remembered role is
-// forgotten on any error (the server side may have reconnected or not).
+// with "none" meaning the gateway's own login role (RESET ROLE), before every
+// statement: a role can never leak from one request to the next, whatever
+// failed in between; a role revoked from the gateway's login is refused at
+// the next request (PostgreSQL checks membership when a role is set, not
+// after); and a session the server closed while it sat idle fails there,
+// before anything ran, and is reconnected and retried.  It costs a round
+// trip per request (pg_stat_statements would show it as the top call).
 
 #include "pg/connection.hpp"
 
@@ -36,7 +37,7 @@ struct ClientGone : std::exception {
 class Pool {
  public:
   // statement_timeout_ms: the sessions' statement_timeout (0 = none), set
-  // with the role on every fresh session.
+  // with the role.
   Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, long statement_timeout_ms = 0);
   // Runs `sql` as `role` ("" = the gateway's login role).  Throws pg::Error.
   // With idempotent=true a statement that failed because the connection was
@@ -52,7 +53,6 @@ class Pool {
  private:
   struct Slot {
     std::unique_ptr<pg::Connection> conn;
-    std::string role;  // role the session acts as; "\x01" = unknown
     bool busy = false;
   };
   asio::awaitable<Slot*> acquire();
