@@ -310,3 +310,19 @@ test('HEAD answers the headers GET would, Content-Length included, and no body',
   assert.equal(again.status, 200);
   assert.equal(again.body.id, id);
 });
+
+test('payloads and resume inputs are stored as sent: numbers beyond a double exact', async () => {
+  const queue = uniq('exact');
+  const numbers = '{"big": 123456789012345678901234567890, "dec": 0.10000000000000000001, "i": -9223372036854775809}';
+  const s = await api('POST', '/v1/jobs', { token: A, headers: { 'Content-Type': 'application/json' },
+    raw: `{"kind": "noop", "queue": "${queue}", "payload": ${numbers}}` });
+  assert.equal(s.status, 201, s.text);
+  // the parsed body's dump stored 1.2345678901234568e+29, 0.1 and -9223372036854775808
+  assert.equal(psql(`SELECT payload = '${numbers}'::jsonb FROM bgexec.job WHERE id = ${s.body.id}`), 't',
+    psql(`SELECT payload FROM bgexec.job WHERE id = ${s.body.id}`));
+  const c = claim(queue);
+  finish(c.job, c.lease, 'suspended', {});
+  const r = await api('POST', `/v1/jobs/${c.job}/resume`, { token: A, raw: numbers });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(psql(`SELECT data->'input' = '${numbers}'::jsonb FROM bgexec.job_event WHERE job_id = ${c.job} AND kind = 'resumed'`), 't');
+});

@@ -431,7 +431,10 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   if (body.contains("payload") && !body["payload"].is_null()) {
     if (!body["payload"].is_object()) throw invalid("payload must be a JSON object");
     if (core::contains_nul(body["payload"])) throw nul_in("payload");
-    arg("payload", body["payload"].dump(), "?::jsonb");
+    // From the body as sent, by the database: the parser here keeps numbers
+    // as doubles, and its dump stored 123456789012345678901234567890 as
+    // 1.2345678901234568e+29 and 0.1000000000000000001 as 0.1.
+    arg("payload", text, "(?::jsonb)->'payload'");
   }
   if (auto q = str("queue")) arg("queue", *q, "?::text");
   if (auto p = integer("priority", std::numeric_limits<std::int32_t>::min())) arg("priority", *p, "?::int");
@@ -816,7 +819,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         if (in.error == core::JsonInput::Error::too_deep) throw too_deep("resume input");
         if (!in) throw bad_request("request body is not valid JSON: " + in.message);
         if (core::contains_nul(in.value)) throw nul_in("resume input");
-        input = in.value.dump();
+        input = std::string(b);  // as sent: numbers exact (see build_submit)
       }
       pg::Result r;
       try {
