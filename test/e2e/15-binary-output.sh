@@ -100,5 +100,22 @@ wait_status "$nul" completed 20
    == "x${fffd}y" ]] || fail "NUL in a stderr line: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $nul AND kind = 'log'")"
 [[ $(sql "SELECT data->'progress'->>'p' FROM bgexec.job_event WHERE job_id = $nul AND kind = 'progress'") \
    == "a${fffd}b" ]] || fail "NUL in a progress event"
+
+# stdout of 16 MiB or more fails the step, which read the first 16 MiB of
+# a larger JSON output as a string output; progress lines count against
+# the log cap (1 MiB by default) like log lines
+big=$("$BGEXEC" submit workflow '{"steps": [{"id": "big", "run": ["python3", "-c",
+  "import json; print(json.dumps({\"big\": \"x\" * 17000000}))"]}]}') || fail submit
+wait_status "$big" failed 60
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $big") == *"stdout is 16777216 bytes or more"* ]] \
+  || fail "big output: $(sql "SELECT left(error::text, 300) FROM bgexec.job WHERE id = $big")"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $big AND kind = 'step_completed'") == 0 ]] || fail "big output completed"
+prog=$("$BGEXEC" submit workflow '{"steps": [{"id": "p", "run": ["python3", "-c",
+  "import sys\nfor i in range(30000): print(\"::progress {\\\"i\\\": %d, \\\"pad\\\": \\\"%s\\\"}\" % (i, \"p\" * 80), file=sys.stderr)"]}]}') || fail submit
+wait_status "$prog" completed 60
+bytes=$(sql "SELECT sum(length(data::text)) FROM bgexec.job_event WHERE job_id = $prog AND kind IN ('progress', 'log')")
+((bytes < 2000000)) || fail "progress events past the log cap: $bytes bytes"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $prog AND kind = 'log' AND data::text LIKE '%log cap of%'") == 1 ]] \
+  || fail "no log cap marker after progress lines"
 kill -0 "$PID_w1" || fail "worker died"
 ok

@@ -333,21 +333,25 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
   std::string masked = masker_.mask(line);
   // Binary output is stored, not refused: invalid UTF-8 and NUL become U+FFFD.
   if (!core::storable(masked)) masked = core::to_storable(masked);
+  // Progress lines count against --log-cap as log lines do: a step printing
+  // them in a loop wrote events without bound.
+  if (log_capped_) return;
+  const bool over_cap = log_bytes_ + masked.size() > w_.config().log_cap_bytes;
   // A stderr line "::progress JSON" becomes a progress event (same batch, same order).
   static constexpr std::string_view progress_prefix = "::progress ";
-  if (std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
+  if (!over_cap && std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
     // Not JSON (or nested too deep to handle): kept as a log line.
     auto in = core::parse_json_input(std::string_view(masked).substr(progress_prefix.size()));
     if (in) {
       if (masked.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);  // as parse_output
+      log_bytes_ += masked.size();
       pending_logs_.push_back({{"kind", "progress"}, {"data", {{"step", id}, {"progress", std::move(in.value)}}}});
       ++pending_lines_;
       arm_flush();
       return;
     }
   }
-  if (log_capped_) return;
-  if (log_bytes_ + masked.size() > w_.config().log_cap_bytes) {
+  if (over_cap) {
     log_capped_ = true;
     masked = "[bgexec: log cap of " + std::to_string(w_.config().log_cap_bytes) +
              " bytes reached; further output is not stored]";
@@ -1034,13 +1038,14 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
                               feed_stdin(child, data) &&
                               read_outputs(child, sid, log_stdout, &out.stdout_text, drain));
   killers_.erase(sid);
-  // Cut at capture_cap, stdout may end in the first bytes of a secret, which
-  // masking the whole no longer recognises: they are dropped.
-  if (out.stdout_text.size() >= capture_cap && !masker_.empty()) {
-    std::string ignored;
-    out.stdout_text.resize(masker_.mask_decided(out.stdout_text, ignored));
-  }
   if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
+  // Not cut and kept: the first 16 MiB of a larger JSON output are not JSON,
+  // and became a string output that the steps after it read as such.
+  if (out.stdout_text.size() >= capture_cap)
+    throw StepFailure{argv[0] + ": stdout is " + std::to_string(capture_cap) +
+                          " bytes or more, the most a step's output may be (write large output to a file"
+                          " and print its path)",
+                      false};
   // Binary output does not fail the step: invalid UTF-8 and NUL (`find
   // -print0`) become U+FFFD, after masking, so no secret is missed because
   // one of its bytes was replaced.
