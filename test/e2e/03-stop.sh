@@ -22,6 +22,9 @@ ms=$((($(date +%s%N) - start) / 1000000))
 echo "# cancelled after ${ms} ms" >&2
 wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the step's group: $(pgrep -g "$pgid" | tr '\n' ' ')"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'cancelled'") == 1 ]] || fail "terminal event"
+[[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed' AND data->>'step' = 'long'") == stopped ]] \
+  || fail "the stopped step's closing event: $(sql "SELECT string_agg(kind || ' ' || data::text, ', ') FROM bgexec.job_event WHERE job_id = $id")"
+[[ $(sql "SELECT kind FROM bgexec.job_event WHERE job_id = $id ORDER BY seq DESC LIMIT 1") == cancelled ]] || fail "the terminal event is not last"
 
 # a tail from past a live job's last event is a usage error at once (it
 # waited for ever, even after the job ended), as the gateway's 400

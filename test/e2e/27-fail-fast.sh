@@ -26,7 +26,17 @@ wait_status "$id" failed 30
 for s in nap term0; do
   [[ $(completed "$id" $s) == 0 ]] || fail "$s, ended by a sibling's failure, recorded completed"
   [[ $(started "$id" $s) == 2 ]] || fail "$s ran $(started "$id" $s) times in two attempts: a re-run skipped it"
+  # and each run of it closed with a step_failed saying why (it had a
+  # step_started alone, as if still running)
+  [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed' AND data->>'step' = '$s'
+            AND data->'error'->>'reason' = 'sibling_failed' AND data->'error'->>'message' = 'step $s ended: step bad failed'") == 2 ]] \
+    || fail "$s: closing events $(sql "SELECT string_agg(data::text, ' ') FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed' AND data->>'step' = '$s'")"
 done
+# every step_started of the job has its closing event
+[[ $(sql "SELECT count(*) FILTER (WHERE kind = 'step_started') - count(*) FILTER (WHERE kind IN ('step_completed', 'step_failed'))
+          FROM bgexec.job_event WHERE job_id = $id") == 0 ]] || fail "a step without a closing event"
+timeout 10 "$BGEXEC" tail "$id" >"$E2E_DIR/tail.out" || true
+grep -qF "ended nap: step nap ended: step bad failed" "$E2E_DIR/tail.out" || fail "tail of an ended step: $(cat "$E2E_DIR/tail.out")"
 [[ $(sql "SELECT error->>'step' FROM bgexec.job WHERE id = $id") == bad ]] || fail "the job's error names another step"
 
 # siblings that start in the same instant as the failure: nothing of theirs

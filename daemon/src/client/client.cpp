@@ -196,7 +196,15 @@ void print_event(const json& e, bool as_json) {
   } else if (kind == "step_completed") {
     os << "ok " << step << " " << short_json(d.value("output", json()));
   } else if (kind == "step_failed") {
-    os << "FAILED " << step << ": " << short_json(d.value("error", json()));
+    // Ended from outside (a stop, the job's timeout, a shutdown, a sibling's
+    // failure) rather than failed: the worker's message says which.
+    static const std::set<std::string> ended = {"stopped", "job_timeout", "worker_shutdown", "sibling_failed"};
+    const json err = d.value("error", json());
+    const json reason = err.is_object() ? err.value("reason", json()) : json();
+    if (reason.is_string() && ended.count(reason.get<std::string>()) && err["message"].is_string())
+      os << "ended " << step << ": " << err["message"].get<std::string>();
+    else
+      os << "FAILED " << step << ": " << short_json(err);
   } else if (kind == "log") {
     std::string prefix = "  " + step + "|" + d.value("stream", "") + "| ";
     bool first = true;

@@ -659,7 +659,10 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       throw StepFailure{"step must have exactly one of action, run, sql, sleep, approval", false};
     nlohmann::json arg1_ = {{"step", sid}};
     co_await append("step_started", std::move(arg1_));
-    if (halted()) co_return;  // a sibling failed, or a stop came, meanwhile
+    if (halted()) {  // a sibling failed, or a stop came, meanwhile
+      co_await step_ended(sid);
+      co_return;
+    }
     // The step's own deadline, from here (submit checked it; checked again
     // so bad data from the database fails the step only).
     std::optional<double> limit;
@@ -707,7 +710,10 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     // short, a process that exited 0 on SIGTERM, is not done, and a re-run
     // (max_attempts, retry) runs it again.  A sql step is done once its
     // COMMIT made it, whatever came after.
-    if (abandoned_ || (kind != "sql" && halted())) co_return;
+    if (abandoned_ || (kind != "sql" && halted())) {
+      co_await step_ended(sid);
+      co_return;
+    }
     output = mask(output);
     json data = {{"step", sid}, {"output", output}};
     json entry = {{"output", output}};
@@ -732,8 +738,13 @@ asio::awaitable<void> Job::run_step(std::string sid) {
   } catch (const std::exception& e) {
     err = json{{"message", e.what()}, {"step", sid}, {"retryable", true}};
   }
-  // A step killed by a stop, or by a sibling's failure, writes no step_failed.
-  if (!err || stop_ != StopReason::none || abandoned_ || failure_) co_return;
+  if (!err) co_return;
+  // A step killed by a stop, the job's timeout, a shutdown or a sibling's
+  // failure did not fail of its own.
+  if (halted()) {
+    co_await step_ended(sid);
+    co_return;
+  }
   *err = mask(*err);
   failure_ = *err;
   core::log("warn", "step failed", {{"job_id", id_str(id())}, {"step", sid}, {"error", (*err)["message"].get<std::string>()}});
@@ -741,6 +752,39 @@ asio::awaitable<void> Job::run_step(std::string sid) {
   try {
     nlohmann::json arg1_ = {{"step", sid}, {"error", *err}};
     co_await append("step_failed", std::move(arg1_));
+  } catch (...) {
+  }
+}
+
+// The closing event of a step ended from outside (a stop, the job's timeout,
+// the worker's shutdown, a sibling's failure): a step_failed whose reason
+// says so, retryable (a re-run runs the step again), so that no step of a
+// finished job is left with a step_started alone.  None under a lost lease:
+// the job is no longer ours to write.
+asio::awaitable<void> Job::step_ended(const std::string& sid) {
+  if (abandoned_) co_return;
+  std::string reason, why;
+  switch (stop_) {
+    case StopReason::stop:
+      reason = "stopped", why = "the job was stopped";
+      break;
+    case StopReason::timeout:
+      reason = "job_timeout", why = "the job timed out";
+      break;
+    case StopReason::shutdown:
+      reason = "worker_shutdown", why = "the worker shut down";
+      break;
+    case StopReason::none:
+      reason = "sibling_failed";
+      why = failure_ && failure_->contains("step") && (*failure_)["step"].is_string()
+                ? "step " + (*failure_)["step"].get<std::string>() + " failed"
+                : "another step failed";
+      break;
+  }
+  json data = {{"step", sid},
+               {"error", {{"message", "step " + sid + " ended: " + why}, {"reason", reason}, {"retryable", true}}}};
+  try {
+    co_await append("step_failed", std::move(data));
   } catch (...) {
   }
 }

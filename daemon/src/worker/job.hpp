@@ -122,6 +122,7 @@ class Job : public std::enable_shared_from_this<Job> {
 
   asio::awaitable<void> execute();
   asio::awaitable<void> run_step(std::string id);
+  asio::awaitable<void> step_ended(const std::string& sid);
   asio::awaitable<nlohmann::json> step_action(const std::string& id, const nlohmann::json& step,
                                               std::string& stdout_text);
   asio::awaitable<nlohmann::json> step_run(const std::string& id, const nlohmann::json& step,
