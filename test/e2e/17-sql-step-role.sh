@@ -78,4 +78,11 @@ done
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $par AND kind = 'step_completed'") == 6 ]] \
   || fail "not every sql step completed"
 
+# a statement given the wrong number of parameters (08P01, the server's
+# protocol_violation) fails the same way every time: not retried
+bad=$("$BGEXEC" submit workflow --max-attempts 3 '{"steps": [{"id": "q", "sql": "SELECT $1", "params": []}]}') || fail submit
+wait_status "$bad" failed 30
+[[ $(sql "SELECT attempt || ' ' || (error->>'retryable') FROM bgexec.job WHERE id = $bad") == "1 false" ]] \
+  || fail "wrong parameter count: $(sql "SELECT attempt || ' ' || error::text FROM bgexec.job WHERE id = $bad")"
+
 ok

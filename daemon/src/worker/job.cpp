@@ -955,7 +955,10 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     co_await conn->query("COMMIT");
   } catch (const pg::Error& e) {
     auto cls = core::classify(e.sqlstate());
-    retryable = cls == core::ErrorClass::connection || cls == core::ErrorClass::retry;
+    // 08P01 (protocol_violation) is what the server answers a statement
+    // given the wrong number of parameters: the step's own error, the same
+    // on every attempt, not a lost connection.
+    retryable = (cls == core::ErrorClass::connection && e.sqlstate() != "08P01") || cls == core::ErrorClass::retry;
     // DETAIL and CONTEXT may quote a piece of a parameter that no masker
     // can know (the JSON token the server stopped at: Token "hunter2" is
     // invalid): with a secret parameter, the primary message only.
