@@ -2318,7 +2318,25 @@ DECLARE
 	j bgexec.job := bgexec._visible_job(job_id);
 	v_seq int;
 	v_step text;
+	v_size int := pg_catalog.pg_column_size(input);
+	v_limit bigint := coalesce(pg_catalog.pg_size_bytes(
+		current_setting('bgexec.max_payload_bytes', true)), 1048576);
 BEGIN
+	-- The input is the approval step's output, read back by every later run
+	-- of the job: bounded as a payload is, and with numbers the worker can
+	-- read (JSON numbers as doubles: past their range, every run of the job
+	-- failed reading its completed steps, and retry could not mend it).
+	IF v_size > v_limit THEN
+		RAISE EXCEPTION 'input is % bytes, over bgexec.max_payload_bytes (%)', v_size, v_limit
+			USING ERRCODE = 'program_limit_exceeded',
+			      HINT = 'Pass a reference to large data instead, or raise bgexec.max_payload_bytes.';
+	END IF;
+	IF input IS NOT NULL AND pg_catalog.jsonb_path_exists(input,
+	       'strict $.** ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308))') THEN
+		RAISE EXCEPTION 'input: a number is out of range for a double precision value'
+			USING ERRCODE = 'numeric_value_out_of_range',
+			      HINT = 'Send such a value as a string.';
+	END IF;
 	IF j.status <> 'suspended' THEN
 		RETURN false;
 	END IF;

@@ -11,6 +11,15 @@ SELECT bgexec.append_event(:j, :l, 'log', '{}') IS NULL AS refused;
 -- suspended jobs are not claimable and not reconciled
 SELECT count(*) FROM bgexec.claim('w', '{sus}', 1);
 SELECT bgexec.reconcile();
+-- an input over bgexec.max_payload_bytes (54000), or with a number no
+-- double holds (22003: the worker could not read the job's steps again, and
+-- every later run failed), changes nothing
+SET bgexec.max_payload_bytes = 1024;
+SELECT bgexec.resume(:j, jsonb_build_object('big', repeat('x', 2000)));
+RESET bgexec.max_payload_bytes;
+SELECT bgexec.resume(:j, '{"v": [1, {"w": 1e400}]}');
+SELECT bgexec.resume(:j, '-1e309');
+SELECT status FROM bgexec.job WHERE id = :j;
 -- resume: the input becomes the approval step's output
 SELECT bgexec.resume(:j, '{"approved": true}');
 SELECT bgexec.resume(:j, '{"approved": true}');  -- not suspended any more: false
