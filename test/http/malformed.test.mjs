@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { api, psql, uniq, A, BASE } from './lib.mjs';
+import { api, psql, uniq, claim, finish, A, BASE } from './lib.mjs';
 
 const count = () => Number(psql('SELECT count(*) FROM bgexec.job'));
 
@@ -245,4 +245,19 @@ test('two Authorization headers: 400, neither token is used', async () => {
     + `Authorization: Bearer ${A}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
   assert.match(stop, /^HTTP\/1\.1 400 /);
   assert.equal(psql(`SELECT status FROM bgexec.job WHERE id = ${id}`), 'queued');
+});
+
+test('two Last-Event-ID headers: 400, neither resume point is used; an ended stream\'s 204 has no Content-Length', async () => {
+  const queue = uniq('lei2');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease } = claim(queue);
+  finish(id, lease, 'completed', {});
+  const out = await rawRequest(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n`
+    + 'Last-Event-ID: 2\r\nLast-Event-ID: 0\r\nConnection: close\r\n\r\n');
+  assert.match(out, /^HTTP\/1\.1 400 /, out.slice(0, 200));
+  assert.match(out, /the Last-Event-ID header is given more than once/);
+  // RFC 9110 §8.6: a 204 carries no Content-Length
+  const ended = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: { Authorization: `Bearer ${A}`, 'Last-Event-ID': '2' } });
+  assert.equal(ended.status, 204);
+  assert.equal(ended.headers.get('content-length'), null);
 });

@@ -930,6 +930,11 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   }
   // Resume point: Last-Event-ID (set by EventSource on reconnect) wins over ?after=.
   std::int64_t cursor = 0;
+  // Twice: one would win unnoticed (as with a query parameter given twice).
+  if (req.count("Last-Event-ID") > 1) {
+    co_await reply_error(bad_request("the Last-Event-ID header is given more than once"));
+    co_return;
+  }
   std::string from(req["Last-Event-ID"]);
   if (from.empty())
     if (auto it = qs.find("after"); it != qs.end()) from = it->second;
@@ -1009,10 +1014,11 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
                         "Last-Event-ID / after " + std::to_string(cursor) + " is past the job's last event, " +
                             std::to_string(last));
       if (last <= cursor && is_stream_end(status)) {
+        // No Content-Length: a 204 must not carry one (RFC 9110 §8.6), and
+        // prepare_payload() wrote "Content-Length: 0".
         Response res{bhttp::status::no_content, req.version()};
         res.set(bhttp::field::server, "bgexec");
         res.keep_alive(false);
-        res.prepare_payload();
         stream.expires_after(10s);
         co_await bhttp::async_write(stream, res, use_tuple);
         co_return;
