@@ -106,6 +106,33 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
   }
 });
 
+test('dashboard: a long log is followed with a few job refreshes, not one per event', { timeout: 90000 }, async () => {
+  const { browser, profile } = await launch();
+  try {
+    const queue = uniq('ui-long');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+    const { lease } = claim(queue);
+    psql(`SELECT count(bgexec.append_event(${id}, ${lease}, 'log', jsonb_build_object('i', i)))
+            FROM generate_series(1, 998) i`);
+    finish(id, lease, 'completed', {}); // seq 1000
+    const page = await browser.newPage();
+    let gets = 0;
+    page.on('request', (r) => { if (new URL(r.url()).pathname === `/v1/jobs/${id}`) gets++; });
+    await page.goto(BASE + '/');
+    await page.fill('#token', A);
+    await page.click('#save-token');
+    await page.goto(`${BASE}/#/jobs/${id}`);
+    await page.waitForSelector('#events li[data-kind="completed"]', { timeout: 30000 });
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'completed');
+    await sleep(500);
+    // one GET per event was 1000 and more
+    assert.ok(gets < 50, `${gets} GETs of the job for 1000 events`);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});
+
 test('dashboard: schedule form creates, refuses bad input, edits, pauses, resumes, runs and deletes; text stays text', { timeout: 90000 }, async () => {
   // The browser's zone is the form's default time zone.
   const { browser, profile } = await launch({ timezoneId: 'Asia/Tokyo' });

@@ -298,12 +298,25 @@ function follow(id, after) {
   source = es;
   let lastKind = null;
   $('#stream-state').textContent = '(live)';
-  const handler = async (m) => {
+  // One job refresh at a time, and one more after it for the events that
+  // came meanwhile: a GET per event sent thousands at once on a long log,
+  // and their answers could render the status out of order.
+  let refreshing = false, again = false;
+  const refresh = async () => {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    do {
+      again = false;
+      try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); }
+    } while (again && source === es);
+    refreshing = false;
+  };
+  const handler = (m) => {
     const ev = JSON.parse(m.data);
     onEvent(ev);
     lastKind = ev.kind;
     $('#stream-state').textContent = endKinds.includes(ev.kind) ? '(ended)' : '(live)';
-    try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); }
+    refresh();
   };
   for (const k of ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
     'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out']) {
