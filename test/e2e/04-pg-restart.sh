@@ -24,4 +24,17 @@ grep -q "database call failed\|heartbeat failed\|notifier disconnected\|claim fa
 late=$("$BGEXEC" submit noop)
 wait_status "$late" completed 15
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE status <> 'completed'") == 0 ]] || fail "a job was not completed"
+
+# a restart during a drain: the worker still marks its row stopped on the
+# way out (its idle control connection was closed by the restart, and the
+# deregister failed on it, so the next worker of the id waited out a lease)
+start_worker w3 --allow-run --queue dq
+wait_for 20 bash -c "[[ \$(psql -XAtc \"SELECT count(*) FROM bgexec.worker WHERE id = 'w3'\") == 1 ]]" || fail "w3 did not register"
+dj=$("$BGEXEC" submit workflow --queue dq '{"steps": [{"id": "a", "run": ["sleep", "3"]}]}') || fail submit
+wait_status "$dj" running 20
+kill -TERM "$PID_w3"
+cluster_restart "$E2E_DIR/pg" || fail "restart"
+wait "$PID_w3" || true
+[[ $(sql "SELECT stopped_at IS NOT NULL FROM bgexec.worker WHERE id = 'w3'") == t ]] \
+  || fail "w3's row left unstopped: $(grep deregister "$E2E_DIR/w3.log")"
 ok

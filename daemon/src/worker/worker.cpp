@@ -884,17 +884,25 @@ asio::awaitable<int> Worker::run() {
   co_await completer_->close();
   stopping_ = true;
   listen_.close();
-  try {
-    // Only a row that is still this process's: one another process took
-    // since the last heartbeat is left as it is (marked stopped, it would
-    // let a third register over the live holder).
-    pg::Params arg1_ = {cfg_.id, std::to_string(::getpid()), host_name()};
-    if (!id_taken_)
+  // Only a row that is still this process's: one another process took
+  // since the last heartbeat is left as it is (marked stopped, it would let
+  // a third register over the live holder).  A lost connection is tried
+  // again on a new one, three times in 3.5 s: the control connection may
+  // have sat idle through a server restart during the drain, and a row
+  // left unstopped made the next worker of this id wait out a lease.
+  for (int attempt = 0; !id_taken_; ++attempt) {
+    bool again = false;
+    try {
+      pg::Params arg1_ = {cfg_.id, std::to_string(::getpid()), host_name()};
       co_await ctl_.query("SELECT bgexec.deregister_worker($1) FROM bgexec.worker_stats"
                           " WHERE id = $1 AND pid = $2::int AND host = $3",
                           std::move(arg1_));
-  } catch (const pg::Error& e) {
-    core::log("warn", "deregister failed", {{"error", e.what()}});
+    } catch (const pg::Error& e) {
+      again = attempt < 3 && core::classify(e.sqlstate()) == core::ErrorClass::connection;
+      core::log("warn", "deregister failed", {{"error", e.what()}, {"again", again ? "true" : "false"}});
+    }
+    if (!again) break;
+    co_await sleep_for(std::chrono::milliseconds(500 << attempt));
   }
   core::log("info", "worker stopped", {{"worker_id", cfg_.id}});
   ctl_.close();
