@@ -261,3 +261,14 @@ test('two Last-Event-ID headers: 400, neither resume point is used; an ended str
   assert.equal(ended.status, 204);
   assert.equal(ended.headers.get('content-length'), null);
 });
+
+test('a request target in absolute form names the same resource as its path (RFC 9112 §3.2.2)', async () => {
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('absform') } });
+  for (const target of [`http://x/v1/jobs/${id}`, `HTTP://gateway.example:8080/v1/jobs/${id}`]) {
+    const out = await rawRequest(`GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\nConnection: close\r\n\r\n`);
+    assert.match(out, /^HTTP\/1\.1 200 /, `${target}: ${out.slice(0, 200)}`);
+    assert.match(out, new RegExp(`"id":${id}`));
+  }
+  const list = await rawRequest(`GET http://x?limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+  assert.match(list, /^HTTP\/1\.1 200 /, list.slice(0, 200)); // the dashboard at "/"
+});

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -624,6 +625,21 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       }
       const Request& req = parser.get();
       std::string_view target = req.target();
+      // The absolute form (http://host/v1/jobs, what a request through a
+      // proxy carries) names the same resource as its path and query
+      // (RFC 9112 §3.2.2), "/" when it has no path.
+      std::string origin_form;
+      for (std::string_view scheme : {"http://", "https://"})
+        if (target.size() > scheme.size() &&
+            std::equal(scheme.begin(), scheme.end(), target.begin(),
+                       [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+          auto end = target.find_first_of("/?", scheme.size());
+          origin_form = end == std::string_view::npos ? "/"
+                        : target[end] == '?'          ? "/" + std::string(target.substr(end))
+                                                      : std::string(target.substr(end));
+          target = origin_form;
+          break;
+        }
       auto qpos = target.find('?');
       std::string path(target.substr(0, qpos));
       auto qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
