@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { api, psql, uniq, freePort, sleep } from './lib.mjs';
+import { api, psql, uniq, freePort, sleep, startGateway } from './lib.mjs';
 
 test('a revoked tenant role is refused on warm sessions; a closed idle session is reconnected', async (t) => {
   const login = uniq('gw_login').replace(/-/g, '_');
@@ -45,4 +45,16 @@ test('a revoked tenant role is refused on warm sessions; a closed idle session i
   const refused = await Promise.all([1, 2, 3, 4, 5, 6].map(submit));
   assert.deepEqual(refused.map((r) => r.status), [403, 403, 403, 403, 403, 403]);
   assert.equal(Number(psql(`SELECT count(*) FROM bgexec.job WHERE owner = '${tenant}'`)), before);
+});
+
+test('a 503 for a database the gateway cannot reach names no socket path or address', async () => {
+  const gw = await startGateway(await freePort(), ['--db', 'host=/nonexistent/bgexec-socket-dir port=5 dbname=postgres'], '/');
+  try {
+    const r = await api('GET', '/v1/jobs', { token: 'token-a', base: gw.url });
+    assert.equal(r.status, 503, r.text);
+    assert.match(r.body.error.message, /^database unavailable: the gateway cannot reach the database/);
+    assert.doesNotMatch(r.text, /nonexistent|bgexec-socket-dir|http-pool/);
+  } finally {
+    gw.kill();
+  }
 });

@@ -110,6 +110,12 @@ HttpError from_pg(const pg::Error& e, const std::vector<std::string>& params = {
   if (auto n = e.failed_param(); n >= 1 && n <= params.size() && !params[n - 1].empty())
     msg = params[n - 1] + ": " + msg;
   auto status = status_for(e.sqlstate());
+  if (status == bhttp::status::service_unavailable && f.primary.empty()) {
+    // libpq's own text names the server's socket path or address and the
+    // pool connection: the operator's to read in the log, not a tenant's.
+    core::log("warn", "database unavailable", {{"error", msg}, {"sqlstate", e.sqlstate()}});
+    msg = "the gateway cannot reach the database (its log says why); try again";
+  }
   if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;
   if (status == bhttp::status::gateway_timeout) msg = "database statement timed out: " + msg;
   return {status, e.sqlstate(), msg, f.detail, f.hint};
