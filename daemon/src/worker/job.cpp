@@ -894,8 +894,9 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   });
   killers_[sid] = [conn] { conn->cancel(); };
   // A cancel reaches only a statement in flight: a stop, a sibling's
-  // failure or the deadline that came while connecting or between statements is seen here, and the
-  // transaction is rolled back (closed without COMMIT) instead.
+  // failure or the deadline that came while connecting or between
+  // statements is seen here, and the transaction is rolled back (closed
+  // without COMMIT) instead.
   auto ended = [&] { return halted() || deadline.passed(); };
   std::optional<std::string> fail;
   bool retryable = false;
