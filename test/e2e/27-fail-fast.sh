@@ -7,7 +7,9 @@
 # and a re-run skipped it.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57968
-start_worker w1 --allow-run
+# A lease far above the steps' times: on a loaded machine a 2 s lease was
+# seen lost mid-attempt, and a job given up that way writes nothing more.
+start_worker w1 --allow-run --lease 10
 sql "SELECT bgexec.configure_queue('default', retry_base => '100 milliseconds', retry_cap => '100 milliseconds')" \
   >/dev/null
 sql "CREATE TABLE side (x int)"
