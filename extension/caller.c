@@ -38,6 +38,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/lsyscache.h"
@@ -123,15 +124,6 @@ bgexec_caller_init(void)
 	frames_whole = process_shared_preload_libraries_in_progress || !InLocalUserIdChange();
 }
 
-static bool
-in_bgexec_schema(Oid fn_oid)
-{
-	Oid			nsp = get_func_namespace(fn_oid);
-	char	   *name = OidIsValid(nsp) ? get_namespace_name(nsp) : NULL;
-
-	return name != NULL && strcmp(name, "bgexec") == 0;
-}
-
 /*
  * The role bgexec acts for: the role of the innermost call in progress
  * outside schema bgexec that changed or set something, else the outer
@@ -140,10 +132,12 @@ in_bgexec_schema(Oid fn_oid)
 Oid
 bgexec_caller_id(void)
 {
-	if (frames_whole)
+	if (frames_whole && nframes > 0)
 	{
+		Oid			bgexec_nsp = get_namespace_oid("bgexec", true);
+
 		for (int i = nframes - 1; i >= 0; i--)
-			if (!in_bgexec_schema(frames[i].fn_oid))
+			if (get_func_namespace(frames[i].fn_oid) != bgexec_nsp)
 				return frames[i].userid;
 	}
 	return GetOuterUserId();

@@ -16,12 +16,12 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -636,9 +636,7 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       // (RFC 9112 §3.2.2), "/" when it has no path.
       std::string origin_form;
       for (std::string_view scheme : {"http://", "https://"})
-        if (target.size() > scheme.size() &&
-            std::equal(scheme.begin(), scheme.end(), target.begin(),
-                       [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+        if (target.size() > scheme.size() && beast::iequals(target.substr(0, scheme.size()), scheme)) {
           auto end = target.find_first_of("/?", scheme.size());
           origin_form = end == std::string_view::npos ? "/"
                         : target[end] == '?'          ? "/" + std::string(target.substr(end))
