@@ -292,6 +292,11 @@ CREATE TABLE bgexec.worker (
 	started_at    timestamptz NOT NULL DEFAULT now(),
 	heartbeat_at  timestamptz NOT NULL DEFAULT now(),
 	stopped_at    timestamptz,
+	-- lease_seq when this process registered: every lease at or below it
+	-- was handed out before, perhaps to the id's previous process, and
+	-- unclaim never gives its job back (NULL: registered by an older
+	-- bgexec, started_at alone decides).
+	lease_floor   bigint,
 	CONSTRAINT worker_concurrency_positive CHECK (concurrency >= 1)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE bgexec.worker IS 'worker daemons, upserted by register_worker, kept fresh by heartbeat';
@@ -1005,6 +1010,14 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('replaces was %s', info->'replaces');
 	END IF;
+	-- No claim of the id is in flight from here to commit: claims hold this
+	-- lock shared (claim), so a process that had the id and does not know
+	-- it lost it either claimed before (its leases are below lease_floor,
+	-- which unclaim respects) or claims after this commits, and then sees
+	-- the new row and is refused (_check_process).  A claim is short; so
+	-- is the wait.
+	PERFORM pg_catalog.pg_advisory_xact_lock(
+		pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id));
 	-- One live process per worker id: leases, heartbeat and unclaim go by the
 	-- id, and a second process under it had the first's jobs given back
 	-- (unclaim) and run again beside it.  The row is taken over when its
@@ -1014,13 +1027,15 @@ BEGIN
 	-- pid the caller found gone on its own host (info.replaces: a worker
 	-- restarted after a kill -9).  Else 55006, nothing changed.
 	INSERT INTO bgexec.worker AS w (id, host, pid, queues, concurrency, info,
-	                                started_at, heartbeat_at, stopped_at)
+	                                started_at, heartbeat_at, stopped_at, lease_floor)
 	VALUES (worker_id, info->>'host', (info->>'pid')::int, coalesce(queues, '{}'),
-	        concurrency, coalesce(info, '{}'), now(), now(), NULL)
+	        concurrency, coalesce(info, '{}'), now(), now(), NULL,
+	        pg_catalog.nextval('bgexec.lease_seq'))
 	ON CONFLICT (id) DO UPDATE
 	   SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
 	       concurrency = excluded.concurrency, info = excluded.info,
-	       started_at = now(), heartbeat_at = now(), stopped_at = NULL
+	       started_at = now(), heartbeat_at = now(), stopped_at = NULL,
+	       lease_floor = excluded.lease_floor
 	 WHERE w.stopped_at IS NOT NULL OR w.host IS NULL OR w.pid IS NULL
 	    OR (w.host = excluded.host AND w.pid = excluded.pid)
 	    OR w.heartbeat_at < now() - make_interval(secs => bgexec._lease_s(w.info))
@@ -1054,6 +1069,51 @@ $$;
 COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
 	'marks a worker stopped (clean shutdown); its running leases are left to expire or finish';
 
+/* _check_process: refuses a claim or an unclaim sent by a process that no
+ * longer holds its worker id.  register_worker hands an id to another
+ * process once the first missed its lease (or its row was deleted, or it
+ * was found gone on its host); the first may be alive, cut off for a while,
+ * and not know yet: it learns at its next heartbeat.  Until then its claims
+ * ran under the id beside the new process's, and the new process's unclaim
+ * (after a claim reply of its own was lost) gave their jobs back to the
+ * queue while the first ran them: two runs at once.  process is the caller
+ * as register_worker's info names it ({"host", "pid"}); when the worker row
+ * names another process (or none), 55006 and nothing changes.  NULL: not
+ * checked (a claim by hand, an older daemon).  A missing row is no one
+ * else's: heartbeat asks its process to register again. */
+CREATE FUNCTION bgexec._check_process(worker_id text, process jsonb) RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	v_holder bgexec.worker;
+BEGIN
+	IF process IS NULL THEN
+		RETURN;
+	END IF;
+	IF jsonb_typeof(process) <> 'object'
+	   OR jsonb_typeof(process->'host') IS DISTINCT FROM 'string'
+	   OR jsonb_typeof(process->'pid') IS DISTINCT FROM 'number'
+	   OR (process->>'pid') !~ '^-?[0-9]{1,10}$' THEN
+		RAISE EXCEPTION 'process must be an object with a string host and an integer pid'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('process was %s', process);
+	END IF;
+	SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = _check_process.worker_id;
+	IF FOUND AND (v_holder.host IS DISTINCT FROM process->>'host'
+	              OR v_holder.pid::text IS DISTINCT FROM process->>'pid') THEN
+		RAISE EXCEPTION 'worker id "%" is held by another process', worker_id
+			USING ERRCODE = 'object_in_use',
+			      DETAIL = format('pid %s on host %s registered it; this is pid %s on host %s',
+			                      coalesce(v_holder.pid::text, 'null'), coalesce(v_holder.host, 'null'),
+			                      process->>'pid', process->>'host'),
+			      HINT = 'this process lost the id (it missed its lease, or its row was taken): it must claim nothing more';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION bgexec._check_process(text, jsonb) IS
+	'55006 when the worker row names another process than the caller (claim, unclaim)';
+
 /* claim: up to max_jobs runnable jobs, each leased to worker_id.
  *
  * Runnable: status 'queued', run_after <= now(), queue not paused.  Order:
@@ -1068,9 +1128,12 @@ COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
  * Each claimed job gets a fresh lease from lease_seq, attempt + 1, a
  * 'started' event and, when it has a timeout, a deadline on the DB clock.
  * completed_steps / completed_stdout: the outputs and captured stdout of
- * steps completed in earlier runs (retry, resume), which are not run again. */
+ * steps completed in earlier runs (retry, resume), which are not run again.
+ * process: the calling process ({"host", "pid"}); refused (55006) once the
+ * worker row names another (_check_process).  NULL: not checked. */
 CREATE FUNCTION bgexec.claim(worker_id text, queues text[], max_jobs int,
-                             lease_for interval DEFAULT '30 seconds')
+                             lease_for interval DEFAULT '30 seconds',
+                             process jsonb DEFAULT NULL)
 	RETURNS TABLE (job_id bigint, lease bigint, queue text, kind text, owner name,
 	               payload jsonb, attempt int, max_attempts int,
 	               deadline timestamptz, lease_expires_at timestamptz,
@@ -1118,6 +1181,9 @@ BEGIN
 	-- one another for it.
 	PERFORM pg_catalog.pg_advisory_xact_lock_shared(
 		pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id));
+	-- After the lock, in a new snapshot: a registration of the id by another
+	-- process is either committed and seen here, or waits for this claim.
+	PERFORM bgexec._check_process(worker_id, process);
 
 	SELECT coalesce(array_agg(DISTINCT qn) FILTER (WHERE NOT coalesce(q.paused, false)), '{}'),
 	       coalesce(array_agg(DISTINCT qn ORDER BY qn)
@@ -1247,7 +1313,7 @@ BEGIN
 	 ORDER BY c.priority DESC, c.run_after, c.id;
 END
 $$;
-COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
+COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval, jsonb) IS
 	'leases up to max_jobs runnable jobs to a worker (FOR UPDATE SKIP LOCKED; caps respected)';
 
 /* await_claim: await_work, then claim in the same backend when woken for
@@ -1269,7 +1335,8 @@ COMMENT ON FUNCTION bgexec.claim(text, text[], int, interval) IS
  * with a claim of its own.  stop as await_work's. */
 CREATE FUNCTION bgexec.await_claim(worker_id text, queues text[], free int, timeout interval,
                                    lease_for interval DEFAULT '30 seconds',
-                                   pass_on boolean DEFAULT false, max_jobs int DEFAULT NULL)
+                                   pass_on boolean DEFAULT false, max_jobs int DEFAULT NULL,
+                                   process jsonb DEFAULT NULL)
 	RETURNS TABLE (woken boolean, stop boolean,
 	               job_id bigint, lease bigint, queue text, kind text, owner name,
 	               payload jsonb, attempt int, max_attempts int,
@@ -1292,11 +1359,16 @@ BEGIN
 			      DETAIL = format('max_jobs was %s', max_jobs);
 	END IF;
 	max_jobs := coalesce(max_jobs, least(free, 10000));
+	-- Before the wait too, so a process that lost its id is not picked for
+	-- wakes it would not claim for (claim checks again).
+	IF max_jobs > 0 THEN
+		PERFORM bgexec._check_process(worker_id, process);
+	END IF;
 	SELECT a.jobs, a.stop INTO w
 	  FROM bgexec.await_work(worker_id, queues, free, timeout, pass_on) a;
 	IF w.jobs AND max_jobs > 0 THEN
 		RETURN QUERY SELECT true, w.stop, c.*
-		  FROM bgexec.claim(worker_id, queues, max_jobs, lease_for) c;
+		  FROM bgexec.claim(worker_id, queues, max_jobs, lease_for, process) c;
 		IF FOUND THEN
 			RETURN;
 		END IF;
@@ -1306,7 +1378,7 @@ BEGIN
 	                    NULL::timestamptz, NULL::jsonb, NULL::jsonb, NULL::int;
 END
 $$;
-COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, boolean, int) IS
+COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, boolean, int, jsonb) IS
 	'await_work, then claim up to max_jobs (default free) jobs in the same backend when woken for jobs';
 
 /* unclaim: gives back the jobs of a claim whose reply the worker never
@@ -1321,7 +1393,8 @@ COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, bo
  * those that ended without a finish written).  Each running job of worker_id whose lease is above
  * after_lease and not held, and which was claimed since the worker last
  * registered (a previous run of the same worker id may have started its
- * jobs), goes back to queued with its attempt given back, its place in the
+ * jobs: its lease is above the row's lease_floor, and started_at after its
+ * started_at), goes back to queued with its attempt given back, its place in the
  * queue kept (claim does not move run_after) and a retry_scheduled event
  * (error.reason 'claim_reply_lost'); one whose stop was requested meanwhile
  * ends cancelled.  Returns how many.
@@ -1330,8 +1403,11 @@ COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, bo
  * connection yet, and could commit after this looked.  Each claim holds a
  * shared advisory lock on its worker id; unclaim tries for it exclusively,
  * without waiting.  The caller tries again later, meanwhile claiming as
- * usual. */
-CREATE FUNCTION bgexec.unclaim(worker_id text, after_lease bigint, held bigint[] DEFAULT '{}')
+ * usual
+ * process: the caller, as claim's (_check_process); an unclaim by a process
+ * that lost the id gives nothing back. */
+CREATE FUNCTION bgexec.unclaim(worker_id text, after_lease bigint, held bigint[] DEFAULT '{}',
+                               process jsonb DEFAULT NULL)
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1356,6 +1432,7 @@ BEGIN
 	         pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id)) THEN
 		RETURN NULL;
 	END IF;
+	PERFORM bgexec._check_process(worker_id, process);
 	FOR j IN
 		SELECT x.id, x.queue, x.attempt, x.stop_requested_at FROM bgexec.job x
 		  JOIN bgexec.worker w ON w.id = unclaim.worker_id
@@ -1363,6 +1440,7 @@ BEGIN
 		   AND x.lease_owner = unclaim.worker_id
 		   AND x.lease <> ALL (coalesce(unclaim.held, '{}'))
 		   AND x.started_at >= w.started_at
+		   AND x.lease > coalesce(w.lease_floor, 0)
 		 ORDER BY x.id
 		   FOR UPDATE OF x
 	LOOP
@@ -1390,7 +1468,7 @@ BEGIN
 	RETURN v_n;
 END
 $$;
-COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[]) IS
+COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[], jsonb) IS
 	'requeues, attempt given back, the jobs of a claim whose reply the worker never received; NULL while a claim of the worker runs';
 
 /* heartbeat: one statement extends every listed lease that is still current
@@ -2849,11 +2927,11 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION
 	bgexec.register_worker(text, text[], int, jsonb),
 	bgexec.deregister_worker(text),
-	bgexec.claim(text, text[], int, interval),
-	bgexec.unclaim(text, bigint, bigint[]),
+	bgexec.claim(text, text[], int, interval, jsonb),
+	bgexec.unclaim(text, bigint, bigint[], jsonb),
 	bgexec.heartbeat(text, bigint[], interval),
 	bgexec.await_work(text, text[], int, interval, boolean),
-	bgexec.await_claim(text, text[], int, interval, interval, boolean, int),
+	bgexec.await_claim(text, text[], int, interval, interval, boolean, int, jsonb),
 	bgexec.append_event(bigint, bigint, text, jsonb, int),
 	bgexec.append_events(bigint, bigint, jsonb, int),
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),

@@ -36,9 +36,13 @@ wait_for 10 grep -q 'worker id held by a process gone from this host: taking it 
 wait_status "$other" completed 10
 [[ $(sql "SELECT pid FROM bgexec.worker WHERE id = 'first'") == "$SECOND" ]] || fail "the worker row is not the second's"
 # Someone deletes the row while a third process waits for the id: the third
-# takes it; the second, told by its heartbeat to register again, is refused,
-# drains and exits 3, leaving the third's row as it is.
-"$BGEXEC" worker --id first --lease 30 --queue other >>"$E2E_DIR/third.log" 2>&1 &
+# takes it; the second, which does not know yet, claims nothing more (its
+# claims name it, and the row names the third: refused), is told by its
+# heartbeat, drains and exits 3, leaving the third's row as it is.  The
+# third serves another queue, so a job on the second's queue is one only
+# the second could claim: before, its claim in the wait took the job, under
+# the id the third now held, whose unclaim could give it back mid-run.
+"$BGEXEC" worker --id first --lease 30 --queue third >>"$E2E_DIR/third.log" 2>&1 &
 THIRD=$!
 E2E_PIDS+=("$THIRD")
 wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$E2E_DIR/third.log" || fail "the third did not wait"
@@ -47,13 +51,17 @@ wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$E2E_DIR/third
 kill -STOP "$SECOND"
 sql "DELETE FROM bgexec.worker WHERE id = 'first'" >/dev/null
 wait_for 10 grep -q 'worker started' "$E2E_DIR/third.log" || { kill -CONT "$SECOND"; fail "the third did not start"; }
+late=$("$BGEXEC" submit noop --queue other) || { kill -CONT "$SECOND"; fail submit; }
+sleep 0.5
 kill -CONT "$SECOND"
 wait_for 30 grep -q 'worker stopped' "$E2E_DIR/second.log" || fail "the second did not stop: $(tail -3 "$E2E_DIR/second.log")"
 set +e; wait "$SECOND"; rc=$?; set -e
 ((rc == 3)) || fail "the second exited $rc, expected 3"
-grep -q "worker id taken by another live process while this worker's row was missing: draining" "$E2E_DIR/second.log" \
+grep -q "worker id taken by another live process: draining" "$E2E_DIR/second.log" \
   || fail "no log line: $(tail -3 "$E2E_DIR/second.log")"
 [[ $(sql "SELECT pid, stopped_at IS NULL FROM bgexec.worker WHERE id = 'first'") == "$THIRD|t" ]] \
   || fail "the third's row: $(sql "SELECT * FROM bgexec.worker WHERE id = 'first'")"
+[[ $(job_status "$late") == queued && $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $late") == 0 ]] \
+  || fail "the second claimed job $late under the third's id: $(sql "SELECT status, attempt FROM bgexec.job WHERE id = $late")"
 kill -TERM "$THIRD"; wait "$THIRD" || fail "third exit status $?"
 ok

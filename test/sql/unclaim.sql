@@ -50,6 +50,20 @@ SELECT bgexec.unclaim('uv', 0) AS this_run;
 SELECT * FROM try($$SELECT bgexec.unclaim('', 0)$$);
 SELECT * FROM try($$SELECT bgexec.unclaim(NULL, 0)$$);
 SELECT * FROM try($$SELECT bgexec.unclaim('uw', NULL)$$);
+-- process (the caller, as register_worker's info names it): an object with
+-- a string host and an integer pid, else 22023 naming it; a process the
+-- worker row does not name is refused (55006, isolation takeover-claim)
+SELECT * FROM try($$SELECT bgexec.unclaim('uw', 0, '{}', '[]')$$);
+SELECT * FROM try($$SELECT bgexec.unclaim('uw', 0, '{}', '{"host": "h", "pid": "1"}')$$);
+SELECT * FROM try($$SELECT bgexec.claim('uw', '{uc}', 1, '30 s', '{"host": 1, "pid": 1}')$$);
+SELECT * FROM try($$SELECT bgexec.claim('uw', '{uc}', 1, '30 s', '{"host": "h", "pid": 1.5}')$$);
+SELECT * FROM try($$SELECT bgexec.await_claim('uw', '{uc}', 1, '0 s', '30 s', false, NULL, '{"host": "h"}')$$);
+SELECT bgexec.register_worker('up', '{up}', 1, '{"host": "h", "pid": 7}');
+SELECT bgexec.submit('noop', queue => 'up') IS NOT NULL AS submitted;
+SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 8}')$$);
+SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h2", "pid": 7}')$$);
+SELECT count(*) AS claimed FROM bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 7}');
+SELECT bgexec.unclaim('up', 0, '{}', '{"host": "h", "pid": 7}') AS unclaimed;
 -- workers only
 SET ROLE regress_alice;
 SELECT * FROM try($$SELECT bgexec.unclaim('uw', 0)$$);

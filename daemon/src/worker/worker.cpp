@@ -62,11 +62,11 @@ bool process_gone(long pid) {
   " extract(epoch FROM c.deadline - c.lease_expires_at) AS deadline_after_lease,"             \
   " c.completed_steps, c.completed_stdout, c.started_seq"
 constexpr const char* claim_sql =
-    "SELECT " BGEXEC_CLAIM_COLUMNS " FROM bgexec.claim($1, $2::text[], $3, $4::interval) c";
+    "SELECT " BGEXEC_CLAIM_COLUMNS " FROM bgexec.claim($1, $2::text[], $3, $4::interval, $5::jsonb) c";
 constexpr const char* await_claim_sql =
     "SELECT " BGEXEC_CLAIM_COLUMNS ", c.woken, c.stop,"
     " extract(epoch FROM pg_catalog.clock_timestamp() - (c.lease_expires_at - $5::interval)) AS claimed_ago"
-    " FROM bgexec.await_claim($1, $2::text[], $3, $4::interval, $5::interval, $6, $7) c";
+    " FROM bgexec.await_claim($1, $2::text[], $3, $4::interval, $5::interval, $6, $7, $8::jsonb) c";
 constexpr int col_woken = 12, col_stop = 13, col_claimed_ago = 14;
 constexpr std::size_t unfinished_kept = 4096;
 
@@ -295,7 +295,8 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
         n = co_await claim_on(listen_, free);
       } else {
         pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(counts_on), core::to_pg_interval(wait),
-                            core::to_pg_interval(cfg_.lease_s), pass_on ? "true" : "false", std::to_string(free)};
+                            core::to_pg_interval(cfg_.lease_s), pass_on ? "true" : "false", std::to_string(free),
+                            process_};
         auto r = co_await listen_.query(await_claim_sql, std::move(arg1_), /*prepare=*/true);
         n = start_claimed(r, sent, col_claimed_ago);
         for (int i = 0; i < r.rows(); ++i) {
@@ -306,6 +307,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     } catch (const pg::Error& e) {
       await_asked_ = 0;
       if (free > 0 && core::classify(e.sqlstate()) == core::ErrorClass::connection) lost_claim(before);
+      if (e.sqlstate() == "55006") id_lost(e);
       if (draining_) drained_.notify();
       throw;
     }
@@ -368,7 +370,8 @@ asio::awaitable<void> Worker::listen_for_work(std::function<void(core::LogFields
 
 asio::awaitable<int> Worker::claim_on(pg::Connection& conn, int free) {
   auto sent = Clock::now();
-  pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s)};
+  pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s),
+                      process_};
   auto r = co_await conn.query(claim_sql, std::move(arg1_), /*prepare=*/true);
   co_return start_claimed(r, sent);
 }
@@ -488,8 +491,8 @@ asio::awaitable<void> Worker::try_unclaim() {
     if (job->lease() > unclaim_->after_lease) held.push_back(job->lease());
   unclaim_->next_try = Clock::now() + std::chrono::milliseconds(500);
   try {
-    pg::Params arg1_ = {cfg_.id, std::to_string(unclaim_->after_lease), bigint_array(held)};
-    auto r = co_await ctl_.query("SELECT bgexec.unclaim($1, $2, $3::bigint[])", std::move(arg1_),
+    pg::Params arg1_ = {cfg_.id, std::to_string(unclaim_->after_lease), bigint_array(held), process_};
+    auto r = co_await ctl_.query("SELECT bgexec.unclaim($1, $2, $3::bigint[], $4::jsonb)", std::move(arg1_),
                                  /*prepare=*/true);
     auto n = r.get(0, 0);
     if (!n) co_return;  // the lost claim may still be running: next time
@@ -498,7 +501,11 @@ asio::awaitable<void> Worker::try_unclaim() {
     unclaim_.reset();
   } catch (const pg::Error& e) {
     auto cls = core::classify(e.sqlstate());
-    core::log("warn", "unclaim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+    if (e.sqlstate() == "55006") {
+      id_lost(e);  // the jobs under the id are the new holder's to give back
+    } else {
+      core::log("warn", "unclaim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+    }
     if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) unclaim_.reset();
   }
 }
@@ -572,8 +579,12 @@ asio::awaitable<void> Worker::fetcher() {
       } catch (const pg::Error& e) {
         fetch_asked_ = 0;
         fetch_idle_.notify();
-        core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         failed = true;
+        if (e.sqlstate() == "55006") {
+          id_lost(e);
+          break;
+        }
+        core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         // The claim may have committed: its reply is what was lost.
         if (core::classify(e.sqlstate()) == core::ErrorClass::connection) lost_claim(before);
       }
@@ -648,12 +659,7 @@ asio::awaitable<void> Worker::heartbeater() {
         }
         actions[std::stoll(*lease)] = r.get(i, 1).value_or("lost");
       }
-      if (taken && !id_taken_) {
-        core::log("error", "worker id taken by another live process while this worker's row was missing: draining",
-                  {{"worker_id", cfg_.id}});
-        id_taken_ = true;
-        begin_drain();  // (already draining: goes on; either way, no deregister)
-      }
+      if (taken) id_lost({});
       for (auto& job : live) {
         auto it = actions.find(job->lease());
         job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
@@ -665,15 +671,11 @@ asio::awaitable<void> Worker::heartbeater() {
         co_await register_self(hb_);
       }
     } catch (const pg::Error& e) {
-      if (e.sqlstate() == "55006" && !id_taken_) {
+      if (e.sqlstate() == "55006") {
         // While the row was missing, another process registered under this
         // id (one that waited for it): two live processes under one id is
-        // what register_worker refuses.  This one drains and exits, and
-        // leaves the row, the other's, as it is.
-        core::log("error", "worker id taken by another live process while this worker's row was missing: draining",
-                  {{"worker_id", cfg_.id}, {"holder", e.fields().detail}});
-        id_taken_ = true;
-        begin_drain();
+        // what register_worker refuses.
+        id_lost(e);
       } else {
         core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
       }
@@ -744,6 +746,20 @@ void Worker::on_signal(int sig) {
   begin_drain();
 }
 
+// Another live process holds the id: it registered while this one missed
+// its lease (cut off, stopped) or while this one's row was missing.  The
+// heartbeat finds the row naming another process, or a claim, an unclaim or
+// a registration is refused (55006).  This process claims nothing more,
+// drains the jobs it holds (their leases are its own) and exits 3, leaving
+// the row, the other's, as it is.
+void Worker::id_lost(const std::optional<pg::Error>& refusal) {
+  if (id_taken_) return;
+  core::log("error", "worker id taken by another live process: draining",
+            {{"worker_id", cfg_.id}, {"holder", refusal ? refusal->fields().detail : std::string()}});
+  id_taken_ = true;
+  begin_drain();  // (already draining: goes on; either way, no deregister)
+}
+
 void Worker::begin_drain() {
   if (draining_) return;
   draining_ = true;
@@ -772,6 +788,8 @@ asio::awaitable<void> Worker::register_self(pg::Connection& conn, long replaces)
   json info = {{"host", host_name()}, {"pid", ::getpid()}, {"version", BGEXEC_VERSION},
                {"allow_run", cfg_.allow_run}, {"lease_s", cfg_.lease_s}};
   if (replaces > 0) info["replaces"] = replaces;
+  // claim and unclaim name this process; once the row names another, they are refused.
+  process_ = core::dump(json{{"host", info["host"]}, {"pid", info["pid"]}});
   for (auto& [name, path] : cfg_.actions) info["actions"].push_back(name);
   pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(cfg_.concurrency), core::dump(info)};
   co_await conn.query("SELECT bgexec.register_worker($1, $2::text[], $3, $4::jsonb)", std::move(arg1_));

@@ -112,6 +112,7 @@ class Worker {
   void start_job(std::shared_ptr<Job> job);
   void on_signal(int sig);
   void begin_drain();
+  void id_lost(const std::optional<pg::Error>& refusal);
   void arm_signals();
   void set_backlog(bool more);
 
@@ -139,6 +140,7 @@ class Worker {
   };
   int sql_sessions_ = 0;
   bool id_taken_ = false;  // another process holds the id: no deregister
+  std::string process_;    // {"host", "pid"} as registered: claim and unclaim name it
   std::optional<Unclaim> unclaim_;
   // Leases of the latest jobs that ended without a finish written (they may
   // still run under their lease in the database): unclaim must not take
