@@ -28,6 +28,20 @@ fffd=$'\xef\xbf\xbd'
 "$BGEXEC" status "$id" --json >/dev/null || fail "status --json"
 timeout 10 "$BGEXEC" tail "$id" --json >/dev/null || fail "tail --json"
 if grep -q "type_error" "$E2E_DIR/w1.log"; then fail "type_error in the worker log"; fi
+# Numbers past a double (30 digits, 2^64, 20 decimals) go into and out of
+# the CLI as written: submit and status rounded them through a double
+# (1.2345678901234568e+29 was stored).
+exact='{"n": 123456789012345678901234567890, "u": 18446744073709551616, "d": 0.12345678901234567890}'
+held=$("$BGEXEC" submit noop --queue nobody "$exact") || fail "submit $exact"
+[[ $(sql "SELECT payload::text FROM bgexec.job WHERE id = $held") == '{"d": 0.12345678901234567890, "n": 123456789012345678901234567890, "u": 18446744073709551616}' ]] \
+  || fail "stored: $(sql "SELECT payload FROM bgexec.job WHERE id = $held")"
+compact='{"d":0.12345678901234567890,"n":123456789012345678901234567890,"u":18446744073709551616}'
+"$BGEXEC" status "$held" >"$E2E_DIR/status.out" || fail status
+grep -qxF "payload: $compact" "$E2E_DIR/status.out" || fail "status: $(grep payload "$E2E_DIR/status.out")"
+"$BGEXEC" status "$held" --json >"$E2E_DIR/status.json" || fail "status --json"
+grep -qF "\"payload\":$compact" "$E2E_DIR/status.json" || fail "status --json: $(cat "$E2E_DIR/status.json")"
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$E2E_DIR/status.json" || fail "status --json is no JSON"
+sql "DELETE FROM bgexec.job WHERE id = $held" >/dev/null
 # A number jsonb holds but no double can (1e400): a noop completes whatever
 # its payload; a workflow says what it cannot read (it said "payload is not
 # a JSON object").

@@ -108,8 +108,12 @@ int exit_for(const std::string& status) {
   return ok;
 }
 
-// JSON argument: inline text, @FILE, or @- for stdin.
-json parse_json_arg(const std::string& arg) {
+// JSON argument: inline text, @FILE, or @- for stdin.  Checked here, and
+// passed on as given: numbers are stored as written (jsonb keeps any
+// precision), where a round trip through a double turned
+// 123456789012345678901234567890 into 1.2345678901234568e+29 (the gateway
+// passes its bodies on the same way).
+std::string json_arg(const std::string& arg) {
   std::string text = arg;
   if (!arg.empty() && arg[0] == '@') {
     std::stringstream ss;
@@ -134,7 +138,7 @@ json parse_json_arg(const std::string& arg) {
                 (in.path.empty() ? "" : " at " + in.path));
   if (!in) throw Usage("invalid JSON: " + text.substr(0, 80));
   if (core::contains_nul(in.value)) throw Usage("JSON holds a NUL character (\\u0000), which PostgreSQL cannot store");
-  return std::move(in.value);
+  return text;
 }
 
 using core::parse_integer;
@@ -160,6 +164,30 @@ json db_json(const std::optional<std::string>& text) {
   if (!text) return nullptr;
   auto j = json::parse(*text, nullptr, false);
   return j.is_discarded() ? json(*text) : j;
+}
+
+// A json/jsonb column's text, exactly as the database wrote it, without the
+// blanks jsonb's output puts after ':' and ','; nullopt when it is no JSON
+// (invalid UTF-8 from a SQL_ASCII database: db_json's string stands in).
+// Numbers stay as stored, where nlohmann's double rounds any beyond 17
+// digits or 2^64.
+std::optional<std::string> exact_json(const std::optional<std::string>& text) {
+  if (!text || !json::accept(*text)) return std::nullopt;
+  std::string out;
+  out.reserve(text->size());
+  bool in_string = false, escaped = false;
+  for (char c : *text) {
+    if (in_string) {
+      in_string = escaped || c != '"';
+      escaped = !escaped && c == '\\';
+    } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      continue;
+    } else {
+      in_string = c == '"';
+    }
+    out += c;
+  }
+  return out;
 }
 
 // Compact JSON cut to max bytes; never throws on invalid UTF-8.
@@ -322,7 +350,7 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
 
 asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   if (a.positional.empty() || a.positional.size() > 2) throw Usage("submit takes KIND [JSON|@FILE]");
-  json payload = a.positional.size() > 1 ? parse_json_arg(a.positional[1]) : json::object();
+  std::string payload = a.positional.size() > 1 ? json_arg(a.positional[1]) : "{}";
   auto opt = [&](const std::string& k) { return option(a, k); };
   JobOptions jo = job_options(a);
   std::optional<std::string> run_after, run_in;
@@ -338,7 +366,7 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   s.arg_names = {"KIND",         "JSON",      "--queue",   "--priority",         "--run-after",
                  "--run-after",  "--max-attempts", "--timeout", "--idempotency-key", "--concurrency-key"};
   pg::Params p = {a.positional[0],
-                  payload.dump(),
+                  payload,
                   jo.queue,
                   std::to_string(jo.priority),
                   run_after,
@@ -374,10 +402,11 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
     auto st = co_await s.conn.query("SELECT status::text, result, error FROM bgexec.job WHERE id = $1", ip);
     std::string status = st.get(0, 0).value_or("?");
     if (s.json_out) {
-      json out = {{"id", id}, {"status", status}};
-      out["result"] = db_json(st.get(0, 1));
-      out["error"] = db_json(st.get(0, 2));
-      std::cout << core::dump(out) << std::endl;
+      // result and error as stored (exact_json)
+      std::cout << "{\"id\":" << id << ",\"status\":" << core::dump(json(status))
+                << ",\"result\":" << exact_json(st.get(0, 1)).value_or(core::dump(db_json(st.get(0, 1))))
+                << ",\"error\":" << exact_json(st.get(0, 2)).value_or(core::dump(db_json(st.get(0, 2)))) << "}"
+                << std::endl;
     } else {
       std::cout << id << " " << status << std::endl;
     }
@@ -400,12 +429,22 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
     co_return not_found;
   }
   json row = r.to_json()[0];
+  // payload, result and error as stored (exact_json), the rest from row.
+  auto exact = [&](const std::string& k) {
+    return k == "payload" || k == "result" || k == "error" ? exact_json(r.get(0, k)) : std::nullopt;
+  };
   if (s.json_out) {
-    std::cout << core::dump(row) << std::endl;
+    std::string out = "{";
+    for (auto& [k, v] : row.items()) {
+      out += (out.size() > 1 ? "," : "") + core::dump(json(k)) + ":" + exact(k).value_or(core::dump(v));
+    }
+    std::cout << out << "}" << std::endl;
   } else {
     for (auto& [k, v] : row.items()) {
       if (v.is_null()) continue;
-      std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : short_json(v, 2000)) << "\n";
+      std::string text = v.is_string() ? v.get<std::string>() : exact(k).value_or(core::dump(v));
+      if (!v.is_string() && text.size() > 2000) text = text.substr(0, 2000) + "...";
+      std::cout << k << ": " << text << "\n";
     }
     std::cout << std::flush;
   }
@@ -432,7 +471,7 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
     sql = "SELECT bgexec.retry($1)::text";
   } else {
     sql = "SELECT bgexec.resume($1, $2::jsonb)::text";
-    p.push_back(a.positional.size() > 1 ? parse_json_arg(a.positional[1]).dump() : std::optional<std::string>());
+    p.push_back(a.positional.size() > 1 ? json_arg(a.positional[1]) : std::optional<std::string>());
   }
   auto r = co_await s.conn.query(sql, p);
   std::string v = r.get(0, 0).value_or("");
@@ -481,11 +520,11 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
 asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() < 3 || a.positional.size() > 4)
     throw Usage("schedule takes NAME CRON KIND [JSON|@FILE]");
-  json payload = a.positional.size() > 3 ? parse_json_arg(a.positional[3]) : json::object();
+  std::string payload = a.positional.size() > 3 ? json_arg(a.positional[3]) : "{}";
   JobOptions jo = job_options(a);
   s.arg_names = {"NAME", "CRON", "KIND", "JSON", "--queue", "--priority", "--max-attempts", "--timeout",
                  "--concurrency-key", "--time-zone", "--no-overlap"};
-  pg::Params p = {a.positional[0], a.positional[1], a.positional[2], payload.dump(), jo.queue,
+  pg::Params p = {a.positional[0], a.positional[1], a.positional[2], payload, jo.queue,
                   std::to_string(jo.priority), std::to_string(jo.max_attempts), jo.timeout,
                   jo.concurrency_key, option(a, "--time-zone").value_or("UTC"),
                   a.flags.count("--no-overlap") ? "false" : "true"};
