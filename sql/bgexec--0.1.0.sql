@@ -1079,7 +1079,8 @@ COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
  * queue while the first ran them: two runs at once.  process is the caller
  * as register_worker's info names it ({"host", "pid"}); when the worker row
  * names another process (or none), 55006 and nothing changes.  NULL: not
- * checked (a claim by hand, an older daemon).  A missing row is no one
+ * checked (a claim by hand, an older daemon).  worker_id NULL: the shape of
+ * process alone (heartbeat).  A missing row is no one
  * else's: heartbeat asks its process to register again. */
 CREATE FUNCTION bgexec._check_process(worker_id text, process jsonb) RETURNS void
 	LANGUAGE plpgsql VOLATILE
@@ -1481,12 +1482,14 @@ COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[], jsonb) IS
  * none of the worker's leases meanwhile, so the worker abandoned every job
  * it ran, every tenant's.  Now only the locked job goes unrenewed; should
  * the lock outlast its lease, the worker abandons that job alone.  Also
- * refreshes worker.heartbeat_at; when there is
+ * refreshes worker.heartbeat_at (with process given, only while the row
+ * names that process); when there is
  * no worker row of that id (someone deleted it), one more row, lease NULL
  * and action 'register', asks the worker to call register_worker again:
  * worker_stats and /metrics know workers by their row. */
 CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
-                                 lease_for interval DEFAULT '30 seconds')
+                                 lease_for interval DEFAULT '30 seconds',
+                                 process jsonb DEFAULT NULL)
 	RETURNS TABLE (lease bigint, action text)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1501,9 +1504,18 @@ BEGIN
 		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
-	UPDATE bgexec.worker SET heartbeat_at = now(), stopped_at = NULL
-	 WHERE id = heartbeat.worker_id;
-	v_registered := FOUND;
+	PERFORM bgexec._check_process(NULL, process);  -- its shape only
+	-- The row is refreshed only by its own process: one that lost the id
+	-- (process given, the row naming another) still renews its leases and
+	-- drains, but does not keep the new holder's row alive (nor mark live
+	-- again one whose process stopped), which would keep the id from the
+	-- next process for a lease after its last heartbeat.
+	UPDATE bgexec.worker w SET heartbeat_at = now(), stopped_at = NULL
+	 WHERE w.id = heartbeat.worker_id
+	   AND (heartbeat.process IS NULL
+	        OR (w.host IS NOT DISTINCT FROM heartbeat.process->>'host'
+	            AND w.pid::text IS NOT DISTINCT FROM heartbeat.process->>'pid'));
+	v_registered := FOUND OR EXISTS (SELECT 1 FROM bgexec.worker w WHERE w.id = heartbeat.worker_id);
 	-- The rows are locked first, SKIP LOCKED (above), in job id order.
 	RETURN QUERY
 	WITH mine AS MATERIALIZED (
@@ -1531,7 +1543,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval) IS
+COMMENT ON FUNCTION bgexec.heartbeat(text, bigint[], interval, jsonb) IS
 	'extends all of a worker''s current leases in one statement, never waiting for a row lock; returns ok/stop/lost/busy per lease (and register when the worker row is gone)';
 
 /* append_events: appends a batch of events under a lease; returns the last
@@ -2929,7 +2941,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.deregister_worker(text),
 	bgexec.claim(text, text[], int, interval, jsonb),
 	bgexec.unclaim(text, bigint, bigint[], jsonb),
-	bgexec.heartbeat(text, bigint[], interval),
+	bgexec.heartbeat(text, bigint[], interval, jsonb),
 	bgexec.await_work(text, text[], int, interval, boolean),
 	bgexec.await_claim(text, text[], int, interval, interval, boolean, int, jsonb),
 	bgexec.append_event(bigint, bigint, text, jsonb, int),

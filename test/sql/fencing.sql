@@ -42,6 +42,22 @@ DELETE FROM bgexec.worker WHERE id = 'w3';
 SELECT lease = (:'ls'::bigint[])[1] AS first, action FROM bgexec.heartbeat('w3', (:'ls'::bigint[])[1:1]);
 SELECT bgexec.register_worker('w3', '{hb}', 3);
 SELECT action FROM bgexec.heartbeat('w3', (:'ls'::bigint[])[1:1]);
+-- a process that lost the id (the row names another) renews its leases
+-- but not the row: it neither keeps the new holder's row alive nor marks
+-- live again one whose process stopped
+SELECT bgexec.register_worker('w5', '{hb}', 3, '{"host": "h", "pid": 1}');
+SELECT count(bgexec.submit('noop', queue => 'hb5'));
+SELECT lease AS l5 FROM bgexec.claim('w5', '{hb5}', 1, '30 s', '{"host": "h", "pid": 1}') \gset
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '1 hour' WHERE id = 'w5';
+SELECT bgexec.register_worker('w5', '{hb}', 3, '{"host": "h", "pid": 2}');
+SELECT bgexec.deregister_worker('w5');
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '1 minute' WHERE id = 'w5';
+SELECT action FROM bgexec.heartbeat('w5', ARRAY[:l5]::bigint[], '30 s', '{"host": "h", "pid": 1}');
+SELECT pid, stopped_at IS NOT NULL AS stopped, heartbeat_at < now() - interval '59 seconds' AS not_refreshed
+  FROM bgexec.worker WHERE id = 'w5';
+SELECT action FROM bgexec.heartbeat('w5', ARRAY[:l5]::bigint[], '30 s', '{"host": "h", "pid": 2}');
+SELECT pid, stopped_at IS NOT NULL AS stopped FROM bgexec.worker WHERE id = 'w5';
+SELECT * FROM try($$SELECT bgexec.heartbeat('w5', '{}', '30 s', '{"host": "h"}')$$);
 -- finish_many: many guarded finishes in one statement; refused leases get NULL
 SELECT count(bgexec.submit('noop', queue => 'fm', max_attempts => 2)) FROM generate_series(1, 3);
 SELECT array_agg(job_id ORDER BY job_id) AS fj, array_agg(lease ORDER BY job_id) AS fl

@@ -642,9 +642,9 @@ asio::awaitable<void> Worker::heartbeater() {
       // process waiting for the id registered it (register_worker allows
       // one live process per id).
       pg::Params arg1_ = {cfg_.id, bigint_array(leases), core::to_pg_interval(cfg_.lease_s),
-                          std::to_string(::getpid()), host_name()};
+                          std::to_string(::getpid()), host_name(), process_};
       auto r = co_await hb_.query(
-          "SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval)"
+          "SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval, $6::jsonb)"
           " UNION ALL SELECT NULL, 'holder' FROM bgexec.worker_stats"
           " WHERE id = $1 AND (pid IS DISTINCT FROM $4::int OR host IS DISTINCT FROM $5)",
           std::move(arg1_), /*prepare=*/true);
