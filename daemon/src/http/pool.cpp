@@ -93,7 +93,7 @@ asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql
     auto msg = "the database did not answer within " +
                std::to_string(statement_timeout_ms_ + unanswered_grace.count()) +
                " ms (the statement timeout + 5 s); connection dropped";
-    return pg::Error("08006", msg, {msg, "", "", ""});
+    return pg::Error::lost("08006", msg, {msg, "", "", ""});
   };
   try {
     co_return co_await run(*s, role, sql, params);

@@ -52,6 +52,12 @@ void Connection::on_notice(void* arg, const char* message) {
 Error::Error(std::string sqlstate, const std::string& message, Fields fields)
     : std::runtime_error(message), sqlstate_(std::move(sqlstate)), fields_(std::move(fields)) {}
 
+Error Error::lost(std::string sqlstate, const std::string& message, Fields fields) {
+  Error e(std::move(sqlstate), message, std::move(fields));
+  e.lost_ = true;
+  return e;
+}
+
 // The server converts text parameters to their types while binding and
 // names the one that failed on the last line of CONTEXT ("unnamed portal
 // parameter $2 = '...'"; translated with lc_messages, but always with
@@ -200,20 +206,24 @@ void Connection::attach_socket() {
   if (fd >= 0) sd_ = std::make_unique<asio::posix::stream_descriptor>(ex_, fd);
 }
 
-// Closes the connection and throws a class-08 error with libpq's message.
+// Closes the connection and throws a lost-connection error with libpq's
+// message: libpq failed a connect, a send or a read, or was never given a
+// connection.
 void Connection::fail(const std::string& what) {
   std::string msg = what + ": " + (conn_ ? clean(PQerrorMessage(conn_)) : std::string("not connected"));
   close();
-  throw Error("08006", msg);
+  throw Error::lost("08006", msg);
 }
 
-// Waits until the socket is readable (or writable).
+// Waits until the socket is readable (or writable).  A socket closed
+// before or during the wait (close(): a Deadline, the notifier's recheck;
+// a connect timing out) is a lost connection.
 asio::awaitable<void> Connection::wait(bool write) {
-  if (!sd_) throw Error("08003", name_ + ": connection closed");
+  if (!sd_) throw Error::lost("08003", name_ + ": connection closed");
   auto [ec] = co_await sd_->async_wait(
       write ? asio::posix::descriptor_base::wait_write : asio::posix::descriptor_base::wait_read,
       asio::as_tuple(asio::use_awaitable));
-  if (ec) throw Error("08003", name_ + ": connection closed (" + ec.message() + ")");
+  if (ec) throw Error::lost("08003", name_ + ": connection closed (" + ec.message() + ")");
 }
 
 
@@ -221,7 +231,7 @@ asio::awaitable<void> Connection::connect() {
   close();
   ConnectParams params(conninfo_, name_);
   conn_ = PQconnectStartParams(params.keywords, params.values, /*expand_dbname=*/1);
-  if (!conn_) throw Error("08001", name_ + ": out of memory");
+  if (!conn_) throw Error::lost("08001", name_ + ": out of memory");
   if (PQstatus(conn_) == CONNECTION_BAD) fail(name_ + ": connect");
   // libpq's connect_timeout applies to blocking connects only: bound ours here.
   asio::steady_timer timeout(ex_, std::chrono::seconds(connect_timeout_s));
@@ -251,7 +261,7 @@ asio::awaitable<void> Connection::connect() {
       bool timed_out = *state == 1;
       *state = 2;
       close();
-      throw Error("08001", name_ + (timed_out ? ": connect timed out" : ": connect interrupted"));
+      throw Error::lost("08001", name_ + (timed_out ? ": connect timed out" : ": connect interrupted"));
     }
     st = PQconnectPoll(conn_);
   }
@@ -326,10 +336,15 @@ asio::awaitable<Result> Connection::read_results(std::optional<Error>& err,
       last = std::move(res);
     }
   }
+  // The error stored above (if any) came on a live session unless libpq
+  // says the connection broke: then it is lost whatever the server's
+  // SQLSTATE, and reported as the server's own class 08 error when it sent
+  // one, else as libpq's.
   if (PQstatus(conn_) == CONNECTION_BAD) {
-    if (err && err->connection_lost()) {
+    if (err && err->sqlstate().rfind("08", 0) == 0) {
+      auto lost = Error::lost(err->sqlstate(), err->what(), err->fields());
       close();
-      throw *err;
+      throw lost;
     }
     fail(name_ + ": connection lost");
   }
@@ -369,7 +384,7 @@ Deadline::~Deadline() {
 Error Connection::unanswered() const {
   char s[32];
   std::snprintf(s, sizeof s, "%g", std::chrono::duration<double>(call_timeout_).count());
-  return Error("08006", name_ + ": the database did not answer within " + s + " s; connection dropped");
+  return Error::lost("08006", name_ + ": the database did not answer within " + s + " s; connection dropped");
 }
 
 // The call bound counts from the call's turn on the wire.

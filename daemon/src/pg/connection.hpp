@@ -37,11 +37,25 @@ class Error : public std::runtime_error {
   struct Fields {
     std::string primary, detail, hint, context;
   };
+  // An error on a session that stays open (the server's answer to one
+  // statement, whatever its SQLSTATE), or one that is not about a session.
   Error(std::string sqlstate, const std::string& message, Fields fields = {});
+  // An error that ended the session, or met it ended: see connection_lost().
+  static Error lost(std::string sqlstate, const std::string& message, Fields fields = {});
   const std::string& sqlstate() const { return sqlstate_; }
   const Fields& fields() const { return fields_; }
-  // Class 08: the connection is gone; reconnect with backoff.
-  bool connection_lost() const { return sqlstate_.rfind("08", 0) == 0; }
+  // The session is gone; reconnect with backoff.  Set where the error is
+  // raised, from what libpq says of the connection (PQstatus
+  // CONNECTION_BAD: the server closed it, after a FATAL such as 57P01 or
+  // not, or the network did), a connect that failed, a socket that failed
+  // or was closed under the call (a Deadline, close()).  Not from the
+  // SQLSTATE: the server answers some class 08 errors on a session that
+  // stays open (08P01 protocol_violation: a statement given the wrong
+  // number of parameters; a dblink 08001 about another connection).  Not
+  // either when Connection closes the session itself to end a statement it
+  // refuses (COPY, rows over query_rows' cap): that error is the
+  // statement's.
+  bool connection_lost() const { return lost_; }
   // For a data exception (class 22) raised while converting a statement
   // parameter, its number (1-based: "unnamed portal parameter $8" in
   // CONTEXT); else 0.
@@ -50,6 +64,7 @@ class Error : public std::runtime_error {
  private:
   std::string sqlstate_;
   Fields fields_;
+  bool lost_ = false;
 };
 
 // RAII owner of one PGresult (text format).
@@ -145,7 +160,8 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Opens a fresh connection (closing any old one).  Throws Error (class 08) on failure.
+  // Opens a fresh connection (closing any old one).  Throws a lost Error
+  // (class 08) on failure.
   asio::awaitable<void> connect();
   bool connected() const;
   // Drops the connection; pending waits end with an Error.
@@ -155,7 +171,7 @@ class Connection {
   // included: a call still unanswered when it passes closes the connection
   // (the server ends the statement when it next looks for the client) and
   // throws Error 08006 "... did not answer within N s; connection dropped",
-  // which callers treat as any lost connection.  Keepalives and
+  // connection_lost(), as any lost connection.  Keepalives and
   // tcp_user_timeout catch a server gone silent at the TCP level; this
   // catches one that still acknowledges every packet and answers nothing:
   // a backend stopped or stuck, a proxy holding the session.  0 (the
@@ -172,7 +188,8 @@ class Connection {
   // Runs one statement as text in single-row mode and returns its rows as
   // Result::to_json does, never holding more than max_bytes of them: past
   // that (values and column names counted) the connection is closed, so the
-  // server rolls the transaction back, and Error 54000 is thrown.
+  // server rolls the transaction back, and Error 54000 is thrown (not
+  // connection_lost(): the statement's error; the next call reconnects).
   asio::awaitable<nlohmann::json> query_rows(const std::string& sql, const Params& params,
                                              std::size_t max_bytes);
   // Waits until notifications arrive (after LISTEN); throws Error when the connection breaks.

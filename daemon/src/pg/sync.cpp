@@ -25,7 +25,7 @@ SyncConnection::SyncConnection(const std::string& conninfo, std::string_view nam
     std::string msg = clean(PQerrorMessage(conn_));
     PQfinish(conn_);
     conn_ = nullptr;
-    throw Error("08006", "cannot connect: " + msg);
+    throw Error::lost("08006", "cannot connect: " + msg);
   }
 }
 
@@ -47,6 +47,8 @@ Result SyncConnection::exec(const std::string& sql, const Params& params) {
   const char* code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   std::string msg = clean(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
   if (msg.empty()) msg = clean(PQerrorMessage(conn_));
+  // Lost when libpq says so, not by the SQLSTATE (see Error::connection_lost).
+  if (PQstatus(conn_) == CONNECTION_BAD) throw Error::lost(code ? code : "08006", msg);
   throw Error(code ? code : "08006", msg);
 }
 

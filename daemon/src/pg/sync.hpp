@@ -12,7 +12,7 @@ namespace bgexec::pg {
 // One libpq connection in blocking mode; text parameters, text results.
 class SyncConnection {
  public:
-  // Connects at once; throws Error (class 08) on failure.  `name` completes
+  // Connects at once; throws a lost Error (class 08) on failure.  `name` completes
   // the application_name (see ConnectParams in connection.hpp).
   explicit SyncConnection(const std::string& conninfo, std::string_view name = "");
   ~SyncConnection();
