@@ -58,6 +58,8 @@ Error Error::lost(std::string sqlstate, const std::string& message, Fields field
   return e;
 }
 
+core::ErrorClass Error::classify() const { return core::classify(sqlstate_, lost_); }
+
 // The server converts text parameters to their types while binding and
 // names the one that failed on the last line of CONTEXT ("unnamed portal
 // parameter $2 = '...'"; translated with lc_messages, but always with

@@ -7,6 +7,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/sqlstate.hpp"
 #include "util/fifo_lock.hpp"
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,8 @@ class Error : public std::runtime_error {
   // refuses (COPY, rows over query_rows' cap): that error is the
   // statement's.
   bool connection_lost() const { return lost_; }
+  // core::classify of this error: `connection` exactly when connection_lost().
+  core::ErrorClass classify() const;
   // For a data exception (class 22) raised while converting a statement
   // parameter, its number (1-based: "unnamed portal parameter $8" in
   // CONTEXT); else 0.

@@ -92,7 +92,7 @@ asio::awaitable<void> Completer::flush(std::vector<Item> batch) {
   try {
     co_await write(batch);
   } catch (const pg::Error& e) {
-    auto cls = core::classify(e.sqlstate());
+    auto cls = e.classify();
     // One bad item must fail only its own job: a batch refused for any other
     // reason than the connection is written again item by item.  So is one
     // that met a job row another transaction holds (55P03: a client's stop()

@@ -275,7 +275,7 @@ json Job::render(const json& v) {
 // thrown); any other error returns to the caller, which rethrows it.
 void Job::on_write_error(const pg::Error& e) {
   if (abandoned_) throw Abandoned{};
-  auto cls = core::classify(e.sqlstate());
+  auto cls = e.classify();
   if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry) {
     abandon(std::string("database unreachable until the lease expired: ") + e.what());
     throw Abandoned{};
@@ -955,11 +955,11 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
     co_await conn->query("COMMIT");
   } catch (const pg::Error& e) {
-    auto cls = core::classify(e.sqlstate());
-    // 08P01 (protocol_violation) is what the server answers a statement
-    // given the wrong number of parameters: the step's own error, the same
-    // on every attempt, not a lost connection.
-    retryable = (cls == core::ErrorClass::connection && e.sqlstate() != "08P01") || cls == core::ErrorClass::retry;
+    // A lost session (the server restarted, reconcile ended it) is worth
+    // another attempt; the server's 08P01 to a statement given the wrong
+    // number of parameters, on a session that stays open, is not.
+    auto cls = e.classify();
+    retryable = cls == core::ErrorClass::connection || cls == core::ErrorClass::retry;
     // DETAIL and CONTEXT may quote a piece of a parameter that no masker
     // can know (the JSON token the server stopped at: Token "hunter2" is
     // invalid): with a secret parameter, the primary message only.

@@ -169,7 +169,7 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
     try {
       co_return co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
     } catch (const pg::Error& e) {
-      auto cls = core::classify(e.sqlstate());
+      auto cls = e.classify();
       if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
       if (!retry_locked && e.sqlstate() == "55P03") throw;
       if (stopping_ || Clock::now() + seconds(backoff) >= until) throw;
@@ -306,7 +306,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
       }
     } catch (const pg::Error& e) {
       await_asked_ = 0;
-      if (free > 0 && core::classify(e.sqlstate()) == core::ErrorClass::connection) lost_claim(before);
+      if (free > 0 && e.classify() == core::ErrorClass::connection) lost_claim(before);
       if (e.sqlstate() == "55006") id_lost(e);
       if (draining_) drained_.notify();
       throw;
@@ -500,7 +500,7 @@ asio::awaitable<void> Worker::try_unclaim() {
       core::log("warn", "jobs of a claim whose reply was lost returned to the queue", {{"jobs", *n}});
     unclaim_.reset();
   } catch (const pg::Error& e) {
-    auto cls = core::classify(e.sqlstate());
+    auto cls = e.classify();
     if (e.sqlstate() == "55006") {
       id_lost(e);  // the jobs under the id are the new holder's to give back
     } else {
@@ -586,7 +586,7 @@ asio::awaitable<void> Worker::fetcher() {
         }
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         // The claim may have committed: its reply is what was lost.
-        if (core::classify(e.sqlstate()) == core::ErrorClass::connection) lost_claim(before);
+        if (e.classify() == core::ErrorClass::connection) lost_claim(before);
       }
       set_backlog(more && !draining_);  // a drain claims nothing more
       if (failed) {
@@ -867,7 +867,7 @@ asio::awaitable<int> Worker::run() {
       }
       break;
     } catch (const pg::Error& e) {
-      auto cls = core::classify(e.sqlstate());
+      auto cls = e.classify();
       if (cls == core::ErrorClass::fatal) {
         core::log("error", "cannot register worker", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         co_return 3;
@@ -916,7 +916,7 @@ asio::awaitable<int> Worker::run() {
                           " WHERE id = $1 AND pid = $2::int AND host = $3",
                           std::move(arg1_));
     } catch (const pg::Error& e) {
-      again = attempt < 3 && core::classify(e.sqlstate()) == core::ErrorClass::connection;
+      again = attempt < 3 && e.classify() == core::ErrorClass::connection;
       core::log("warn", "deregister failed", {{"error", e.what()}, {"again", again ? "true" : "false"}});
     }
     if (!again) break;
