@@ -1,0 +1,197 @@
+// pg::Error's connection_lost(): set where the error is raised, from what
+// libpq says of the connection, never from the SQLSTATE.  PgConnection and
+// PgSync run against the throwaway cluster of the CTest fixture pg_cluster
+// (BGEXEC_TEST_DB, a libpq conninfo); without it they are skipped.
+#include <gtest/gtest.h>
+
+#include "pg/connection.hpp"
+#include "pg/sync.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace bgexec::pg {
+namespace {
+
+using core::ErrorClass;
+
+// What the server answers a statement given fewer parameters than it uses.
+const std::string two_params = "SELECT $1::int + $2::int";
+
+TEST(PgError, ConstructedIsLiveWhateverTheSqlstate) {
+  Error e("08P01", "bind message supplies 1 parameters, but prepared statement requires 2");
+  EXPECT_FALSE(e.connection_lost());
+  EXPECT_EQ(e.classify(), ErrorClass::fatal);
+  EXPECT_FALSE(Error("08006", "x").connection_lost());
+  EXPECT_EQ(Error("40001", "x").classify(), ErrorClass::retry);
+}
+
+TEST(PgError, LostIsConnectionWhateverTheSqlstate) {
+  Error e = Error::lost("08006", "server closed the connection unexpectedly");
+  EXPECT_TRUE(e.connection_lost());
+  EXPECT_EQ(e.classify(), ErrorClass::connection);
+  EXPECT_EQ(e.sqlstate(), "08006");
+  EXPECT_EQ(Error::lost("08P01", "x").classify(), ErrorClass::connection);
+  EXPECT_EQ(Error::lost("57P01", "x").classify(), ErrorClass::connection);
+}
+
+TEST(PgError, CopyKeepsTheFlag) {  // as http/pool.cpp's RoleSwitchLost copies it
+  Error lost = Error::lost("08003", "closed", {"closed", "", "", ""});
+  Error copy(lost);
+  EXPECT_TRUE(copy.connection_lost());
+  EXPECT_EQ(copy.fields().primary, "closed");
+}
+
+// Runs `call` on `io` to its end; its exception is rethrown here.
+template <class T>
+T run(asio::io_context& io, asio::awaitable<T> call) {
+  auto done = asio::co_spawn(io, std::move(call), asio::use_future);
+  io.restart();
+  io.run();
+  return done.get();
+}
+
+// The Error `call` throws; nullopt (and a test failure) when it throws none.
+template <class T>
+std::optional<Error> error_of(asio::io_context& io, asio::awaitable<T> call) {
+  try {
+    run(io, std::move(call));
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "the call succeeded";
+  return std::nullopt;
+}
+
+std::string test_db() {
+  const char* db = std::getenv("BGEXEC_TEST_DB");
+  return db ? db : "";
+}
+
+class PgConnection : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test_db().empty()) GTEST_SKIP() << "BGEXEC_TEST_DB is not set";
+  }
+  std::string pid() { return run(io_, conn_.query("SELECT pg_backend_pid()")).get(0, 0).value_or(""); }
+
+  asio::io_context io_;  // before conn_: outlives it
+  Connection conn_{io_.get_executor(), test_db(), "unit"};
+};
+
+// A sql step's statement with the wrong number of params: the server's
+// 08P01 on a session it keeps open.
+TEST_F(PgConnection, WrongParameterCountIsNotLost) {
+  auto before = pid();
+  auto e = error_of(io_, conn_.query(two_params, {"1"}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->sqlstate(), "08P01") << e->what();
+  EXPECT_FALSE(e->connection_lost()) << e->what();
+  EXPECT_EQ(e->classify(), ErrorClass::fatal);
+  EXPECT_TRUE(conn_.connected());
+  EXPECT_EQ(pid(), before);  // the same session goes on
+}
+
+TEST_F(PgConnection, WrongParameterCountInRowsIsNotLost) {  // the sql step's call
+  auto before = pid();
+  auto e = error_of(io_, conn_.query_rows(two_params, {"1"}, 1 << 20));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->sqlstate(), "08P01") << e->what();
+  EXPECT_FALSE(e->connection_lost()) << e->what();
+  EXPECT_EQ(pid(), before);
+}
+
+TEST_F(PgConnection, ServerErrorIsNotLost) {
+  auto e = error_of(io_, conn_.query("SELEC 1"));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->sqlstate(), "42601");
+  EXPECT_FALSE(e->connection_lost());
+  EXPECT_EQ(e->classify(), ErrorClass::fatal);
+}
+
+// 57P01 (FATAL), then the server closes the session: lost, and the next
+// call connects again.
+TEST_F(PgConnection, SessionTerminatedIsLost) {
+  auto before = pid();
+  auto e = error_of(io_, conn_.query("SELECT pg_terminate_backend(pg_backend_pid())"));
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->connection_lost()) << e->sqlstate() << " " << e->what();
+  EXPECT_EQ(e->classify(), ErrorClass::connection);
+  EXPECT_FALSE(conn_.connected());
+  EXPECT_NE(pid(), before);
+}
+
+// The call bound (a Deadline) closes the connection under the statement.
+TEST_F(PgConnection, UnansweredCallIsLost) {
+  conn_.set_call_timeout(std::chrono::milliseconds(200));
+  auto e = error_of(io_, conn_.query("SELECT pg_sleep(3)"));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->sqlstate(), "08006");
+  EXPECT_TRUE(e->connection_lost()) << e->what();
+  EXPECT_FALSE(conn_.connected());
+}
+
+TEST_F(PgConnection, ConnectFailureIsLost) {
+  Connection nowhere(io_.get_executor(), "host=/nonexistent/bgexec-unit dbname=postgres", "unit");
+  auto e = error_of(io_, nowhere.query("SELECT 1"));
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->connection_lost()) << e->what();
+  EXPECT_EQ(e->classify(), ErrorClass::connection);
+}
+
+// Connection ends the session itself for rows over the cap: the
+// statement's error, not a lost connection (a sql step does not retry it).
+TEST_F(PgConnection, RowsOverTheCapAreNotLost) {
+  auto e = error_of(io_, conn_.query_rows("SELECT repeat('x', 100)", {}, 10));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->sqlstate(), "54000");
+  EXPECT_FALSE(e->connection_lost());
+  EXPECT_FALSE(conn_.connected());
+}
+
+class PgSync : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test_db().empty()) GTEST_SKIP() << "BGEXEC_TEST_DB is not set";
+  }
+};
+
+TEST_F(PgSync, WrongParameterCountIsNotLost) {
+  SyncConnection c(test_db(), "unit");
+  try {
+    c.exec(two_params, {"1"});
+    FAIL() << "the call succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.sqlstate(), "08P01") << e.what();
+    EXPECT_FALSE(e.connection_lost());
+  }
+  EXPECT_EQ(c.scalar("SELECT 1"), "1");
+}
+
+TEST_F(PgSync, SessionTerminatedIsLost) {
+  SyncConnection c(test_db(), "unit");
+  try {
+    c.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+    FAIL() << "the call succeeded";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.connection_lost()) << e.sqlstate() << " " << e.what();
+  }
+}
+
+TEST_F(PgSync, ConnectFailureIsLost) {
+  try {
+    SyncConnection c("host=/nonexistent/bgexec-unit dbname=postgres", "unit");
+    FAIL() << "connected";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.connection_lost()) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bgexec::pg
