@@ -83,3 +83,26 @@ test('a queued job with run_after -infinity does not break a scrape', async (t) 
     psql(`DELETE FROM bgexec.job WHERE id = ${r.body.id}`);
   }
 });
+
+test('a queue\'s gauges drop to 0 when its last active job ends, rather than vanish', async () => {
+  // No bgexec.queue row: the queue is known from its jobs only.
+  const queue = uniq('gauge0');
+  const series = (m) => [
+    `bgexec_jobs{queue="${queue}",status="queued"}`,
+    `bgexec_jobs{queue="${queue}",status="running"}`,
+    `bgexec_jobs{queue="${queue}",status="suspended"}`,
+    `bgexec_oldest_queued_seconds{queue="${queue}"}`,
+  ].map((s) => value(m, s));
+  const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  assert.equal(r.status, 201);
+  const queued = series((await api('GET', '/metrics')).text);
+  assert.deepEqual(queued.slice(0, 3), [1, 0, 0]);
+  assert.ok(queued[3] >= 0);
+  const { job, lease } = claim(queue);
+  assert.deepEqual(series((await api('GET', '/metrics')).text), [0, 1, 0, 0], 'claimed: nothing queued');
+  finish(job, lease, 'completed', {});
+  assert.deepEqual(series((await api('GET', '/metrics')).text), [0, 0, 0, 0], 'finished: nothing active');
+  // Purged: the queue has no jobs left and is no longer known.
+  psql(`DELETE FROM bgexec.job WHERE queue = '${queue}'`);
+  assert.deepEqual(series((await api('GET', '/metrics')).text), [undefined, undefined, undefined, undefined]);
+});

@@ -7,6 +7,12 @@
 // and the counters add up the jobs finished since the previous scrape
 // (job_finished_idx), so they grow from 0 when the gateway starts and purge
 // or retention never makes them shrink.
+//
+// The per-queue gauges have a series for every queue queue_stats lists (its
+// settings row, its retained jobs of any status: the terminal ones through
+// queue_count, not the job table), 0 where nothing is counted: a queue
+// whose last active job finished keeps its series at 0 instead of dropping
+// it, which Prometheus would show as a gap after the last non-zero value.
 #include "http/gateway.hpp"
 
 #include "core/duration.hpp"
@@ -24,7 +30,9 @@ namespace {
 // began is not counted.  finish and finish_many commit in milliseconds.
 constexpr const char* commit_margin = "5 seconds";
 
-// Rows (metric, label 1, label 2, value).  $1: the previous scrape's
+// Rows (metric, label 1, label 2, value).  'queue' rows name the known
+// queues: queue_stats reads as its owner, so it names every tenant's
+// queues whatever RLS lets the login role count.  $1: the previous scrape's
 // watermark; on the first scrape, NULL, and the window starts $3 ago: when
 // the gateway started (its uptime on the host's clock), so the counters
 // count from there, not from the first scrape.  A
@@ -48,7 +56,7 @@ active AS (
   SELECT queue, 'suspended', count(*), NULL FROM bgexec.job WHERE status = 'suspended' GROUP BY queue)
 SELECT 'watermark' AS m, (SELECT cur::text FROM w) AS l1, NULL AS l2, NULL::float8 AS v
 UNION ALL
-SELECT 'queue', name, NULL, NULL FROM bgexec.queue
+SELECT 'queue', queue, NULL, NULL FROM bgexec.queue_stats
 UNION ALL
 SELECT 'active', queue, status, n::float8 FROM active
 UNION ALL
@@ -108,6 +116,11 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
   std::map<std::pair<std::string, std::string>, std::string> active;  // (queue, status) -> n
   std::map<std::string, std::string> oldest;
   std::string alive = "0";
+  // Every gauge series of a known queue, at 0 until a row counts something.
+  auto known = [&](const std::string& q) {
+    for (const char* st : {"queued", "running", "suspended"}) active.try_emplace({q, st}, "0");
+    oldest.try_emplace(q, "0");
+  };
   for (int i = 0; i < r.rows(); ++i) {
     auto m = r.get(i, 0).value_or("");
     auto l1 = r.get(i, 1).value_or("");
@@ -116,12 +129,12 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
     if (m == "watermark") {
       if (apply) f.watermark = l1;
     } else if (m == "queue") {
-      for (const char* st : {"queued", "running", "suspended"}) active.try_emplace({l1, st}, "0");
-      oldest.try_emplace(l1, "0");
+      known(l1);
     } else if (m == "active") {
-      for (const char* st : {"queued", "running", "suspended"}) active.try_emplace({l1, st}, "0");
+      known(l1);
       active[{l1, l2}] = num(v);
     } else if (m == "oldest") {
+      known(l1);
       oldest[l1] = num(v);
     } else if (m == "workers_alive") {
       alive = num(v);
