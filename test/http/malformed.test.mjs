@@ -272,3 +272,50 @@ test('a request target in absolute form names the same resource as its path (RFC
   const list = await rawRequest(`GET http://x?limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
   assert.match(list, /^HTTP\/1\.1 200 /, list.slice(0, 200)); // the dashboard at "/"
 });
+
+test('the event stream\'s ?token=: ambiguous is 400 before any lookup; no valid token is 401, nothing more; a valid one gets the request\'s own error', async () => {
+  const queue = uniq('sse-auth');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease } = claim(queue);
+  finish(id, lease, 'completed', {});
+  const call = async (target, { method = 'GET', headers = {} } = {}) => {
+    const r = await fetch(BASE + target, { method, headers, signal: AbortSignal.timeout(5000) });
+    return { status: r.status, text: await r.text(), allow: r.headers.get('allow') };
+  };
+  const ev = `/v1/jobs/${id}/events`;
+  // Two tokens, in either order, or the header beside ?token=: one would win unnoticed.
+  for (const [q, headers, msg] of [
+    [`token=${A}&token=nope`, {}, /query parameter \\"token\\" is given more than once/],
+    [`token=nope&token=${A}`, {}, /query parameter \\"token\\" is given more than once/],
+    ['token=nope', { Authorization: `Bearer ${A}` }, /both in the Authorization header and as \?token=/],
+    [`token=${A}`, { Authorization: 'Bearer nope' }, /both in the Authorization header and as \?token=/],
+  ]) {
+    const r = await call(`${ev}?${q}`, { headers });
+    assert.equal(r.status, 400, `${q} ${JSON.stringify(headers)}: ${r.text}`);
+    assert.match(r.text, msg);
+  }
+  // No valid token: 401, whatever else is wrong, and the answer names none of it.
+  for (const q of ['bogus=1', 'token=nope&bogus=1', 'token=nope&after=1&after=2', 'token=nope&after=x']) {
+    const r = await call(`${ev}?${q}`);
+    assert.equal(r.status, 401, `${q}: ${r.text}`);
+    assert.doesNotMatch(r.text, /bogus|after/, q);
+  }
+  // A valid token: the request's own error.
+  for (const [q, msg] of [
+    [`token=${A}&bogus=1`, /unknown query parameter \\"bogus\\"/],
+    [`token=${A}&after=1&after=2`, /query parameter \\"after\\" is given more than once/],
+    [`token=${A}&after=x`, /Last-Event-ID \/ after must be a non-negative integer/],
+  ]) {
+    const r = await call(`${ev}?${q}`);
+    assert.equal(r.status, 400, `${q}: ${r.text}`);
+    assert.match(r.text, msg);
+  }
+  const bad = await call(`/v1/jobs/abc/events?token=${A}`);
+  assert.equal(bad.status, 404, bad.text);
+  for (const method of ['HEAD', 'POST']) {
+    const r = await call(`${ev}?token=${A}`, { method });
+    assert.equal(r.status, 405, `${method}: ${r.text}`);
+    assert.equal(r.allow, 'GET');
+  }
+  assert.equal((await call(`${ev}?token=${A}&after=2`)).status, 204, 'the job has ended');
+});

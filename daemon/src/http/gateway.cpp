@@ -186,15 +186,16 @@ std::string url_decode(std::string_view s, bool plus_is_space = true) {
 
 using core::valid_utf8;  // well-formed UTF-8: what PostgreSQL and JSON accept as text
 
-// parse_query names a parameter given more than once under this key, which
-// no route takes, so the /v1 routes refuse it (unknown_param) rather than
-// let one of the values win silently (?status=failed&status=queued).
-const std::string repeated_param = "\x01repeated";
+// parse_query marks a parameter given more than once with a key of this
+// prefix and its name, which no route takes, so the /v1 routes refuse it
+// (unknown_param) rather than let one of the values win silently
+// (?status=failed&status=queued).
+const std::string repeated_prefix = "\x01repeated ";
 
 std::map<std::string, std::string> parse_query(std::string_view q) {
   std::map<std::string, std::string> out;
   auto put = [&out](std::string k, std::string v) {
-    if (out.count(k)) out[repeated_param] = k;
+    if (out.count(k)) out[repeated_prefix + k];
     out[std::move(k)] = std::move(v);
   };
   while (!q.empty()) {
@@ -236,7 +237,8 @@ const std::set<std::string> event_params = {"after", "token"};
 std::optional<HttpError> unknown_param(const std::map<std::string, std::string>& qs,
                                        const std::set<std::string>& known) {
   for (const auto& [k, v] : qs) {
-    if (k == repeated_param) return bad_request("query parameter \"" + v + "\" is given more than once");
+    if (k.rfind(repeated_prefix, 0) == 0)
+      return bad_request("query parameter \"" + k.substr(repeated_prefix.size()) + "\" is given more than once");
     if (!known.count(k)) return bad_request("unknown query parameter \"" + k + "\"");
   }
   return std::nullopt;
@@ -260,6 +262,28 @@ void check_no_body(const std::string& body) {
   if (!in) throw bad_request("request body is not valid JSON: " + in.message);
   if (!in.value.is_object()) throw bad_request("request body must be a JSON object");
   if (!in.value.empty()) throw bad_request("unknown field \"" + in.value.begin().key() + "\"");
+}
+
+// Whether a request names a job's event stream (/v1/jobs/{id}/events, any
+// id, any method): where ?token= is a token, for browsers' EventSource,
+// which cannot send headers.
+bool events_path(const std::vector<std::string>& seg) {
+  return seg.size() == 4 && seg[0] == "v1" && seg[1] == "jobs" && seg[3] == "events";
+}
+
+// A request whose token is ambiguous: the Authorization header given twice,
+// or on the event stream ?token= given twice or beside the header.  One
+// would win unnoticed, so it is refused before any token is looked up,
+// saying nothing of the API (as a query that is not UTF-8 is).
+std::optional<HttpError> ambiguous_token(const Request& req, const std::vector<std::string>& seg,
+                                         const std::map<std::string, std::string>& qs) {
+  if (req.count(bhttp::field::authorization) > 1)
+    return bad_request("the Authorization header is given more than once");
+  if (!events_path(seg) || !qs.count("token")) return std::nullopt;
+  if (qs.count(repeated_prefix + "token")) return bad_request("query parameter \"token\" is given more than once");
+  if (req.count(bhttp::field::authorization))
+    return bad_request("a token is given both in the Authorization header and as ?token=");
+  return std::nullopt;
 }
 
 // Strict decimal parse of the whole string (at most 19 characters).
@@ -648,12 +672,10 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       std::string path(target.substr(0, qpos));
       auto qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
       auto seg = segments(path);
+      // Refused before the token is looked up: these say nothing of the API.
       auto bad_text = check_text(path, qs);
-      // Two tokens: one would win unnoticed (as with a query parameter given twice).
-      if (!bad_text && req.count(bhttp::field::authorization) > 1)
-        bad_text = bad_request("the Authorization header is given more than once");
-      if (!bad_text && req.method() == bhttp::verb::get && seg.size() == 4 && seg[0] == "v1" &&
-          seg[1] == "jobs" && seg[3] == "events") {
+      if (!bad_text) bad_text = ambiguous_token(req, seg, qs);
+      if (!bad_text && req.method() == bhttp::verb::get && events_path(seg)) {
         auto id = parse_int(seg[2]);
         if (id && *id > 0) {
           co_await stream_events(stream, req, *id, qs);
@@ -730,7 +752,9 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   }
   if (seg.empty() || seg[0] != "v1") throw not_found("no such resource: " + path);
 
-  const std::string* role = authenticate(req, qs, false);
+  // The token first: without a valid one, 401 says nothing of the path,
+  // the method or the query.
+  const std::string* role = authenticate(req, qs, events_path(seg));
   if (!role)
     throw http_error(bhttp::status::unauthorized, "28000",
                     "missing or unknown bearer token (Authorization: Bearer <token>)");
