@@ -11,7 +11,8 @@ namespace {
 // own timeout (and the cancel it sends) normally ends a statement first.
 constexpr std::chrono::milliseconds unanswered_grace{5000};
 
-// The connection broke while switching roles, before the statement was sent.
+// The connection broke before the statement ran or before anything
+// committed (pg::SetupError): safe to send again.
 struct RoleSwitchLost : pg::Error {
   explicit RoleSwitchLost(const pg::Error& e) : pg::Error(e) {}
 };
@@ -61,19 +62,20 @@ void Pool::release(Slot* s) {
   }
 }
 
-// Sets the role, then runs the statement (pool.hpp: why before every one).
+// Sets the role and runs the statement, in one round trip (pool.hpp: why
+// the role before every statement, and why in one pipeline).
 asio::awaitable<pg::Result> Pool::run(Slot& s, const std::string& role, const std::string& sql,
                                       const pg::Params& params) {
+  const pg::Params p{role.empty() ? std::string("none") : role, statement_timeout_};
   try {
-    pg::Params p{role.empty() ? std::string("none") : role, statement_timeout_};
-    co_await s.conn->query(set_role_sql, std::move(p), /*prepare=*/true);
-  } catch (const pg::Error& e) {
-    // Nothing ran yet: a lost connection is retried by the caller; any other
-    // failure means the token's role is missing or not granted to the gateway.
+    co_return co_await s.conn->query_after(set_role_sql, p, sql, params);
+  } catch (const pg::SetupError& e) {
+    // The statement did not run: a lost connection is retried by the
+    // caller; any other failure means the token's role is missing or not
+    // granted to the gateway.
     if (e.connection_lost()) throw RoleSwitchLost(e);
     role_error(e);
   }
-  co_return co_await s.conn->query(sql, params);
 }
 
 asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql, pg::Params params,

@@ -9,9 +9,17 @@
 // statement: a role can never leak from one request to the next, whatever
 // failed in between; a role revoked from the gateway's login is refused at
 // the next request (PostgreSQL checks membership when a role is set, not
-// after); and a session the server closed while it sat idle fails there,
-// before anything ran, and is reconnected and retried.  It costs a round
-// trip per request (pg_stat_statements would show it as the top call).
+// after); and a session the server closed while it sat idle is found
+// before anything is sent (pg::Connection::query_after), and replaced.
+//
+// The role switch and the statement go in one round trip, as one libpq
+// pipeline (query_after): the server runs the statement only if the switch
+// succeeded (an error aborts the rest of the pipeline up to its sync), and
+// both run in one implicit transaction, so a failed statement also undoes
+// its switch, which the next request sets again anyway.  With the switch as
+// a round trip of its own, a request cost 15 % more CPU (gateway and
+// server) and 16 clients got 10-12 % fewer answers, one client a third
+// fewer (bench/README.md, "What changed, measured": the gateway).
 
 #include "pg/connection.hpp"
 

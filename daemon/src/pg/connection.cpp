@@ -8,6 +8,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -415,16 +418,7 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
   std::optional<Error> err;
   std::string stmt;
   if (prepare && prepare_ok_) {
-    stmt = statement_name(sql);
-    if (!prepared_.count(stmt)) {
-      if (!PQsendPrepare(conn_, stmt.c_str(), sql.c_str(), n, nullptr)) fail(name_ + ": send");
-      co_await flush_out();
-      co_await read_results(err);
-      // 42P05: a pooler's server connection already has it (same text, same name).
-      if (err && err->sqlstate() != "42P05") throw *err;
-      err.reset();
-      prepared_.insert(stmt);
-    }
+    stmt = co_await prepared_name(sql, n);
     if (!PQsendQueryPrepared(conn_, stmt.c_str(), n, values.data(), nullptr, nullptr, 0))
       fail(name_ + ": send");
   } else {
@@ -435,13 +429,7 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
   // Running the text again is safe after any error: each call is one
   // autocommit statement, so an error means nothing was committed.
   if (err && !stmt.empty() && err->sqlstate() == "26000") {
-    // The prepared statement is gone although we made it: a transaction-mode
-    // pooler moved us to another server connection.  Run the text instead,
-    // from now on on this connection.
-    core::log("warn", "prepared statements unavailable on this connection, not using them",
-              {{"conn", name_}, {"error", err->what()}});
-    prepare_ok_ = false;
-    prepared_.clear();
+    prepared_lost(*err);
     err.reset();
     send_text(sql, values);
     co_await flush_out();
@@ -449,6 +437,114 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
   }
   if (err) throw *err;
   co_return last;
+}
+
+// The name of the server-side prepared statement of `sql`, prepared first
+// when this session has not yet prepared it (a round trip, once).
+asio::awaitable<std::string> Connection::prepared_name(const std::string& sql, int params) {
+  std::string stmt = statement_name(sql);
+  if (!prepared_.count(stmt)) {
+    if (!PQsendPrepare(conn_, stmt.c_str(), sql.c_str(), params, nullptr)) fail(name_ + ": send");
+    co_await flush_out();
+    std::optional<Error> err;
+    co_await read_results(err);
+    // 42P05: a pooler's server connection already has it (same text, same name).
+    if (err && err->sqlstate() != "42P05") throw *err;
+    prepared_.insert(stmt);
+  }
+  co_return stmt;
+}
+
+// The prepared statement is gone although we made it (26000): a
+// transaction-mode pooler moved us to another server connection.  Texts run
+// instead, from now on on this connection.
+void Connection::prepared_lost(const Error& err) {
+  core::log("warn", "prepared statements unavailable on this connection, not using them",
+            {{"conn", name_}, {"error", err.what()}});
+  prepare_ok_ = false;
+  prepared_.clear();
+}
+
+// Whether the server closed this session while it sat idle, or sent it
+// something unasked (a terminated backend's FATAL comes before the close):
+// a session with nothing in flight has nothing to read.  Peeks, never reads.
+bool Connection::closed_while_idle() const {
+  if (fd_ < 0) return true;
+  char byte;
+  const auto n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+asio::awaitable<Result> Connection::query_after(const std::string& setup, const Params& setup_params,
+                                                const std::string& sql, const Params& params) {
+  return in_turn(query_after_locked(setup, setup_params, sql, params));
+}
+
+asio::awaitable<Result> Connection::query_after_locked(const std::string& setup, const Params& setup_params,
+                                                       const std::string& sql, const Params& params) {
+  const auto setup_values = c_values(setup_params);
+  const auto values = c_values(params);
+  const int setup_n = static_cast<int>(setup_values.size());
+  std::string stmt;
+  try {
+    if (connected() && closed_while_idle()) close();
+    if (!connected()) co_await connect();
+    if (prepare_ok_) stmt = co_await prepared_name(setup, setup_n);
+  } catch (const Error& e) {
+    throw SetupError(e);  // nothing sent yet
+  }
+  for (;;) {
+    try {
+      if (!PQenterPipelineMode(conn_)) fail(name_ + ": enter pipeline mode");
+      const bool sent =
+          (stmt.empty() ? PQsendQueryParams(conn_, setup.c_str(), setup_n, nullptr, setup_values.data(), nullptr,
+                                            nullptr, 0)
+                        : PQsendQueryPrepared(conn_, stmt.c_str(), setup_n, setup_values.data(), nullptr,
+                                              nullptr, 0)) &&
+          PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                            nullptr, nullptr, 0) &&
+          PQpipelineSync(conn_);
+      if (!sent) fail(name_ + ": send");
+      co_await flush_out();
+    } catch (const Error& e) {
+      // The sync, sent last, has not all gone out: the server commits nothing.
+      close();
+      throw SetupError(e);
+    }
+    std::optional<Error> setup_err, err;
+    Result last;
+    try {
+      co_await read_results(setup_err);
+      last = co_await read_results(err);  // PGRES_PIPELINE_ABORTED after a setup error
+      for (bool synced = false; !synced;) {
+        while (PQisBusy(conn_)) {
+          co_await wait(false);
+          if (!conn_ || !PQconsumeInput(conn_)) fail(name_ + ": read");
+        }
+        PGresult* r = PQgetResult(conn_);
+        if (!r) fail(name_ + ": no pipeline sync");
+        synced = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+        PQclear(r);
+      }
+    } catch (const Error&) {
+      // The connection broke.  The server answers in order and commits at
+      // the sync, after `sql`: when its answer to `setup` was an error (a
+      // FATAL, say), `sql` never ran; without that answer, it may have.
+      close();
+      if (setup_err && !setup_err->fields().primary.empty())
+        throw SetupError(Error("08006", setup_err->what(), setup_err->fields()));
+      throw;
+    }
+    if (!PQexitPipelineMode(conn_)) fail(name_ + ": exit pipeline mode");
+    if (setup_err && !stmt.empty() && setup_err->sqlstate() == "26000") {
+      prepared_lost(*setup_err);  // nothing ran: all of it again, as text
+      stmt.clear();
+      continue;
+    }
+    if (setup_err) throw SetupError(*setup_err);
+    if (err) throw *err;
+    co_return last;
+  }
 }
 
 asio::awaitable<nlohmann::json> Connection::query_rows(const std::string& sql, const Params& params,

@@ -70,6 +70,15 @@ class Error : public std::runtime_error {
   bool lost_ = false;
 };
 
+// What Connection::query_after throws when its second statement did not
+// run, or ran and was rolled back: its first failed, or the connection
+// failed before the whole pipeline was sent.  A lost connection is class 08
+// (connection_lost()); safe to send both again on a new one.
+class SetupError : public Error {
+ public:
+  explicit SetupError(const Error& e) : Error(e) {}
+};
+
 // RAII owner of one PGresult (text format).
 class Result {
  public:
@@ -188,6 +197,19 @@ class Connection {
   // statement runs as text instead, and so does every later one on this
   // connection.
   asio::awaitable<Result> query(const std::string& sql, const Params& params = {}, bool prepare = false);
+  // Runs `setup` (as a prepared statement, as query's `prepare` does) and
+  // then `sql` (as text) in one round trip: libpq's pipeline mode, both up
+  // to one sync, so one implicit transaction that commits after `sql`.
+  // `sql` runs only when `setup` succeeded: after an error the server skips
+  // the rest of the pipeline.  Returns sql's result.  Throws SetupError
+  // when `setup` failed or the connection failed before all was sent
+  // (nothing committed), Error when `sql` failed or the connection broke
+  // before `setup` was answered (`sql` may have committed).  Before
+  // sending, a session the server closed while it sat idle (a restart,
+  // pg_terminate_backend: its FATAL or the end of the stream is waiting on
+  // the socket) is replaced by a new one, so neither statement is lost on it.
+  asio::awaitable<Result> query_after(const std::string& setup, const Params& setup_params,
+                                      const std::string& sql, const Params& params);
   // Runs one statement as text in single-row mode and returns its rows as
   // Result::to_json does, never holding more than max_bytes of them: past
   // that (values and column names counted) the connection is closed, so the
@@ -214,6 +236,11 @@ class Connection {
   Error unanswered() const;
   static void on_notice(void* arg, const char* message);
   asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare);
+  asio::awaitable<Result> query_after_locked(const std::string& setup, const Params& setup_params,
+                                             const std::string& sql, const Params& params);
+  asio::awaitable<std::string> prepared_name(const std::string& sql, int params);
+  bool closed_while_idle() const;
+  void prepared_lost(const Error& err);
   asio::awaitable<nlohmann::json> query_rows_locked(const std::string& sql, const Params& params,
                                                     std::size_t max_bytes);
   asio::awaitable<void> wait(bool write);
