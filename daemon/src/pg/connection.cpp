@@ -532,7 +532,7 @@ asio::awaitable<Result> Connection::query_after_locked(const std::string& setup,
       // FATAL, say), `sql` never ran; without that answer, it may have.
       close();
       if (setup_err && !setup_err->fields().primary.empty())
-        throw SetupError(Error("08006", setup_err->what(), setup_err->fields()));
+        throw SetupError(Error::lost("08006", setup_err->what(), setup_err->fields()));
       throw;
     }
     if (!PQexitPipelineMode(conn_)) fail(name_ + ": exit pipeline mode");
