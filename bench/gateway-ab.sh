@@ -41,37 +41,26 @@ cpu_ticks() {
   done | awk '{s += $1} END {print s + 0}'
 }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+scratch_dir gwab  # WORK; at exit, the gateway in pids, the cluster and WORK go
 
-work=$(mktemp -d /tmp/bgexec-gwab.XXXXXX)
-chmod 755 "$work"
-gw_pid=
-cleanup() {
-  [[ -n $gw_pid ]] && kill "$gw_pid" 2>/dev/null || true
-  cluster_stop "$work/pg"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-cluster_start "$work/pg" "$(free_port)" "synchronous_commit = off"
-postmaster=$(cat "$work/pg/postmaster.pid.started")
+cluster_start "$WORK/cluster" "$(free_port)" "synchronous_commit = off"
+postmaster=$(cat "$WORK/cluster/postmaster.pid.started")
 psql -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
 CREATE EXTENSION bgexec;
 CREATE ROLE tenant_a;
 GRANT bgexec_client TO tenant_a;
 SQL
-echo '{"token-a": "tenant_a"}' >"$work/tokens.json"
+echo '{"token-a": "tenant_a"}' >"$WORK/tokens.json"
 
 for round in $(seq 1 "$rounds"); do
   for ab in 0 1; do
     name=$([[ $ab == 0 ]] && echo A || echo B)
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'TRUNCATE bgexec.job' -c 'CHECKPOINT'
     port=$(free_port)
-    "${bins[$ab]}" serve --listen "127.0.0.1:$port" --tokens "$work/tokens.json" --pool "$pool" \
-      >"$work/serve-$name.log" 2>&1 &
+    "${bins[$ab]}" serve --listen "127.0.0.1:$port" --tokens "$WORK/tokens.json" --pool "$pool" \
+      >"$WORK/serve-$name.log" 2>&1 &
     gw_pid=$!
+    pids=("$gw_pid")
     for _ in $(seq 1 100); do
       curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" && break
       sleep 0.1
@@ -83,13 +72,13 @@ for round in $(seq 1 "$rounds"); do
       ok=$(sed 's/.*ok=\([0-9]*\).*/\1/' <<<"$line")
       us=$(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v n="$ok" 'BEGIN {printf "%d", t / hz * 1e6 / n}')
       echo "round $round $name $line cpu_us_per_request=$us"
-      awk '{print $1 "-" $2, $3}' <<<"$name $line" >>"$work/results"
-      echo "$name-$mode-cpu_us $us" >>"$work/results"
+      awk '{print $1 "-" $2, $3}' <<<"$name $line" >>"$WORK/results"
+      echo "$name-$mode-cpu_us $us" >>"$WORK/results"
     done
     kill "$gw_pid"
     wait "$gw_pid" 2>/dev/null || true
-    gw_pid=
+    pids=()
   done
 done
 awk "$MEDIAN_AWK"'
-  END { for (k in n) printf "median %s %d (%d runs)\n", k, median(k), n[k] }' "$work/results" | sort
+  END { for (k in n) printf "median %s %d (%d runs)\n", k, median(k), n[k] }' "$WORK/results" | sort

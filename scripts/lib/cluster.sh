@@ -71,6 +71,11 @@ stop_pids() {
   done
 }
 
+# free_port: a TCP port of 127.0.0.1 free at this moment (the kernel's pick).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # scratch_dir NAME: a fresh WORK=/tmp/bgexec-NAME.XXXXXX, an empty pids array
 # for the daemons the script starts, and an EXIT trap that stops those
 # daemons (stop_pids), the cluster in $WORK/cluster, and removes WORK.

@@ -13,10 +13,6 @@ source "$root/scripts/lib/cluster.sh"
 export BGEXEC_BIN=${BGEXEC_BIN:-$root/daemon/build/bgexec}
 [[ -x $BGEXEC_BIN ]] || { echo "run.sh: $BGEXEC_BIN not built (scripts/build-daemon.sh)" >&2; exit 2; }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 work=$(mktemp -d /tmp/bgexec-http.XXXXXX)
 chmod 755 "$work"
 gw_pid=
