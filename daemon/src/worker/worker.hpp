@@ -140,7 +140,9 @@ class Worker {
   };
   int sql_sessions_ = 0;
   bool id_taken_ = false;  // another process holds the id: no deregister
-  std::string process_;    // {"host", "pid"} as registered: claim and unclaim name it
+  // {"host", "pid"} as registered: claim, unclaim and heartbeat name it (NULL,
+  // unchecked, until registered).
+  std::optional<std::string> process_;
   std::optional<Unclaim> unclaim_;
   // Leases of the latest jobs that ended without a finish written (they may
   // still run under their lease in the database): unclaim must not take
