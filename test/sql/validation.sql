@@ -223,3 +223,21 @@ SELECT bgexec.finish(id, lease, 'completed', '{}') FROM bgexec.job WHERE id IN (
 SELECT bgexec.submit('workflow', jsonb_build_object('steps',
   (SELECT jsonb_agg(jsonb_build_object('id', 's' || i, 'sleep', 0)) FROM generate_series(1, 1000) i)),
   queue => 'val-limit') > 0 AS thousand_steps_ok;
+-- submit's two paths write the same job: the common one (no idempotency key,
+-- no max_queued) in submit itself, the general one in _submit_one; every
+-- argument given, a run_after in the future (the due-later wake); in one
+-- transaction, so now() is one time
+BEGIN;
+SELECT bgexec.submit('noop', '{"a": [1, 2.50]}', 'val-paths', 7, now() + interval '1 hour', 3,
+                     interval '10 minutes', NULL, 'ck') AS common,
+       bgexec.submit('noop', '{"a": [1, 2.50]}', 'val-paths', 7, now() + interval '1 hour', 3,
+                     interval '10 minutes', 'val-paths-key', 'ck') AS general \gset
+SELECT to_jsonb(c) - '{id,idempotency_key}'::text[] = to_jsonb(g) - '{id,idempotency_key}'::text[] AS same_row,
+       c.run_after = now() + interval '1 hour' AS run_after_kept, c.owner = current_user AS owner_ok
+  FROM bgexec.job c, bgexec.job g WHERE c.id = :common AND g.id = :general;
+-- and a NULL run_after means now on both
+SELECT bgexec.submit('noop', queue => 'val-paths', run_after => NULL) AS common,
+       bgexec.submit('noop', queue => 'val-paths', run_after => NULL, idempotency_key => 'val-paths-2') AS general \gset
+SELECT c.run_after = now() AND g.run_after = now() AS now_both
+  FROM bgexec.job c, bgexec.job g WHERE c.id = :common AND g.id = :general;
+ROLLBACK;
