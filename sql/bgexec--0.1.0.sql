@@ -1093,17 +1093,21 @@ BEGIN
 	IF process IS NULL THEN
 		RETURN;
 	END IF;
+	-- pid as register_worker reads info.pid: an integral number in int's
+	-- range (7 and 7.0 name the same process), compared as a number.
 	IF jsonb_typeof(process) <> 'object'
 	   OR jsonb_typeof(process->'host') IS DISTINCT FROM 'string'
-	   OR jsonb_typeof(process->'pid') IS DISTINCT FROM 'number'
-	   OR (process->>'pid') !~ '^-?[0-9]{1,10}$' THEN
+	   OR (CASE WHEN jsonb_typeof(process->'pid') = 'number'
+	            THEN (process->'pid')::numeric NOT BETWEEN -2147483648 AND 2147483647
+	                 OR (process->'pid')::numeric <> trunc((process->'pid')::numeric)
+	            ELSE true END) THEN
 		RAISE EXCEPTION 'process must be an object with a string host and an integer pid'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('process was %s', process);
 	END IF;
 	SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = _check_process.worker_id;
 	IF FOUND AND (v_holder.host IS DISTINCT FROM process->>'host'
-	              OR v_holder.pid::text IS DISTINCT FROM process->>'pid') THEN
+	              OR v_holder.pid IS DISTINCT FROM (process->'pid')::numeric) THEN
 		RAISE EXCEPTION 'worker id "%" is held by another process', worker_id
 			USING ERRCODE = 'object_in_use',
 			      DETAIL = format('pid %s on host %s registered it; this is pid %s on host %s',
@@ -1515,7 +1519,7 @@ BEGIN
 	 WHERE w.id = heartbeat.worker_id
 	   AND (heartbeat.process IS NULL
 	        OR (w.host IS NOT DISTINCT FROM heartbeat.process->>'host'
-	            AND w.pid::text IS NOT DISTINCT FROM heartbeat.process->>'pid'));
+	            AND w.pid = (heartbeat.process->'pid')::numeric));
 	v_registered := FOUND OR EXISTS (SELECT 1 FROM bgexec.worker w WHERE w.id = heartbeat.worker_id);
 	-- The rows are locked first, SKIP LOCKED (above), in job id order.
 	RETURN QUERY

@@ -57,6 +57,10 @@ SELECT pid, stopped_at IS NOT NULL AS stopped, heartbeat_at < now() - interval '
   FROM bgexec.worker WHERE id = 'w5';
 SELECT action FROM bgexec.heartbeat('w5', ARRAY[:l5]::bigint[], '30 s', '{"host": "h", "pid": 2}');
 SELECT pid, stopped_at IS NOT NULL AS stopped FROM bgexec.worker WHERE id = 'w5';
+-- its pid as a number: 2.0 is pid 2
+SELECT bgexec.deregister_worker('w5');
+SELECT action FROM bgexec.heartbeat('w5', ARRAY[:l5]::bigint[], '30 s', '{"host": "h", "pid": 2.0}');
+SELECT pid, stopped_at IS NOT NULL AS stopped FROM bgexec.worker WHERE id = 'w5';
 SELECT * FROM try($$SELECT bgexec.heartbeat('w5', '{}', '30 s', '{"host": "h"}')$$);
 -- finish_many: many guarded finishes in one statement; refused leases get NULL
 SELECT count(bgexec.submit('noop', queue => 'fm', max_attempts => 2)) FROM generate_series(1, 3);

@@ -62,6 +62,11 @@ SELECT bgexec.register_worker('up', '{up}', 1, '{"host": "h", "pid": 7}');
 SELECT bgexec.submit('noop', queue => 'up') IS NOT NULL AS submitted;
 SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 8}')$$);
 SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h2", "pid": 7}')$$);
+-- the pid as register_worker reads it: 7.0 is pid 7; past int's range refused
+SELECT count(*) AS claimed_as_7_0 FROM bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 7.0}');
+SELECT bgexec.unclaim('up', 0, '{}', '{"host": "h", "pid": 7.0}') AS unclaimed_as_7_0;
+SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 4294967303}')$$);
+SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 7e400}')$$);
 SELECT count(*) AS claimed FROM bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 7}');
 SELECT bgexec.unclaim('up', 0, '{}', '{"host": "h", "pid": 7}') AS unclaimed;
 -- workers only
