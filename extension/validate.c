@@ -36,6 +36,7 @@
 #include "bgexec/protocol.h"
 
 PG_FUNCTION_INFO_V1(bgexec_validate_payload);
+PG_FUNCTION_INFO_V1(bgexec_doubles_fit);
 
 /* Keys a step object may have; the order fixes the order of the checks. */
 typedef enum StepKey
@@ -100,6 +101,7 @@ typedef struct WorkflowStep
  */
 #define MAX_STEP_SECONDS INT64CONST(3110400000)
 
+static bool doubles_fit(Jsonb *jb);
 static void validate_workflow(JsonbContainer *root);
 static void validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps,
 						  Numeric zero, Numeric most);
@@ -170,7 +172,62 @@ bgexec_validate_payload(PG_FUNCTION_ARGS)
 			   strlen(BGEXEC_KIND_WORKFLOW)) == 0)
 		validate_workflow(&payload->root);
 
+	/*
+	 * Every job's payload is read by a worker that reads JSON numbers as
+	 * doubles (RFC 8259 section 6), as most JSON readers do: past their
+	 * range (1e400) the job failed at run with "payload cannot be read",
+	 * and retry could not mend it.  resume() refuses such an input too.
+	 * After the workflow's checks, which name a step's field.
+	 */
+	if (!doubles_fit(payload))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("payload: a number is out of range for a double precision value"),
+				 errhint("Send such a value as a string.")));
+
 	PG_RETURN_VOID();
+}
+
+/*
+ * bgexec._doubles_fit(value jsonb) returns boolean: whether every number in
+ * value is within a double's range (|n| <= DBL_MAX), at any depth.
+ * submit_many asks it once of its whole array, and sends every element
+ * through _check_submit only when it is false.
+ */
+Datum
+bgexec_doubles_fit(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(doubles_fit(PG_GETARG_JSONB_P(0)));
+}
+
+/* One pass over every scalar of jb; numbers compared with +-DBL_MAX. */
+static bool
+doubles_fit(Jsonb *jb)
+{
+	JsonbIterator *it = JsonbIteratorInit(&jb->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	Numeric		most = NULL;
+	Numeric		least = NULL;
+
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		if ((tok != WJB_VALUE && tok != WJB_ELEM) || v.type != jbvNumeric)
+			continue;
+		if (most == NULL)
+		{
+			/* DBL_MAX to 17 digits, as resume() writes it */
+			most = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+													   CStringGetDatum("1.7976931348623157e308"),
+													   ObjectIdGetDatum(InvalidOid),
+													   Int32GetDatum(-1)));
+			least = DatumGetNumeric(DirectFunctionCall1(numeric_uminus,
+														NumericGetDatum(most)));
+		}
+		if (jbv_numeric_cmp(&v, most) > 0 || jbv_numeric_cmp(&v, least) < 0)
+			return false;
+	}
+	return true;
 }
 
 /*

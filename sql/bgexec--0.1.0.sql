@@ -485,6 +485,12 @@ CREATE FUNCTION bgexec._end_step_sessions(job_id bigint, lease bigint) RETURNS i
 COMMENT ON FUNCTION bgexec._end_step_sessions(bigint, bigint) IS
 	'terminates the sql step sessions of the job under the lease; how many (reconcile)';
 
+CREATE FUNCTION bgexec._doubles_fit(value jsonb) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'bgexec_doubles_fit'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._doubles_fit(jsonb) IS
+	'true when every number in the value, at any depth, is within a double''s range (the worker reads JSON numbers as doubles)';
+
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -2222,6 +2228,7 @@ DECLARE
 	v_field text;
 	v_name text;
 	v_elem jsonb;
+	v_huge boolean;
 BEGIN
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
@@ -2275,8 +2282,11 @@ BEGIN
 		-- Checks, set-based: an element that fails a cheap SQL test, is a
 		-- workflow, or may be over the size limit goes through
 		-- _check_submit, which raises the precise error; the rest are valid.
+		-- A number past a double's range anywhere in the array (one pass
+		-- over it) sends every element there.
 		v_limit := coalesce(pg_catalog.pg_size_bytes(
 			current_setting('bgexec.max_payload_bytes', true)), 1048576);
+		v_huge := NOT bgexec._doubles_fit(jobs);
 		PERFORM bgexec._check_submit(x.kind, coalesce(x.payload, '{}'),
 		                             coalesce(x.queue, 'default'), coalesce(x.priority, 0),
 		                             x.run_after, coalesce(x.max_attempts, 1), x.timeout, NULL,
@@ -2297,6 +2307,7 @@ BEGIN
 		                     AND (x.concurrency_key IS NULL
 		                          OR length(x.concurrency_key) BETWEEN 1 AND 512), false)
 		     OR x.kind = 'workflow'
+		     OR v_huge
 		     OR pg_catalog.pg_column_size(x.payload) > v_limit / 2
 		  ORDER BY x.ord;
 		RETURN QUERY

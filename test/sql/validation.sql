@@ -121,6 +121,17 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "a
 -- no double a worker can read, and failed the job as "not a JSON object"
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 3110400000.5}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1e400}]}')$q$);
+-- any payload: a number past a double's range, at any depth, is refused
+-- (22003; the worker reads numbers as doubles and failed the job at run);
+-- the largest double passes (_doubles_fit at the bounds, last)
+SELECT * FROM try($q$SELECT bgexec.submit('noop', '{"a": 1e400}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('export', '{"a": [{"b": -2e308}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"input": {"n": 1e400}, "steps": [{"id": "a", "sleep": 1}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "action": "x", "with": {"n": 1e400}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('noop', '{"a": 1e400}', idempotency_key => 'val-huge')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, {"kind": "noop", "payload": {"a": [[1e400]]}}]')$q$);
+SELECT bgexec._doubles_fit(v::jsonb) AS fits, v FROM (VALUES ('[1.7976931348623157e308]'),
+  ('[-1.7976931348623157e308]'), ('[1.7976931348623158e308]'), ('{"a": "1e400"}'), ('[1, {"b": -1e309}]')) t(v);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": ["A=1"]}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"A=B": "1"}}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"": "1"}}]}')$q$);
