@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/json_input.hpp"
+#include "core/utf8.hpp"
 
 namespace bgexec::core {
 namespace {
@@ -123,6 +124,54 @@ TEST(JsonInput, ContainsNul) {
     deep = std::move(a);
   }
   EXPECT_TRUE(contains_nul(deep));
+}
+
+JsonInput exact(const std::string& text) {
+  return parse_json_input(text, max_json_depth, DuplicateKeys::last_wins, Numbers::exact);
+}
+
+// Numbers::exact: a number a double would not write back as given is a raw
+// number, which core::dump writes as read; the rest are nlohmann's.
+TEST(JsonInput, ExactNumbersKeepTheirText) {
+  const std::string text =
+      R"({"big": 123456789012345678901234567890, "dec": 0.10000000000000000001, "z": 2.50,)"
+      R"( "plain": 2.5, "one": 1.0, "i": 42, "neg": -9223372036854775809, "tiny": 0.0000001,)"
+      R"( "arr": [1.10, 3, {"e": 1E+2}]})";
+  auto r = exact(text);
+  ASSERT_TRUE(r);
+  for (const char* k : {"big", "dec", "z", "neg", "tiny"}) EXPECT_TRUE(is_raw_number(r.value[k])) << k;
+  EXPECT_EQ(raw_number_text(r.value["z"]), "2.50");
+  EXPECT_TRUE(is_raw_number(r.value["arr"][0]));
+  EXPECT_TRUE(is_raw_number(r.value["arr"][2]["e"]));
+  EXPECT_TRUE(r.value["plain"].is_number_float());
+  EXPECT_TRUE(r.value["one"].is_number_float());
+  EXPECT_TRUE(r.value["i"].is_number_integer());
+  EXPECT_FALSE(r.value["z"].is_number());  // not a number to nlohmann
+  EXPECT_EQ(dump(r.value),
+            R"({"arr":[1.10,3,{"e":1E+2}],"big":123456789012345678901234567890,)"
+            R"("dec":0.10000000000000000001,"i":42,"neg":-9223372036854775809,"one":1.0,"plain":2.5,)"
+            R"("tiny":0.0000001,"z":2.50})");
+  // As a scalar document, and inside arrays only.
+  EXPECT_EQ(dump(exact("123456789012345678901234567890").value), "123456789012345678901234567890");
+  EXPECT_EQ(dump(exact("[[0.30000000000000000001]]").value), "[[0.30000000000000000001]]");
+}
+
+TEST(JsonInput, DoublesByDefault) {
+  auto r = parse_json_input(R"({"big": 123456789012345678901234567890, "z": 2.50})");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(is_raw_number(r.value["big"]));
+  EXPECT_EQ(dump(r.value), R"({"big":1.2345678901234568e+29,"z":2.5})");
+  EXPECT_EQ(raw_number_text(r.value["z"]), "");
+}
+
+// core::dump with raw numbers in the document still writes invalid UTF-8
+// (in a key or a value) as U+FFFD, and escapes keys.
+TEST(JsonInput, DumpWithRawNumbersRepairsStrings) {
+  nlohmann::json v = nlohmann::json::object();
+  v["n"] = raw_number("2.50");
+  v["s"] = std::string("a\xff\"b");
+  v[std::string("k\xfe")] = nlohmann::json::array({raw_number("1e400"), nullptr, true});
+  EXPECT_EQ(dump(v), "{\"k\xEF\xBF\xBD\":[1e400,null,true],\"n\":2.50,\"s\":\"a\xEF\xBF\xBD\\\"b\"}");
 }
 
 }  // namespace

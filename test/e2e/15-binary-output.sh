@@ -41,6 +41,13 @@ grep -qxF "payload: $compact" "$E2E_DIR/status.out" || fail "status: $(grep payl
 "$BGEXEC" status "$held" --json >"$E2E_DIR/status.json" || fail "status --json"
 grep -qF "\"payload\":$compact" "$E2E_DIR/status.json" || fail "status --json: $(cat "$E2E_DIR/status.json")"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$E2E_DIR/status.json" || fail "status --json is no JSON"
+# The event log too: tail --json and the job's status print numbers as
+# stored (tail read them as doubles).
+sql "SELECT bgexec.finish(job_id, lease, 'completed', '{\"r\": 2.50, \"n\": 123456789012345678901234567890}')
+       FROM bgexec.claim('e2e-hand', '{nobody}', 1)" >/dev/null || fail "finish by hand"
+"$BGEXEC" tail "$held" --json >"$E2E_DIR/tail.json" || fail "tail --json"
+grep -qF '"result":{"n":123456789012345678901234567890,"r":2.50}' "$E2E_DIR/tail.json" \
+  || fail "tail --json: $(cat "$E2E_DIR/tail.json")"
 sql "DELETE FROM bgexec.job WHERE id = $held" >/dev/null
 # A number jsonb holds but no double can (1e400): submit refuses it (22003;
 # the CLI's own parser too), but a job can still hold one (written past

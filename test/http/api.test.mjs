@@ -325,4 +325,19 @@ test('payloads and resume inputs are stored as sent: numbers beyond a double exa
   const r = await api('POST', `/v1/jobs/${c.job}/resume`, { token: A, raw: numbers });
   assert.equal(r.status, 200, r.text);
   assert.equal(psql(`SELECT data->'input' = '${numbers}'::jsonb FROM bgexec.job_event WHERE job_id = ${c.job} AND kind = 'resumed'`), 't');
+  // ... and answered as stored: the job, the list, the event stream (they
+  // were read as doubles: 1.2345678901234568e+29, 0.1, -9.223372036854776e+18)
+  const compact = '{"big":123456789012345678901234567890,"dec":0.10000000000000000001,"i":-9223372036854775809}';
+  const again = claim(queue);
+  psql(`SELECT bgexec.finish(${again.job}, ${again.lease}, 'completed', '{"r": 2.50, "n": ${numbers}}')`);
+  const job = await api('GET', `/v1/jobs/${c.job}`, { token: A });
+  assert.equal(job.status, 200);
+  assert.ok(job.text.includes(`"payload":${compact}`), job.text);
+  assert.ok(job.text.includes(`"result":{"n":${compact},"r":2.50}`), job.text);
+  const list = await api('GET', `/v1/jobs?queue=${queue}`, { token: A });
+  assert.ok(list.text.includes(`"payload":${compact}`), list.text);
+  const res = await fetch(`${BASE}/v1/jobs/${c.job}/events`, { headers: { Authorization: `Bearer ${A}` } });
+  const stream = await res.text();  // ends at the job's terminal event
+  assert.ok(stream.includes(`"input":${compact}`), stream);
+  assert.ok(stream.includes(`"result":{"n":${compact},"r":2.50}`), stream);
 });

@@ -264,8 +264,10 @@ json row_event(const pg::Result& r, int i) {
             {"seq", std::stoi(r.get(i, "seq").value_or("0"))},
             {"kind", r.get(i, "kind").value_or("")},
             {"created_at", r.get(i, "created_at").value_or("")}};
-  auto d = json::parse(r.get(i, "data").value_or("{}"), nullptr, false);
-  e["data"] = d.is_discarded() ? json::object() : d;
+  // Numbers as stored (core::dump writes them back so), at any depth.
+  auto d = core::parse_json_input(r.get(i, "data").value_or("{}"), std::numeric_limits<std::size_t>::max(),
+                                  core::DuplicateKeys::last_wins, core::Numbers::exact);
+  e["data"] = d ? std::move(d.value) : json::object();
   return e;
 }
 
@@ -428,7 +430,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
     std::cerr << "bgexec status: job " << id << " does not exist (SQLSTATE P0002)\n";
     co_return not_found;
   }
-  json row = r.to_json()[0];
+  json row = r.to_json(true)[0];
   // payload, result and error as stored (exact_json), the rest from row.
   auto exact = [&](const std::string& k) {
     return k == "payload" || k == "result" || k == "error" ? exact_json(r.get(0, k)) : std::nullopt;
@@ -497,7 +499,7 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
 asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("queues takes no arguments");
   auto r = co_await s.conn.query("SELECT * FROM bgexec.queue_stats ORDER BY queue");
-  json rows = r.to_json();
+  json rows = r.to_json(true);
   if (s.json_out) {
     std::cout << core::dump(rows) << std::endl;
     co_return ok;
@@ -597,7 +599,7 @@ asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
       // Yours only, as the other schedule commands act on yours only (a
       // superuser reads every role's rows, with no owner column to tell them).
       " FROM bgexec.schedule WHERE owner = current_user ORDER BY name");
-  json rows = r.to_json();
+  json rows = r.to_json(true);
   if (s.json_out) {
     std::cout << core::dump(rows) << std::endl;
     co_return ok;

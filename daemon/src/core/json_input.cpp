@@ -30,14 +30,22 @@ bool plain_name(const std::string& k) {
 // object's own insert finds that, so no extra set of keys is kept.
 class Builder {
  public:
-  Builder(JsonInput& out, std::size_t max_depth, DuplicateKeys duplicates)
-      : out_(out), max_depth_(max_depth), duplicates_(duplicates) {}
+  Builder(JsonInput& out, std::size_t max_depth, DuplicateKeys duplicates, Numbers numbers)
+      : out_(out), max_depth_(max_depth), duplicates_(duplicates), numbers_(numbers) {}
 
   bool null() { return put(nullptr); }
   bool boolean(bool v) { return put(v); }
   bool number_integer(json::number_integer_t v) { return put(v); }
   bool number_unsigned(json::number_unsigned_t v) { return put(v); }
-  bool number_float(json::number_float_t v, const json::string_t&) { return put(v); }
+  // nlohmann reads as a double every number with a fraction or an exponent,
+  // and every integer past int64 and uint64; `text` is the number as read.
+  bool number_float(json::number_float_t v, const json::string_t& text) {
+    if (numbers_ == Numbers::exact) {
+      json d = v;
+      if (d.dump() != text) return put(raw_number(text));
+    }
+    return put(v);
+  }
   bool string(json::string_t& v) { return put(std::move(v)); }
   bool binary(json::binary_t& v) { return put(json::binary(std::move(v))); }
   bool start_object(std::size_t) { return open(json::object()); }
@@ -131,15 +139,31 @@ class Builder {
   JsonInput& out_;
   std::size_t max_depth_;
   DuplicateKeys duplicates_;
+  Numbers numbers_;
   std::vector<Frame> stack_;
   json* element_ = nullptr;  // the member of the innermost object whose key came last
 };
 
 }  // namespace
 
-JsonInput parse_json_input(std::string_view text, std::size_t max_depth, DuplicateKeys duplicates) {
+json raw_number(std::string_view text) {
+  return json::binary(json::binary_t::container_type(text.begin(), text.end()), raw_number_subtype);
+}
+
+bool is_raw_number(const json& v) {
+  return v.is_binary() && v.get_binary().has_subtype() && v.get_binary().subtype() == raw_number_subtype;
+}
+
+std::string_view raw_number_text(const json& v) {
+  if (!is_raw_number(v)) return {};
+  const auto& b = v.get_binary();
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+JsonInput parse_json_input(std::string_view text, std::size_t max_depth, DuplicateKeys duplicates,
+                           Numbers numbers) {
   JsonInput out;
-  Builder builder(out, max_depth, duplicates);
+  Builder builder(out, max_depth, duplicates, numbers);
   bool ok = false;
   try {
     ok = json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json, true);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,24 @@ inline constexpr std::size_t max_json_depth = 512;
 // value (nlohmann's and jsonb's rule), or refuse the document, so that of
 // two values for one field neither wins unnoticed.
 enum class DuplicateKeys { last_wins, refuse };
+
+// What parse_json_input makes of a number: nlohmann's int64, uint64 or
+// double (a decimal past 17 digits or an integer past 2^64 rounded), or
+// with Numbers::exact, for a number a double would not write back as given
+// (123456789012345678901234567890, 0.10000000000000000001, 2.50), a raw
+// number holding its text, which core::dump writes as it was read.  For
+// JSON from the database (jsonb prints numbers as stored), not from outside.
+enum class Numbers { doubles, exact };
+
+// A raw number: its JSON text kept as read (a binary value of subtype
+// raw_number_subtype, which JSON text never produces).  Only core::dump
+// writes it back as a number; nlohmann's own dump() would write it as
+// {"bytes": [...], "subtype": ...}.  Not a number to is_number().
+inline constexpr std::uint8_t raw_number_subtype = 0x4e;  // 'N'
+nlohmann::json raw_number(std::string_view text);
+bool is_raw_number(const nlohmann::json& v);
+// Its text; empty for anything else.
+std::string_view raw_number_text(const nlohmann::json& v);
 
 struct JsonInput {
   enum class Error { none, syntax, too_deep, duplicate_key };
@@ -49,7 +68,8 @@ struct JsonInput {
 // throws for bad input: a syntax error, a number out of double's range or
 // invalid UTF-8 is Error::syntax.
 JsonInput parse_json_input(std::string_view text, std::size_t max_depth = max_json_depth,
-                           DuplicateKeys duplicates = DuplicateKeys::last_wins);
+                           DuplicateKeys duplicates = DuplicateKeys::last_wins,
+                           Numbers numbers = Numbers::doubles);
 
 // True when a string value or an object key anywhere in `v` contains U+0000.
 // Walks with its own stack, so any depth is safe.

@@ -1,5 +1,7 @@
 #include "utf8.hpp"
 
+#include "json_input.hpp"
+
 namespace bgexec::core {
 
 namespace {
@@ -127,8 +129,56 @@ bool sanitize_utf8(nlohmann::json& value) {
   }
 }
 
-std::string dump(const nlohmann::json& value) {
+namespace {
+
+bool has_raw_number(const nlohmann::json& v) {
+  if (is_raw_number(v)) return true;
+  if (v.is_object() || v.is_array())
+    for (const auto& item : v)
+      if (has_raw_number(item)) return true;
+  return false;
+}
+
+std::string plain_dump(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// nlohmann's compact form, with each raw number written as its text.
+void dump_to(const nlohmann::json& v, std::string& out) {
+  if (is_raw_number(v)) {
+    out += raw_number_text(v);
+  } else if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!first) out += ',';
+      first = false;
+      out += plain_dump(it.key());
+      out += ':';
+      dump_to(it.value(), out);
+    }
+    out += '}';
+  } else if (v.is_array()) {
+    out += '[';
+    bool first = true;
+    for (const auto& item : v) {
+      if (!first) out += ',';
+      first = false;
+      dump_to(item, out);
+    }
+    out += ']';
+  } else {
+    out += plain_dump(v);
+  }
+}
+
+}  // namespace
+
+std::string dump(const nlohmann::json& value) {
+  if (!has_raw_number(value)) return plain_dump(value);
+  std::string out;
+  dump_to(value, out);
+  return out;
 }
 
 }  // namespace bgexec::core

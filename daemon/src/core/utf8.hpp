@@ -36,6 +36,7 @@ bool sanitize_utf8(nlohmann::json& value);
 // Compact JSON text of value that never throws type_error.316: invalid
 // UTF-8 left in a string is written as U+FFFD. For every dump of data that
 // came from outside and goes to the database, a log or the terminal.
+// A raw number (json_input.hpp) is written as its text.
 std::string dump(const nlohmann::json& value);
 
 }  // namespace bgexec::core

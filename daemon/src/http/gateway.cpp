@@ -768,7 +768,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         "SELECT *, extract(epoch FROM oldest_queued_age)::float8 AS oldest_queued_seconds "
         "FROM bgexec.queue_stats ORDER BY queue",
         {}, true);
-    co_return make_json(v, bhttp::status::ok, kv("queues", r.to_json()));
+    co_return make_json(v, bhttp::status::ok, kv("queues", r.to_json(true)));
   }
   if (seg.size() >= 2 && seg[1] == "schedules") co_return co_await schedules(req, *role, seg, qs);
   if (seg.size() < 2 || seg[1] != "jobs") throw not_found("no such resource: " + path);
@@ -825,7 +825,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     } catch (const pg::Error& e) {
       throw from_pg(e, list_fields);
     }
-    auto jobs = r.to_json();
+    auto jobs = r.to_json(true);
     json next = nullptr;
     if (static_cast<std::int64_t>(jobs.size()) > limit) {
       jobs.erase(jobs.end() - 1);
@@ -843,7 +843,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     check_params(qs, no_params);
     auto r = co_await pool_.query(*role, "SELECT * FROM bgexec.job WHERE id = $1::bigint", args(id_s), true);
     if (r.rows() == 0) throw not_found("job " + id_s + " does not exist");
-    co_return make_json(v, bhttp::status::ok, r.to_json()[0]);
+    co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
   }
   if (seg.size() == 4 && (seg[3] == "stop" || seg[3] == "resume" || seg[3] == "retry")) {
     if (method != bhttp::verb::post) throw method_not_allowed("POST");
@@ -899,7 +899,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   if (seg.size() == 2) {
     if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD");
     auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
-    co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json()));
+    co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json(true)));
   }
   const bool action = seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume" || seg[3] == "run");
   if (seg.size() != 3 && !action) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
@@ -949,7 +949,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD, PUT, DELETE");
   auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE name = $1", args(name), true);
   if (r.rows() == 0) throw not_found("schedule " + name + " does not exist");
-  co_return make_json(v, bhttp::status::ok, r.to_json()[0]);
+  co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
 }
 
 asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Request& req,
@@ -1021,7 +1021,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     pg::Params params = args(id_s, std::to_string(cursor));
     params.push_back(std::to_string(ask));
     auto r = co_await pool_.query(*role, events_sql, std::move(params), true, left);
-    auto rows = r.to_json();
+    auto rows = r.to_json(true);
     std::int64_t fetched = 0;
     for (auto& ev : rows) {
       fetched = ev.at("fetched").get<std::int64_t>();

@@ -1,6 +1,7 @@
 // Asynchronous libpq connection (see connection.hpp).
 #include "pg/connection.hpp"
 
+#include "core/json_input.hpp"
 #include "core/logfmt.hpp"
 
 #include <libpq-fe.h>
@@ -14,6 +15,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <system_error>
 #include <thread>
 
@@ -110,7 +112,7 @@ std::optional<std::string> Result::get(int r, std::string_view name) const {
   return get(r, column(name));
 }
 
-nlohmann::json Result::to_json() const {
+nlohmann::json Result::to_json(bool exact_numbers) const {
   auto out = nlohmann::json::array();
   for (int r = 0; r < rows(); ++r) {
     auto row = nlohmann::json::object();
@@ -123,6 +125,13 @@ nlohmann::json Result::to_json() const {
         case oid_int2: case oid_int4: case oid_int8: case oid_oid:
         case oid_float4: case oid_float8: case oid_numeric:
         case oid_json: case oid_jsonb: {
+          if (exact_numbers) {
+            // As nlohmann::json::parse: any depth, the last of two keys.
+            auto in = core::parse_json_input(v, std::numeric_limits<std::size_t>::max(),
+                                             core::DuplicateKeys::last_wins, core::Numbers::exact);
+            cell = in ? std::move(in.value) : nlohmann::json(v);
+            break;
+          }
           auto j = nlohmann::json::parse(v, nullptr, false);
           cell = j.is_discarded() ? nlohmann::json(v) : j;
           break;

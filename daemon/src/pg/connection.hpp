@@ -97,7 +97,11 @@ class Result {
   std::optional<std::string> get(int r, int c) const;
   std::optional<std::string> get(int r, std::string_view name) const;
   // Rows as a JSON array of objects; numbers, booleans and json/jsonb keep their type.
-  nlohmann::json to_json() const;
+  // exact_numbers: a number a double would round (numeric and json/jsonb
+  // hold any precision) is a raw number (core/json_input.hpp), which
+  // core::dump writes as stored; for answers to clients.  Without it, a
+  // double, as a worker reads JSON.
+  nlohmann::json to_json(bool exact_numbers = false) const;
 
  private:
   struct Deleter {

@@ -1,0 +1,65 @@
+// pg::Result::to_json against a real PostgreSQL (the CTest fixture
+// pg_cluster, BGEXEC_TEST_DB; skipped without it): with exact_numbers, the
+// numbers of numeric, json and jsonb cells are written back by core::dump as
+// the server printed them; without it, as the doubles a worker reads.
+#include <gtest/gtest.h>
+
+#include "core/utf8.hpp"
+#include "pg/sync.hpp"
+
+#include <cstdlib>
+#include <string>
+
+namespace bgexec::pg {
+namespace {
+
+std::string test_db() {
+  const char* db = std::getenv("BGEXEC_TEST_DB");
+  return db ? db : "";
+}
+
+class PgResult : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test_db().empty()) GTEST_SKIP() << "BGEXEC_TEST_DB is not set";
+  }
+};
+
+const std::string cells =
+    "SELECT '{\"big\": 123456789012345678901234567890, \"dec\": 0.10000000000000000001,"
+    " \"z\": 2.50, \"d\": 0.5, \"i\": -9223372036854775809, \"a\": [1e20, 7, \"s\"]}'::jsonb AS j,"
+    " 12345678901234567890.5::numeric AS n, 0.1::float8 AS f, 42::int8 AS i, 'x'::text AS t";
+
+TEST_F(PgResult, ExactNumbersAsStored) {
+  SyncConnection c(test_db(), "unit");
+  auto r = c.exec(cells);
+  EXPECT_EQ(core::dump(r.to_json(true)),
+            R"([{"f":0.1,"i":42,"j":{"a":[100000000000000000000,7,"s"],"big":123456789012345678901234567890,)"
+            R"("d":0.5,"dec":0.10000000000000000001,"i":-9223372036854775809,"z":2.50},)"
+            R"("n":12345678901234567890.5,"t":"x"}])");
+  // What a double writes back as it was read stays a number.
+  auto row = r.to_json(true)[0];
+  EXPECT_TRUE(row["j"]["d"].is_number_float());
+  EXPECT_TRUE(row["j"]["a"][1].is_number_integer());
+  EXPECT_TRUE(row["f"].is_number_float());
+}
+
+TEST_F(PgResult, DoublesByDefault) {
+  SyncConnection c(test_db(), "unit");
+  auto row = c.exec(cells).to_json()[0];
+  EXPECT_TRUE(row["j"]["big"].is_number_float());
+  EXPECT_EQ(core::dump(row["j"]["big"]), "1.2345678901234568e+29");
+  EXPECT_EQ(core::dump(row["j"]["z"]), "2.5");
+}
+
+// A number no double holds (jsonb takes 1e400): the cell is its text, as
+// before, with or without exact_numbers.
+TEST_F(PgResult, PastADoubleIsText) {
+  SyncConnection c(test_db(), "unit");
+  auto r = c.exec("SELECT '{\"n\": 1e400}'::jsonb AS j");
+  EXPECT_TRUE(r.to_json(true)[0]["j"].is_string());
+  EXPECT_TRUE(r.to_json()[0]["j"].is_string());
+}
+
+}  // namespace
+}  // namespace bgexec::pg
