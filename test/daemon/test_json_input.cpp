@@ -174,5 +174,16 @@ TEST(JsonInput, DumpWithRawNumbersRepairsStrings) {
   EXPECT_EQ(dump(v), "{\"k\xEF\xBF\xBD\":[1e400,null,true],\"n\":2.50,\"s\":\"a\xEF\xBF\xBD\\\"b\"}");
 }
 
+// What sleep and timeout read: a number, a raw number's value, else nothing.
+TEST(JsonInput, NumberOf) {
+  EXPECT_EQ(number_of(nlohmann::json(2)), 2.0);
+  EXPECT_EQ(number_of(nlohmann::json(2.5)), 2.5);
+  EXPECT_EQ(number_of(raw_number("2.50")), 2.5);
+  EXPECT_EQ(number_of(raw_number("100000000000000000000")), 1e20);
+  EXPECT_FALSE(number_of(raw_number("1e400")));
+  EXPECT_FALSE(number_of(nlohmann::json("2.5")));
+  EXPECT_FALSE(number_of(nlohmann::json(nullptr)));
+}
+
 }  // namespace
 }  // namespace bgexec::core

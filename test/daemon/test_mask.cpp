@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_input.hpp"
 #include "core/mask.hpp"
 
 namespace bgexec::core {
@@ -237,6 +238,15 @@ TEST(StreamMasker, MultiLineSecretNeverReachesALine) {
     for (auto& l : ls.feed(sm.flush())) lines.push_back(l);
     EXPECT_EQ(lines, (std::vector<std::string>{"key: ***", "done"})) << "cut at " << cut;
   }
+}
+
+// A number kept as stored (a raw number: 19.90) is masked by its text too.
+TEST(Masker, MaskJsonRawNumber) {
+  Masker m;
+  m.add("19.90");
+  const json out = m.mask_json({{"pin", raw_number("19.90")}, {"other", raw_number("2.50")}});
+  EXPECT_EQ(out["pin"], "***");
+  EXPECT_EQ(raw_number_text(out["other"]), "2.50");
 }
 
 }  // namespace

@@ -152,5 +152,30 @@ bytes=$(sql "SELECT sum(length(data::text)) FROM bgexec.job_event WHERE job_id =
 ((bytes < 2000000)) || fail "progress events past the log cap: $bytes bytes"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $prog AND kind = 'log' AND data::text LIKE '%log cap of%'") == 1 ]] \
   || fail "no log cap marker after progress lines"
+
+# The worker reads numbers as stored (it read doubles: 19.9 and
+# 1.2345678901234568e+29 reached a step): a template, a step's JSON output,
+# a sql step's rows, a progress event, and sleep and timeout given as
+# numbers a double writes otherwise (0.10, 2.50).
+exact=$("$BGEXEC" submit workflow '{"input": {"amount": 19.90, "big": 123456789012345678901234567890},
+  "steps": [
+   {"id": "show", "run": ["printf", "%s|%s", "{{input.amount}}", "{{input.big}}"], "timeout": 2.50},
+   {"id": "json", "run": ["sh", "-c", "printf \"::progress {\\\"p\\\": 0.50}\\n\" >&2; printf %s \"$0\"",
+                          "{\"v\": 2.50, \"w\": {{input.big}}}"]},
+   {"id": "q", "sql": "SELECT $1::numeric + 1 AS n, 0.10::numeric AS t", "params": ["{{input.big}}"]},
+   {"id": "nap", "sleep": 0.10},
+   {"id": "use", "needs": ["json", "q", "nap"],
+    "run": ["printf", "%s|%s|%s", "{{steps.json.output.v}}", "{{steps.q.output.0.n}}", "{{steps.json.output}}"]}]}') \
+  || fail submit
+wait_status "$exact" completed 30
+[[ $(sql "SELECT result->>'show' FROM bgexec.job WHERE id = $exact") == "19.90|123456789012345678901234567890" ]] \
+  || fail "template: $(sql "SELECT result FROM bgexec.job WHERE id = $exact")"
+[[ $(sql "SELECT result->>'use' FROM bgexec.job WHERE id = $exact") \
+   == '2.50|123456789012345678901234567891|{"v":2.50,"w":123456789012345678901234567890}' ]] \
+  || fail "outputs: $(sql "SELECT result FROM bgexec.job WHERE id = $exact")"
+[[ $(sql "SELECT data->'output'::text FROM bgexec.job_event WHERE job_id = $exact AND kind = 'step_completed' AND data->>'step' = 'q'") \
+   == '[{"n": 123456789012345678901234567891, "t": 0.10}]' ]] || fail "sql rows: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $exact AND data->>'step' = 'q'")"
+[[ $(sql "SELECT data->'progress'::text FROM bgexec.job_event WHERE job_id = $exact AND kind = 'progress'") == '{"p": 0.50}' ]] \
+  || fail "progress: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $exact AND kind = 'progress'")"
 kill -0 "$PID_w1" || fail "worker died"
 ok

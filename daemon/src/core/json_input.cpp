@@ -1,6 +1,8 @@
 #include "json_input.hpp"
 
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <vector>
 
 namespace bgexec::core {
@@ -158,6 +160,16 @@ std::string_view raw_number_text(const json& v) {
   if (!is_raw_number(v)) return {};
   const auto& b = v.get_binary();
   return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+std::optional<double> number_of(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!is_raw_number(v)) return std::nullopt;
+  std::string text(raw_number_text(v));
+  char* end = nullptr;
+  double d = std::strtod(text.c_str(), &end);  // JSON's number syntax is strtod's (C locale)
+  if (end != text.c_str() + text.size() || !std::isfinite(d)) return std::nullopt;
+  return d;
 }
 
 JsonInput parse_json_input(std::string_view text, std::size_t max_depth, DuplicateKeys duplicates,

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,10 @@ nlohmann::json raw_number(std::string_view text);
 bool is_raw_number(const nlohmann::json& v);
 // Its text; empty for anything else.
 std::string_view raw_number_text(const nlohmann::json& v);
+// A number's value as a double, a raw number's too (nullopt past a
+// double's range); nullopt for anything else.  Where a step needs a number
+// (sleep, timeout), a raw one is as good as nlohmann's.
+std::optional<double> number_of(const nlohmann::json& v);
 
 struct JsonInput {
   enum class Error { none, syntax, too_deep, duplicate_key };

@@ -1,5 +1,7 @@
 #include "mask.hpp"
 
+#include "utf8.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -119,8 +121,9 @@ nlohmann::json Masker::mask_json(const nlohmann::json& value) const {
     case nlohmann::json::value_t::number_integer:
     case nlohmann::json::value_t::number_unsigned:
     case nlohmann::json::value_t::number_float:
+    case nlohmann::json::value_t::binary:  // a raw number: its text (core::dump)
     case nlohmann::json::value_t::boolean: {
-      const std::string text = value.dump();
+      const std::string text = dump(value);
       std::string masked = mask(text);
       if (masked != text) return masked;
       return value;

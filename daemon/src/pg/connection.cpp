@@ -577,7 +577,7 @@ asio::awaitable<nlohmann::json> Connection::query_rows_locked(const std::string&
       throw Error("54000", name_ + ": the result is over " + std::to_string(max_bytes) +
                                " bytes, the limit of a sql step's rows");
     }
-    for (auto& r : row.to_json()) rows.push_back(std::move(r));
+    for (auto& r : row.to_json(true)) rows.push_back(std::move(r));
   });
   if (err) throw *err;
   co_return rows;

@@ -215,7 +215,8 @@ class Connection {
   asio::awaitable<Result> query_after(const std::string& setup, const Params& setup_params,
                                       const std::string& sql, const Params& params);
   // Runs one statement as text in single-row mode and returns its rows as
-  // Result::to_json does, never holding more than max_bytes of them: past
+  // Result::to_json(true) does (numbers as the server printed them: a sql
+  // step's output), never holding more than max_bytes of them: past
   // that (values and column names counted) the connection is closed, so the
   // server rolls the transaction back, and Error 54000 is thrown (not
   // connection_lost(): the statement's error; the next call reconnects).

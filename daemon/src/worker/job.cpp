@@ -81,7 +81,7 @@ std::string too_deep_text(const std::string& what) {
 std::optional<json> parse_output(const std::string& out) {
   std::string t = trim_newline(out);
   if (t.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;
-  auto in = core::parse_json_input(t);
+  auto in = core::parse_json_input(t, core::max_json_depth, core::DuplicateKeys::last_wins, core::Numbers::exact);
   if (in.error == core::JsonInput::Error::too_deep) return std::nullopt;
   if (!in) return json(t);
   // The text is storable already; only a "\u0000" escape makes a NUL (which
@@ -341,7 +341,8 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
   static constexpr std::string_view progress_prefix = "::progress ";
   if (!over_cap && std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
     // Not JSON (or nested too deep to handle): kept as a log line.
-    auto in = core::parse_json_input(std::string_view(masked).substr(progress_prefix.size()));
+    auto in = core::parse_json_input(std::string_view(masked).substr(progress_prefix.size()), core::max_json_depth,
+                                     core::DuplicateKeys::last_wins, core::Numbers::exact);
     if (in) {
       if (masked.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);  // as parse_output
       log_bytes_ += masked.size();
@@ -501,7 +502,8 @@ asio::awaitable<void> Job::execute() {
   // allows): refused here, before a recursive copy overflows the worker's.
   json payload;
   std::string unreadable;
-  auto in = core::parse_json_input(c_.payload_text);
+  auto in = core::parse_json_input(c_.payload_text, core::max_json_depth, core::DuplicateKeys::last_wins,
+                                   core::Numbers::exact);
   if (in.error == core::JsonInput::Error::too_deep) unreadable = too_deep_text("payload");
   else if (!in) unreadable = "payload cannot be read: " + in.message;
   else payload = std::move(in.value);
@@ -542,7 +544,8 @@ asio::awaitable<void> Job::execute() {
   json completed, stdouts;
   std::string unread;
   for (auto [text, into] : {std::pair{&c_.completed_steps_text, &completed}, std::pair{&c_.completed_stdout_text, &stdouts}}) {
-    auto done = core::parse_json_input(text->empty() ? "{}" : *text, core::max_json_depth + 1);
+    auto done = core::parse_json_input(text->empty() ? "{}" : *text, core::max_json_depth + 1,
+                                       core::DuplicateKeys::last_wins, core::Numbers::exact);
     if (done.error == core::JsonInput::Error::too_deep) unread = too_deep_text("a step's output is");
     else if (!done) unread = done.message;
     else *into = std::move(done.value);
@@ -667,9 +670,8 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     // so bad data from the database fails the step only).
     std::optional<double> limit;
     if (auto t = step.find("timeout"); t != step.end()) {
-      if (!t->is_number() || !(t->get<double>() > 0) || !std::isfinite(t->get<double>()))
-        throw StepFailure{"timeout must be a number of seconds > 0", false};
-      limit = t->get<double>();
+      limit = core::number_of(*t);  // 2.50 is a raw number (numbers as stored)
+      if (!limit || !(*limit > 0)) throw StepFailure{"timeout must be a number of seconds > 0", false};
     }
     core::log("info", "step started", {{"job_id", id_str(id())}, {"step", sid}, {"kind", kind}});
     StepDeadline deadline(w_.executor());
@@ -976,8 +978,8 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
 asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) {
   json v = render(step["sleep"]);
   std::optional<double> secs;
-  if (v.is_number()) secs = v.get<double>();
-  else if (v.is_string()) secs = core::parse_seconds(v.get<std::string>());
+  if (v.is_string()) secs = core::parse_seconds(v.get<std::string>());
+  else secs = core::number_of(v);  // a raw number too (numbers as stored)
   if (!secs || *secs < 0) throw StepFailure{"sleep must be a number of seconds or a duration", false};
   auto t = std::make_shared<asio::steady_timer>(w_.executor(), step_wait(*secs));
   killers_[sid] = [t] { t->cancel(); };
