@@ -31,7 +31,8 @@ enum class DuplicateKeys { last_wins, refuse };
 // with Numbers::exact, for a number a double would not write back as given
 // (123456789012345678901234567890, 0.10000000000000000001, 2.50), a raw
 // number holding its text, which core::dump writes as it was read.  For
-// JSON from the database (jsonb prints numbers as stored), not from outside.
+// JSON bgexec passes on (the database's, which prints numbers as stored; a
+// step's output), not for requests it checks and sends on as text.
 enum class Numbers { doubles, exact };
 
 // A raw number: its JSON text kept as read (a binary value of subtype
