@@ -6,6 +6,7 @@
 
 #include "pg/connection.hpp"
 #include "pg/sync.hpp"
+#include "pg_test_db.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -67,11 +68,6 @@ std::optional<Error> error_of(asio::io_context& io, asio::awaitable<T> call) {
   }
   ADD_FAILURE() << "the call succeeded";
   return std::nullopt;
-}
-
-std::string test_db() {
-  const char* db = std::getenv("BGEXEC_TEST_DB");
-  return db ? db : "";
 }
 
 class PgConnection : public ::testing::Test {

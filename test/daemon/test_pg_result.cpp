@@ -6,17 +6,12 @@
 
 #include "core/utf8.hpp"
 #include "pg/sync.hpp"
+#include "pg_test_db.hpp"
 
-#include <cstdlib>
 #include <string>
 
 namespace bgexec::pg {
 namespace {
-
-std::string test_db() {
-  const char* db = std::getenv("BGEXEC_TEST_DB");
-  return db ? db : "";
-}
 
 class PgResult : public ::testing::Test {
  protected:
