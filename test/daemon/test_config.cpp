@@ -286,6 +286,28 @@ TEST(WorkerConfig, PrecedenceFlagsOverEnvOverFile) {
   EXPECT_EQ(parse_worker_config({"--id", "one", "--id", "two"}, {}).id, "two");
 }
 
+// An action's entry in the file may list the only variables its steps'
+// env may set; a flag or variable naming the action replaces its path and
+// keeps that list (given nowhere else).
+TEST(WorkerConfig, ActionEnvAllowlist) {
+  TempConfig file(R"({"actions": {"a": {"path": "/file/a", "env": ["DAY", "REGION"]},
+                                  "b": {"path": "/file/b"}, "c": "/file/c", "d": {"path": "/d", "env": []}}})");
+  const WorkerConfig c = parse_worker_config({"--config", file.path(), "--action", "a=/flag/a"}, {});
+  EXPECT_EQ(c.actions, (Env{{"a", "/flag/a"}, {"b", "/file/b"}, {"c", "/file/c"}, {"d", "/d"}}));
+  EXPECT_EQ(c.action_env.size(), 2u);
+  EXPECT_EQ(c.action_env.at("a"), (Args{"DAY", "REGION"}));
+  EXPECT_TRUE(c.action_env.at("d").empty());
+  EXPECT_EQ(c.action_env.count("b"), 0u);
+  EXPECT_TRUE(parse_worker_config({"--action", "a=/x"}, {}).action_env.empty());
+}
+
+// The example config that make install ships parses, its action list too.
+TEST(WorkerConfig, ExampleConfigParses) {
+  const WorkerConfig c = parse_worker_config({"--config", BGEXEC_EXAMPLE_CONFIG}, {});
+  EXPECT_EQ(c.action_env.at("export-orders"), Args{"EXPORT_FORMAT"});
+  EXPECT_EQ(c.actions.at("send-email"), "/opt/bgexec/actions/send-email");
+}
+
 TEST(WorkerConfig, FileUnknownKey) {
   TempConfig file(R"({"db": "x", "concurency": 5})");
   const std::string msg = error_of({"--config=" + file.path()});
@@ -312,6 +334,13 @@ TEST(WorkerConfig, FileWrongTypes) {
       {R"({"allow_run": 1})", "\"allow_run\""},
       {R"({"actions": ["a"]})", "\"actions\""},
       {R"({"actions": {"a": 1}})", "\"actions\""},
+      {R"({"actions": {"a": {"env": ["X"]}}})", "\"actions\""},
+      {R"({"actions": {"a": {"path": "/a", "env": "X"}}})", "\"actions\""},
+      {R"({"actions": {"a": {"path": "/a", "env": ["X=1"]}}})", "\"actions\""},
+      {R"({"actions": {"a": {"path": "/a", "env": [""]}}})", "\"actions\""},
+      {R"({"actions": {"a": {"path": "/a", "env": [1]}}})", "\"actions\""},
+      {R"({"actions": {"a": {"path": "/a", "envs": []}}})", "\"actions\""},
+      {R"({"actions": {"a": {"path": ""}}})", "\"actions\""},
       {R"({"grace": -1})", "\"grace\""},
       {R"({"log_cap": -5})", "\"log_cap\""},
       {R"({"log_cap": 1.5})", "\"log_cap\""},

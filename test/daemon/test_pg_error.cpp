@@ -13,7 +13,6 @@
 #include <boost/asio/use_future.hpp>
 
 #include <chrono>
-#include <cstdlib>
 #include <optional>
 #include <string>
 

@@ -41,6 +41,23 @@ b=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "action": "bash-act", "env
 wait_status "$b" completed 20
 [[ $(sql "SELECT result->'a'->>'color' FROM bgexec.job WHERE id = $b") == blue ]] || fail "action env"
 
+# An action whose config file entry lists its env ({"path", "env"}) takes
+# those variables only, with --allow-run too: a variable no denylist names
+# (SHADE) is refused as LD_PRELOAD is; the listed one reaches the action.
+printf '{"actions": {"bash-act": {"path": "%s", "env": ["COLOR"]}}}\n' "$E2E_DIR/bash-act.sh" >"$E2E_DIR/w2.json"
+start_worker w2 --config "$E2E_DIR/w2.json" --queue listed --allow-run
+for var in SHADE LD_PRELOAD; do
+  b=$("$BGEXEC" submit workflow --queue listed "{\"steps\": [{\"id\": \"a\", \"action\": \"bash-act\", \"env\": {\"$var\": \"x\"}}]}")
+  wait_status "$b" failed 20
+  msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $b")
+  [[ $msg == "env cannot set $var for action \"bash-act\": this worker's configuration allows only COLOR" ]] \
+    || fail "listed env $var: $msg"
+done
+b=$("$BGEXEC" submit workflow --queue listed '{"steps": [{"id": "a", "action": "bash-act", "env": {"COLOR": "red"}}]}')
+wait_status "$b" completed 20
+[[ $(sql "SELECT result->'a'->>'color' FROM bgexec.job WHERE id = $b") == red ]] || fail "listed env COLOR"
+kill -0 "$PID_w2" || fail "worker w2 died"
+
 n=$("$BGEXEC" submit noop)
 wait_status "$n" completed 20
 set +e; "$BGEXEC" submit noop --wait >/dev/null; rc=$?; set -e

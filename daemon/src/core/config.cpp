@@ -270,15 +270,38 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
       if (!v.is_boolean()) throw wrong_type("true or false");
       cfg.allow_run = v.get<bool>();
       break;
-    case Kind::actions:
-      if (!v.is_object()) throw wrong_type("an object of name: path");
-      for (const auto& [name, path] : v.items()) {
-        if (name.empty() || !path.is_string() || path.get_ref<const std::string&>().empty()) {
-          throw wrong_type("an object of name: path");
+    case Kind::actions: {
+      // name: path, or name: {"path": path, "env": [variable names]}: the
+      // only variables the action's steps may set in "env".
+      const char* shape = "an object of name: path or name: {\"path\": path, \"env\": [names]}";
+      if (!v.is_object()) throw wrong_type(shape);
+      for (const auto& [name, entry] : v.items()) {
+        const nlohmann::json* path = &entry;
+        if (entry.is_object()) {
+          for (const auto& [k, unused] : entry.items())
+            if (k != "path" && k != "env") throw wrong_type(shape);
+          auto p = entry.find("path");
+          if (p == entry.end()) throw wrong_type(shape);
+          path = &*p;
+          std::vector<std::string> names;
+          if (auto e = entry.find("env"); e != entry.end()) {
+            if (!e->is_array()) throw wrong_type(shape);
+            for (const auto& n : *e) {
+              if (!n.is_string() || n.get_ref<const std::string&>().empty() ||
+                  n.get_ref<const std::string&>().find_first_of(std::string_view("=\0", 2)) != std::string::npos)
+                throw wrong_type(shape);
+              names.push_back(n.get<std::string>());
+            }
+            cfg.action_env.insert_or_assign(name, std::move(names));
+          }
         }
-        cfg.actions.insert_or_assign(name, path.get<std::string>());
+        if (name.empty() || !path->is_string() || path->get_ref<const std::string&>().empty()) {
+          throw wrong_type(shape);
+        }
+        cfg.actions.insert_or_assign(name, path->get<std::string>());
       }
       break;
+    }
     case Kind::bytes: {
       std::optional<unsigned long long> n;
       if (v.is_number_unsigned()) n = v.get<unsigned long long>();
@@ -477,6 +500,9 @@ config file > defaults. Every flag accepts both "--flag value" and
   --action NAME=PATH         Executable run for action NAME; repeatable, merged
                              over env/file. Env BGEXEC_ACTIONS
                              (name=path,name=path). Defaults to none.
+                             In the config file, an action may be
+                             {"path": PATH, "env": [NAMES]}: its steps' env
+                             may set those variables only.
   --grace SECONDS            Drain time after SIGTERM, SIGINT or SIGHUP, >= 0.
                              Env BGEXEC_GRACE.
                              Defaults to 30.

@@ -20,6 +20,9 @@ struct WorkerConfig {
   double lease_s = 30;                          // lease length per claim/heartbeat
   bool allow_run = false;                       // permit `run` (arbitrary argv) steps
   std::map<std::string, std::string> actions;   // action name -> executable path
+  // action name -> the only variables its steps' "env" may set (config file:
+  // {"path", "env"}); an action without one: any but changes_what_runs'.
+  std::map<std::string, std::vector<std::string>> action_env;
   double grace_s = 30;                          // drain time after SIGTERM
   std::string secrets_dir;                      // directory of secret files ("" = none)
   double poll_s = 1.0;                          // fallback poll interval
@@ -41,7 +44,8 @@ class ConfigError : public std::runtime_error {
 // name and "worker") and the environment. Precedence: flags > environment >
 // config file (--config FILE, else BGEXEC_CONFIG) > defaults. --queue given
 // on the command line replaces queues from env/file; --action/BGEXEC_ACTIONS
-// entries merge over the file's actions by name. Empty environment variables
+// entries merge over the file's actions by name (an action's env list, from
+// the file only, stays with its name). Empty environment variables
 // count as unset. -h/--help is accepted and ignored (check help_requested()
 // first). Throws ConfigError naming the culprit on any bad input.
 WorkerConfig parse_worker_config(const std::vector<std::string>& args,

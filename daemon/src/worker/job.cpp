@@ -127,7 +127,8 @@ bool is_worker_var(std::string_view name) {
 // actions call.  A worker without --allow-run refuses them in an action
 // step's env: there the tenant chooses data, and the administrator the
 // program.  No list can name every variable some program reads as code:
-// an action that runs other programs should set their environment itself.
+// an action configured with an "env" list (its config file entry) takes
+// only the variables it names, and this list is not used for it.
 bool changes_what_runs(std::string_view name) {
   static constexpr std::string_view prefixes[] = {
       "LD_",   "BASH_FUNC_", "_RLD",  "GLIBC_", "MALLOC_", "PYTHON",     "PERL",       "RUBY",
@@ -800,11 +801,24 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
     throw StepFailure{"unknown action \"" + name + "\" on worker " + w_.config().id, false};
   json with = render(step.value("with", json::object()));
   EnvVars env = step_env(step);
-  if (!w_.config().allow_run)
-    for (auto& [name, value] : env)
-      if (changes_what_runs(name))
-        throw StepFailure{"env cannot set " + name + " on this worker: it changes what the action runs"
+  if (auto allowed = w_.config().action_env.find(name); allowed != w_.config().action_env.end()) {
+    // The administrator's list for this action is the whole rule, with or
+    // without --allow-run: what it names may be set, nothing else.
+    const auto& names = allowed->second;
+    for (auto& [var, value] : env)
+      if (std::find(names.begin(), names.end(), var) == names.end()) {
+        std::string list;
+        for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+        throw StepFailure{"env cannot set " + var + " for action \"" + name + "\": this worker's configuration " +
+                              (names.empty() ? std::string("allows it no variable") : "allows only " + list),
+                          false};
+      }
+  } else if (!w_.config().allow_run) {
+    for (auto& [var, value] : env)
+      if (changes_what_runs(var))
+        throw StepFailure{"env cannot set " + var + " on this worker: it changes what the action runs"
                           " (allowed with --allow-run, which runs any command anyway)", false};
+  }
   std::vector<std::string> arg1_ = {it->second};
   std::string in = core::dump(with);
   auto out = co_await run_process(sid, arg1_, in, false, env);
