@@ -2122,12 +2122,13 @@ DECLARE
 BEGIN
 	-- The common submit in one function: no idempotency key, a queue
 	-- without max_queued, and arguments that pass _check_submit's cheap
-	-- tests.  Each nested PL/pgSQL call with its SET clauses cost a lone
-	-- submit 0.1 ms, a fifth of its time (bench/README, twenty-third
-	-- round).  Anything else, a bad argument too, goes through _submit_one,
-	-- whose _check_submit raises the precise error in its order; the cheap
-	-- tests are all of its tests but the last, _validate_payload, called
-	-- here as there.
+	-- tests.  The two nested PL/pgSQL calls with their SET clauses cost a
+	-- lone submit 0.04-0.05 ms, a tenth of its time to its row, and one
+	-- connection 9-16 % of its submits per second (bench/README,
+	-- twenty-third round).  Anything else, a bad argument too, goes
+	-- through _submit_one, whose _check_submit raises the precise error in
+	-- its order; the cheap tests are all of its tests but the last,
+	-- _validate_payload, called here as there.
 	IF idempotency_key IS NULL
 	   AND coalesce(bgexec._valid_name(kind, 128) AND bgexec._valid_name(queue, 63)
 	                AND payload IS NOT NULL AND priority IS NOT NULL
