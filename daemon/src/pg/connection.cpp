@@ -122,7 +122,14 @@ nlohmann::json Result::to_json(bool exact_numbers) const {
       std::string v(value(r, c));
       switch (PQftype(res_.get(), c)) {
         case oid_bool: cell = (v == "t"); break;
-        case oid_int2: case oid_int4: case oid_int8: case oid_oid:
+        case oid_int2: case oid_int4: case oid_int8: case oid_oid: {
+          // Exact in an int64 (an oid too): no parser needed.
+          std::int64_t n = 0;
+          auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+          if (ec == std::errc{} && end == v.data() + v.size()) cell = n;
+          else cell = v;
+          break;
+        }
         case oid_float4: case oid_float8: case oid_numeric:
         case oid_json: case oid_jsonb: {
           if (exact_numbers) {
