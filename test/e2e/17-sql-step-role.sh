@@ -77,6 +77,16 @@ done
 ((most == 2)) || fail "sql step sessions at once: at most $most, expected 2"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $par AND kind = 'step_completed'") == 6 ]] \
   || fail "not every sql step completed"
+# ... granted in the order asked: the steps complete two by two in the
+# order they started (each waiter polled every 20 ms, and a freed session
+# went to whichever polled first).
+pairs() {  # the steps of KIND in seq order, two to a group: "s1 s2|s3 s4|s5 s6"
+  sql "SELECT string_agg(p, '|' ORDER BY g) FROM (SELECT (n - 1) / 2 AS g, string_agg(step, ' ' ORDER BY step) AS p
+         FROM (SELECT data->>'step' AS step, row_number() OVER (ORDER BY seq) AS n FROM bgexec.job_event
+                WHERE job_id = $par AND kind = '$1') e GROUP BY 1) x"
+}
+[[ $(pairs step_completed) == "$(pairs step_started)" ]] \
+  || fail "sessions not granted in order: started $(pairs step_started), completed $(pairs step_completed)"
 
 # a statement given the wrong number of parameters (08P01, the server's
 # protocol_violation) fails the same way every time: not retried

@@ -890,17 +890,20 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   }
   // One of the worker's sql step sessions (--sql-steps): a workflow of many
   // parallel sql steps, or many such jobs, took as many connections as the
-  // server had, every other client's too.  The wait ends with the step (a
-  // stop, its deadline, the lease).
-  while (!w_.take_sql_session()) {
-    if (halted() || deadline.passed())
-      throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
-    co_await sleep_for(std::chrono::milliseconds(20));
-  }
+  // server had, every other client's too.  Granted in the order asked, at
+  // once when one is released; the wait ends with the step (a stop, its
+  // deadline, the lease: checked every 20 ms).  Released when the step
+  // ends, granted or not.
   struct Session {
     Worker& w;
-    ~Session() { w.give_sql_session(); }
-  } session{w_};
+    std::shared_ptr<Worker::SqlTicket> ticket;
+    ~Session() { w.release_sql_session(ticket); }
+  } session{w_, w_.sql_session()};
+  while (!session.ticket->granted) {
+    if (halted() || deadline.passed())
+      throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
+    co_await session.ticket->granted_event.wait_for(std::chrono::milliseconds(20));
+  }
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
   // Its notices (RAISE NOTICE ...) are the tenant's output: log events of

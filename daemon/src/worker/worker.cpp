@@ -694,6 +694,33 @@ asio::awaitable<void> Worker::heartbeater() {
 // grace below it).  lease_expiry is reckoned from when the renewal was sent,
 // before the database's now(), so it errs early (a claim made in a wait:
 // from the claim as its reply tells it, less 50 ms for the reply's way).
+std::shared_ptr<Worker::SqlTicket> Worker::sql_session() {
+  auto ticket = std::make_shared<SqlTicket>(executor());
+  sql_waiting_.push_back(ticket);
+  grant_sql_sessions();
+  return ticket;
+}
+
+void Worker::release_sql_session(const std::shared_ptr<SqlTicket>& ticket) {
+  if (ticket->granted) {
+    ticket->granted = false;
+    --sql_sessions_;
+  } else {
+    sql_waiting_.erase(std::remove(sql_waiting_.begin(), sql_waiting_.end(), ticket), sql_waiting_.end());
+  }
+  grant_sql_sessions();
+}
+
+void Worker::grant_sql_sessions() {
+  while (sql_sessions_ < cfg_.sql_steps && !sql_waiting_.empty()) {
+    auto next = std::move(sql_waiting_.front());
+    sql_waiting_.pop_front();
+    ++sql_sessions_;
+    next->granted = true;
+    next->granted_event.notify();
+  }
+}
+
 Clock::duration Worker::lease_margin() const {
   return std::chrono::duration_cast<Clock::duration>(
       seconds(std::min(cfg_.kill_grace_s + 0.1 + cfg_.lease_s / 10, cfg_.lease_s / 3)));

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,14 +44,19 @@ class Worker {
   const core::WorkerConfig& config() const { return cfg_; }
   // How long before a lease expires (by the worker's reckoning) a job whose
   // lease could not be renewed is given up (see lease_guard).
-  // sql step sessions (--sql-steps): a step takes one before it connects
-  // and gives it back when its connection closes; false when none is free.
-  bool take_sql_session() {
-    if (sql_sessions_ >= cfg_.sql_steps) return false;
-    ++sql_sessions_;
-    return true;
-  }
-  void give_sql_session() { --sql_sessions_; }
+  // sql step sessions (--sql-steps), first come first served: a step asks
+  // for one before it connects (sql_session), waits until its ticket is
+  // granted (its event is notified then), and releases it when its
+  // connection closes; a ticket released before it was granted leaves the
+  // queue.  (Each waiter polled every 20 ms: a freed session went to
+  // whichever polled first, up to 20 ms later.)
+  struct SqlTicket {
+    explicit SqlTicket(asio::any_io_executor ex) : granted_event(std::move(ex)) {}
+    Event granted_event;
+    bool granted = false;
+  };
+  std::shared_ptr<SqlTicket> sql_session();
+  void release_sql_session(const std::shared_ptr<SqlTicket>& ticket);
   Clock::duration lease_margin() const;
   asio::any_io_executor executor() { return io_.get_executor(); }
   // Resolves {{secrets.NAME}}: BGEXEC_SECRET_NAME, else --secrets-dir/NAME.
@@ -138,7 +144,9 @@ class Worker {
     std::int64_t after_lease;
     Clock::time_point next_try;
   };
-  int sql_sessions_ = 0;
+  int sql_sessions_ = 0;                                 // granted tickets
+  std::deque<std::shared_ptr<SqlTicket>> sql_waiting_;  // in the order they asked
+  void grant_sql_sessions();
   bool id_taken_ = false;  // another process holds the id: no deregister
   // {"host", "pid"} as registered: claim, unclaim and heartbeat name it (NULL,
   // unchecked, until registered).
