@@ -685,15 +685,7 @@ asio::awaitable<void> Worker::heartbeater() {
   }
 }
 
-// Abandons jobs whose lease could not be renewed, early enough that their
-// processes are dead before it expires on the database's clock: once it has,
-// the DB may hand the job to another worker, and a process still running
-// would break single flight.  The margin covers the kill (TERM, KILL after
-// --kill-grace), this loop's tick and a tenth of the lease, and is at most a
-// third of the lease (two missed heartbeats; the config check keeps the kill
-// grace below it).  lease_expiry is reckoned from when the renewal was sent,
-// before the database's now(), so it errs early (a claim made in a wait:
-// from the claim as its reply tells it, less 50 ms for the reply's way).
+// sql step sessions (--sql-steps): worker.hpp.
 std::shared_ptr<Worker::SqlTicket> Worker::sql_session() {
   auto ticket = std::make_shared<SqlTicket>(executor());
   sql_waiting_.push_back(ticket);
@@ -721,6 +713,15 @@ void Worker::grant_sql_sessions() {
   }
 }
 
+// Abandons jobs whose lease could not be renewed, early enough that their
+// processes are dead before it expires on the database's clock: once it has,
+// the DB may hand the job to another worker, and a process still running
+// would break single flight.  The margin covers the kill (TERM, KILL after
+// --kill-grace), this loop's tick and a tenth of the lease, and is at most a
+// third of the lease (two missed heartbeats; the config check keeps the kill
+// grace below it).  lease_expiry is reckoned from when the renewal was sent,
+// before the database's now(), so it errs early (a claim made in a wait:
+// from the claim as its reply tells it, less 50 ms for the reply's way).
 Clock::duration Worker::lease_margin() const {
   return std::chrono::duration_cast<Clock::duration>(
       seconds(std::min(cfg_.kill_grace_s + 0.1 + cfg_.lease_s / 10, cfg_.lease_s / 3)));

@@ -42,8 +42,6 @@ class Worker {
   asio::awaitable<int> run();
 
   const core::WorkerConfig& config() const { return cfg_; }
-  // How long before a lease expires (by the worker's reckoning) a job whose
-  // lease could not be renewed is given up (see lease_guard).
   // sql step sessions (--sql-steps), first come first served: a step asks
   // for one before it connects (sql_session), waits until its ticket is
   // granted (its event is notified then), and releases it when its
@@ -57,6 +55,8 @@ class Worker {
   };
   std::shared_ptr<SqlTicket> sql_session();
   void release_sql_session(const std::shared_ptr<SqlTicket>& ticket);
+  // How long before a lease expires (by the worker's reckoning) a job whose
+  // lease could not be renewed is given up (see lease_guard).
   Clock::duration lease_margin() const;
   asio::any_io_executor executor() { return io_.get_executor(); }
   // Resolves {{secrets.NAME}}: BGEXEC_SECRET_NAME, else --secrets-dir/NAME.
