@@ -2148,12 +2148,10 @@ BEGIN
 		        submit.max_attempts, coalesce(submit.run_after, now()), submit.timeout,
 		        submit.concurrency_key)
 		RETURNING id INTO v_id;
-		-- As _submit_one: a NOTIFY and wakes for a job runnable now.
-		IF run_after IS NULL OR run_after <= now() THEN
-			PERFORM bgexec._jobs_ready(queue, 1);
-		ELSE
-			PERFORM bgexec._jobs_due(queue, run_after, 1);
-		END IF;
+		-- As _submit_one: a NOTIFY and wakes for a job runnable now, a wake
+		-- when it is due for one due later (one statement, as submit_many's).
+		PERFORM CASE WHEN run_after IS NULL OR run_after <= now() THEN bgexec._jobs_ready(queue, 1)
+		             ELSE bgexec._jobs_due(queue, run_after, 1) END;
 		RETURN v_id;
 	END IF;
 	RETURN bgexec._submit_one(v_owner, kind, payload, queue, priority,
