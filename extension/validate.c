@@ -192,7 +192,8 @@ bgexec_validate_payload(PG_FUNCTION_ARGS)
  * bgexec._doubles_fit(value jsonb) returns boolean: whether every number in
  * value is within a double's range (|n| <= DBL_MAX), at any depth.
  * submit_many asks it once of its whole array, and sends every element
- * through _check_submit only when it is false.
+ * through _check_submit only when it is false; resume() asks it of its
+ * input.
  */
 Datum
 bgexec_doubles_fit(PG_FUNCTION_ARGS)

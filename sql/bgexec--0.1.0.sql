@@ -2474,8 +2474,7 @@ BEGIN
 			USING ERRCODE = 'program_limit_exceeded',
 			      HINT = 'Pass a reference to large data instead, or raise bgexec.max_payload_bytes.';
 	END IF;
-	IF input IS NOT NULL AND pg_catalog.jsonb_path_exists(input,
-	       'strict $.** ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308))') THEN
+	IF input IS NOT NULL AND NOT bgexec._doubles_fit(input) THEN  -- as a payload's (_validate_payload)
 		RAISE EXCEPTION 'input: a number is out of range for a double precision value'
 			USING ERRCODE = 'numeric_value_out_of_range',
 			      HINT = 'Send such a value as a string.';
