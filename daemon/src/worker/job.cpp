@@ -161,7 +161,8 @@ asio::awaitable<void> feed_stdin(std::shared_ptr<proc::Child> c, std::shared_ptr
 
 Job::Job(Worker& w, Claim c)
     : w_(w), c_(std::move(c)), wake_(w.executor()), deadline_timer_(w.executor()),
-      flush_timer_(w.executor()), known_seq_(c_.started_seq), append_order_(w.executor()) {
+      flush_timer_(w.executor()), known_seq_(c_.started_seq), append_order_(w.executor()),
+      over_event_(w.executor()) {
   fence_steps();
 }
 
@@ -450,12 +451,19 @@ asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) 
 
 // ---------------------------------------------------------------- scheduler
 
+asio::awaitable<void> Job::wait_over() {
+  while (!over_) co_await over_event_.wait();
+}
+
 asio::awaitable<void> Job::run() {
   // over() becomes true however run() ends: a later run of the job waits for it.
   struct Over {
-    bool& flag;
-    ~Over() { flag = true; }
-  } over{over_};
+    Job& job;
+    ~Over() {
+      job.over_ = true;
+      job.over_event_.notify();
+    }
+  } over{*this};
   core::log("info", "job claimed",
             {{"job_id", id_str(id())}, {"kind", c_.kind}, {"attempt", std::to_string(c_.attempt)},
              {"lease", id_str(lease())}});

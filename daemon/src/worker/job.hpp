@@ -65,6 +65,9 @@ class Job : public std::enable_shared_from_this<Job> {
   bool finish_written() const { return finish_written_; }
   // Whether run() has returned: no step of this run is left.
   bool over() const { return over_; }
+  // Returns once run() has returned (at once if it has).  One waiter: the
+  // job's next run on this worker.
+  asio::awaitable<void> wait_over();
   // A later run of the same job took over its fence in the step guard
   // (kept by job id): this one's end must not make the guard forget it.
   void superseded() { superseded_ = true; }
@@ -195,6 +198,7 @@ class Job : public std::enable_shared_from_this<Job> {
   bool finished_ = false;
   bool finish_written_ = false;
   bool over_ = false;
+  Event over_event_;  // notified when over_ becomes true
   bool superseded_ = false;
 };
 

@@ -446,7 +446,7 @@ void Worker::start_job(std::shared_ptr<Job> job) {
   }
   jobs_[id] = job;
   asio::co_spawn(io_, [job, earlier]() -> asio::awaitable<void> {
-                   while (earlier && !earlier->over()) co_await sleep_for(std::chrono::milliseconds(20));
+                   if (earlier) co_await earlier->wait_over();
                    co_await job->run();
                  },
                  [this, id, job](std::exception_ptr e) {
