@@ -943,6 +943,21 @@ $$;
  * cost of the statements that have no other (queue_count has no index),
  * which then crossed jit_above_cost.  Regress "plans" holds them to it. */
 
+-- _pid: a pid as the workers send it (register_worker's info.pid and
+-- info.replaces, claim's and heartbeat's process.pid): an integral JSON
+-- number in int's range, 7 and 7.0 alike, as an int; NULL for anything
+-- else (the callers refuse it, naming the field).  A CASE, so that no cast
+-- is tried on a value that is not a number.  Without SET, so that it is
+-- inlined; the types its body names are qualified.
+CREATE FUNCTION bgexec._pid(v jsonb) RETURNS int
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT CASE WHEN pg_catalog.jsonb_typeof(v) IS DISTINCT FROM 'number' THEN NULL
+	            WHEN v::pg_catalog.numeric NOT BETWEEN -2147483648 AND 2147483647 THEN NULL
+	            WHEN v::pg_catalog.numeric <> pg_catalog.trunc(v::pg_catalog.numeric) THEN NULL
+	            ELSE v::pg_catalog.numeric::pg_catalog.int4 END
+$$;
+
 -- _lease_s: a worker row's lease in seconds, from the info it registered
 -- with (lease_s, a positive number); 30, the daemon's default, if none.
 CREATE FUNCTION bgexec._lease_s(info jsonb) RETURNS numeric
@@ -994,11 +1009,7 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('info was %s', info);
 	END IF;
-	IF (CASE coalesce(jsonb_typeof(info->'pid'), 'null')
-	      WHEN 'null' THEN false
-	      WHEN 'number' THEN (info->'pid')::numeric NOT BETWEEN -2147483648 AND 2147483647
-	                         OR (info->'pid')::numeric <> trunc((info->'pid')::numeric)
-	      ELSE true END) THEN
+	IF coalesce(jsonb_typeof(info->'pid'), 'null') <> 'null' AND bgexec._pid(info->'pid') IS NULL THEN
 		RAISE EXCEPTION 'info.pid must be an integer'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('pid was %s', info->'pid');
@@ -1008,11 +1019,7 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('host was %s', info->'host');
 	END IF;
-	IF (CASE coalesce(jsonb_typeof(info->'replaces'), 'null')
-	      WHEN 'null' THEN false
-	      WHEN 'number' THEN (info->'replaces')::numeric NOT BETWEEN -2147483648 AND 2147483647
-	                         OR (info->'replaces')::numeric <> trunc((info->'replaces')::numeric)
-	      ELSE true END) THEN
+	IF coalesce(jsonb_typeof(info->'replaces'), 'null') <> 'null' AND bgexec._pid(info->'replaces') IS NULL THEN
 		RAISE EXCEPTION 'info.replaces must be an integer'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('replaces was %s', info->'replaces');
@@ -1035,7 +1042,7 @@ BEGIN
 	-- restarted after a kill -9).  Else 55006, nothing changed.
 	INSERT INTO bgexec.worker AS w (id, host, pid, queues, concurrency, info,
 	                                started_at, heartbeat_at, stopped_at, lease_floor)
-	VALUES (worker_id, info->>'host', (info->>'pid')::int, coalesce(queues, '{}'),
+	VALUES (worker_id, info->>'host', bgexec._pid(info->'pid'), coalesce(queues, '{}'),
 	        concurrency, coalesce(info, '{}'), now(), now(), NULL,
 	        pg_catalog.nextval('bgexec.lease_seq'))
 	ON CONFLICT (id) DO UPDATE
@@ -1046,7 +1053,7 @@ BEGIN
 	 WHERE w.stopped_at IS NOT NULL OR w.host IS NULL OR w.pid IS NULL
 	    OR (w.host = excluded.host AND w.pid = excluded.pid)
 	    OR w.heartbeat_at < now() - make_interval(secs => bgexec._lease_s(w.info))
-	    OR (w.host = excluded.host AND w.pid = (excluded.info->>'replaces')::numeric);
+	    OR (w.host = excluded.host AND w.pid = bgexec._pid(excluded.info->'replaces'));
 	IF NOT FOUND THEN
 		SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = register_worker.worker_id;
 		RAISE EXCEPTION 'worker id "%" is in use by a live worker', worker_id
@@ -1099,21 +1106,18 @@ BEGIN
 	IF process IS NULL THEN
 		RETURN;
 	END IF;
-	-- pid as register_worker reads info.pid: an integral number in int's
-	-- range (7 and 7.0 name the same process), compared as a number.
+	-- pid as register_worker reads info.pid (_pid: 7 and 7.0 name the
+	-- same process).
 	IF jsonb_typeof(process) <> 'object'
 	   OR jsonb_typeof(process->'host') IS DISTINCT FROM 'string'
-	   OR (CASE WHEN jsonb_typeof(process->'pid') = 'number'
-	            THEN (process->'pid')::numeric NOT BETWEEN -2147483648 AND 2147483647
-	                 OR (process->'pid')::numeric <> trunc((process->'pid')::numeric)
-	            ELSE true END) THEN
+	   OR bgexec._pid(process->'pid') IS NULL THEN
 		RAISE EXCEPTION 'process must be an object with a string host and an integer pid'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('process was %s', process);
 	END IF;
 	SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = _check_process.worker_id;
 	IF FOUND AND (v_holder.host IS DISTINCT FROM process->>'host'
-	              OR v_holder.pid IS DISTINCT FROM (process->'pid')::numeric) THEN
+	              OR v_holder.pid IS DISTINCT FROM bgexec._pid(process->'pid')) THEN
 		RAISE EXCEPTION 'worker id "%" is held by another process', worker_id
 			USING ERRCODE = 'object_in_use',
 			      DETAIL = format('pid %s on host %s registered it; this is pid %s on host %s',
@@ -1525,7 +1529,7 @@ BEGIN
 	 WHERE w.id = heartbeat.worker_id
 	   AND (heartbeat.process IS NULL
 	        OR (w.host IS NOT DISTINCT FROM heartbeat.process->>'host'
-	            AND w.pid = (heartbeat.process->'pid')::numeric));
+	            AND w.pid = bgexec._pid(heartbeat.process->'pid')));
 	v_registered := FOUND OR EXISTS (SELECT 1 FROM bgexec.worker w WHERE w.id = heartbeat.worker_id);
 	-- The rows are locked first, SKIP LOCKED (above), in job id order.
 	RETURN QUERY

@@ -143,6 +143,12 @@ SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, 
 SELECT host, pid, concurrency FROM bgexec.worker WHERE id = 'one';
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11, "replaces": 10}');
 SELECT host, pid FROM bgexec.worker WHERE id = 'one';
+-- a pid is an integral number, 7 and 7.0 alike (info.pid, info.replaces)
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15.0, "replaces": 11.0}');
+SELECT host, pid FROM bgexec.worker WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15e0}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 2147483648}');
+SELECT host, pid FROM bgexec.worker WHERE id = 'one';
 -- missed its lease (60 s above; 30 s when the info gives none)
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '29 s' WHERE id = 'one';
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 12}');

@@ -132,7 +132,8 @@ SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
    AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, bgexec, pg_temp'], false)
  ORDER BY 1;
 -- and so does every other SQL or PL/pgSQL function, but those that must be
--- inlined into their callers (a SET prevents it; their bodies name no type)
+-- inlined into their callers (a SET prevents it; their bodies name no type
+-- but pg_catalog's, qualified)
 SELECT p.proname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE p.pronamespace = 'bgexec'::regnamespace AND l.lanname <> 'c'
    AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, bgexec, pg_temp'], false)
