@@ -208,6 +208,22 @@ TEST(WorkerConfig, FileDurationStrings) {
   EXPECT_EQ(error_of({"--config", long_lease.path()}),
             "config file " + long_lease.path() + ": key \"lease\": expected a duration of at most 86400 seconds, got 86401");
   EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "86400"}}), "");
+  // Under a second: heartbeats cannot keep up (0.001 s: each timed out;
+  // 1e-7 s: 0 to the server, which refused every claim).
+  EXPECT_EQ(error_of({"--lease", "0.0000001"}), "--lease: expected a duration of at least 1 seconds, got \"0.0000001\"");
+  EXPECT_EQ(error_of({"--lease", "999ms"}), "--lease: expected a duration of at least 1 seconds, got \"999ms\"");
+  EXPECT_EQ(error_of({"--lease", "1"}), "");
+  // Any duration at most 100 years: past about 9.2e9 s the timers'
+  // nanoseconds overflowed, --poll and --reconcile-interval then fired in
+  // a tight loop and --grace ended the drain at once.
+  EXPECT_EQ(error_of({"--poll", "10000000000"}),
+            "--poll: expected a duration of at most 3110400000 seconds, got \"10000000000\"");
+  EXPECT_EQ(error_of({"--reconcile-interval", "3110400001"}),
+            "--reconcile-interval: expected a duration of at most 3110400000 seconds, got \"3110400001\"");
+  EXPECT_EQ(error_of({"--grace", "3110400000"}), "");
+  TempConfig huge_grace(R"({"grace": 1e308})");
+  EXPECT_EQ(error_of({"--config", huge_grace.path()}),
+            "config file " + huge_grace.path() + ": key \"grace\": expected a duration of at most 3110400000 seconds, got 1e+308");
   // The same text from a variable and from the file: the same message, but for the name.
   EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "30 s"}}),
             "BGEXEC_LEASE: \"30 s\" is not a duration (expected seconds, such as 30 or 1.5, or a number with a unit: "
@@ -222,7 +238,7 @@ TEST(WorkerConfig, FileDurationStrings) {
 TEST(WorkerConfig, KillGraceDefaultFitsShortLease) {
   EXPECT_EQ(error_of({"--lease", "1"}), "");
   EXPECT_DOUBLE_EQ(parse_worker_config({"--lease", "1"}, {}).kill_grace_s, 1.0 / 6);
-  EXPECT_DOUBLE_EQ(parse_worker_config({}, {{"BGEXEC_LEASE", "300ms"}}).kill_grace_s, 0.05);
+  EXPECT_DOUBLE_EQ(parse_worker_config({}, {{"BGEXEC_LEASE", "1500ms"}}).kill_grace_s, 0.25);
   EXPECT_EQ(parse_worker_config({"--lease", "3"}, {}).kill_grace_s, 0.5);
   EXPECT_EQ(parse_worker_config({"--lease", "60"}, {}).kill_grace_s, 0.5);
   EXPECT_EQ(error_of({"--lease", "1", "--kill-grace", "0.5"}),

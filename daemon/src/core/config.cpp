@@ -34,8 +34,16 @@ struct Setting {
   int WorkerConfig::*int_member = nullptr;  // Kind::integer, in [min, max]
   int min = 0;
   int max = 0;
-  double max_s = 0;  // seconds kinds: largest value allowed, 0 for none
+  double max_s = 0;  // seconds kinds: largest value allowed, 0 for max_duration_s
+  double min_s = 0;  // seconds kinds: smallest value allowed, 0 for none
 };
+
+// The longest any duration setting may be: 100 years, far inside what the
+// timers hold (a steady_clock duration counts nanoseconds in 64 bits, 292
+// years).  A --poll or --reconcile-interval of 1e10 s overflowed it, and
+// the worker claimed or reconciled in a tight loop; a --grace of it ended
+// the drain at once.
+constexpr double max_duration_s = 3110400000;
 
 const Setting settings[] = {
     {"--db", "BGEXEC_DB", "db", Kind::text, &WorkerConfig::db},
@@ -45,9 +53,12 @@ const Setting settings[] = {
      &WorkerConfig::concurrency, 1, 1024},
     {"--sql-steps", "BGEXEC_SQL_STEPS", "sql_steps", Kind::integer, nullptr, nullptr, &WorkerConfig::sql_steps,
      1, 1024},
-    // At most a day: bgexec.claim and bgexec.heartbeat refuse a longer lease_for.
+    // At most a day: bgexec.claim and bgexec.heartbeat refuse a longer
+    // lease_for.  At least a second: heartbeats renew it every third of it,
+    // each allowed a quarter of it to answer (0.001 s: every heartbeat timed
+    // out; 1e-7 s: 0 to the server, which refused every claim).
     {"--lease", "BGEXEC_LEASE", "lease", Kind::positive_seconds, nullptr, &WorkerConfig::lease_s, nullptr, 0, 0,
-     86400},
+     86400, 1},
     {"--allow-run", "BGEXEC_ALLOW_RUN", "allow_run", Kind::boolean},
     {"--config", "BGEXEC_CONFIG", "", Kind::config},
     {"--action", "BGEXEC_ACTIONS", "actions", Kind::actions},
@@ -150,8 +161,13 @@ double checked_seconds(std::optional<double> v, const Setting& s, const std::str
   } else if (!v || !(*v >= 0)) {
     throw ConfigError(label + ": expected a duration of 0 or more, got " + shown);
   }
-  if (s.max_s > 0 && *v > s.max_s) {
-    throw ConfigError(label + ": expected a duration of at most " + std::to_string(static_cast<long long>(s.max_s)) +
+  if (s.min_s > 0 && *v < s.min_s) {
+    throw ConfigError(label + ": expected a duration of at least " + std::to_string(static_cast<long long>(s.min_s)) +
+                      " seconds, got " + shown);
+  }
+  const double most = s.max_s > 0 ? s.max_s : max_duration_s;
+  if (*v > most) {
+    throw ConfigError(label + ": expected a duration of at most " + std::to_string(static_cast<long long>(most)) +
                       " seconds, got " + shown);
   }
   return *v;
@@ -482,8 +498,8 @@ config file > defaults. Every flag accepts both "--flag value" and
   --sql-steps N              "sql" steps run at once, each on its own
                              connection, 1..1024; more wait for one to end.
                              Env BGEXEC_SQL_STEPS. Defaults to --concurrency.
-  --lease SECONDS            Lease length, > 0 and at most 86400 (a day);
-                             heartbeats renew it.
+  --lease SECONDS            Lease length, 1 to 86400 (a day); heartbeats
+                             renew it.
                              Env BGEXEC_LEASE. Defaults to 30.
   --allow-run                Permit "run" steps (arbitrary argv), and an
                              action step's env setting PATH, LD_*,
@@ -504,6 +520,8 @@ config file > defaults. Every flag accepts both "--flag value" and
                              {"path": PATH, "env": [NAMES]}: its steps' env
                              may set those variables only.
   --grace SECONDS            Drain time after SIGTERM, SIGINT or SIGHUP, >= 0.
+                             (Every duration is at most 3110400000, 100
+                             years.)
                              Env BGEXEC_GRACE.
                              Defaults to 30.
   --secrets-dir DIR          Directory holding one file per secret
