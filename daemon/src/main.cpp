@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return bgexec::bench::run_bench(args);
   if (cmd == "serve") return bgexec::http::run_serve(args);
   if (cmd == "version" || cmd == "--version") {
+    if (!args.empty()) {  // as every command with an argument too many
+      std::cerr << "bgexec version: version takes no arguments\n";
+      return 2;
+    }
     std::cout << "bgexec " << BGEXEC_VERSION << "\n";
     return 0;
   }

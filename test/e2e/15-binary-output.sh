@@ -49,6 +49,34 @@ sql "SELECT bgexec.finish(job_id, lease, 'completed', '{\"r\": 2.50, \"n\": 1234
 grep -qF '"result":{"n":123456789012345678901234567890,"r":2.50}' "$E2E_DIR/tail.json" \
   || fail "tail --json: $(cat "$E2E_DIR/tail.json")"
 sql "DELETE FROM bgexec.job WHERE id = $held" >/dev/null
+# Event data of any shape (a worker role appends log and progress events
+# of its own): tail prints it (it threw nlohmann's type_error and exited
+# 3), and data no double reads (1e400) is the string of its text, as
+# status prints such a result (tail --json printed {}).
+odd=$("$BGEXEC" submit noop --queue oddq) || fail submit
+lease=$(sql "SELECT lease FROM bgexec.claim('e2e-odd', '{oddq}', 1)")
+sql "WITH j AS (UPDATE bgexec.job SET last_seq = last_seq + 5 WHERE id = $odd RETURNING last_seq)
+     INSERT INTO bgexec.job_event (job_id, seq, kind, data)
+     SELECT $odd, j.last_seq - 5 + v.n, v.k, v.d::jsonb FROM j, (VALUES
+       (1, 'started', '{\"attempt\": \"x\", \"worker\": 5}'), (2, 'log', '{\"stream\": 5, \"lines\": \"x\"}'),
+       (3, 'progress', '5'), (4, 'suspended', '[1]'), (5, 'log', '{\"lines\": [1e400]}')) v(n, k, d)" >/dev/null \
+  || fail "odd events"
+sql "SELECT bgexec.finish($odd, $lease, 'completed', '{}')" >/dev/null || fail "finish odd"
+timeout 10 "$BGEXEC" tail "$odd" >"$E2E_DIR/odd.out" 2>"$E2E_DIR/odd.err" || fail "tail of odd events: exit $?: $(cat "$E2E_DIR/odd.err")"
+grep -qF 'started (attempt x, worker 5)' "$E2E_DIR/odd.out" || fail "tail: $(cat "$E2E_DIR/odd.out")"
+grep -qF 'progress  5' "$E2E_DIR/odd.out" || fail "tail: $(cat "$E2E_DIR/odd.out")"
+timeout 10 "$BGEXEC" tail "$odd" --json >"$E2E_DIR/odd.json" || fail "tail --json of odd events"
+python3 - "$E2E_DIR/odd.json" <<'PY' || fail "tail --json: $(cat "$E2E_DIR/odd.json")"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+data = [e["data"] for e in events if e["kind"] == "log"][-1]
+assert isinstance(data, str) and data.startswith('{"lines": [1000'), data
+PY
+# A file saved with a UTF-8 byte order mark is read without it (the
+# server refused it).
+printf '\xef\xbb\xbf{"bom": 1}' >"$E2E_DIR/bom.json"
+bom=$("$BGEXEC" submit noop --queue nobody @"$E2E_DIR/bom.json") || fail "submit @bom.json"
+[[ $(sql "SELECT payload::text FROM bgexec.job WHERE id = $bom") == '{"bom": 1}' ]] || fail "bom payload"
 # A number jsonb holds but no double can (1e400): submit refuses it (22003;
 # the CLI's own parser too), but a job can still hold one (written past
 # submit, or by an older version): a noop completes whatever its payload; a

@@ -57,6 +57,21 @@ expect_usage 'JSON nested deeper than 512 levels' submit noop @"$E2E_DIR/deep.js
 expect_usage 'JSON holds a NUL character' submit noop '{"a": "x\u0000y"}'
 expect_usage 'duplicate key "a" in the JSON argument' submit noop '{"a": 1, "a": 2}'
 expect_usage 'duplicate key "b" in the JSON argument at x' resume 4 '{"x": {"b": 1, "b": 2}}'
+# The parser's reason, not the text echoed back; a directory is no file
+# (it read as nothing: "invalid JSON:")
+expect_usage "invalid JSON: number overflow parsing '1e400'" submit noop '{"a": 1e400}'
+expect_usage "cannot read $E2E_DIR: it is a directory" submit noop @"$E2E_DIR"
+# A duration past what an interval literal holds names its option (exit 3, unnamed)
+n70=$(printf '9%.0s' {1..70})
+expect_usage "--timeout: interval field value out of range: \"$n70\"" submit noop --timeout "$n70"
+expect_usage "--run-after: interval field value out of range" submit noop --run-after "+$n70"
+expect_usage "--timeout: interval field value out of range" schedule s '0 0 * * *' noop --timeout "$n70"
+# version takes no arguments, as every other command refuses one too many
+expect_usage 'version takes no arguments' version x
+expect_usage 'version takes no arguments' version --db x
+# Durations a worker's timers cannot hold, and a lease under a second
+expect_usage '--poll: expected a duration of at most 3110400000 seconds' worker --poll 10000000000
+expect_usage '--lease: expected a duration of at least 1 seconds' worker --lease 0.0000001
 
 # An unknown BGEXEC_LOG_LEVEL is refused by every command, naming the
 # variable and the allowed values; any case of a known one is taken.

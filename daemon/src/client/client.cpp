@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -120,11 +121,18 @@ std::string json_arg(const std::string& arg) {
     if (arg == "@-") {
       ss << std::cin.rdbuf();
     } else {
-      std::ifstream f(arg.substr(1));
-      if (!f) throw Usage("cannot read " + arg.substr(1));
+      const std::string path = arg.substr(1);
+      std::error_code ec;
+      // (a directory opens, and reads as nothing: "invalid JSON:")
+      if (std::filesystem::is_directory(path, ec)) throw Usage("cannot read " + path + ": it is a directory");
+      std::ifstream f(path);
+      if (!f) throw Usage("cannot read " + path);
       ss << f.rdbuf();
     }
     text = ss.str();
+    // A file saved with a UTF-8 byte order mark (RFC 8259 lets a reader
+    // ignore it): nlohmann skips it, the server refused it.
+    if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
   }
   // Nested past the limit, a document would overflow the stack when written
   // back out (core/json_input.hpp); a NUL is refused by jsonb; a key given
@@ -136,7 +144,9 @@ std::string json_arg(const std::string& arg) {
   if (in.error == core::JsonInput::Error::duplicate_key)
     throw Usage("duplicate key " + core::dump(in.key) + " in the JSON argument" +
                 (in.path.empty() ? "" : " at " + in.path));
-  if (!in) throw Usage("invalid JSON: " + text.substr(0, 80));
+  // The parser's message names the place and, for 1e400, the number past a
+  // double's range (the text itself was echoed, invalid UTF-8 included).
+  if (!in) throw Usage("invalid JSON: " + in.message);
   if (core::contains_nul(in.value)) throw Usage("JSON holds a NUL character (\\u0000), which PostgreSQL cannot store");
   return text;
 }
@@ -206,6 +216,21 @@ struct Session {
   std::vector<std::string> arg_names;
 };
 
+// A member of an event's data; null when the data is no object or has no
+// such member.  Event data may have any shape (a worker role appends log,
+// progress and step events of its own): it is shown, never thrown on.
+json member(const json& d, const char* key) {
+  if (!d.is_object()) return nullptr;
+  auto it = d.find(key);
+  return it == d.end() ? json() : *it;
+}
+
+// A string as itself, null as `absent`, anything else as compact JSON.
+std::string text_of(const json& v, const std::string& absent) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.is_null() ? absent : core::dump(v);
+}
+
 // One readable line per event (logs: one line per log line).
 void print_event(const json& e, bool as_json) {
   if (as_json) {
@@ -214,45 +239,53 @@ void print_event(const json& e, bool as_json) {
   }
   const std::string kind = e.value("kind", "");
   const json& d = e["data"];
-  auto step = d.is_object() && d.contains("step") && d["step"].is_string() ? d["step"].get<std::string>() : "";
+  const json step_value = member(d, "step");
+  const std::string step = step_value.is_string() ? step_value.get<std::string>() : "";
   std::ostringstream os;
   os << "[" << e.value("seq", 0) << "] ";
   if (kind == "started") {
-    os << "started (attempt " << d.value("attempt", 0) << ", worker " << d.value("worker", "?") << ")";
+    os << "started (attempt " << text_of(member(d, "attempt"), "?") << ", worker " << text_of(member(d, "worker"), "?")
+       << ")";
   } else if (kind == "step_started") {
     os << "> " << step;
   } else if (kind == "step_completed") {
-    os << "ok " << step << " " << short_json(d.value("output", json()));
+    os << "ok " << step << " " << short_json(member(d, "output"));
   } else if (kind == "step_failed") {
     // Ended from outside (a stop, the job's timeout, a shutdown, a sibling's
     // failure) rather than failed: the worker's message says which.
     static const std::set<std::string> ended = {"stopped", "job_timeout", "worker_shutdown", "sibling_failed"};
-    const json err = d.value("error", json());
-    const json reason = err.is_object() ? err.value("reason", json()) : json();
-    if (reason.is_string() && ended.count(reason.get<std::string>()) && err["message"].is_string())
-      os << "ended " << step << ": " << err["message"].get<std::string>();
+    const json err = member(d, "error");
+    const json reason = member(err, "reason");
+    const json message = member(err, "message");
+    if (reason.is_string() && ended.count(reason.get<std::string>()) && message.is_string())
+      os << "ended " << step << ": " << message.get<std::string>();
     else
       os << "FAILED " << step << ": " << short_json(err);
   } else if (kind == "log") {
-    std::string prefix = "  " + step + "|" + d.value("stream", "") + "| ";
+    std::string prefix = "  " + step + "|" + text_of(member(d, "stream"), "") + "| ";
+    json lines = member(d, "lines");
+    if (!lines.is_array()) lines = lines.is_null() ? json::array() : json::array({lines});
     bool first = true;
-    for (auto& l : d.value("lines", json::array())) {
+    for (auto& l : lines) {
       if (!first) os << "\n";
-      os << prefix << (l.is_string() ? l.get<std::string>() : core::dump(l));
+      os << prefix << text_of(l, "null");
       first = false;
     }
     std::cout << os.str().substr(os.str().find(']') + 2) << std::endl;
     return;
   } else if (kind == "progress") {
-    os << "progress " << step << " " << short_json(d.value("progress", d));
+    const json progress = member(d, "progress");
+    os << "progress " << step << " " << short_json(progress.is_null() ? d : progress);
   } else if (kind == "suspended") {
-    os << "suspended at " << step << ": " << core::dump(d.value("prompt", json(""))) << "  (bgexec resume "
+    const json prompt = member(d, "prompt");
+    os << "suspended at " << step << ": " << core::dump(prompt.is_null() ? json("") : prompt) << "  (bgexec resume "
        << e.value("job_id", 0) << " JSON)";
   } else if (kind == "completed") {
-    os << "completed " << short_json(d.value("result", json()), 2000);
+    os << "completed " << short_json(member(d, "result"), 2000);
   } else if (terminal(kind)) {
-    const json& err = d.value("error", json());
-    os << kind << ": " << (err.is_object() && err.contains("message") ? core::dump(err["message"]) : short_json(err));
+    const json err = member(d, "error");
+    const json message = member(err, "message");
+    os << kind << ": " << (message.is_null() ? short_json(err) : core::dump(message));
   } else {
     os << kind << " " << short_json(d);
   }
@@ -264,10 +297,14 @@ json row_event(const pg::Result& r, int i) {
             {"seq", std::stoi(r.get(i, "seq").value_or("0"))},
             {"kind", r.get(i, "kind").value_or("")},
             {"created_at", r.get(i, "created_at").value_or("")}};
-  // Numbers as stored (core::dump writes them back so), at any depth.
-  auto d = core::parse_json_input(r.get(i, "data").value_or("{}"), std::numeric_limits<std::size_t>::max(),
-                                  core::DuplicateKeys::last_wins, core::Numbers::exact);
-  e["data"] = d ? std::move(d.value) : json::object();
+  // Numbers as stored (core::dump writes them back so), at any depth.  Data
+  // no double reads (1e400, appended by a worker role of the user's own)
+  // is the string of its text, as status prints such a result; it was
+  // replaced by {}.
+  const std::string text = r.get(i, "data").value_or("{}");
+  auto d = core::parse_json_input(text, std::numeric_limits<std::size_t>::max(), core::DuplicateKeys::last_wins,
+                                  core::Numbers::exact);
+  e["data"] = d ? std::move(d.value) : json(text);
   return e;
 }
 
@@ -327,6 +364,18 @@ std::optional<std::string> option(const core::ParsedArgs& a, const std::string& 
   return it->second.back();
 }
 
+// A duration option's seconds as an interval literal.  Past what the
+// literal holds (a 70-digit number) a usage error naming the option, as
+// the server's own "out of range" for a shorter one is; it was exit 3,
+// naming nothing.
+std::string interval_option(const std::string& name, double secs, const std::string& given) {
+  try {
+    return core::to_pg_interval(secs);
+  } catch (const std::invalid_argument&) {
+    throw Usage(name + ": interval field value out of range: \"" + given + "\"");
+  }
+}
+
 // The job fields submit and schedule share, checked here, so a typo is a
 // usage error naming the option, not a database error.
 struct JobOptions {
@@ -342,7 +391,7 @@ JobOptions job_options(const core::ParsedArgs& a) {
   if (auto v = option(a, "--max-attempts")) o.max_attempts = int_option("--max-attempts", *v, 1, INT32_MAX);
   if (auto t = option(a, "--timeout")) {
     auto secs = core::parse_seconds(*t);
-    o.timeout = secs ? core::to_pg_interval(*secs) : *t;
+    o.timeout = secs ? interval_option("--timeout", *secs, *t) : *t;
   }
   o.concurrency_key = option(a, "--concurrency-key");
   return o;
@@ -360,7 +409,7 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
     if (!t->empty() && (*t)[0] == '+') {
       auto secs = core::parse_seconds(t->substr(1));
       if (!secs) throw Usage("--run-after +DUR: bad duration " + *t);
-      run_in = core::to_pg_interval(*secs);
+      run_in = interval_option("--run-after", *secs, *t);
     } else {
       run_after = *t;
     }
