@@ -98,6 +98,14 @@ wait_status "$big_noop" completed 20
 wait_status "$big_flow" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $big_flow") == "payload cannot be read: "*"number overflow"* ]] \
   || fail "unreadable payload: $(sql "SELECT error FROM bgexec.job WHERE id = $big_flow")"
+# run is argv, no shell, in the worker as at submit: a string written past
+# submit ran through /bin/sh -c, its templates rendered into the shell's text
+shelled=$(submit_with workflow '{"steps": [{"id": "a", "sleep": 0}]}' \
+  '{"input": {"x": "; touch '"$E2E_DIR"'/shelled"}, "steps": [{"id": "a", "run": "echo {{input.x}}"}]}') || fail "submit run string"
+wait_status "$shelled" failed 20
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $shelled") == *"run must be a non-empty array of strings (argv, no shell)"* ]] \
+  || fail "run string: $(sql "SELECT error FROM bgexec.job WHERE id = $shelled")"
+[[ ! -e $E2E_DIR/shelled ]] || fail "a run string went through a shell"
 # A resume input holding such a number: read as nothing, the completed steps
 # ran again and the job suspended again at every resume; then the job
 # failed, and retry could not mend it.  resume refuses it (22003) and the

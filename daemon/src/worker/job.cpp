@@ -840,15 +840,16 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
                                     std::string& stdout_text) {
   if (!w_.config().allow_run)
     throw StepFailure{"run steps are refused by this worker (start it with --allow-run)", false};
-  json argv = render(step["run"]);
+  // argv, no shell, as submit checks it: a string here (written past
+  // submit) ran through /bin/sh -c, its templates rendered into the
+  // shell's text.  A template may render an argument to a number: its JSON.
+  const json& run = step["run"];
+  if (!run.is_array() || run.empty() ||
+      std::any_of(run.begin(), run.end(), [](const json& a) { return !a.is_string(); }))
+    throw StepFailure{"run must be a non-empty array of strings (argv, no shell)", false};
+  json argv = render(run);
   std::vector<std::string> args;
-  if (argv.is_string()) {
-    args = {"/bin/sh", "-c", argv.get<std::string>()};
-  } else if (argv.is_array() && !argv.empty()) {
-    for (auto& a : argv) args.push_back(a.is_string() ? a.get<std::string>() : core::dump(a));
-  } else {
-    throw StepFailure{"run must be a non-empty array of arguments or a shell command string", false};
-  }
+  for (auto& a : argv) args.push_back(a.is_string() ? a.get<std::string>() : core::dump(a));
   json in = step.contains("with") ? render(step["with"]) : json();
   std::string in_text = in.is_null() ? "" : core::dump(in);
   EnvVars env = step_env(step);
