@@ -36,7 +36,7 @@
 #include "bgexec/protocol.h"
 
 PG_FUNCTION_INFO_V1(bgexec_validate_payload);
-PG_FUNCTION_INFO_V1(bgexec_doubles_fit);
+PG_FUNCTION_INFO_V1(bgexec_json_fits);
 
 /* Keys a step object may have; the order fixes the order of the checks. */
 typedef enum StepKey
@@ -101,7 +101,24 @@ typedef struct WorkflowStep
  */
 #define MAX_STEP_SECONDS INT64CONST(3110400000)
 
-static bool doubles_fit(Jsonb *jb);
+/*
+ * What a worker cannot read back of a JSON value: a number past a double's
+ * range (1e400), or containers nested deeper than its parser allows
+ * (BGEXEC_MAX_JSON_DEPTH, the daemon's core::max_json_depth).
+ */
+typedef enum JsonFit
+{
+	JSON_FITS,
+	JSON_NUMBER_OUT_OF_RANGE,
+	JSON_TOO_DEEP
+} JsonFit;
+
+/* The daemon's core::max_json_depth: the containers its parser nests. */
+#define BGEXEC_MAX_JSON_DEPTH 512
+
+static JsonFit json_fit(Jsonb *jb, int max_depth);
+static void raise_unfit(JsonFit fit, const char *what, int max_depth);
+static bool positive_as_double(const JsonbValue *v);
 static void validate_workflow(JsonbContainer *root);
 static void validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps,
 						  Numeric zero, Numeric most);
@@ -174,45 +191,86 @@ bgexec_validate_payload(PG_FUNCTION_ARGS)
 
 	/*
 	 * Every job's payload is read by a worker that reads JSON numbers as
-	 * doubles (RFC 8259 section 6), as most JSON readers do: past their
-	 * range (1e400) the job failed at run with "payload cannot be read",
-	 * and retry could not mend it.  resume() refuses such an input too.
-	 * After the workflow's checks, which name a step's field.
+	 * doubles (RFC 8259 section 6), as most JSON readers do, and nests at
+	 * most BGEXEC_MAX_JSON_DEPTH containers: past either (1e400, 600
+	 * levels) the job failed at run ("payload cannot be read", "payload
+	 * nested deeper than 512 levels"), and retry could not mend it.
+	 * resume() refuses such an input too.  After the workflow's checks,
+	 * which name a step's field.
 	 */
-	if (!doubles_fit(payload))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("payload: a number is out of range for a double precision value"),
-				 errhint("Send such a value as a string.")));
+	raise_unfit(json_fit(payload, BGEXEC_MAX_JSON_DEPTH), "payload", BGEXEC_MAX_JSON_DEPTH);
 
 	PG_RETURN_VOID();
 }
 
 /*
- * bgexec._doubles_fit(value jsonb) returns boolean: whether every number in
- * value is within a double's range (|n| <= DBL_MAX), at any depth.
- * submit_many asks it once of its whole array, and sends every element
- * through _check_submit only when it is false; resume() asks it of its
- * input.
+ * bgexec._json_fits(value jsonb, max_depth int, what text) returns boolean:
+ * whether a worker can read value back: every number within a double's
+ * range (|n| <= DBL_MAX) and at most max_depth containers nested (the top
+ * one counts).  With what NULL, false when it cannot; else it raises,
+ * naming what: 22003 for the number, 54000 for the depth.  submit_many asks
+ * it once of its whole array (what NULL), and sends every element through
+ * _check_submit only when it is false; resume() checks its input, and
+ * append_events a step_completed event's output, with it.
  */
 Datum
-bgexec_doubles_fit(PG_FUNCTION_ARGS)
+bgexec_json_fits(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(doubles_fit(PG_GETARG_JSONB_P(0)));
+	JsonFit		fit;
+	int			max_depth;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	max_depth = PG_GETARG_INT32(1);
+	fit = json_fit(PG_GETARG_JSONB_P(0), max_depth);
+	if (fit != JSON_FITS && !PG_ARGISNULL(2))
+		raise_unfit(fit, text_to_cstring(PG_GETARG_TEXT_PP(2)), max_depth);
+	PG_RETURN_BOOL(fit == JSON_FITS);
 }
 
-/* One pass over every scalar of jb; numbers compared with +-DBL_MAX. */
-static bool
-doubles_fit(Jsonb *jb)
+/* Raises for an unfit value, naming what; returns when it fits. */
+static void
+raise_unfit(JsonFit fit, const char *what, int max_depth)
+{
+	if (fit == JSON_NUMBER_OUT_OF_RANGE)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s: a number is out of range for a double precision value", what),
+				 errhint("Send such a value as a string.")));
+	if (fit == JSON_TOO_DEEP)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s nested deeper than %d levels", what, max_depth)));
+}
+
+/*
+ * One pass over jb: numbers compared with +-DBL_MAX, containers counted as
+ * they open (a raw scalar's pseudo-array is none).
+ */
+static JsonFit
+json_fit(Jsonb *jb, int max_depth)
 {
 	JsonbIterator *it = JsonbIteratorInit(&jb->root);
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	Numeric		most = NULL;
 	Numeric		least = NULL;
+	int			depth = 0;
 
 	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
 	{
+		if (tok == WJB_BEGIN_OBJECT ||
+			(tok == WJB_BEGIN_ARRAY && !v.val.array.rawScalar))
+		{
+			if (++depth > max_depth)
+				return JSON_TOO_DEEP;
+			continue;
+		}
+		if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
+		{
+			depth--;			/* a raw scalar's end too: never checked again */
+			continue;
+		}
 		if ((tok != WJB_VALUE && tok != WJB_ELEM) || v.type != jbvNumeric)
 			continue;
 		if (most == NULL)
@@ -226,9 +284,9 @@ doubles_fit(Jsonb *jb)
 														NumericGetDatum(most)));
 		}
 		if (jbv_numeric_cmp(&v, most) > 0 || jbv_numeric_cmp(&v, least) < 0)
-			return false;
+			return JSON_NUMBER_OUT_OF_RANGE;
 	}
-	return true;
+	return JSON_FITS;
 }
 
 /*
@@ -575,7 +633,7 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 						s->id)));
 	if (s->has[SK_TIMEOUT] &&
 		(s->val[SK_TIMEOUT].type != jbvNumeric ||
-		 jbv_numeric_cmp(&s->val[SK_TIMEOUT], zero) <= 0 ||
+		 !positive_as_double(&s->val[SK_TIMEOUT]) ||
 		 jbv_numeric_cmp(&s->val[SK_TIMEOUT], most) > 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -887,6 +945,25 @@ static bool
 jbv_is_nonempty_string(const JsonbValue *v)
 {
 	return v->type == jbvString && v->val.string.len > 0;
+}
+
+/*
+ * True if the jbvNumeric v is above zero as the worker reads it, a double:
+ * 1e-400 is above zero as a numeric, but strtod reads it as 0, and the
+ * worker then failed the step ("timeout must be a number of seconds > 0").
+ */
+static bool
+positive_as_double(const JsonbValue *v)
+{
+	char	   *digits;
+	double		d;
+
+	Assert(v->type == jbvNumeric);
+	digits = DatumGetCString(DirectFunctionCall1(numeric_out,
+												 NumericGetDatum(v->val.numeric)));
+	d = strtod(digits, NULL);
+	pfree(digits);
+	return d > 0;
 }
 
 /* Compares a jbvNumeric value with zero: <0, 0 or >0.  JSON has no NaN. */

@@ -211,8 +211,11 @@ CREATE TABLE bgexec.queue (
 		coalesce(max_queued, 1) >= 0 AND coalesce(max_running, 1) >= 0
 		AND coalesce(max_running_per_key, 1) >= 0),
 	-- the backoff adds at most retry_cap to now()
+	-- (no part negative: '1 mon -29 days' compares as a day, yet added to
+	-- 31 January it ends on 30 January, and the backoff is computed with it)
 	CONSTRAINT queue_backoff_sane CHECK (
 		retry_base > interval '0' AND retry_cap >= retry_base
+		AND bgexec._interval_positive(retry_base) AND bgexec._interval_positive(retry_cap)
 		AND bgexec._interval_within(retry_cap, interval '100 years'))
 );
 COMMENT ON TABLE bgexec.queue IS
@@ -485,11 +488,11 @@ CREATE FUNCTION bgexec._end_step_sessions(job_id bigint, lease bigint) RETURNS i
 COMMENT ON FUNCTION bgexec._end_step_sessions(bigint, bigint) IS
 	'terminates the sql step sessions of the job under the lease; how many (reconcile)';
 
-CREATE FUNCTION bgexec._doubles_fit(value jsonb) RETURNS boolean
-	AS 'MODULE_PATHNAME', 'bgexec_doubles_fit'
-	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION bgexec._doubles_fit(jsonb) IS
-	'true when every number in the value, at any depth, is within a double''s range (the worker reads JSON numbers as doubles)';
+CREATE FUNCTION bgexec._json_fits(value jsonb, max_depth int, what text DEFAULT NULL) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'bgexec_json_fits'
+	LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._json_fits(jsonb, int, text) IS
+	'whether a worker can read the value back: its numbers within a double''s range, at most max_depth containers nested; with what given, raises (22003, 54000) naming it instead of returning false';
 
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
@@ -959,13 +962,16 @@ CREATE FUNCTION bgexec._pid(v jsonb) RETURNS int
 $$;
 
 -- _lease_s: a worker row's lease in seconds, from the info it registered
--- with (lease_s, a positive number); 30, the daemon's default, if none.
+-- with (lease_s, a positive number, register_worker checks it); 30, the
+-- daemon's default, if none.  Bounded to a microsecond..a day for a row
+-- written by hand: make_interval reads it as a double, and 1e-400 failed
+-- every later registration of the id (22003).
 CREATE FUNCTION bgexec._lease_s(info jsonb) RETURNS numeric
 	LANGUAGE sql IMMUTABLE PARALLEL SAFE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	SELECT CASE WHEN jsonb_typeof(info->'lease_s') = 'number' AND (info->>'lease_s')::numeric > 0
-	            THEN least((info->>'lease_s')::numeric, 86400) ELSE 30 END
+	            THEN greatest(least((info->>'lease_s')::numeric, 86400), 0.000001) ELSE 30 END
 $$;
 
 CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
@@ -1018,6 +1024,16 @@ BEGIN
 		RAISE EXCEPTION 'info.host must be a string'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('host was %s', info->'host');
+	END IF;
+	-- The daemon's --lease: how long the id stays held after its last
+	-- heartbeat.  Bounded as claim's lease_for (_lease_s reads it as a
+	-- double: 1e-400 failed every later registration of the id, 22003).
+	IF coalesce(jsonb_typeof(info->'lease_s'), 'null') <> 'null'
+	   AND (CASE WHEN jsonb_typeof(info->'lease_s') <> 'number' THEN true
+	             ELSE (info->'lease_s')::numeric NOT BETWEEN 0.000001 AND 86400 END) THEN
+		RAISE EXCEPTION 'info.lease_s must be a number of seconds from 0.000001 to 86400'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('lease_s was %s', info->'lease_s');
 	END IF;
 	IF coalesce(jsonb_typeof(info->'replaces'), 'null') <> 'null' AND bgexec._pid(info->'replaces') IS NULL THEN
 		RAISE EXCEPTION 'info.replaces must be an integer'
@@ -1192,6 +1208,15 @@ BEGIN
 			      DETAIL = format('max_jobs was %s', coalesce(max_jobs::text, 'null'));
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
+	-- As await_work checks them: a NULL list claimed nothing, silently; a
+	-- 2-D array was claimed from as a flat list.  (A NULL name in the list
+	-- is no queue, as in await_work.)
+	IF queues IS NULL THEN
+		RAISE EXCEPTION 'queues must not be null' USING ERRCODE = 'invalid_parameter_value';
+	ELSIF pg_catalog.array_ndims(queues) > 1 THEN
+		RAISE EXCEPTION 'queues must be a one-dimensional array'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	-- Held until this claim commits or aborts, so unclaim() can tell when no
 	-- claim of this worker is still running.  Shared: claims never wait on
 	-- one another for it.
@@ -1444,6 +1469,12 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'pass 0 when the worker has received no lease yet';
 	END IF;
+	-- A NULL lease made "lease <> ALL (held)" NULL for every job: nothing
+	-- given back, and 0 returned as if there was nothing to give.
+	IF pg_catalog.array_ndims(held) > 1 OR pg_catalog.array_position(held, NULL) IS NOT NULL THEN
+		RAISE EXCEPTION 'held must be a one-dimensional array without nulls'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	IF NOT pg_catalog.pg_try_advisory_xact_lock(
 	         pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id)) THEN
 		RETURN NULL;
@@ -1520,6 +1551,12 @@ BEGIN
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
 	PERFORM bgexec._check_process(NULL, process);  -- its shape only
+	-- A NULL lease was answered (NULL, 'lost'), and a NULL lease's row
+	-- means 'register'.
+	IF pg_catalog.array_ndims(leases) > 1 OR pg_catalog.array_position(leases, NULL) IS NOT NULL THEN
+		RAISE EXCEPTION 'leases must be a one-dimensional array without nulls'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	-- The row is refreshed only by its own process: one that lost the id
 	-- (process given, the row naming another) still renews its leases and
 	-- drains, but does not keep the new holder's row alive (nor mark live
@@ -1594,6 +1631,8 @@ DECLARE
 	v_object boolean;
 	v_kind_ok boolean;
 	v_step text;
+	v_step_ok boolean;
+	v_output jsonb;
 BEGIN
 	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
 		RAISE EXCEPTION 'events must be a JSON array of {"kind", "data"} objects'
@@ -1604,18 +1643,24 @@ BEGIN
 	END IF;
 	v_n := jsonb_array_length(events);
 	-- The first bad event, in one pass: not an object, a kind a worker may
-	-- not append, or a step event without its step (claim's completed_steps
-	-- is keyed by data.step).
+	-- not append, a step event without its step (claim's completed_steps
+	-- is keyed by data.step), or a step's output the worker could not read
+	-- back at the job's next run (as resume's input: _json_fits).
 	SELECT x.ord - 1, jsonb_typeof(x.e) = 'object', x.e->>'kind',
 	       coalesce(x.e->>'kind', '') = ANY (c_worker_kinds),
-	       coalesce((x.e->'data'->'step')::text, 'missing')
-	  INTO v_at, v_object, v_bad, v_kind_ok, v_step
+	       coalesce((x.e->'data'->'step')::text, 'missing'),
+	       NOT coalesce(x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
+	                    AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
+	                         OR x.e->'data'->>'step' = ''), false),
+	       x.e->'data'->'output'
+	  INTO v_at, v_object, v_bad, v_kind_ok, v_step, v_step_ok, v_output
 	  FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)
 	 WHERE jsonb_typeof(x.e) <> 'object'
 	    OR coalesce(x.e->>'kind', '') <> ALL (c_worker_kinds)
 	    OR (x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
 	        AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
 	             OR x.e->'data'->>'step' = ''))
+	    OR (x.e->>'kind' = 'step_completed' AND NOT bgexec._json_fits(x.e->'data'->'output', 512))
 	 ORDER BY x.ord
 	 LIMIT 1;
 	IF FOUND AND NOT v_object THEN
@@ -1627,10 +1672,12 @@ BEGIN
 			coalesce(quote_literal(v_bad), 'null')
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'workers append step_started, step_completed, step_failed, log or progress';
-	ELSIF FOUND THEN
+	ELSIF FOUND AND NOT v_step_ok THEN
 		RAISE EXCEPTION 'events[%]: a % event''s data.step must be the step''s id, a non-empty string', v_at, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('data.step was %s', v_step);
+	ELSIF FOUND THEN
+		PERFORM bgexec._json_fits(v_output, 512, format('events[%s]: data.output', v_at));
 	END IF;
 	IF v_n = 0 THEN
 		SELECT j.last_seq INTO v_last FROM bgexec.job j
@@ -1659,7 +1706,8 @@ BEGIN
 		      FROM bgexec.job_event e
 		     WHERE e.job_id = append_events.job_id AND e.seq > append_events.after_seq
 		       AND e.kind = ANY (c_worker_kinds))
-		   = (SELECT jsonb_agg(jsonb_build_object('kind', x.v->>'kind', 'data', coalesce(x.v->'data', '{}'))
+		   = (SELECT jsonb_agg(jsonb_build_object('kind', x.v->>'kind',
+		                                          'data', coalesce(nullif(x.v->'data', 'null'), '{}'))
 		                       ORDER BY x.ord)
 		        FROM jsonb_array_elements(events) WITH ORDINALITY AS x(v, ord)) THEN
 			RETURN v_last;  -- a replay: written by the attempt whose reply was lost
@@ -1670,7 +1718,7 @@ BEGIN
 	END IF;
 	INSERT INTO bgexec.job_event (job_id, seq, kind, data)
 	SELECT append_events.job_id, v_last - v_n + e.ord::int, e.v->>'kind',
-	       coalesce(e.v->'data', '{}')
+	       coalesce(nullif(e.v->'data', 'null'), '{}')  -- as append_event's NULL
 	  FROM jsonb_array_elements(events) WITH ORDINALITY AS e(v, ord);
 	PERFORM bgexec._notify_event(append_events.job_id, v_last);
 	RETURN v_last;
@@ -2285,11 +2333,13 @@ BEGIN
 		-- Checks, set-based: an element that fails a cheap SQL test, is a
 		-- workflow, or may be over the size limit goes through
 		-- _check_submit, which raises the precise error; the rest are valid.
-		-- A number past a double's range anywhere in the array (one pass
-		-- over it) sends every element there.
+		-- A number past a double's range anywhere in the array, or a value
+		-- nested deeper than a payload may be (512 levels; the array and
+		-- its element are two more), one pass over it, sends every element
+		-- there.
 		v_limit := coalesce(pg_catalog.pg_size_bytes(
 			current_setting('bgexec.max_payload_bytes', true)), 1048576);
-		v_huge := NOT bgexec._doubles_fit(jobs);
+		v_huge := NOT bgexec._json_fits(jobs, 514);
 		PERFORM bgexec._check_submit(x.kind, coalesce(x.payload, '{}'),
 		                             coalesce(x.queue, 'default'), coalesce(x.priority, 0),
 		                             x.run_after, coalesce(x.max_attempts, 1), x.timeout, NULL,
@@ -2470,18 +2520,17 @@ DECLARE
 		current_setting('bgexec.max_payload_bytes', true)), 1048576);
 BEGIN
 	-- The input is the approval step's output, read back by every later run
-	-- of the job: bounded as a payload is, and with numbers the worker can
-	-- read (JSON numbers as doubles: past their range, every run of the job
-	-- failed reading its completed steps, and retry could not mend it).
+	-- of the job: bounded as a payload is, with numbers the worker can read
+	-- (JSON numbers as doubles) and nested no deeper than it reads (512
+	-- levels): past either, every run of the job failed reading its
+	-- completed steps, and retry could not mend it.
 	IF v_size > v_limit THEN
 		RAISE EXCEPTION 'input is % bytes, over bgexec.max_payload_bytes (%)', v_size, v_limit
 			USING ERRCODE = 'program_limit_exceeded',
 			      HINT = 'Pass a reference to large data instead, or raise bgexec.max_payload_bytes.';
 	END IF;
-	IF input IS NOT NULL AND NOT bgexec._doubles_fit(input) THEN  -- as a payload's (_validate_payload)
-		RAISE EXCEPTION 'input: a number is out of range for a double precision value'
-			USING ERRCODE = 'numeric_value_out_of_range',
-			      HINT = 'Send such a value as a string.';
+	IF input IS NOT NULL THEN  -- as a payload's (_validate_payload): 22003, 54000
+		PERFORM bgexec._json_fits(input, 512, 'input');
 	END IF;
 	IF j.status <> 'suspended' THEN
 		RETURN false;
@@ -2769,9 +2818,13 @@ CREATE FUNCTION bgexec.purge(older_than interval) RETURNS bigint
 DECLARE
 	v_n bigint;
 BEGIN
-	IF older_than IS NULL OR older_than < interval '0'
+	-- No part negative either: '-1 mon +31 days' compares as a day, but in
+	-- a 31-day month its cutoff is now(), and '-1 mon +30 days 1 hour' put
+	-- it in the future (every terminal job deleted).
+	IF older_than IS NULL
+	   OR NOT (older_than = interval '0' OR bgexec._interval_positive(older_than))
 	   OR NOT bgexec._interval_within(older_than, interval '100 years') THEN
-		RAISE EXCEPTION 'older_than must be a non-negative interval of at most 100 years'
+		RAISE EXCEPTION 'older_than must be a non-negative interval of at most 100 years, no part of it negative'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('older_than was %s', coalesce(older_than::text, 'null'));
 	END IF;

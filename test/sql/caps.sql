@@ -62,3 +62,7 @@ SELECT bgexec.configure_queue('q2', retry_base => '0 s');
 -- adds up to the cap to now())
 SELECT bgexec.configure_queue('q2', retry_cap => '101 years');
 SELECT bgexec.configure_queue('q2', retry_cap => '4000000 mons -119999000 days');
+-- a negative part in either ('1 mon -29 days' compares as a day, but is
+-- added to a date by the calendar: from 31 January it ended on 30 January)
+SELECT bgexec.configure_queue('q2', retry_cap => '1 mon -29 days');
+SELECT bgexec.configure_queue('q2', retry_base => '-1 mon +31 days 1 second', retry_cap => '2 days');

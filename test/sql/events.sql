@@ -9,6 +9,11 @@ SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, {"kind": "bogus"}]');
 -- an element that is not an object is named too, and writes nothing
 SELECT bgexec.append_events(:j, :l, '[1]');
 SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, [{"kind": "log"}]]');
+-- a step's output the worker could not read back at the job's next run
+-- (claim's completed_steps): a number past a double's range (22003), or
+-- nested deeper than 512 levels (54000), as a resume input
+SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, {"kind": "step_completed", "data": {"step": "a", "output": {"n": [1e400]}}}]');
+SELECT bgexec.append_event(:j, :l, 'step_completed', ('{"step": "a", "output": ' || repeat('[', 513) || repeat(']', 513) || '}')::jsonb);
 SELECT bgexec.append_event(:j, :l, 'progress', '{"pct": 100}');
 SELECT bgexec.finish(:j, :l, 'completed', '{}');
 SELECT gapless(:j), count(*), min(seq), max(seq) FROM bgexec.job_event WHERE job_id = :j;
@@ -27,6 +32,9 @@ SELECT bgexec.append_event(:k, :l, 'log', '{}');
 ROLLBACK;
 SELECT bgexec.append_event(:k, :l, 'log', '{}');
 SELECT gapless(:k), event_kinds(:k);
+-- data null is {} in append_events as in append_event (it was stored as null)
+SELECT bgexec.append_events(:k, :l, '[{"kind": "log", "data": null}]') AS seq \gset
+SELECT data FROM bgexec.job_event WHERE job_id = :k AND seq = :seq;
 -- notifications (proved in the isolation specs) can be turned off per session
 SET bgexec.notify_events = off;
 SELECT bgexec.append_event(:k, :l, 'log', '{}');

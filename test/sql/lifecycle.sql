@@ -52,7 +52,6 @@ SELECT array_agg(job_id ORDER BY ord) = ARRAY[:mb, :ma]::bigint[] AS merged_with
 SELECT count(*) AS only_paused FROM bgexec.claim('w1', '{mq-p}', 10);
 SELECT count(*) AS no_queues FROM bgexec.claim('w1', '{}', 10);
 SELECT count(*) AS null_queue FROM bgexec.claim('w1', ARRAY[NULL]::text[], 10);
-SELECT count(*) AS null_queues FROM bgexec.claim('w1', NULL, 10);
 SELECT paused FROM bgexec.configure_queue('mq-p', paused => false);
 SELECT count(*) AS unpaused FROM bgexec.claim('w1', '{mq-p}', 10);
 -- batch claim: at most max_jobs
@@ -78,6 +77,15 @@ SELECT * FROM bgexec.claim('w1', '{default}', 10001);
 SELECT * FROM bgexec.claim('w1', '{default}', 1, '300000 years');
 SELECT * FROM bgexec.claim('w1', '{default}', 1, '1 day 1 second');
 SELECT * FROM bgexec.heartbeat('w1', '{}', '300000 years');
+-- negative: queues NULL (it claimed nothing, silently) or two-dimensional
+-- (claimed from as a flat list), as await_work refuses them; a NULL lease
+-- in heartbeat (its answer (NULL, 'lost') looked like the 'register' row)
+\set VERBOSITY terse
+SELECT * FROM bgexec.claim('w1', NULL, 1);
+SELECT * FROM bgexec.claim('w1', '{{default,many},{other,x}}', 1);
+SELECT * FROM bgexec.heartbeat('w1', '{NULL}');
+SELECT * FROM bgexec.heartbeat('w1', '{{1},{2}}');
+\set VERBOSITY default
 -- each part bounded and none negative: these compare as a day or less, but
 -- made a lease of 525 days, a timestamp out of range (22008), a lease that
 -- ends before it starts (from 31 January)
@@ -148,6 +156,16 @@ SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15.0
 SELECT host, pid FROM bgexec.worker WHERE id = 'one';
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15e0}');
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 2147483648}');
+-- info.lease_s: a microsecond to a day (1e-400 was stored, and every later
+-- registration of the id failed reading it as a double: 22003)
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15, "lease_s": 1e-400}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15, "lease_s": 0}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15, "lease_s": 86401}');
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15, "lease_s": "30"}');
+-- (a row written by hand with one is read as a microsecond)
+UPDATE bgexec.worker SET info = info || '{"lease_s": 1e-400}' WHERE id = 'one';
+SELECT bgexec._lease_s(info) FROM bgexec.worker WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15}');
 SELECT host, pid FROM bgexec.worker WHERE id = 'one';
 -- missed its lease (60 s above; 30 s when the info gives none)
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '29 s' WHERE id = 'one';

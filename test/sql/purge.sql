@@ -31,8 +31,13 @@ SELECT count(bgexec.submit('noop', queue => 'pg')) FROM generate_series(1, 3);
 SELECT count(bgexec.stop(id)) FROM bgexec.job WHERE queue = 'pg' AND status = 'queued';
 UPDATE bgexec.job SET finished_at = now() - interval '1 day' WHERE queue = 'pg' AND status = 'cancelled';
 SELECT bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2);
--- negative: a negative interval
+-- negative: a negative interval, or one with a negative part ('-1 mon +31
+-- days' compares as a day, but its cutoff was now() in a 31-day month, and
+-- '-1 mon +30 days 1 hour' put it in the future: every terminal job deleted)
 SELECT bgexec.purge('-1 day');
+SELECT bgexec.purge('-1 mon +31 days');
+SELECT bgexec.purge('-1 mon +30 days 1 hour');
+SELECT bgexec.purge('1 day -1 hour');
 -- negative: over 100 years, or a part over it (22008 at now() - older_than)
 SELECT bgexec.purge('300000 years');
 SELECT bgexec.purge('4000000 mons -119999000 days');

@@ -19,6 +19,8 @@ SELECT bgexec.resume(:j, jsonb_build_object('big', repeat('x', 2000)));
 RESET bgexec.max_payload_bytes;
 SELECT bgexec.resume(:j, '{"v": [1, {"w": 1e400}]}');
 SELECT bgexec.resume(:j, '-1e309');
+-- nested deeper than the worker reads (512 levels, 54000): 512 is the most
+SELECT bgexec.resume(:j, ('{"a": ' || repeat('[', 512) || repeat(']', 512) || '}')::jsonb);
 SELECT status FROM bgexec.job WHERE id = :j;
 -- resume: the input becomes the approval step's output
 SELECT bgexec.resume(:j, '{"approved": true}');

@@ -123,15 +123,32 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "r
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1e400}]}')$q$);
 -- any payload: a number past a double's range, at any depth, is refused
 -- (22003; the worker reads numbers as doubles and failed the job at run);
--- the largest double passes (_doubles_fit at the bounds, last)
+-- the largest double passes (_json_fits at the bounds, last)
 SELECT * FROM try($q$SELECT bgexec.submit('noop', '{"a": 1e400}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('export', '{"a": [{"b": -2e308}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"input": {"n": 1e400}, "steps": [{"id": "a", "sleep": 1}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "action": "x", "with": {"n": 1e400}}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('noop', '{"a": 1e400}', idempotency_key => 'val-huge')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, {"kind": "noop", "payload": {"a": [[1e400]]}}]')$q$);
-SELECT bgexec._doubles_fit(v::jsonb) AS fits, v FROM (VALUES ('[1.7976931348623157e308]'),
+SELECT bgexec._json_fits(v::jsonb, 512) AS fits, v FROM (VALUES ('[1.7976931348623157e308]'),
   ('[-1.7976931348623157e308]'), ('[1.7976931348623158e308]'), ('{"a": "1e400"}'), ('[1, {"b": -1e309}]')) t(v);
+-- any payload: nested deeper than the worker reads (512 levels, the top
+-- object counted; 54000), refused: the worker failed every run of the job
+SELECT * FROM try($q$SELECT bgexec.submit('noop', ('{"a": ' || repeat('[', 512) || repeat(']', 512) || '}')::jsonb)$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', ('{"steps": [{"id": "a", "action": "x", "with": ' || repeat('[', 600) || repeat(']', 600) || '}]}')::jsonb)$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many(('[{"kind": "noop"}, {"kind": "noop", "payload": {"a": ' || repeat('[', 512) || repeat(']', 512) || '}}]')::jsonb)$q$);
+SELECT * FROM try($q$SELECT bgexec.schedule('deep', '* * * * *', 'noop', ('{"a": ' || repeat('[', 512) || repeat(']', 512) || '}')::jsonb)$q$);
+-- the deepest that passes: 512 levels, a raw scalar none
+SELECT bgexec._json_fits(('{"a": ' || repeat('[', 511) || repeat(']', 511) || '}')::jsonb, 512) AS fits_512,
+       bgexec._json_fits(('{"a": ' || repeat('[', 512) || repeat(']', 512) || '}')::jsonb, 512) AS fits_513,
+       bgexec._json_fits('1', 0) AS scalar_at_0, bgexec._json_fits('[]', 0) AS array_at_0;
+BEGIN;  -- (taken, then rolled back: this file writes nothing)
+SELECT count(*) FROM bgexec.submit_many(('[{"kind": "noop", "queue": "val-deep", "payload": {"a": ' || repeat('[', 511) || repeat(']', 511) || '}}]')::jsonb);
+ROLLBACK;
+-- a step's timeout above 0 as a double: 1e-400 is above 0 as a number, but
+-- the worker reads 0 and failed the step (its sleep of 1e-400 is 0: allowed)
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 1e-400}]}')$q$);
+SELECT bgexec._validate_payload('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 1e-300}]}') IS NULL AS valid;
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": ["A=1"]}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"A=B": "1"}}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "env": {"": "1"}}]}')$q$);
