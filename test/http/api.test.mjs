@@ -67,6 +67,29 @@ test('a submit that waited for a concurrent first submit of its key answers 200 
   }
 });
 
+test('a list page ends once its payloads, results and errors pass 4 MiB', async () => {
+  // 500 jobs of 900 kB made a 90 MB answer, held in memory for a reader
+  // that does not read.  Now the page ends early (its first job whatever
+  // its size), and next_before continues it.
+  const queue = uniq('big');
+  const ids = [];
+  const payload = { s: 'x'.repeat(900 * 1024) };
+  for (let i = 0; i < 6; i++) {
+    const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, payload } });
+    assert.equal(r.status, 201, r.text);
+    ids.push(r.body.id);
+  }
+  const p1 = await api('GET', `/v1/jobs?queue=${queue}&limit=500`, { token: A });
+  assert.equal(p1.status, 200);
+  assert.deepEqual(p1.body.jobs.map((j) => j.id), [ids[5], ids[4], ids[3], ids[2], ids[1]]);
+  assert.equal(p1.body.next_before, ids[1]);
+  assert.equal(p1.body.jobs[0].payload.s.length, 900 * 1024);
+  assert.ok(!('fetched' in p1.body.jobs[0]));
+  const p2 = await api('GET', `/v1/jobs?queue=${queue}&limit=500&before=${p1.body.next_before}`, { token: A });
+  assert.deepEqual(p2.body.jobs.map((j) => j.id), [ids[0]]);
+  assert.equal(p2.body.next_before, null);
+});
+
 test('list pages by id desc with a before cursor and filters', async () => {
   const queue = uniq('list');
   const ids = [];
