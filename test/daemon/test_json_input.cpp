@@ -22,6 +22,23 @@ TEST(JsonInput, ParsesDocuments) {
   EXPECT_TRUE(parse_json_input("null"));
 }
 
+// nlohmann ends its input at a NUL and skips a leading byte order mark:
+// {"kind": "t"}\0garbage was a valid request body, and a body after a BOM
+// was passed on to the server with it.  JSON text holds neither.
+TEST(JsonInput, RawNulAndByteOrderMarkAreSyntaxErrors) {
+  using namespace std::string_literals;
+  auto nul = parse_json_input("{\"kind\": \"t\"}\0garbage"s);
+  EXPECT_EQ(nul.error, JsonInput::Error::syntax);
+  EXPECT_EQ(nul.message, "a NUL byte at offset 13 (write \\u0000 in a string)");
+  EXPECT_EQ(parse_json_input("\"abc\"\0\"def\""s).error, JsonInput::Error::syntax);
+  EXPECT_EQ(parse_json_input("{}\0"s).error, JsonInput::Error::syntax);
+  auto bom = parse_json_input("\xEF\xBB\xBF{\"a\": 1}");
+  EXPECT_EQ(bom.error, JsonInput::Error::syntax);
+  EXPECT_EQ(bom.message, "a byte order mark (U+FEFF) before the document");
+  EXPECT_TRUE(parse_json_input("{\"a\": \"\xEF\xBB\xBF\"}"));  // U+FEFF inside a string is text
+  EXPECT_TRUE(parse_json_input(R"({"a": "\u0000"})"));       // an escaped NUL is JSON
+}
+
 TEST(JsonInput, DepthLimitIsInclusive) {
   EXPECT_TRUE(parse_json_input(nested(max_json_depth)));
   auto r = parse_json_input(nested(max_json_depth + 1));

@@ -295,6 +295,14 @@ test('every route: a wrong method is 405 with Allow, an unknown or repeated quer
     assert.equal(r.headers.get('allow'), allow, `${method} ${path}`);
     if (method !== 'HEAD') assert.equal(r.body.error.sqlstate, '08P01');
   }
+  // The path, then the method, then the query, on the schedules' routes
+  // too (their query was checked first: POST /v1/schedules?x=1 was a 400).
+  for (const [method, path, status] of [['POST', '/v1/schedules?x=1', 405], ['PATCH', '/v1/schedules/s1?x=1', 405],
+    ['GET', '/v1/schedules/s1/run?x=1', 405], ['GET', '/v1/schedules/a/b/c?x=1', 404],
+    ['GET', '/v1/schedules?x=1', 400], ['DELETE', '/v1/schedules/s1?x=1', 400]]) {
+    const r = await api(method, path, { token: A });
+    assert.equal(r.status, status, `${method} ${path}: ${r.text}`);
+  }
   for (const [method, path] of [['GET', `/v1/jobs/${id}?bogus=1`], ['GET', '/v1/queues?foo=1'],
     ['GET', `/v1/jobs/${id}/events?foo=1`], ['GET', `/v1/jobs/${id}/events?after=0&Token=x`],
     ['POST', '/v1/jobs?dry_run=1'], ['POST', `/v1/jobs/${id}/stop?force=1`], ['GET', '/metrics?x=1'],

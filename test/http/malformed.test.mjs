@@ -43,6 +43,32 @@ test('malformed JSON, unknown fields, wrong types, oversize bodies: 4xx JSON, no
   assert.equal(count(), before);
 });
 
+test('a raw NUL byte or a byte order mark in a body is malformed JSON: 400, nothing done', async () => {
+  // nlohmann ended its input at a NUL: {"kind":"t"}\0garbage created a job,
+  // {}\0garbage on stop cancelled one.  A BOM was skipped by the parser but
+  // passed on to the server: 201 without a payload, 422 naming it with one.
+  const queue = uniq('nul');
+  const before = count();
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, run_after: '2999-01-01T00:00:00Z' } });
+  const cases = [
+    ['POST', '/v1/jobs', `{"kind":"noop","queue":"${queue}"}\u0000{{{{not json`],
+    ['POST', '/v1/jobs', `{"kind":"noop","queue":"${queue}","payload":{"a":1}}\u0000`],
+    ['POST', '/v1/jobs', `\ufeff{"kind":"noop","queue":"${queue}"}`],
+    ['POST', '/v1/jobs', `\ufeff{"kind":"noop","queue":"${queue}","payload":{"a":1}}`],
+    ['POST', `/v1/jobs/${id}/stop`, '{}\u0000garbage'],
+    ['PUT', `/v1/schedules/${queue}`, '{"cron":"0 3 * * *","kind":"noop"}\u0000garbage'],
+    ['PUT', `/v1/schedules/${queue}`, '\ufeff{"cron":"0 3 * * *","kind":"noop"}'],
+  ];
+  for (const [method, path, raw] of cases) {
+    const r = await api(method, path, { token: A, raw, headers: { 'Content-Type': 'application/json' } });
+    assert.equal(r.status, 400, `${method} ${path} ${JSON.stringify(raw)}: ${r.text}`);
+    assert.match(r.body.error.message, /^request body is not valid JSON: (a NUL byte at offset \d+|a byte order mark)/);
+  }
+  assert.equal(count(), before + 1);
+  assert.equal(psql(`SELECT status FROM bgexec.job WHERE id = ${id}`), 'queued');
+  assert.equal(psql(`SELECT count(*) FROM bgexec.schedule WHERE name = '${queue}'`), '0');
+});
+
 test('garbage on the socket gets 400 or a close, and the server keeps serving', async () => {
   const before = count();
   const garbage = [

@@ -71,8 +71,9 @@ struct JsonInput {
 // `max_depth` levels: a scalar is depth 0, `[]` and `{}` are 1, `[[]]` is 2.
 // Stops reading at the first container past the limit, and with
 // DuplicateKeys::refuse at the first key its object already has.  Never
-// throws for bad input: a syntax error, a number out of double's range or
-// invalid UTF-8 is Error::syntax.
+// throws for bad input: a syntax error, a number out of double's range,
+// invalid UTF-8, a raw NUL byte anywhere or a leading byte order mark is
+// Error::syntax.
 JsonInput parse_json_input(std::string_view text, std::size_t max_depth = max_json_depth,
                            DuplicateKeys duplicates = DuplicateKeys::last_wins,
                            Numbers numbers = Numbers::doubles);

@@ -910,9 +910,11 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
                                              const std::map<std::string, std::string>& qs) {
   const auto v = req.version();
   const auto method = req.method();
-  check_params(qs, no_params);
+  // The documented order: 404 for the path, 405 for the method, then 400
+  // for the query (it came first: POST /v1/schedules?x=1 was a 400).
   if (seg.size() == 2) {
     if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD");
+    check_params(qs, no_params);
     auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
     co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json(true)));
   }
@@ -923,8 +925,12 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   const std::string name = url_decode(seg[2], false);
   if (!valid_utf8(name)) throw bad_request("schedule name in the path is not valid UTF-8");
   if (name.find('\0') != std::string::npos) throw nul_in("name");
+  const bool known_method = action ? method == bhttp::verb::post
+                                    : method == bhttp::verb::put || method == bhttp::verb::delete_ ||
+                                          method == bhttp::verb::get || method == bhttp::verb::head;
+  if (!known_method) throw method_not_allowed(action ? "POST" : "GET, HEAD, PUT, DELETE");
+  check_params(qs, no_params);
   if (action) {
-    if (method != bhttp::verb::post) throw method_not_allowed("POST");
     check_no_body(req.body());
     if (seg[3] == "run") {
       auto r = co_await pool_.query(role, "SELECT bgexec.run_schedule($1)", args(name));
@@ -961,7 +967,6 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     if (r.get(0, 0) != "t") throw not_found("schedule " + name + " does not exist");
     co_return make_json(v, bhttp::status::ok, kv("name", name, "deleted", true));
   }
-  if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD, PUT, DELETE");
   auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE name = $1", args(name), true);
   if (r.rows() == 0) throw not_found("schedule " + name + " does not exist");
   co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
