@@ -248,6 +248,19 @@ test('dashboard: schedule form creates, refuses bad input, edits, pauses, resume
     assert.deepEqual(edited.payload, { note: '<b>x</b>' });
     assert.equal(await cell(10), '');
     assert.equal(await page.$eval('#s-name', (el) => el.readOnly), false);
+    // Numbers as stored, through the row, the form and a save: a plain
+    // JSON.parse made 19.90 19.9 and the 30 digits 1.2345678901234568e+29,
+    // and saving the edited schedule stored those.
+    psql(`UPDATE bgexec.schedule SET payload = '{"note": "<b>x</b>", "price": 19.90, "big": 123456789012345678901234567890}'
+      WHERE name = '${name}'`);
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent.includes('19.90'), `${row} td:nth-child(7)`);
+    assert.equal(await cell(7), '{"big":123456789012345678901234567890,"note":"<b>x</b>","price":19.90}');
+    await page.click(`${row} button[data-act="edit"]`);
+    assert.equal(await page.inputValue('#s-payload'), '{"big":123456789012345678901234567890,"note":"<b>x</b>","price":19.90}');
+    await submit({ cron: '30 4 * * *' });
+    await page.waitForFunction((n) => document.querySelector('#s-msg').textContent.startsWith(`saved ${n}`), name);
+    assert.equal(psql(`SELECT payload::text FROM bgexec.schedule WHERE name = '${name}'`),
+      '{"big": 123456789012345678901234567890, "note": "<b>x</b>", "price": 19.90}');
 
     // Pause: the row says so and offers resume, which answers the next run.
     await page.click(`${row} button[data-act="pause"]`);

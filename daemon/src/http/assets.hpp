@@ -120,11 +120,22 @@ function say(msg, isError) {
   el.textContent = msg || '';
   el.className = isError ? 'error' : '';
 }
+// JSON with its numbers as written: the API answers 19.90 and
+// 123456789012345678901234567890 as stored, and a plain JSON.parse made
+// them 19.9 and 1.2345678901234568e+29, which saving a schedule or a
+// resume input then wrote back.  A number that would not print as written
+// becomes JSON.rawJSON of its text, which JSON.stringify writes as it
+// was (browsers without rawJSON parse as before).
+function parseJson(text) {
+  if (typeof JSON.rawJSON !== 'function') return JSON.parse(text);
+  return JSON.parse(text, (k, v, ctx) =>
+    typeof v === 'number' && ctx && typeof ctx.source === 'string' && String(v) !== ctx.source ? JSON.rawJSON(ctx.source) : v);
+}
 async function api(method, path, body) {
   const opts = {method, headers: {'Authorization': 'Bearer ' + token}};
   if (body !== undefined) { opts.headers['Content-Type'] = 'application/json'; opts.body = JSON.stringify(body); }
   const res = await fetch(path, opts);
-  const data = await res.json().catch(() => ({}));
+  const data = await res.text().then(parseJson).catch(() => ({}));
   if (!res.ok) {
     const e = new Error((data.error && data.error.message) || res.statusText);
     e.status = res.status;
@@ -191,7 +202,7 @@ async function saveSchedule() {
   }
   const text = $('#s-payload').value.trim();
   if (text) {
-    try { body.payload = JSON.parse(text); } catch (e) { scheduleMsg('payload is not valid JSON: ' + e.message, true); return; }
+    try { body.payload = parseJson(text); } catch (e) { scheduleMsg('payload is not valid JSON: ' + e.message, true); return; }
     if (body.payload === null || typeof body.payload !== 'object' || Array.isArray(body.payload)) {
       scheduleMsg('payload must be a JSON object', true);
       return;
@@ -312,7 +323,7 @@ function follow(id, after) {
     refreshing = false;
   };
   const handler = (m) => {
-    const ev = JSON.parse(m.data);
+    const ev = parseJson(m.data);
     onEvent(ev);
     lastKind = ev.kind;
     $('#stream-state').textContent = endKinds.includes(ev.kind) ? '(ended)' : '(live)';
@@ -334,7 +345,7 @@ async function act(what) {
   const id = $('#job-id').textContent;
   let body;
   if (what === 'resume' && $('#resume-input').value.trim()) {
-    try { body = JSON.parse($('#resume-input').value); } catch (e) { say('resume input is not JSON', true); return; }
+    try { body = parseJson($('#resume-input').value); } catch (e) { say('resume input is not JSON', true); return; }
   }
   try {
     const r = await api('POST', `/v1/jobs/${id}/${what}`, body);
