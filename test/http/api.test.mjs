@@ -270,6 +270,20 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   assert.equal(whole.status, 201, whole.text);
   const wj = (await api('GET', `/v1/jobs/${whole.body.id}`, { token: A })).body;
   assert.deepEqual([wj.priority, wj.max_attempts], [100, 3]);
+  const whole2 = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","queue":"${uniq('whole')}","priority":2.50e1,"max_attempts":-0.3e1,"timeout":2.50}` });
+  assert.equal(whole2.status, 422, whole2.text);  // -3 attempts: the database's range check
+  const whole3 = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","queue":"${uniq('whole')}","priority":2.50e1,"max_attempts":300e-2,"timeout":2.50}` });
+  assert.equal(whole3.status, 201, whole3.text);
+  const wj3 = (await api('GET', `/v1/jobs/${whole3.body.id}`, { token: A })).body;
+  assert.deepEqual([wj3.priority, wj3.max_attempts, wj3.timeout], [25, 3, '00:00:02.5']);
+  // A fraction a double rounds to a whole number is still a fraction: it
+  // was stored as that whole number (priority 1, max_attempts 3).
+  for (const raw of ['{"kind":"noop","priority":1.0000000000000001}', '{"kind":"noop","max_attempts":2.9999999999999999}',
+    '{"kind":"noop","priority":1e-400}']) {
+    const r = await api('POST', '/v1/jobs', { token: A, raw });
+    assert.equal(r.status, 422, `${raw}: ${r.text}`);
+    assert.match(r.body.error.message, /^(priority|max_attempts) must be an integer$/, raw);
+  }
   // The edges of the ranges are accepted.
   const ok = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('edge'), priority: -2147483648,
     max_attempts: 2147483647, timeout: 3110400000 } });

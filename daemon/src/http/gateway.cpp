@@ -384,6 +384,29 @@ const std::vector<std::string> resume_fields = {"id", "resume input"};
 // overflowed make_interval into a negative interval.
 constexpr double max_timeout_seconds = 36000.0 * 86400;
 
+// Whether a JSON number's text is a whole number: no digit other than 0
+// after the decimal point once the exponent moves it (1e3 and 2.50e1 are,
+// 1.0000000000000001 is not, although a double reads it as 1).
+bool whole_number_text(std::string_view t) {
+  if (!t.empty() && t[0] == '-') t.remove_prefix(1);
+  const auto e = t.find_first_of("eE");
+  long long exp = 0;
+  if (e != std::string_view::npos) {
+    std::string_view x = t.substr(e + 1);
+    if (!x.empty() && x[0] == '+') x.remove_prefix(1);
+    const auto [end, ec] = std::from_chars(x.data(), x.data() + x.size(), exp);
+    if (ec != std::errc{} || end != x.data() + x.size()) return false;  // past long long: no int field's
+    t = t.substr(0, e);
+  }
+  const auto dot = t.find('.');
+  std::string digits(t.substr(0, dot));
+  const long long point = static_cast<long long>(digits.size()) + exp;  // digits before the point
+  if (dot != std::string_view::npos) digits += t.substr(dot + 1);
+  for (long long i = std::max(point, 0LL); i < static_cast<long long>(digits.size()); ++i)
+    if (digits[static_cast<std::size_t>(i)] != '0') return false;
+  return true;
+}
+
 struct Submit {
   std::string sql;
   pg::Params params;
@@ -396,8 +419,9 @@ struct Submit {
 // bgexec.schedule (cron instead of run_after and idempotency_key).
 Submit build_submit(const std::string& text, const std::optional<std::string>& schedule = std::nullopt) {
   // One level more than the limit: the body object itself, so payload may
-  // nest max_json_depth levels of its own.
-  auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse);
+  // nest max_json_depth levels of its own.  Numbers exact: an int field's
+  // 1.0000000000000001 is no integer, though a double reads it as 1.
+  auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse, core::Numbers::exact);
   if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the request body");
   if (in.error == core::JsonInput::Error::too_deep) {
     // Unnamed: the limit was hit outside any member, so the body is an array.
@@ -440,8 +464,11 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   auto integer = [&](const char* f, std::int32_t lo) -> std::optional<std::string> {
     if (!body.contains(f) || body[f].is_null()) return std::nullopt;
     const auto& v = body[f];
-    const double d = v.is_number() ? v.get<double>() : 0.5;
-    if (!v.is_number_integer() && !(v.is_number_float() && std::isfinite(d) && std::trunc(d) == d))
+    // A raw number (core::Numbers::exact) is whole by its text, then read as a double.
+    const bool raw = core::is_raw_number(v);
+    const double d = raw ? core::number_of(v).value_or(0.5) : v.is_number() ? v.get<double>() : 0.5;
+    if (raw ? !whole_number_text(core::raw_number_text(v))
+            : !v.is_number_integer() && !(v.is_number_float() && std::isfinite(d) && std::trunc(d) == d))
       throw invalid(std::string(f) + " must be an integer");
     constexpr auto min = std::numeric_limits<std::int32_t>::min(), max = std::numeric_limits<std::int32_t>::max();
     const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
@@ -451,7 +478,7 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
       throw http_error(bhttp::status::unprocessable_entity, "22003",
                        std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
                            std::to_string(max));
-    return v.is_number_float() ? std::to_string(static_cast<std::int64_t>(d)) : v.dump();
+    return v.is_number_float() || raw ? std::to_string(static_cast<std::int64_t>(d)) : v.dump();
   };
   if (schedule) {
     arg("name", *schedule, "?::text");
@@ -476,11 +503,10 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   if (auto m = integer("max_attempts", 1)) arg("max_attempts", *m, "?::int");
   if (body.contains("timeout") && !body["timeout"].is_null()) {
     const auto& t = body["timeout"];
-    if (t.is_number()) {
-      double secs = t.get<double>();
-      if (!std::isfinite(secs) || secs <= 0 || secs > max_timeout_seconds)
+    if (auto secs = core::number_of(t)) {  // a raw number (2.50) too
+      if (!std::isfinite(*secs) || *secs <= 0 || *secs > max_timeout_seconds)
         throw invalid("timeout must be a positive number of seconds, at most 3110400000 (100 years)");
-      arg("timeout", t.dump(), "make_interval(secs => ?::float8)");
+      arg("timeout", core::dump(t), "make_interval(secs => ?::float8)");
     } else if (t.is_string()) {
       arg("timeout", t.get<std::string>(), "?::interval");
     } else {
