@@ -777,6 +777,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   if (seg.size() == 1 && seg[0] == "metrics") {
     if (!get) throw method_not_allowed("GET, HEAD");
     check_params(qs, no_params);
+    check_no_body(req.body());
     co_return co_await metrics(req);
   }
   if (seg.empty() || seg[0] != "v1") throw not_found("no such resource: " + path);
@@ -792,6 +793,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   if (seg.size() == 2 && seg[1] == "queues") {
     if (!get) throw method_not_allowed("GET, HEAD");
     check_params(qs, no_params);
+    check_no_body(req.body());
     auto r = co_await pool_.query(
         *role,
         "SELECT *, extract(epoch FROM oldest_queued_age)::float8 AS oldest_queued_seconds "
@@ -826,6 +828,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     std::int64_t limit = 50;
     pg::Params params(4);
     check_params(qs, list_params);
+    check_no_body(req.body());
     for (const auto& [k, val] : qs) {
       if (k == "queue") {
         if (!val.empty()) params[0] = val;
@@ -882,6 +885,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   if (seg.size() == 3) {
     if (!get) throw method_not_allowed("GET, HEAD");
     check_params(qs, no_params);
+    check_no_body(req.body());
     auto r = co_await pool_.query(*role, "SELECT * FROM bgexec.job WHERE id = $1::bigint", args(id_s), true);
     if (r.rows() == 0) throw not_found("job " + id_s + " does not exist");
     co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
@@ -941,6 +945,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   if (seg.size() == 2) {
     if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD");
     check_params(qs, no_params);
+    check_no_body(req.body());
     auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
     co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json(true)));
   }
@@ -993,6 +998,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     if (r.get(0, 0) != "t") throw not_found("schedule " + name + " does not exist");
     co_return make_json(v, bhttp::status::ok, kv("name", name, "deleted", true));
   }
+  check_no_body(req.body());  // GET, HEAD
   auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE name = $1", args(name), true);
   if (r.rows() == 0) throw not_found("schedule " + name + " does not exist");
   co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
