@@ -97,7 +97,13 @@ const nlohmann::json& walk(const nlohmann::json& root, const std::vector<std::st
       if (idx && *idx < cur->size()) next = &(*cur)[*idx];
     }
     if (next == nullptr) {
-      throw error_for(expr, owner + " \"" + join(parts, from, i + 1) + "\"");
+      std::string what = owner + " \"" + join(parts, from, i + 1) + "\"";
+      // Past an array's end, or no index: say what is there (it read as a
+      // missing field, "x.5").
+      if (cur->is_array())
+        what += " (" + (i > from ? "\"" + join(parts, from, i) + "\" is " : std::string()) + "an array of " +
+                std::to_string(cur->size()) + (cur->size() == 1 ? " item" : " items") + ")";
+      throw error_for(expr, what);
     }
     cur = next;
   }
