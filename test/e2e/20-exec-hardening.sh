@@ -67,10 +67,18 @@ prog=$("$BGEXEC" submit workflow '{"steps": [{"id": "p", "run": ["python3", "-c"
 wait_status "$prog" completed 20
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $prog AND kind = 'log'
           AND data->'lines'->>0 LIKE '::progress [[[%'") == 1 ]] || fail "deep progress line not kept as a log line"
-# A payload deeper than the limit (a server whose max_stack_depth lets
-# submit take it) fails its job, not the worker.
-deep_payload=$(psql -qXAt -c "SET max_stack_depth = '7MB'" -c "SELECT bgexec.submit('workflow',
-  ('{\"steps\": [{\"id\": \"a\", \"run\": [\"true\"]}], \"input\": ' || repeat('[', 30000) || repeat(']', 30000) || '}')::jsonb)") \
+# A payload deeper than the limit fails its job, not the worker.  submit
+# refuses one (54000), so it is written past submit: submitted, then its
+# payload replaced in the same transaction (a server whose max_stack_depth
+# lets jsonb take it).
+if sql "SELECT bgexec.submit('noop', ('{\"a\": ' || repeat('[', 512) || repeat(']', 512) || '}')::jsonb)" \
+     2>"$E2E_DIR/deep.err"; then fail "submit took a payload 513 levels deep"; fi
+grep -q "payload nested deeper than 512 levels" "$E2E_DIR/deep.err" || fail "submit error: $(cat "$E2E_DIR/deep.err")"
+deep_payload=$(psql -qXAt -c "SET max_stack_depth = '7MB'" -c "BEGIN" \
+  -c "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"a\", \"run\": [\"true\"]}]}')" \
+  -c "UPDATE bgexec.job SET payload = ('{\"steps\": [{\"id\": \"a\", \"run\": [\"true\"]}], \"input\": '
+        || repeat('[', 30000) || repeat(']', 30000) || '}')::jsonb
+      WHERE id = currval(pg_get_serial_sequence('bgexec.job', 'id'))" -c "COMMIT" | head -1) \
   || fail "submit deep payload"
 wait_status "$deep_payload" failed 20
 kill -0 "$PID_w1" || fail "worker died on a deeply nested payload"
