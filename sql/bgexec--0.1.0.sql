@@ -2820,9 +2820,11 @@ DECLARE
 BEGIN
 	-- No part negative either: '-1 mon +31 days' compares as a day, but in
 	-- a 31-day month its cutoff is now(), and '-1 mon +30 days 1 hour' put
-	-- it in the future (every terminal job deleted).
+	-- it in the future (every terminal job deleted).  Zero is zero in every
+	-- part: '1 mon -30 days' compares equal to it, and on 1 March its cutoff
+	-- was 3 March.  (As text: every part shows; the session's style both.)
 	IF older_than IS NULL
-	   OR NOT (older_than = interval '0' OR bgexec._interval_positive(older_than))
+	   OR NOT (older_than::text = (interval '0')::text OR bgexec._interval_positive(older_than))
 	   OR NOT bgexec._interval_within(older_than, interval '100 years') THEN
 		RAISE EXCEPTION 'older_than must be a non-negative interval of at most 100 years, no part of it negative'
 			USING ERRCODE = 'invalid_parameter_value',

@@ -38,6 +38,8 @@ SELECT bgexec.purge('-1 day');
 SELECT bgexec.purge('-1 mon +31 days');
 SELECT bgexec.purge('-1 mon +30 days 1 hour');
 SELECT bgexec.purge('1 day -1 hour');
+SELECT bgexec.purge('1 mon -30 days');  -- equal to 0 by comparison
+SELECT bgexec.purge('0 days') >= 0 AS zero_in_every_part;
 -- negative: over 100 years, or a part over it (22008 at now() - older_than)
 SELECT bgexec.purge('300000 years');
 SELECT bgexec.purge('4000000 mons -119999000 days');
