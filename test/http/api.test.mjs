@@ -3,22 +3,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import net from 'node:net';
-import { api, psql, claim, finish, uniq, sleep, A, BASE } from './lib.mjs';
+import { api, psql, claim, finish, uniq, sleep, rawRequest, A, BASE } from './lib.mjs';
 
 // A GET with a body (fetch refuses to send one): the raw answer.
 function getWithBody(path, body) {
-  const { hostname, port } = new URL(BASE);
-  return new Promise((resolve) => {
-    const sock = net.connect(Number(port), hostname);
-    let out = '';
-    sock.on('data', (d) => { out += d; });
-    sock.on('error', () => resolve(out));
-    sock.on('close', () => resolve(out));
-    sock.setTimeout(3000, () => sock.destroy());
-    sock.end(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`
-      + `Connection: close\r\n\r\n${body}`);
-  });
+  return rawRequest(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n`
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 test('401 without or with an unknown token, JSON error body', async () => {

@@ -7,6 +7,20 @@ export const BASE = process.env.BGEXEC_URL;
 export const A = 'token-a';
 export const B = 'token-b';
 
+// Writes raw bytes on a fresh TCP connection and returns what comes back.
+export function rawRequest(bytes, base = BASE) {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve) => {
+    const sock = net.connect(Number(port), hostname);
+    let out = '';
+    sock.on('data', (d) => { out += d; });
+    sock.on('error', () => resolve(out));
+    sock.on('close', () => resolve(out));
+    sock.setTimeout(3000, () => sock.destroy());
+    sock.end(bytes);
+  });
+}
+
 // One HTTP call; returns {status, headers, body (parsed JSON when possible), text}.
 export async function api(method, path, { token, body, raw, headers = {}, base = BASE } = {}) {
   const h = { ...headers };

@@ -2,23 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { api, psql, uniq, claim, finish, A, BASE } from './lib.mjs';
+import { api, psql, uniq, claim, finish, rawRequest, A, BASE } from './lib.mjs';
 
 const count = () => Number(psql('SELECT count(*) FROM bgexec.job'));
-
-// Writes raw bytes on a fresh TCP connection and returns what comes back.
-function rawRequest(bytes) {
-  const { hostname, port } = new URL(BASE);
-  return new Promise((resolve) => {
-    const sock = net.connect(Number(port), hostname);
-    let out = '';
-    sock.on('data', (d) => { out += d; });
-    sock.on('error', () => resolve(out));
-    sock.on('close', () => resolve(out));
-    sock.setTimeout(3000, () => sock.destroy());
-    sock.end(bytes);
-  });
-}
 
 test('malformed JSON, unknown fields, wrong types, oversize bodies: 4xx JSON, nothing written', async () => {
   const before = count();
