@@ -1645,23 +1645,21 @@ BEGIN
 	-- The first bad event, in one pass: not an object, a kind a worker may
 	-- not append, a step event without its step (claim's completed_steps
 	-- is keyed by data.step), or a step's output the worker could not read
-	-- back at the job's next run (as resume's input: _json_fits).
-	SELECT x.ord - 1, jsonb_typeof(x.e) = 'object', x.e->>'kind',
-	       coalesce(x.e->>'kind', '') = ANY (c_worker_kinds),
-	       coalesce((x.e->'data'->'step')::text, 'missing'),
-	       NOT coalesce(x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
-	                    AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
-	                         OR x.e->'data'->>'step' = ''), false),
-	       x.e->'data'->'output'
+	-- back at the job's next run (as resume's input: _json_fits).  Each
+	-- rule is written once, as a flag: the first event failing one is read.
+	SELECT c.ord - 1, c.is_object, c.e->>'kind', c.kind_ok,
+	       coalesce((c.e->'data'->'step')::text, 'missing'), c.step_ok, c.e->'data'->'output'
 	  INTO v_at, v_object, v_bad, v_kind_ok, v_step, v_step_ok, v_output
-	  FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)
-	 WHERE jsonb_typeof(x.e) <> 'object'
-	    OR coalesce(x.e->>'kind', '') <> ALL (c_worker_kinds)
-	    OR (x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
-	        AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
-	             OR x.e->'data'->>'step' = ''))
-	    OR (x.e->>'kind' = 'step_completed' AND NOT bgexec._json_fits(x.e->'data'->'output', 512))
-	 ORDER BY x.ord
+	  FROM (SELECT x.ord, x.e, jsonb_typeof(x.e) = 'object' AS is_object,
+	               coalesce(x.e->>'kind', '') = ANY (c_worker_kinds) AS kind_ok,
+	               NOT coalesce(x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
+	                            AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
+	                                 OR x.e->'data'->>'step' = ''), false) AS step_ok,
+	               x.e->>'kind' IS DISTINCT FROM 'step_completed'
+	                 OR coalesce(bgexec._json_fits(x.e->'data'->'output', 512), true) AS output_ok
+	          FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)) c
+	 WHERE NOT (c.is_object AND c.kind_ok AND c.step_ok AND c.output_ok)
+	 ORDER BY c.ord
 	 LIMIT 1;
 	IF FOUND AND NOT v_object THEN
 		RAISE EXCEPTION 'events[%]: must be a JSON object', v_at
