@@ -37,6 +37,7 @@
 
 PG_FUNCTION_INFO_V1(bgexec_validate_payload);
 PG_FUNCTION_INFO_V1(bgexec_json_fits);
+PG_FUNCTION_INFO_V1(bgexec_raw_bytes);
 
 /* Keys a step object may have; the order fixes the order of the checks. */
 typedef enum StepKey
@@ -226,6 +227,18 @@ bgexec_json_fits(PG_FUNCTION_ARGS)
 	if (fit != JSON_FITS && !PG_ARGISNULL(2))
 		raise_unfit(fit, text_to_cstring(PG_GETARG_TEXT_PP(2)), max_depth);
 	PG_RETURN_BOOL(fit == JSON_FITS);
+}
+
+/*
+ * bgexec._raw_bytes(value jsonb) returns bigint: the value's size once
+ * detoasted and decompressed, read from its header (toast_raw_datum_size,
+ * as _validate_payload bounds a payload): no copy, no text.  The gateway
+ * cuts a page of jobs by it.
+ */
+Datum
+bgexec_raw_bytes(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64((int64) toast_raw_datum_size(PG_GETARG_DATUM(0)));
 }
 
 /* Raises for an unfit value, naming what; returns when it fits. */

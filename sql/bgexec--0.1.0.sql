@@ -494,6 +494,12 @@ CREATE FUNCTION bgexec._json_fits(value jsonb, max_depth int, what text DEFAULT 
 COMMENT ON FUNCTION bgexec._json_fits(jsonb, int, text) IS
 	'whether a worker can read the value back: its numbers within a double''s range, at most max_depth containers nested; with what given, raises (22003, 54000) naming it instead of returning false';
 
+CREATE FUNCTION bgexec._raw_bytes(value jsonb) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'bgexec_raw_bytes'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._raw_bytes(jsonb) IS
+	'the value''s size detoasted and decompressed, from its header (the gateway''s page of jobs is cut by it)';
+
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -3042,7 +3048,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.purge(interval),
 	bgexec._caller(),
 	bgexec._can_see(name),
-	bgexec._inserted_here(bigint)
+	bgexec._inserted_here(bigint),
+	bgexec._raw_bytes(jsonb)
 	TO bgexec_client;
 
 GRANT EXECUTE ON FUNCTION
