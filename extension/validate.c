@@ -25,6 +25,8 @@
 #include "access/detoast.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "catalog/pg_type_d.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
@@ -38,6 +40,7 @@
 PG_FUNCTION_INFO_V1(bgexec_validate_payload);
 PG_FUNCTION_INFO_V1(bgexec_json_fits);
 PG_FUNCTION_INFO_V1(bgexec_raw_bytes);
+PG_FUNCTION_INFO_V1(bgexec_unknown_key);
 
 /* Keys a step object may have; the order fixes the order of the checks. */
 typedef enum StepKey
@@ -239,6 +242,52 @@ Datum
 bgexec_raw_bytes(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64((int64) toast_raw_datum_size(PG_GETARG_DATUM(0)));
+}
+
+/*
+ * bgexec._unknown_key(value jsonb, known text[]) returns text: the first
+ * key of the object value (in jsonb's key order) that is not in known, or
+ * NULL when every key is known or value is no object.  finish_many's items
+ * and append_events' events are read by their keys: a misspelt "result"
+ * beside "body" was dropped, and the job completed with {}.  One walk of
+ * the object's top level, nothing copied but the key returned.
+ */
+Datum
+bgexec_unknown_key(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *value = PG_GETARG_JSONB_P(0);
+	ArrayType  *known = PG_GETARG_ARRAYTYPE_P(1);
+	Datum	   *names;
+	bool	   *nulls;
+	int			n;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (!JB_ROOT_IS_OBJECT(value))
+		PG_RETURN_NULL();
+	deconstruct_array(known, TEXTOID, -1, false, TYPALIGN_INT, &names, &nulls, &n);
+	it = JsonbIteratorInit(&value->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		bool		found = false;
+
+		if (tok != WJB_KEY)
+			continue;
+		for (int i = 0; i < n && !found; i++)
+		{
+			text	   *name;
+
+			if (nulls[i])
+				continue;
+			name = DatumGetTextPP(names[i]);
+			found = VARSIZE_ANY_EXHDR(name) == v.val.string.len &&
+				memcmp(VARDATA_ANY(name), v.val.string.val, v.val.string.len) == 0;
+		}
+		if (!found)
+			PG_RETURN_TEXT_P(cstring_to_text_with_len(v.val.string.val, v.val.string.len));
+	}
+	PG_RETURN_NULL();
 }
 
 /* Raises for an unfit value, naming what; returns when it fits. */

@@ -500,6 +500,12 @@ CREATE FUNCTION bgexec._raw_bytes(value jsonb) RETURNS bigint
 COMMENT ON FUNCTION bgexec._raw_bytes(jsonb) IS
 	'the value''s size detoasted and decompressed, from its header (the gateway''s page of jobs is cut by it)';
 
+CREATE FUNCTION bgexec._unknown_key(value jsonb, known text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'bgexec_unknown_key'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._unknown_key(jsonb, text[]) IS
+	'the first key of the object value not in known; NULL when there is none or value is no object (finish_many items, append_events events)';
+
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -1639,6 +1645,7 @@ DECLARE
 	v_step text;
 	v_step_ok boolean;
 	v_output jsonb;
+	v_unknown text;
 BEGIN
 	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
 		RAISE EXCEPTION 'events must be a JSON array of {"kind", "data"} objects'
@@ -1648,15 +1655,18 @@ BEGIN
 		RAISE EXCEPTION 'after_seq must not be negative' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	v_n := jsonb_array_length(events);
-	-- The first bad event, in one pass: not an object, a kind a worker may
-	-- not append, a step event without its step (claim's completed_steps
+	-- The first bad event, in one pass: not an object, a key but kind and
+	-- data (a misspelt "data" was stored as {}), a kind a worker may not
+	-- append, a step event without its step (claim's completed_steps
 	-- is keyed by data.step), or a step's output the worker could not read
 	-- back at the job's next run (as resume's input: _json_fits).  Each
 	-- rule is written once, as a flag: the first event failing one is read.
 	SELECT c.ord - 1, c.is_object, c.e->>'kind', c.kind_ok,
-	       coalesce((c.e->'data'->'step')::text, 'missing'), c.step_ok, c.e->'data'->'output'
-	  INTO v_at, v_object, v_bad, v_kind_ok, v_step, v_step_ok, v_output
+	       coalesce((c.e->'data'->'step')::text, 'missing'), c.step_ok, c.e->'data'->'output',
+	       c.unknown
+	  INTO v_at, v_object, v_bad, v_kind_ok, v_step, v_step_ok, v_output, v_unknown
 	  FROM (SELECT x.ord, x.e, jsonb_typeof(x.e) = 'object' AS is_object,
+	               bgexec._unknown_key(x.e, '{kind,data}') AS unknown,
 	               coalesce(x.e->>'kind', '') = ANY (c_worker_kinds) AS kind_ok,
 	               NOT coalesce(x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
 	                            AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
@@ -1664,11 +1674,15 @@ BEGIN
 	               x.e->>'kind' IS DISTINCT FROM 'step_completed'
 	                 OR coalesce(bgexec._json_fits(x.e->'data'->'output', 512), true) AS output_ok
 	          FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)) c
-	 WHERE NOT (c.is_object AND c.kind_ok AND c.step_ok AND c.output_ok)
+	 WHERE NOT (c.is_object AND c.unknown IS NULL AND c.kind_ok AND c.step_ok AND c.output_ok)
 	 ORDER BY c.ord
 	 LIMIT 1;
 	IF FOUND AND NOT v_object THEN
 		RAISE EXCEPTION 'events[%]: must be a JSON object', v_at
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'each event is an object {"kind", "data"}';
+	ELSIF FOUND AND v_unknown IS NOT NULL THEN
+		RAISE EXCEPTION 'events[%]: unknown field %', v_at, quote_literal(v_unknown)
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each event is an object {"kind", "data"}';
 	ELSIF FOUND AND NOT v_kind_ok THEN
@@ -1867,12 +1881,14 @@ BEGIN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	-- The first bad item, by position: job_id and lease JSON numbers, a
-	-- terminal or suspended outcome.  (A number that is no bigint fails in
+	-- The first bad item, by position: no key but these four (a "result"
+	-- beside or instead of "body" was dropped: the job completed with {}),
+	-- job_id and lease JSON numbers, a terminal or suspended outcome.  (A number that is no bigint fails in
 	-- its cast below, 22P02 or 22003 quoting it: checking every item for it
 	-- here cost 1.6 us a job, a percent of the drain's backend CPU.)
 	SELECT min(x.ord) FILTER (WHERE NOT coalesce(
 	           jsonb_typeof(x.i) = 'object'
+	           AND bgexec._unknown_key(x.i, '{job_id,lease,outcome,body}') IS NULL
 	           AND jsonb_typeof(x.i->'job_id') = 'number'
 	           AND jsonb_typeof(x.i->'lease') = 'number'
 	           AND x.i->>'outcome' IN ('completed', 'failed', 'cancelled', 'timed_out', 'suspended'),
@@ -1881,6 +1897,8 @@ BEGIN
 	  INTO v_at, v_other FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
 	IF v_at IS NOT NULL THEN
 		SELECT CASE WHEN jsonb_typeof(x.i) <> 'object' THEN 'must be a JSON object'
+		            WHEN bgexec._unknown_key(x.i, '{job_id,lease,outcome,body}') IS NOT NULL
+		            THEN format('unknown field %s', quote_literal(bgexec._unknown_key(x.i, '{job_id,lease,outcome,body}')))
 		            WHEN jsonb_typeof(x.i->'job_id') IS DISTINCT FROM 'number'
 		            THEN format('job_id must be an integer (was %s)', coalesce((x.i->'job_id')::text, 'missing'))
 		            WHEN jsonb_typeof(x.i->'lease') IS DISTINCT FROM 'number'

@@ -106,3 +106,16 @@ SELECT * FROM bgexec.finish_many('[{"job_id": 1e30, "lease": 1, "outcome": "comp
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "outcome": "completed"}]');
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1}]');
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "completed"}, 7]');
+-- negative: an unknown key, named (a "result" beside or instead of "body"
+-- was dropped, and the job completed with {}); nothing is written
+SELECT bgexec.submit('noop', queue => 'fk') AS kj \gset
+SELECT lease AS kl FROM bgexec.claim('w4', '{fk}', 1) \gset
+SELECT * FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', :kj, 'lease', :kl, 'outcome', 'completed', 'result', '{"n": 1}'::jsonb)));
+SELECT * FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', :kj, 'lease', :kl, 'outcome', 'completed', 'body', '{"n": 1}'::jsonb),
+         jsonb_build_object('job_id', :kj, 'lease', :kl, 'outcome', 'failed', 'Body', '{}'::jsonb)));
+SELECT status, result, terminal_events(id) FROM bgexec.job WHERE id = :kj;
+SELECT status FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', :kj, 'lease', :kl, 'outcome', 'completed', 'body', '{"n": 1}'::jsonb)));
+SELECT status, result, terminal_events(id) FROM bgexec.job WHERE id = :kj;
