@@ -20,6 +20,17 @@ test('401 without or with an unknown token, JSON error body', async () => {
   }
 });
 
+test('the token after one or more spaces (RFC 9110: 1*SP), in a scheme of any case', async () => {
+  for (const auth of [`Bearer ${A}`, `Bearer  ${A}`, `bearer   ${A}`, `BEARER ${A}  `]) {
+    const r = await fetch(`${BASE}/v1/queues`, { headers: { Authorization: auth } });
+    assert.equal(r.status, 200, auth);
+  }
+  for (const auth of [`Bearer`, `Bearer   `, `Bearer${A}`, `Basic ${A}`]) {
+    const r = await fetch(`${BASE}/v1/queues`, { headers: { Authorization: auth } });
+    assert.equal(r.status, 401, auth);
+  }
+});
+
 test('submit 201, idempotent resubmit 200 with the same id, get 200, unknown 404', async () => {
   const queue = uniq('q');
   const key = uniq('key');

@@ -618,9 +618,12 @@ const std::string* Gateway::authenticate(const Request& req,
                                          bool allow_query_token) const {
   std::string token;
   auto auth = req[bhttp::field::authorization];
-  if (auth.size() > 7 && beast::iequals(auth.substr(0, 7), "Bearer "))
-    token = std::string(auth.substr(7));
-  else if (allow_query_token)
+  if (auth.size() > 7 && beast::iequals(auth.substr(0, 7), "Bearer ")) {
+    // One or more spaces after the scheme (RFC 9110 11.4: 1*SP).
+    auto rest = auth.substr(7);
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    token = std::string(rest);
+  } else if (allow_query_token)
     if (auto it = qs.find("token"); it != qs.end()) token = it->second;
   while (!token.empty() && token.back() == ' ') token.pop_back();
   if (token.empty()) return nullptr;
