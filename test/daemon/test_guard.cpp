@@ -138,6 +138,27 @@ TEST(Guard, StopsWhatCarriesALiveStepsMarker) {
   kill_and_reap(other);
 }
 
+TEST(Guard, StopsAStepWhoseWorkerDiedAsItSpawnedIt) {
+  // The worker announces a step's marker before the spawn; killed between
+  // the spawn and its started(), it left the step running, unknown to the
+  // guard, beside the job's next attempt (e2e 29-chaos).
+  pid_t g = start_guard(0.2);
+  guard::spawning(marker("9"));
+  pid_t step = start({"sleep", "30"}, marker_env("9"));  // spawned, never reported
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(step), SIGTERM) << "a step spawned as its worker died ran on";
+}
+
+TEST(Guard, AFailedSpawnWithdrawsItsMarker) {
+  pid_t g = start_guard(0.2);
+  guard::spawning(marker("11"));
+  guard::spawn_failed(marker("11"));
+  pid_t other = start({"sleep", "30"}, marker_env("11"));  // not the worker's step
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(other, 0.3), 0) << "the guard stopped a process of a spawn that failed";
+  kill_and_reap(other);
+}
+
 TEST(Guard, KillsWhatIgnoresTermAfterTheGrace) {
   pid_t g = start_guard(0.2);
   // SIG_IGN is inherited across exec: both the shell and its sleep ignore TERM.
@@ -291,6 +312,17 @@ TEST(GuardFence, AFenceToldBeforeTheStepStartsCounts) {
   pid_t step = job_step("b");  // started after its fence: stopped at once
   EXPECT_EQ(ended_by(step, 2), SIGTERM);
   guard::ended(step);
+  release_and_wait(g);
+}
+
+TEST(GuardFence, AStepBeingSpawnedIsStoppedAtItsJobsFence) {
+  // The worker stopped (SIGSTOP) between the spawn and its started(): the
+  // fence sent with the announcement covers the step.
+  pid_t g = start_guard(0.2);
+  guard::fence(job_id("sp"), in_ms(300));
+  guard::spawning(marker("sp"));
+  pid_t step = start({"sleep", "30"}, marker_env("sp"));
+  EXPECT_EQ(ended_by(step), SIGTERM) << "a step whose worker stopped as it spawned it ran past its fence";
   release_and_wait(g);
 }
 

@@ -216,15 +216,22 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   av.push_back(nullptr);
   for (const auto& e : env) ev.push_back(const_cast<char*>(e.c_str()));
   ev.push_back(nullptr);
+  // The guard hears of the step before it exists: a worker killed between
+  // the spawn and started() would leave it running, unknown to the guard.
+  std::string marker = marker_of(env);
+  guard::spawning(marker);
   pid_t pid = -1;
   int rc = argv[0].find('/') == std::string::npos
                ? posix_spawnp(&pid, av[0], &fa, &sa.attr, av.data(), ev.data())
                : posix_spawn(&pid, av[0], &fa, &sa.attr, av.data(), ev.data());
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::system_error(rc, std::generic_category(), "spawn " + argv[0]);
+  if (rc != 0) {
+    guard::spawn_failed(marker);
+    throw std::system_error(rc, std::generic_category(), "spawn " + argv[0]);
+  }
   int pin = in.take(1), pout = out.take(0), perr = err.take(0);
   for (int f : {pin, pout, perr}) ::fcntl(f, F_SETFL, ::fcntl(f, F_GETFL) | O_NONBLOCK);
-  auto c = std::shared_ptr<Child>(new Child(ex, pid, pin, pout, perr, marker_of(env)));  // private ctor
+  auto c = std::shared_ptr<Child>(new Child(ex, pid, pin, pout, perr, std::move(marker)));  // private ctor
   guard::started(pid, c->marker_);
   c->poll();  // it may already be gone
   return c;

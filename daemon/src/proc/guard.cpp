@@ -35,7 +35,10 @@ using Clock = std::chrono::steady_clock;
 // One record: a header, then `len` bytes of payload, at most PIPE_BUF bytes
 // in all.  The pipe is a byte stream with one writer: the guard takes the
 // records from it whole, however the writes cut them.
-//   'S' a step's group started: pid = its id, payload = its marker
+//   'P' a step is about to be spawned: payload = its marker
+//   'Q' that spawn failed: payload = its marker
+//   'S' a step's group started: pid = its id, payload = its marker (the
+//       marker's 'P', if one was sent, is settled)
 //   'E' it ended (its leader reaped): pid
 //   'F' a job's fence: payload = the point (steady clock nanoseconds, 8
 //       bytes; both processes' steady clock is CLOCK_MONOTONIC), then the job id
@@ -91,6 +94,7 @@ struct Setup {
   std::string exe, worker_id;
   double grace_s = 0.5;
   std::map<pid_t, std::string> live;
+  std::map<std::string, int> announced;  // markers of spawns in progress
   std::map<std::string, JobFence, std::less<>> fences;
   Clock::time_point restarted{};  // epoch: never
 };
@@ -146,6 +150,8 @@ bool restart(std::string& error) {
   s.restarted = now;
   if (!spawn_guard(error)) return false;
   for (const auto& [pgid, marker] : s.live) enqueue('S', pgid, marker);
+  for (const auto& [marker, n] : s.announced)
+    for (int i = 0; i < n; ++i) enqueue('P', 0, marker);
   for (auto& [job, f] : s.fences)
     if ((f.sent = f.groups > 0)) enqueue_fence(job, f.at);
   if (flush()) return true;
@@ -183,18 +189,18 @@ void deliver() {
 }
 
 // The guard's work once the worker is gone: live maps each step's group id to
-// its marker.  What is the steps' is found anew in each round, as it forks
-// and dies: every live (not zombie) process in a step's group or carrying a
-// live step's marker.
-void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const std::string& worker_id,
-                const char* why) {
-  std::set<std::string> markers;
+// its marker, announced holds the markers of steps being spawned.  What is
+// the steps' is found anew in each round, as it forks and dies: every live
+// (not zombie) process in a step's group or carrying a live or announced
+// step's marker.
+void stop_steps(const std::map<pid_t, std::string>& live, const std::set<std::string>& announced,
+                double grace_s, const std::string& worker_id, const char* why) {
+  std::set<std::string> markers = announced;
   std::set<std::string, std::less<>> jobs;  // for the log
-  for (const auto& [pgid, marker] : live) {
-    if (marker.empty()) continue;
-    markers.insert(marker);
+  for (const auto& [pgid, marker] : live)
+    if (!marker.empty()) markers.insert(marker);
+  for (const auto& marker : markers)
     if (auto job = job_of(marker); !job.empty()) jobs.emplace(job);
-  }
   const pid_t self = ::getpid();
   auto ours = [&] {
     std::vector<pid_t> found;
@@ -209,12 +215,22 @@ void stop_steps(const std::map<pid_t, std::string>& live, double grace_s, const 
   };
   // The groups first, whole: a process forking now lands in one of them.
   for (const auto& [pgid, marker] : live) ::kill(-pgid, SIGTERM);
+  std::set<pid_t> termed;
+  auto term = [&](const std::vector<pid_t>& pids) {
+    for (pid_t pid : pids)
+      if (termed.insert(pid).second) ::kill(pid, SIGTERM);
+  };
   auto left = ours();
-  for (pid_t pid : left) ::kill(pid, SIGTERM);
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
-  while (!left.empty() && Clock::now() < deadline) {
+  term(left);
+  auto now = Clock::now();
+  auto deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  // A step spawned as the worker died carries its marker once it has
+  // exec'd: looked for a moment longer, even with nothing found yet.
+  auto settle = now + (announced.empty() ? Clock::duration::zero() : std::chrono::milliseconds(200));
+  while ((!left.empty() && Clock::now() < deadline) || Clock::now() < settle) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     left = ours();
+    term(left);
   }
   // Then KILL whatever is left, and what comes of it, for a second at most
   // (one in uninterruptible sleep dies only when it wakes).
@@ -299,18 +315,58 @@ bool spawn_guard(std::string& error) {
 
 pid_t pid() { return guard_pid(); }
 
+namespace {
+
+// Settles a marker spawning() announced: false when it was not.
+bool settle_announced(const std::string& marker) {
+  auto& announced = setup().announced;
+  auto it = announced.find(marker);
+  if (it == announced.end()) return false;
+  if (--it->second == 0) announced.erase(it);
+  return true;
+}
+
+}  // namespace
+
 void started(pid_t pgid, const std::string& marker) {
   // A marker too long for one record guards the group alone.
   std::string m(marker.size() > max_marker ? std::string_view() : marker);
   Setup& s = setup();
   s.live[pgid] = m;
   enqueue('S', pgid, m);
+  // Announced, its job's fence counted it already.
+  if (settle_announced(m)) {
+    deliver();
+    return;
+  }
   auto job = job_of(m);
   if (auto f = s.fences.find(job); !job.empty() && f != s.fences.end()) {
     ++f->second.groups;
     f->second.sent = true;
     enqueue_fence(f->first, f->second.at);
   }
+  deliver();
+}
+
+void spawning(const std::string& marker) {
+  if (marker.empty() || marker.size() > max_marker) return;
+  Setup& s = setup();
+  ++s.announced[marker];
+  enqueue('P', 0, marker);
+  auto job = job_of(marker);
+  if (auto f = s.fences.find(job); !job.empty() && f != s.fences.end()) {
+    ++f->second.groups;
+    f->second.sent = true;
+    enqueue_fence(f->first, f->second.at);
+  }
+  deliver();
+}
+
+void spawn_failed(const std::string& marker) {
+  if (!settle_announced(marker)) return;
+  Setup& s = setup();
+  if (auto f = s.fences.find(job_of(marker)); f != s.fences.end() && f->second.groups > 0) --f->second.groups;
+  enqueue('Q', 0, marker);
   deliver();
 }
 
@@ -348,6 +404,7 @@ void forget(const std::string& job) {
 
 void release() {
   setup().live.clear();
+  setup().announced.clear();
   setup().fences.clear();
   setup().exe.clear();  // none started again
   if (fd() >= 0) drop();
@@ -363,44 +420,54 @@ int main(const std::vector<std::string>& args) {
   if (!(grace_s >= 0 && grace_s < 3600)) grace_s = 0.5;
   std::string worker_id = args.size() > 1 ? args[1] : "";
   std::map<pid_t, std::string> live;
+  std::map<std::string, int> announced;  // markers of steps being spawned
   std::map<std::string, Clock::time_point, std::less<>> fences;
-  // The live groups of the jobs whose fence is at or before `t`.
-  auto fenced_by = [&](Clock::time_point t) {
-    std::map<pid_t, std::string> due;
-    for (const auto& [pgid, marker] : live)
-      if (auto f = fences.find(job_of(marker)); f != fences.end() && f->second <= t) due.emplace(pgid, marker);
-    return due;
+  auto markers_of = [](const std::map<std::string, int>& m) {
+    std::set<std::string> out;
+    for (const auto& [marker, n] : m) out.insert(marker);
+    return out;
   };
+  // The fence of the job a marker names, or fences.end().
+  auto fence_of = [&](const std::string& marker) { return fences.find(job_of(marker)); };
   std::string buf;
   char chunk[PIPE_BUF * 4];
   for (;;) {
     // Until the first fence of a job with steps live, or for ever.
     int timeout_ms = -1;
     auto now = Clock::now();
-    for (const auto& [pgid, marker] : live) {
-      auto f = fences.find(job_of(marker));
-      if (f == fences.end()) continue;
+    auto until = [&](const std::string& marker) {
+      auto f = fence_of(marker);
+      if (f == fences.end()) return;
       auto ms = std::chrono::ceil<std::chrono::milliseconds>(f->second - now).count();
       ms = std::clamp<decltype(ms)>(ms, 0, 60000);
       if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(ms);
-    }
+    };
+    for (const auto& [pgid, marker] : live) until(marker);
+    for (const auto& [marker, n] : announced) until(marker);
     if (timeout_ms == 0) {
       // The worker has not renewed these jobs' leases in time: were it able
       // to act, its lease guard would have given them up by now.  They stay
       // in `live` until the worker reaps them (their ids cannot be reused
-      // before), and are stopped again at the end should it never.
-      auto due = fenced_by(now);
+      // before), and are stopped again at the end should it never.  So are
+      // the steps it was spawning.
+      std::map<pid_t, std::string> due;
+      std::set<std::string> due_announced;
+      for (const auto& [pgid, marker] : live)
+        if (auto f = fence_of(marker); f != fences.end() && f->second <= now) due.emplace(pgid, marker);
+      for (const auto& [marker, n] : announced)
+        if (auto f = fence_of(marker); f != fences.end() && f->second <= now) due_announced.insert(marker);
       for (const auto& [pgid, marker] : due) fences.erase(std::string(job_of(marker)));
+      for (const auto& marker : due_announced) fences.erase(std::string(job_of(marker)));
       // In a child of its own: a stop takes up to the kill grace and a
       // second, and the fences of other jobs that pass meanwhile must be
       // kept on time.  Here, when no child can be had.
       const char* why = "worker did not renew its leases in time: their steps were stopped";
       pid_t stopper = ::fork();
       if (stopper == 0) {
-        stop_steps(due, grace_s, worker_id, why);
+        stop_steps(due, due_announced, grace_s, worker_id, why);
         std::_Exit(0);
       }
-      if (stopper < 0) stop_steps(due, grace_s, worker_id, why);
+      if (stopper < 0) stop_steps(due, due_announced, grace_s, worker_id, why);
       continue;
     }
     pollfd in{0, POLLIN, 0};
@@ -418,8 +485,11 @@ int main(const std::vector<std::string>& args) {
       std::memcpy(&h, buf.data() + at, sizeof h);
       if (buf.size() - at < sizeof h + h.len) break;
       std::string payload = buf.substr(at + sizeof h, h.len);
-      if (h.op == 'S') {
-        live[h.pid] = std::move(payload);
+      if (h.op == 'P') {
+        ++announced[payload];
+      } else if (h.op == 'Q' || h.op == 'S') {
+        if (auto a = announced.find(payload); a != announced.end() && --a->second == 0) announced.erase(a);
+        if (h.op == 'S') live[h.pid] = std::move(payload);
       } else if (h.op == 'E') {
         live.erase(h.pid);
       } else if (h.op == 'F' && payload.size() > sizeof(std::int64_t)) {
@@ -433,7 +503,8 @@ int main(const std::vector<std::string>& args) {
     }
     buf.erase(0, at);
   }
-  if (!live.empty()) stop_steps(live, grace_s, worker_id, "worker gone: its steps were stopped");
+  if (!live.empty() || !announced.empty())
+    stop_steps(live, markers_of(announced), grace_s, worker_id, "worker gone: its steps were stopped");
   return 0;
 }
 

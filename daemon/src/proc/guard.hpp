@@ -32,6 +32,16 @@ pid_t pid();
 void started(pid_t pgid, const std::string& marker);
 void ended(pid_t pgid);
 
+// Before a step with this marker is spawned: a worker killed (or stopped)
+// between the spawn and started() left a process the guard was never told
+// of, which ran on beside the job's next attempt (e2e 29-chaos).  The guard
+// stops what carries an announced marker as it does a live step's; the
+// spawn's outcome follows: started() with the same marker, or
+// spawn_failed().  An empty marker (or one too long for a record) is not
+// announced: nothing could find its process.
+void spawning(const std::string& marker);
+void spawn_failed(const std::string& marker);
+
 // The point by which the worker must have renewed the lease of the job
 // whose marker's BGEXEC_JOB_ID is `job` (its own lease guard gives the job
 // up there).  Once it passes, the guard stops that job's steps itself, the
