@@ -318,6 +318,18 @@ pid_t pid() { return guard_pid(); }
 namespace {
 
 // Settles a marker spawning() announced: false when it was not.
+// A step of the marker's job starts (or is being spawned): the job's fence
+// counts it, and goes to the guard with it.
+void count_group(const std::string& marker) {
+  auto job = job_of(marker);
+  auto& fences = setup().fences;
+  if (auto f = fences.find(job); !job.empty() && f != fences.end()) {
+    ++f->second.groups;
+    f->second.sent = true;
+    enqueue_fence(f->first, f->second.at);
+  }
+}
+
 bool settle_announced(const std::string& marker) {
   auto& announced = setup().announced;
   auto it = announced.find(marker);
@@ -335,16 +347,7 @@ void started(pid_t pgid, const std::string& marker) {
   s.live[pgid] = m;
   enqueue('S', pgid, m);
   // Announced, its job's fence counted it already.
-  if (settle_announced(m)) {
-    deliver();
-    return;
-  }
-  auto job = job_of(m);
-  if (auto f = s.fences.find(job); !job.empty() && f != s.fences.end()) {
-    ++f->second.groups;
-    f->second.sent = true;
-    enqueue_fence(f->first, f->second.at);
-  }
+  if (!settle_announced(m)) count_group(m);
   deliver();
 }
 
@@ -353,12 +356,7 @@ void spawning(const std::string& marker) {
   Setup& s = setup();
   ++s.announced[marker];
   enqueue('P', 0, marker);
-  auto job = job_of(marker);
-  if (auto f = s.fences.find(job); !job.empty() && f != s.fences.end()) {
-    ++f->second.groups;
-    f->second.sent = true;
-    enqueue_fence(f->first, f->second.at);
-  }
+  count_group(marker);
   deliver();
 }
 
