@@ -169,6 +169,19 @@ TEST(Masker, JsonEscapedForms) {
   EXPECT_EQ(m.mask(R"(pa\"ss\\wor)"), R"(pa\"ss\\wor)");
 }
 
+TEST(Masker, SlashEscapedForms) {
+  // PHP's json_encode writes every '/' as "\/" (tokens often hold one):
+  // the text then held the secret one unescape away from its value.
+  Masker m;
+  m.add("sk/live-42/\xc3\xa4");  // "sk/live-42/ä"
+  EXPECT_EQ(m.mask(R"({"t": "sk\/live-42\/\u00e4"})"), R"({"t": "***"})");
+  EXPECT_EQ(m.mask(R"({"t": "sk\/live-42\/\u00E4"})"), R"({"t": "***"})");
+  EXPECT_EQ(m.mask("{\"t\": \"sk\\/live-42\\/\xc3\xa4\"}"), R"({"t": "***"})");
+  EXPECT_EQ(m.mask(R"({"t": "sk/live-42/\u00e4"})"), R"({"t": "***"})");
+  // and what is not the secret stays
+  EXPECT_EQ(m.mask(R"(sk\/live-43)"), R"(sk\/live-43)");
+}
+
 TEST(Masker, JsonEscapedFormsOfInvalidUtf8) {
   Masker m;
   m.add("bad\xff\"x");  // no encoder writes it; the raw form is masked

@@ -50,6 +50,18 @@ std::string upper_hex(const std::string& escaped) {
   return out;
 }
 
+// escaped with every '/' written as the escape \/, as PHP's json_encode
+// (and others) write it.  No '/' of escaped is escaped already: the
+// encoders above write '/' bare.
+std::string slash_escaped(const std::string& escaped) {
+  std::string out;
+  for (char c : escaped) {
+    if (c == '/') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 // The secret and its JSON-escaped forms, each registered once.
@@ -57,6 +69,11 @@ void Masker::add(std::string secret) {
   if (secret.empty()) return;
   for (bool ascii : {false, true}) {
     if (auto escaped = json_escaped(secret, ascii)) {
+      if (escaped->find('/') != std::string::npos) {
+        std::string slashed = slash_escaped(*escaped);
+        insert(upper_hex(slashed));
+        insert(std::move(slashed));
+      }
       insert(upper_hex(*escaped));
       insert(std::move(*escaped));
     }

@@ -348,7 +348,11 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
     if (in) {
       if (masked.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);  // as parse_output
       log_bytes_ += masked.size();
-      pending_logs_.push_back({{"kind", "progress"}, {"data", {{"step", id}, {"progress", std::move(in.value)}}}});
+      // Masked again once parsed, as a step's output is: an escape the
+      // text's masking did not know ("\u0073" for an 's') decodes to the
+      // secret itself.
+      pending_logs_.push_back(
+          {{"kind", "progress"}, {"data", {{"step", id}, {"progress", masker_.mask_json(in.value)}}}});
       ++pending_lines_;
       arm_flush();
       return;
@@ -361,8 +365,9 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
   }
   log_bytes_ += masked.size();
   if (!pending_logs_.empty()) {
+    // find, not []: a progress event has no "stream", and [] added one (null).
     auto& last = pending_logs_.back()["data"];
-    if (last["step"] == id && last["stream"] == stream) {
+    if (auto st = last.find("stream"); last["step"] == id && st != last.end() && *st == stream) {
       last["lines"].push_back(std::move(masked));
       ++pending_lines_;
       arm_flush();
