@@ -29,6 +29,13 @@ wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the step's grou
 # the wait was sent (it ended the job after 1.4-1.5 s when it did)
 ran=$(sql "SELECT extract(epoch FROM finished_at - started_at) FROM bgexec.job WHERE id = $id")
 awk -v r="$ran" 'BEGIN {exit !(r >= 1.95)}' || fail "timed out ${ran}s after it started, before its 2 s timeout"
+# ended by the worker at its deadline, not by reconcile after a lease
+# check: the step it was running is closed with reason job_timeout, and the
+# worker logs the stop (both missing when its deadline timer is not armed:
+# reconcile still timed the job out, and a 'lost' heartbeat ended the step)
+[[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed' AND data->>'step' = 'slow'") == job_timeout ]] \
+  || fail "the step was not ended by the worker for the job's timeout: $(sql "SELECT string_agg(kind || ' ' || data::text, ' | ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $id")"
+grep -q 'msg="stopping job" job_id='"$id"' reason="deadline reached"' "$E2E_DIR/w1.log" || fail "no deadline stop in the worker log"
 # timed_out is terminal: no retry, whatever max_attempts says
 [[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $id") == 1 ]] || fail "a timed-out job was retried"
 
