@@ -317,7 +317,6 @@ pid_t pid() { return guard_pid(); }
 
 namespace {
 
-// Settles a marker spawning() announced: false when it was not.
 // A step of the marker's job starts (or is being spawned): the job's fence
 // counts it, and goes to the guard with it.
 void count_group(const std::string& marker) {
@@ -330,6 +329,7 @@ void count_group(const std::string& marker) {
   }
 }
 
+// Settles a marker spawning() announced: false when it was not.
 bool settle_announced(const std::string& marker) {
   auto& announced = setup().announced;
   auto it = announced.find(marker);
