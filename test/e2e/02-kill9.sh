@@ -9,16 +9,6 @@ mkdir -p "$M"
 chmod 777 "$M"
 E2E_PIDFILES+=("$M/pids")
 
-# gone PID...: each pid is no process, or a zombie (its new parent, init,
-# may be slow to reap it)
-gone() {
-  local pid state
-  for pid in "$@"; do
-    state=$(sed -n 's/^[0-9]* (.*) \([A-Z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null) || continue
-    [[ -z $state || $state == Z ]] || return 1
-  done
-}
-
 # --- at-most-once (max_attempts = 1)
 # The step leaves three processes: its leader, a child in its process group
 # and one that left the group (setsid).  A worker killed by SIGKILL cannot
@@ -160,10 +150,13 @@ kill -TERM "$PID_a7"; wait "$PID_a7" || true
 # did it): the earlier run is abandoned and the new one starts once its
 # steps are gone, never beside them.  (Its entry was replaced, and the
 # earlier run's end removed the new run's: no heartbeat, no lease guard.)
-start_worker a8 --allow-run --queue rq --concurrency 2
+# The earlier run's step ignores TERM, so it lives until the KILL after the
+# kill grace: a new run that did not wait for it would start beside it (with
+# a step that died on the first TERM, a run that did not wait passed too).
+start_worker a8 --allow-run --queue rq --concurrency 2 --kill-grace 0.6
 again=$("$BGEXEC" submit workflow --queue rq --max-attempts 3 "{\"steps\": [
   {\"id\": \"s\", \"run\": [\"sh\", \"-c\",
-     \"echo \$\$ >> $M/rpids; if [ \$(wc -l < $M/rpids) -gt 1 ]; then kill -0 \$(head -1 $M/rpids) 2>/dev/null && echo overlap >> $M/roverlap; exit 0; fi; sleep 60\"]}]}") || fail submit
+     \"echo \$\$ >> $M/rpids; if [ \$(wc -l < $M/rpids) -gt 1 ]; then kill -0 \$(head -1 $M/rpids) 2>/dev/null && echo overlap >> $M/roverlap; exit 0; fi; trap '' TERM; while :; do sleep 0.05; done\"]}]}") || fail submit
 E2E_PIDFILES+=("$M/rpids")
 wait_for 20 test -s "$M/rpids" || fail "step did not start"
 sql "UPDATE bgexec.job SET status = 'queued', lease = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = $again" >/dev/null

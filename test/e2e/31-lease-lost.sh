@@ -11,13 +11,6 @@ source "$(dirname "$0")/lib.sh"
 e2e_cluster 57981
 M=$E2E_DIR/marks; mkdir -p "$M"; chmod 777 "$M"
 E2E_PIDFILES+=("$M/pids")
-gone() {
-  local pid state
-  for pid in "$@"; do
-    state=$(sed -n 's/^[0-9]* (.*) \([A-Z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null) || continue
-    [[ -z $state || $state == Z ]] || return 1
-  done
-}
 start_worker w1 --allow-run --queue lq
 id=$("$BGEXEC" submit workflow --queue lq "{\"steps\": [
   {\"id\": \"s\", \"run\": [\"sh\", \"-c\", \"echo \$\$ >> $M/pids; exec sleep 60\"]}]}") || fail submit

@@ -10,7 +10,6 @@ source "$(dirname "$0")/lib.sh"
 e2e_cluster 57983
 M=$E2E_DIR/marks; mkdir -p "$M"; chmod 777 "$M"
 E2E_PIDFILES+=("$M/bpid")
-gone() { local s; s=$(sed -n 's/^[0-9]* (.*) \([A-Z]\) .*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 0; [[ -z $s || $s == Z ]]; }
 start_worker w1 --allow-run --lease 30
 
 a=$("$BGEXEC" submit workflow "{\"steps\": [

@@ -63,6 +63,16 @@ wait_for() {
   done
 }
 
+# gone PID...: each pid is no process, or a zombie (its new parent, init,
+# may be slow to reap it)
+gone() {
+  local pid state
+  for pid in "$@"; do
+    state=$(sed -n 's/^[0-9]* (.*) \([A-Z]\) .*/\1/p' "/proc/$pid/stat" 2>/dev/null) || continue
+    [[ -z $state || $state == Z ]] || return 1
+  done
+}
+
 job_status() { sql "SELECT status FROM bgexec.job WHERE id = $1"; }
 status_is() { [[ $(job_status "$1") == "$2" ]]; }
 # wait_status ID STATUS [TIMEOUT_S]
