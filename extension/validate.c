@@ -247,10 +247,11 @@ bgexec_raw_bytes(PG_FUNCTION_ARGS)
 /*
  * bgexec._unknown_key(value jsonb, known text[]) returns text: the first
  * key of the object value (in jsonb's key order) that is not in known, or
- * NULL when every key is known or value is no object.  finish_many's items
- * and append_events' events are read by their keys: a misspelt "result"
- * beside "body" was dropped, and the job completed with {}.  One walk of
- * the object's top level, nothing copied but the key returned.
+ * NULL when every key is known or value is no object.  submit_many's
+ * elements, finish_many's items and append_events' events are read by their
+ * keys: a misspelt "result" beside "body" was dropped, and the job
+ * completed with {}.  One walk of the object's top level, nothing copied
+ * but the key returned.
  */
 Datum
 bgexec_unknown_key(PG_FUNCTION_ARGS)

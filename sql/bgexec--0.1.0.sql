@@ -504,7 +504,7 @@ CREATE FUNCTION bgexec._unknown_key(value jsonb, known text[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'bgexec_unknown_key'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION bgexec._unknown_key(jsonb, text[]) IS
-	'the first key of the object value not in known; NULL when there is none or value is no object (finish_many items, append_events events)';
+	'the first key of the object value not in known; NULL when there is none or value is no object (submit_many elements, finish_many items, append_events events)';
 
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
@@ -2316,8 +2316,8 @@ BEGIN
 		SELECT t.ord, CASE
 		         WHEN jsonb_typeof(t.e) <> 'object' THEN
 		           format('jobs[%s]: must be a JSON object', t.ord - 1)
-		         WHEN u.k IS NOT NULL THEN
-		           format('jobs[%s]: unknown field %s', t.ord - 1, quote_literal(u.k))
+		         WHEN t.unknown IS NOT NULL THEN
+		           format('jobs[%s]: unknown field %s', t.ord - 1, quote_literal(t.unknown))
 		         WHEN jsonb_typeof(t.e->'idempotency_key') NOT IN ('string', 'null') THEN
 		           format('jobs[%s]: idempotency_key must be a string', t.ord - 1)
 		         WHEN jsonb_typeof(t.e->'concurrency_key') NOT IN ('string', 'null') THEN
@@ -2325,13 +2325,9 @@ BEGIN
 		         WHEN jsonb_typeof(t.e->'payload') = 'null' THEN
 		           format('jobs[%s]: payload must be a JSON object', t.ord - 1)
 		       END AS bad
-		  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
-		  LEFT JOIN LATERAL (
-			SELECT k FROM jsonb_object_keys(CASE WHEN jsonb_typeof(t.e) = 'object' THEN t.e
-			                                     ELSE '{}' END) k
-			 WHERE k NOT IN ('kind', 'payload', 'queue', 'priority', 'run_after', 'max_attempts',
-			                 'timeout', 'idempotency_key', 'concurrency_key')
-			 LIMIT 1) u ON true) x
+		  FROM (SELECT a.e, a.ord,
+		               bgexec._unknown_key(a.e, '{kind,payload,queue,priority,run_after,max_attempts,timeout,idempotency_key,concurrency_key}') AS unknown
+		          FROM jsonb_array_elements(jobs) WITH ORDINALITY AS a(e, ord)) t) x
 	 WHERE x.bad IS NOT NULL
 	 ORDER BY x.ord
 	 LIMIT 1;
