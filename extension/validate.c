@@ -41,6 +41,7 @@ PG_FUNCTION_INFO_V1(bgexec_validate_payload);
 PG_FUNCTION_INFO_V1(bgexec_json_fits);
 PG_FUNCTION_INFO_V1(bgexec_raw_bytes);
 PG_FUNCTION_INFO_V1(bgexec_unknown_key);
+PG_FUNCTION_INFO_V1(bgexec_finish_item_error);
 
 /* Keys a step object may have; the order fixes the order of the checks. */
 typedef enum StepKey
@@ -288,6 +289,104 @@ bgexec_unknown_key(PG_FUNCTION_ARGS)
 		if (!found)
 			PG_RETURN_TEXT_P(cstring_to_text_with_len(v.val.string.val, v.val.string.len));
 	}
+	PG_RETURN_NULL();
+}
+
+/* The JSON text of v (a value of an object's top level), for a message. */
+static char *
+jbv_text(const JsonbValue *v)
+{
+	Jsonb	   *j = JsonbValueToJsonb((JsonbValue *) v);
+
+	return JsonbToCString(NULL, &j->root, VARSIZE(j));
+}
+
+/*
+ * Whether v is a JSON number that bigint's input takes, as
+ * jsonb_to_recordset casts it: its text (numeric_out: no exponent, the
+ * written scale) an integer in range.  1.0 is not (invalid input syntax for
+ * type bigint: "1.0"), 1e3 is (1000).
+ */
+static bool
+jbv_is_bigint(const JsonbValue *v)
+{
+	char	   *digits;
+	char	   *end;
+
+	if (v->type != jbvNumeric)
+		return false;
+	digits = DatumGetCString(DirectFunctionCall1(numeric_out,
+												 NumericGetDatum(v->val.numeric)));
+	if (strchr(digits, '.') != NULL)
+		return false;
+	errno = 0;
+	(void) strtoi64(digits, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/*
+ * bgexec._finish_item_error(item jsonb) returns text: why item is no
+ * finish_many item, or NULL when it is one: an object with no key but
+ * job_id, lease, outcome and body (the first other in jsonb's key order is
+ * named), job_id and lease JSON numbers that are bigints, an outcome that
+ * is terminal or suspended.  The checks in that order; one walk of the
+ * object's top level.  A job_id of 1.0 or 1e30 failed in finish_many's
+ * cast, 22P02 or 22003 naming neither the item nor the field.
+ */
+Datum
+bgexec_finish_item_error(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *item = PG_GETARG_JSONB_P(0);
+	JsonbIterator *it;
+	JsonbValue	k;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	JsonbValue	job_id = {.type = jbvNull};
+	JsonbValue	lease = {.type = jbvNull};
+	JsonbValue	outcome = {.type = jbvNull};
+	bool		has_job_id = false;
+	bool		has_lease = false;
+	bool		has_outcome = false;
+	static const char *const outcomes[] = {"completed", "failed", "cancelled", "timed_out", "suspended"};
+	bool		outcome_ok = false;
+
+	if (!JB_ROOT_IS_OBJECT(item))
+		PG_RETURN_TEXT_P(cstring_to_text("must be a JSON object"));
+	it = JsonbIteratorInit(&item->root);
+	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+	{
+		const char *key;
+		int			len;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = k.val.string.val;
+		len = k.val.string.len;
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+		if (len == 6 && memcmp(key, "job_id", 6) == 0)
+			job_id = v, has_job_id = true;
+		else if (len == 5 && memcmp(key, "lease", 5) == 0)
+			lease = v, has_lease = true;
+		else if (len == 7 && memcmp(key, "outcome", 7) == 0)
+			outcome = v, has_outcome = true;
+		else if (!(len == 4 && memcmp(key, "body", 4) == 0))
+			PG_RETURN_TEXT_P(cstring_to_text(psprintf("unknown field %s",
+													  quote_literal_cstr(pnstrdup(key, len)))));
+	}
+	if (!jbv_is_bigint(&job_id))
+		PG_RETURN_TEXT_P(cstring_to_text(psprintf("job_id must be an integer (was %s)",
+												  has_job_id ? jbv_text(&job_id) : "missing")));
+	if (!jbv_is_bigint(&lease))
+		PG_RETURN_TEXT_P(cstring_to_text(psprintf("lease must be an integer (was %s)",
+												  has_lease ? jbv_text(&lease) : "missing")));
+	if (outcome.type == jbvString)
+		for (int i = 0; i < lengthof(outcomes) && !outcome_ok; i++)
+			outcome_ok = strlen(outcomes[i]) == (size_t) outcome.val.string.len &&
+				memcmp(outcomes[i], outcome.val.string.val, outcome.val.string.len) == 0;
+	if (!outcome_ok)
+		PG_RETURN_TEXT_P(cstring_to_text(psprintf("outcome must be completed, failed, cancelled, timed_out or suspended (was %s)",
+												  has_outcome ? jbv_text(&outcome) : "missing")));
 	PG_RETURN_NULL();
 }
 

@@ -504,7 +504,13 @@ CREATE FUNCTION bgexec._unknown_key(value jsonb, known text[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'bgexec_unknown_key'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION bgexec._unknown_key(jsonb, text[]) IS
-	'the first key of the object value not in known; NULL when there is none or value is no object (submit_many elements, finish_many items, append_events events)';
+	'the first key of the object value not in known; NULL when there is none or value is no object (submit_many elements, append_events events)';
+
+CREATE FUNCTION bgexec._finish_item_error(item jsonb) RETURNS text
+	AS 'MODULE_PATHNAME', 'bgexec_finish_item_error'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._finish_item_error(jsonb) IS
+	'why item is no finish_many item (its first fault, the field named), or NULL when it is one';
 
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
@@ -1881,33 +1887,16 @@ BEGIN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	-- The first bad item, by position: no key but these four (a "result"
-	-- beside or instead of "body" was dropped: the job completed with {}),
-	-- job_id and lease JSON numbers, a terminal or suspended outcome.  (A number that is no bigint fails in
-	-- its cast below, 22P02 or 22003 quoting it: checking every item for it
-	-- here cost 1.6 us a job, a percent of the drain's backend CPU.)
-	SELECT min(x.ord) FILTER (WHERE NOT coalesce(
-	           jsonb_typeof(x.i) = 'object'
-	           AND bgexec._unknown_key(x.i, '{job_id,lease,outcome,body}') IS NULL
-	           AND jsonb_typeof(x.i->'job_id') = 'number'
-	           AND jsonb_typeof(x.i->'lease') = 'number'
-	           AND x.i->>'outcome' IN ('completed', 'failed', 'cancelled', 'timed_out', 'suspended'),
-	           false)),
+	-- The first bad item, by position, and why (_finish_item_error): no key
+	-- but these four (a "result" beside or instead of "body" was dropped:
+	-- the job completed with {}), job_id and lease JSON numbers that are
+	-- bigints (1.0 failed in the cast below, 22P02 naming no field), a
+	-- terminal or suspended outcome.
+	SELECT min(x.ord) FILTER (WHERE bgexec._finish_item_error(x.i) IS NOT NULL),
 	       bool_or(x.i->>'outcome' IS DISTINCT FROM 'completed')
 	  INTO v_at, v_other FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
 	IF v_at IS NOT NULL THEN
-		SELECT CASE WHEN jsonb_typeof(x.i) <> 'object' THEN 'must be a JSON object'
-		            WHEN bgexec._unknown_key(x.i, '{job_id,lease,outcome,body}') IS NOT NULL
-		            THEN format('unknown field %s', quote_literal(bgexec._unknown_key(x.i, '{job_id,lease,outcome,body}')))
-		            WHEN jsonb_typeof(x.i->'job_id') IS DISTINCT FROM 'number'
-		            THEN format('job_id must be an integer (was %s)', coalesce((x.i->'job_id')::text, 'missing'))
-		            WHEN jsonb_typeof(x.i->'lease') IS DISTINCT FROM 'number'
-		            THEN format('lease must be an integer (was %s)', coalesce((x.i->'lease')::text, 'missing'))
-		            ELSE format('outcome must be completed, failed, cancelled, timed_out or suspended (was %s)',
-		                        coalesce((x.i->'outcome')::text, 'missing')) END
-		  INTO v_bad
-		  FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord)
-		 WHERE x.ord = v_at;
+		v_bad := bgexec._finish_item_error(items -> (v_at - 1)::int);
 		RAISE EXCEPTION 'items[%]: %', v_at - 1, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each item is an object {"job_id", "lease", "outcome", "body"}';

@@ -96,12 +96,19 @@ SELECT status, result, attempt, event_kinds(id), terminal_events(id), gapless(id
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "running"}]');
 SELECT * FROM bgexec.finish_many('{}');
 -- negative: the first bad item is named by its position and field (a string
--- job_id was blamed on the outcome, a missing lease passed the check); a
--- number that is no bigint fails in its cast, quoting it (not checked per
--- item: it cost 1.6 us a job)
+-- job_id was blamed on the outcome, a missing lease passed the check), a
+-- number that is no bigint too (it failed in the cast, 22P02 or 22003
+-- naming neither): 1.0 is not one (bigint's input refuses it), 1e3 is
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "completed"}, {"job_id": "49", "lease": 1, "outcome": "completed"}]');
 SELECT * FROM bgexec.finish_many('[{"job_id": 1.5, "lease": 1, "outcome": "completed"}]');
 SELECT * FROM bgexec.finish_many('[{"job_id": 1e30, "lease": 1, "outcome": "completed"}]');
+SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "completed"}, {"job_id": 1.0, "lease": 1, "outcome": "completed"}]');
+SELECT * FROM bgexec.finish_many('[{"job_id": 9223372036854775808, "lease": 1, "outcome": "completed"}]');
+SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": -9223372036854775809, "outcome": "completed"}]');
+SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 2.50, "outcome": "completed"}]');
+SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": {"completed": true}}]');
+SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "completed", "it''s": 1}]');
+SELECT * FROM bgexec.finish_many('[{"job_id": 9223372036854775807, "lease": -9223372036854775808, "outcome": "completed"}, {"job_id": 1e3, "lease": 0, "outcome": "failed", "body": null}]');
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "outcome": "completed"}]');
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1}]');
 SELECT * FROM bgexec.finish_many('[{"job_id": 1, "lease": 1, "outcome": "completed"}, 7]');
