@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# unclaim keeps the jobs the worker runs.  A claim's reply is lost; until
+# bgexec.unclaim gives its job back, the worker still claims (on its other
+# connection) and starts the jobs that arrive meanwhile.  Their leases are
+# newer than the lost claim's, so only the list of leases the worker holds
+# tells them apart from the lost claim's jobs: unclaim must give back the
+# one and keep the others.  A job given back while it runs here would be
+# claimed again and run a second time.
+# The wait claims the marked job M and a proxy cuts that reply; a session of
+# the test holds the worker's claim lock for 4 s, so each unclaim returns
+# NULL (a claim of the worker may still be running) and is tried again;
+# meanwhile L (6 s) is submitted, and the worker claims and starts it.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57962
+
+start_cut_proxy 57963 LOST-HELD-MARKER reply
+start_worker w1 --db "$PROXIED" --queue held --concurrency 2 --lease 10 --poll 0.2 --reconcile-interval 0.5
+wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
+
+psql -qXAt -c "BEGIN" \
+  -c "SELECT pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('w1'))" \
+  -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
+lock_pid=$!
+lock_held() { [[ $(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") -ge 1 ]]; }
+wait_for 10 lock_held || fail "the test's session did not take the claim lock"
+m=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-HELD-MARKER\"}', 'held')")
+wait_for 10 [ -f "$E2E_DIR/cut" ] || fail "the proxy never cut M's claim reply"
+l=$("$BGEXEC" submit workflow --queue held '{"steps": [{"id": "l", "sleep": 6}]}') || fail submit
+wait -- "$lock_pid"
+
+ended() { [[ $(job_status "$1") =~ ^(completed|failed|cancelled|timed_out)$ ]]; }
+wait_for 60 ended "$m" || fail "M is still $(job_status "$m")"
+wait_for 60 ended "$l" || fail "L is still $(job_status "$l")"
+grep -q 'returned to the queue' "$E2E_DIR/w1.log" || fail "the worker did not unclaim"
+ev() { sql "SELECT string_agg(kind, ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $1"; }
+[[ $(ev "$m") == "started retry_scheduled started completed" ]] || fail "M's events: $(ev "$m")"
+[[ $(ev "$l") == "started step_started step_completed completed" ]] || fail "L was given back while it ran: $(ev "$l")"
+[[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $l") == 1 ]] || fail "L was claimed again"
+grep -q 'claimed again' "$E2E_DIR/w1.log" && fail "a job was claimed again while it ran here"
+# The case this test is for: L was running here when M was given back.
+[[ $(sql "SELECT s.created_at < r.created_at AND r.created_at < c.created_at
+            FROM bgexec.job_event s, bgexec.job_event r, bgexec.job_event c
+           WHERE s.job_id = $l AND s.kind = 'started' AND c.job_id = $l AND c.kind = 'completed'
+             AND r.job_id = $m AND r.kind = 'retry_scheduled'") == t ]] \
+  || fail "L was not running when M was given back: the case was not set up"
+ok "unclaim gave back the lost claim's job and kept the one started since"
