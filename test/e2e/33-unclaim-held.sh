@@ -11,9 +11,9 @@
 # NULL (a claim of the worker may still be running) and is tried again;
 # meanwhile L (6 s) is submitted, and the worker claims and starts it.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57962
+e2e_cluster 57970
 
-start_cut_proxy 57963 LOST-HELD-MARKER reply
+start_cut_proxy 57971 LOST-HELD-MARKER reply
 start_worker w1 --db "$PROXIED" --queue held --concurrency 2 --lease 10 --poll 0.2 --reconcile-interval 0.5
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
 
