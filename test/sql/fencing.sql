@@ -71,6 +71,16 @@ SELECT job_id = (:'fj'::bigint[])[1] AS first, status
          jsonb_build_object('job_id', (:'fj'::bigint[])[2], 'lease', (:'fl'::bigint[])[2], 'outcome', 'failed', 'body', '{"message": "x"}'::jsonb),
          jsonb_build_object('job_id', (:'fj'::bigint[])[3], 'lease', -1, 'outcome', 'completed')));
 SELECT status, result, terminal_events(id), gapless(id) FROM bgexec.job WHERE queue = 'fm' ORDER BY id;
+-- every outcome but completed goes through _terminal (or suspends), and
+-- each is an item finish_many takes
+SELECT count(bgexec.submit('noop', queue => 'fo')) FROM generate_series(1, 3);
+SELECT array_agg(job_id ORDER BY job_id) AS oj, array_agg(lease ORDER BY job_id) AS ol
+  FROM bgexec.claim('w4', '{fo}', 3) \gset
+SELECT status FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', (:'oj'::bigint[])[1], 'lease', (:'ol'::bigint[])[1], 'outcome', 'cancelled'),
+         jsonb_build_object('job_id', (:'oj'::bigint[])[2], 'lease', (:'ol'::bigint[])[2], 'outcome', 'timed_out'),
+         jsonb_build_object('job_id', (:'oj'::bigint[])[3], 'lease', (:'ol'::bigint[])[3], 'outcome', 'suspended', 'body', '{"step": "g"}'::jsonb)));
+SELECT status, terminal_events(id), gapless(id) FROM bgexec.job WHERE queue = 'fo' ORDER BY id;
 -- the same batch again: every lease is refused now, nothing changes
 SELECT status FROM bgexec.finish_many(jsonb_build_array(
          jsonb_build_object('job_id', (:'fj'::bigint[])[1], 'lease', (:'fl'::bigint[])[1], 'outcome', 'failed')));
