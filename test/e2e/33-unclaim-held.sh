@@ -25,6 +25,10 @@ lock_held() { [[ $(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory
 wait_for 10 lock_held || fail "the test's session did not take the claim lock"
 m=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-HELD-MARKER\"}', 'held')")
 wait_for 10 [ -f "$E2E_DIR/cut" ] || fail "the proxy never cut M's claim reply"
+# L's wake must find the notifier's new session waiting (it passes L to the
+# fetcher); a wake sent before it is back would leave L for after unclaim.
+relistened() { [[ $(grep -c 'msg=listening' "$E2E_DIR/w1.log") -ge 2 ]]; }
+wait_for 10 relistened || fail "the notifier did not listen again"
 l=$("$BGEXEC" submit workflow --queue held '{"steps": [{"id": "l", "sleep": 6}]}') || fail submit
 wait -- "$lock_pid"
 
