@@ -21,7 +21,8 @@ psql -qXAt -c "BEGIN" \
   -c "SELECT pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('w1'))" \
   -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
 lock_pid=$!
-lock_held() { [[ $(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") -ge 1 ]]; }
+# Its statements run in order: once it sleeps, it holds the lock.
+lock_held() { [[ $(sql "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(4)'") == 1 ]]; }
 wait_for 10 lock_held || fail "the test's session did not take the claim lock"
 m=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-HELD-MARKER\"}', 'held')")
 wait_for 10 [ -f "$E2E_DIR/cut" ] || fail "the proxy never cut M's claim reply"
