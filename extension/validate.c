@@ -365,11 +365,20 @@ bgexec_finish_item_error(PG_FUNCTION_ARGS)
 		tok = JsonbIteratorNext(&it, &v, true);
 		Assert(tok == WJB_VALUE);
 		if (len == 6 && memcmp(key, "job_id", 6) == 0)
-			job_id = v, has_job_id = true;
+		{
+			job_id = v;
+			has_job_id = true;
+		}
 		else if (len == 5 && memcmp(key, "lease", 5) == 0)
-			lease = v, has_lease = true;
+		{
+			lease = v;
+			has_lease = true;
+		}
 		else if (len == 7 && memcmp(key, "outcome", 7) == 0)
-			outcome = v, has_outcome = true;
+		{
+			outcome = v;
+			has_outcome = true;
+		}
 		else if (!(len == 4 && memcmp(key, "body", 4) == 0))
 			PG_RETURN_TEXT_P(cstring_to_text(psprintf("unknown field %s",
 													  quote_literal_cstr(pnstrdup(key, len)))));
