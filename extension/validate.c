@@ -312,16 +312,17 @@ jbv_is_bigint(const JsonbValue *v)
 {
 	char	   *digits;
 	char	   *end;
+	bool		ok;
 
 	if (v->type != jbvNumeric)
 		return false;
 	digits = DatumGetCString(DirectFunctionCall1(numeric_out,
 												 NumericGetDatum(v->val.numeric)));
-	if (strchr(digits, '.') != NULL)
-		return false;
 	errno = 0;
 	(void) strtoi64(digits, &end, 10);
-	return errno == 0 && *end == '\0';
+	ok = errno == 0 && *end == '\0';	/* a '.' ends the digits early */
+	pfree(digits);
+	return ok;
 }
 
 /*
@@ -355,33 +356,28 @@ bgexec_finish_item_error(PG_FUNCTION_ARGS)
 	it = JsonbIteratorInit(&item->root);
 	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
 	{
-		const char *key;
-		int			len;
-
 		if (tok != WJB_KEY)
 			continue;
-		key = k.val.string.val;
-		len = k.val.string.len;
 		tok = JsonbIteratorNext(&it, &v, true);
 		Assert(tok == WJB_VALUE);
-		if (len == 6 && memcmp(key, "job_id", 6) == 0)
+		if (key_equals(&k, "job_id"))
 		{
 			job_id = v;
 			has_job_id = true;
 		}
-		else if (len == 5 && memcmp(key, "lease", 5) == 0)
+		else if (key_equals(&k, "lease"))
 		{
 			lease = v;
 			has_lease = true;
 		}
-		else if (len == 7 && memcmp(key, "outcome", 7) == 0)
+		else if (key_equals(&k, "outcome"))
 		{
 			outcome = v;
 			has_outcome = true;
 		}
-		else if (!(len == 4 && memcmp(key, "body", 4) == 0))
+		else if (!key_equals(&k, "body"))
 			PG_RETURN_TEXT_P(cstring_to_text(psprintf("unknown field %s",
-													  quote_literal_cstr(pnstrdup(key, len)))));
+													  quote_literal_cstr(jbv_cstring(&k)))));
 	}
 	if (!jbv_is_bigint(&job_id))
 		PG_RETURN_TEXT_P(cstring_to_text(psprintf("job_id must be an integer (was %s)",
@@ -389,10 +385,8 @@ bgexec_finish_item_error(PG_FUNCTION_ARGS)
 	if (!jbv_is_bigint(&lease))
 		PG_RETURN_TEXT_P(cstring_to_text(psprintf("lease must be an integer (was %s)",
 												  has_lease ? jbv_text(&lease) : "missing")));
-	if (outcome.type == jbvString)
-		for (int i = 0; i < lengthof(outcomes) && !outcome_ok; i++)
-			outcome_ok = strlen(outcomes[i]) == (size_t) outcome.val.string.len &&
-				memcmp(outcomes[i], outcome.val.string.val, outcome.val.string.len) == 0;
+	for (int i = 0; i < lengthof(outcomes) && !outcome_ok; i++)
+		outcome_ok = key_equals(&outcome, outcomes[i]);
 	if (!outcome_ok)
 		PG_RETURN_TEXT_P(cstring_to_text(psprintf("outcome must be completed, failed, cancelled, timed_out or suspended (was %s)",
 												  has_outcome ? jbv_text(&outcome) : "missing")));
@@ -1155,7 +1149,7 @@ jbv_cstring(const JsonbValue *v)
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
-/* True if the object key equals the NUL-terminated name. */
+/* True if the object key (or any JSON string) equals the NUL-terminated name. */
 static bool
 key_equals(const JsonbValue *key, const char *name)
 {
