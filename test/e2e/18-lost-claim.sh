@@ -21,8 +21,7 @@ start_worker w1 --db "$PROXIED" --poll 0.2 --reconcile-interval 0.5
 registered() { [[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id = 'w1' AND stopped_at IS NULL") == 1 ]]; }
 wait_for 10 registered || fail "worker did not register"
 j=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-CLAIM-MARKER\"}')")
-terminal() { [[ $(job_status "$j") =~ ^(completed|failed|cancelled|timed_out)$ ]]; }
-wait_for 60 terminal || fail "job $j is still $(job_status "$j")"
+wait_for 60 job_ended "$j" || fail "job $j is still $(job_status "$j")"
 [[ -f $E2E_DIR/cut ]] || fail "the proxy never cut a claim's reply (marker not seen)"
 [[ $(job_status "$j") == completed ]] \
   || fail "job $j ended $(job_status "$j"): $(sql "SELECT error FROM bgexec.job WHERE id = $j")"
@@ -46,8 +45,7 @@ start_worker w2 --db "$PROXIED" --queue fetch --concurrency 1 --poll 0.2 --recon
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w2.log" || fail "w2 did not listen"
 f=$(sql "SELECT max(id) FROM bgexec.submit_many('[{\"kind\": \"noop\", \"queue\": \"fetch\", \"priority\": 1},
            {\"kind\": \"noop\", \"queue\": \"fetch\", \"payload\": {\"marker\": \"LOST-FETCH-MARKER\"}}]') AS t(id)")
-terminal() { [[ $(job_status "$f") =~ ^(completed|failed|cancelled|timed_out)$ ]]; }
-wait_for 60 terminal || fail "job $f is still $(job_status "$f")"
+wait_for 60 job_ended "$f" || fail "job $f is still $(job_status "$f")"
 [[ -f $E2E_DIR/cut ]] || fail "the proxy never cut the fetcher's claim reply (marker not seen)"
 grep -q 'msg="claim failed" error="control:' "$E2E_DIR/w2.log" || fail "the lost reply was not the control connection's"
 [[ $(job_status "$f") == completed && $(sql "SELECT attempt FROM bgexec.job WHERE id = $f") == 1 ]] \

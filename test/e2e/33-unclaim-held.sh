@@ -33,9 +33,8 @@ wait_for 10 relistened || fail "the notifier did not listen again"
 l=$("$BGEXEC" submit workflow --queue held '{"steps": [{"id": "l", "sleep": 6}]}') || fail submit
 wait -- "$lock_pid"
 
-ended() { [[ $(job_status "$1") =~ ^(completed|failed|cancelled|timed_out)$ ]]; }
-wait_for 60 ended "$m" || fail "M is still $(job_status "$m")"
-wait_for 60 ended "$l" || fail "L is still $(job_status "$l")"
+wait_for 60 job_ended "$m" || fail "M is still $(job_status "$m")"
+wait_for 60 job_ended "$l" || fail "L is still $(job_status "$l")"
 grep -q 'returned to the queue' "$E2E_DIR/w1.log" || fail "the worker did not unclaim"
 ev() { sql "SELECT string_agg(kind, ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $1"; }
 [[ $(ev "$m") == "started retry_scheduled started completed" ]] || fail "M's events: $(ev "$m")"

@@ -75,6 +75,8 @@ gone() {
 
 job_status() { sql "SELECT status FROM bgexec.job WHERE id = $1"; }
 status_is() { [[ $(job_status "$1") == "$2" ]]; }
+# job_ended ID: the job is in a terminal status.
+job_ended() { [[ $(job_status "$1") =~ ^(completed|failed|cancelled|timed_out)$ ]]; }
 # wait_status ID STATUS [TIMEOUT_S]
 wait_status() {
   wait_for "${3:-30}" status_is "$1" "$2" || fail "job $1 is $(job_status "$1"), expected $2"
