@@ -5,8 +5,9 @@
 #   cut-reply-proxy.py LISTEN_PORT PG_SOCKET MARKER request|reply FLAG_FILE
 # request: the marker is in a statement the client sends (a worker's call);
 # reply: in a reply the server sends (the rows of a claim).  FLAG_FILE is
-# written when the cut is made.  Used by test/e2e/12-lost-reply.sh and
-# 18-lost-claim.sh (through start_cut_proxy in lib.sh).
+# written when the cut is made.  Used by test/e2e/12-lost-reply.sh,
+# 18-lost-claim.sh, 33-unclaim-held.sh and 34-unclaim-unfinished.sh (through
+# start_cut_proxy in lib.sh).
 import asyncio, sys
 
 listen_port, pg_sock, marker = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
