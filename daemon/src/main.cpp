@@ -38,6 +38,8 @@ Commands:
   stop ID                cancel a job (a running one is stopped by its worker)
   resume ID [JSON|@FILE] resume a suspended job; JSON becomes the approval's output
   retry ID               re-queue a failed, cancelled or timed-out job
+  jobs [--queue Q] [--status S] [--limit N] [--before ID]
+                         list your jobs, newest first
   queues                 per-queue counts
   schedule NAME CRON KIND [JSON|@FILE] [options]
                          create or replace a recurring job (cron; --time-zone, UTC by default)

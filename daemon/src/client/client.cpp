@@ -1,5 +1,5 @@
-// Client subcommands: submit, status, tail, stop, resume, retry, queues,
-// schedule, unschedule, schedules.
+// Client subcommands: submit, status, jobs, tail, stop, resume, retry,
+// queues, schedule, unschedule, schedules.
 // Each runs one coroutine on an io_context over one pg::Connection.
 #include "client/client.hpp"
 
@@ -44,6 +44,7 @@ const std::map<std::string, std::set<std::string>> command_options = {
      {"--queue", "--priority", "--max-attempts", "--timeout", "--run-after", "--idempotency-key",
       "--concurrency-key", "--wait", "--follow"}},
     {"status", {}},
+    {"jobs", {"--queue", "--status", "--limit", "--before"}},
     {"tail", {"--from"}},
     {"stop", {}},
     {"resume", {}},
@@ -62,6 +63,7 @@ constexpr const char* usage_text = R"(usage:
                 [--timeout DUR] [--run-after TIMESTAMP|+DUR] [--idempotency-key K]
                 [--concurrency-key K] [--wait | --follow]
   bgexec status ID
+  bgexec jobs [--queue Q] [--status S] [--limit N] [--before ID]
   bgexec tail ID [--from SEQ]
   bgexec stop ID
   bgexec resume ID [JSON|@FILE]
@@ -77,7 +79,9 @@ constexpr const char* usage_text = R"(usage:
   bgexec schedules
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
-end quietly, --follow shows steps and logs live.  tail exits after a terminal or
+end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
+first (--limit 1-500, default 50); when there are more, the last line says
+which --before shows the next ones.  tail exits after a terminal or
 suspended event.  schedule creates or replaces a recurring job: CRON is five
 fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
 read on the clock of --time-zone (default UTC); --no-overlap skips a run
@@ -502,6 +506,59 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   co_return exit_for(row.value("status", ""));
 }
 
+// jobs [--queue Q] [--status S] [--limit N] [--before ID]: the caller's
+// jobs, newest first, a page at a time (row-level security: a client role
+// sees its own, a superuser every role's), as GET /v1/jobs pages them.  One
+// line per job, or with --json {"jobs": [...], "next_before": ID|null}; the
+// payload and the result are left out (status ID shows them), the error
+// kept: it is what a list of failed jobs is read for.
+asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
+  if (!a.positional.empty()) throw Usage("jobs takes no arguments");
+  long long limit = 50;
+  if (auto v = option(a, "--limit")) limit = int_option("--limit", *v, 1, 500);
+  std::optional<std::string> before;
+  if (auto v = option(a, "--before")) before = std::to_string(int_option("--before", *v, 1, INT64_MAX));
+  s.arg_names = {"--queue", "--status", "--before", "--limit"};
+  // (a job read past the page says whether there is a next one)
+  pg::Params p = {option(a, "--queue"), option(a, "--status"), before, std::to_string(limit + 1)};
+  const std::string when = s.json_out ? "created_at, started_at, finished_at"
+                                      : pg::utc_iso("created_at") + " AS created_at, " +
+                                            pg::utc_iso("finished_at") + " AS finished_at";
+  auto r = co_await s.conn.query(
+      "SELECT id, status::text AS status, queue, kind, attempt, max_attempts, priority, owner, " + when +
+          ", error FROM bgexec.job"
+          " WHERE ($1::text IS NULL OR queue = $1::text)"
+          " AND ($2::bgexec.job_status IS NULL OR status = $2::bgexec.job_status)"
+          " AND ($3::bigint IS NULL OR id < $3::bigint) ORDER BY id DESC LIMIT $4::int",
+      p);
+  json rows = r.to_json(true);
+  json next = nullptr;
+  if (static_cast<long long>(rows.size()) > limit) {
+    rows.erase(rows.end() - 1);
+    next = rows.back()["id"];
+  }
+  if (s.json_out) {
+    std::cout << core::dump(json{{"jobs", rows}, {"next_before", next}}) << std::endl;
+    co_return ok;
+  }
+  std::cout << "id\tstatus\tqueue\tkind\tattempt\tcreated_at\tfinished_at\terror\n";
+  for (auto& row : rows) {
+    const json& err = row["error"];
+    const json message = member(err, "message");
+    std::string error = err.is_null() ? "-" : message.is_string() ? message.get<std::string>() : short_json(err);
+    if (error.size() > 200) error = error.substr(0, 200) + "...";
+    for (char& c : error)
+      if (c == '\n' || c == '\t') c = ' ';
+    std::cout << core::dump(row["id"]) << "\t" << text_of(row["status"], "-") << "\t" << text_of(row["queue"], "-")
+              << "\t" << text_of(row["kind"], "-") << "\t" << core::dump(row["attempt"]) << "/"
+              << core::dump(row["max_attempts"]) << "\t" << text_of(row["created_at"], "-") << "\t"
+              << text_of(row["finished_at"], "-") << "\t" << error << "\n";
+  }
+  if (!next.is_null()) std::cout << "(more: bgexec jobs --before " << core::dump(next) << ")\n";
+  std::cout << std::flush;
+  co_return ok;
+}
+
 asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("tail takes ID");
   int from = 0;
@@ -682,7 +739,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
   try {
     parsed = core::parse_args(args,
                               {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
-                               "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone"},
+                               "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone",
+                               "--status", "--limit", "--before"},
                               {"--json", "--wait", "--follow", "--no-overlap"});
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
@@ -723,6 +781,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
       [&]() -> asio::awaitable<int> {
         if (cmd == "submit") co_return co_await cmd_submit(s, parsed);
         if (cmd == "status") co_return co_await cmd_status(s, parsed);
+        if (cmd == "jobs") co_return co_await cmd_jobs(s, parsed);
         if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
         if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
         if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bgexec jobs: the jobs the caller can see, newest first, a page at a time,
+# filtered by queue and status; a failed job's error on its line; --json
+# pages that a script can walk with next_before; a client role sees its own
+# jobs only; bad options are usage errors naming the option.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57974
+
+for q in a a a b b; do sql "SELECT bgexec.submit('noop', '{}', '$q')" >/dev/null; done
+"$BGEXEC" stop 5 >/dev/null || fail "stop 5"
+# A failed job, finished through the worker functions; its message holds a
+# tab and a newline, which would break the line it is listed on.
+sql "SELECT bgexec.submit('export', '{}', 'c')" >/dev/null
+sql "SELECT bgexec.register_worker('t', '{c}', 1, '{}')" >/dev/null
+lease=$(sql "SELECT lease FROM bgexec.claim('t', '{c}', 1)")
+[[ $(sql "SELECT bgexec.finish(6, $lease, 'failed', '{\"message\": \"disk\tfull\nagain\", \"retryable\": false}')") == failed ]] \
+  || fail "job 6 did not fail"
+psql -qX -c "CREATE ROLE e2e_tenant LOGIN; GRANT bgexec_client TO e2e_tenant" >/dev/null
+tenant="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_tenant"
+[[ $("$BGEXEC" submit noop --queue a --db "$tenant") == 7 ]] || fail "the tenant's submit"
+
+out=$("$BGEXEC" jobs) || fail "bgexec jobs: exit $?"
+[[ $(head -1 <<<"$out") == $'id\tstatus\tqueue\tkind\tattempt\tcreated_at\tfinished_at\terror' ]] || fail "header: $out"
+[[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "7 6 5 4 3 2 1 " ]] || fail "a superuser lists every job, newest first: $out"
+grep -qP '^6\tfailed\tc\texport\t1/1\t20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ\t20\d\d-[^\t]*Z\tdisk full again$' <<<"$out" \
+  || fail "the failed job's line: $(grep '^6' <<<"$out")"
+grep -qP '^3\tqueued\ta\tnoop\t0/1\t[^\t]+Z\t-\t-$' <<<"$out" || fail "a queued job's line: $(grep '^3' <<<"$out")"
+out=$("$BGEXEC" jobs --db "$tenant") || fail "the tenant's bgexec jobs"
+[[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "7 " ]] || fail "a tenant lists its own jobs only: $out"
+
+out=$("$BGEXEC" jobs --queue b --status cancelled)
+[[ $(tail -n +2 <<<"$out" | cut -f1,2,3) == $'5\tcancelled\tb' ]] || fail "--queue b --status cancelled: $out"
+out=$("$BGEXEC" jobs --queue a --status queued)
+[[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "7 3 2 1 " ]] || fail "--queue a --status queued: $out"
+
+# Pages: the last line names the next page's --before; the last page has none.
+out=$("$BGEXEC" jobs --limit 3)
+[[ $(tail -1 <<<"$out") == "(more: bgexec jobs --before 5)" ]] || fail "first page: $out"
+out=$("$BGEXEC" jobs --limit 3 --before 5)
+[[ $(sed -n '2,4p' <<<"$out" | cut -f1 | tr '\n' ' ') == "4 3 2 " && $(tail -1 <<<"$out") == "(more: bgexec jobs --before 2)" ]] \
+  || fail "second page: $out"
+out=$("$BGEXEC" jobs --limit 3 --before 2)
+[[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "1 " ]] || fail "last page: $out"
+# --json: a script walks next_before to the end and sees every job once.
+python3 - "$BGEXEC" <<'PY' || fail "walking the --json pages"
+import json, subprocess, sys
+ids, before = [], None
+while True:
+    args = [sys.argv[1], "jobs", "--json", "--limit", "2"] + (["--before", str(before)] if before else [])
+    page = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    assert set(page) == {"jobs", "next_before"}, page
+    ids += [j["id"] for j in page["jobs"]]
+    before = page["next_before"]
+    if before is None:
+        break
+    assert before == ids[-1], page
+assert ids == [7, 6, 5, 4, 3, 2, 1], ids
+six = json.loads(subprocess.run([sys.argv[1], "jobs", "--json", "--status", "failed"], check=True,
+                                capture_output=True, text=True).stdout)["jobs"][0]
+assert six["id"] == 6 and six["owner"] == "postgres" and six["error"]["retryable"] is False, six
+assert "payload" not in six and "result" not in six, six
+PY
+
+# expect_usage NEEDLE ARGS...: exit 2 and NEEDLE in the message.
+expect_usage() {
+  local needle=$1 rc; shift
+  set +e; "$BGEXEC" "$@" >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 2)) || fail "bgexec $*: exit $rc (expected 2): $(cat "$E2E_DIR/err")"
+  grep -qF -- "$needle" "$E2E_DIR/err" || fail "bgexec $*: message does not name $needle: $(cat "$E2E_DIR/err")"
+  [[ ! -s $E2E_DIR/out ]] || fail "bgexec $*: printed $(cat "$E2E_DIR/out")"
+}
+expect_usage '--status: invalid input value for enum bgexec.job_status: "done"' jobs --status done
+expect_usage '--limit: expected an integer from 1 to 500, got "0"' jobs --limit 0
+expect_usage '--limit: expected an integer from 1 to 500, got "501"' jobs --limit 501
+expect_usage '--before: expected an integer from 1' jobs --before abc
+expect_usage 'jobs takes no arguments' jobs 4
+expect_usage '--from is not an option of jobs' jobs --from 1
+expect_usage '--status is not an option of submit' submit noop --status queued
+ok
