@@ -11,6 +11,7 @@
  *
  *		SELECT bgexec.reconcile()						-- always
  *		SELECT bgexec._retention($1, $2)				-- if bgexec.retention >= 0
+ *		SELECT bgexec._retire_workers($1)				-- likewise
  *
  * each in its own transaction, provided the extension bgexec exists in that
  * database (checked every tick: it may be created or dropped at any time).
@@ -81,6 +82,7 @@
 /* The queries; the ::bigint casts let the SQL side return int or bigint. */
 #define RECONCILE_QUERY		"SELECT bgexec.reconcile()::bigint"
 #define RETENTION_QUERY		"SELECT bgexec._retention($1, $2)::bigint"
+#define RETIRE_QUERY		"SELECT bgexec._retire_workers($1)::bigint"
 
 /* What one transaction of a tick does. */
 typedef enum WatchdogTask
@@ -100,6 +102,7 @@ typedef enum ExtensionState
 /* Saved plans (SPI_keepplan), prepared on first use; they outlive ticks. */
 static SPIPlanPtr reconcile_plan = NULL;
 static SPIPlanPtr retention_plan = NULL;
+static SPIPlanPtr retire_plan = NULL;
 
 static ExtensionState extension_state = EXT_UNKNOWN;
 
@@ -343,8 +346,9 @@ watchdog_task_done(MemoryContext caller_cxt)
  * Does one task inside the transaction watchdog_run opened: nothing if the
  * extension is absent, else the query, and logs what it changed.
  *
- * Locks: whatever bgexec.reconcile() / bgexec._retention() take (row locks
- * on the jobs they change); this code itself takes none beyond the
+ * Locks: whatever bgexec.reconcile() / bgexec._retention() /
+ * bgexec._retire_workers() take (row locks on the jobs and worker rows they
+ * change, SKIP LOCKED in the last two); this code itself takes none beyond the
  * catalog lookup of the extension.
  */
 static void
@@ -391,6 +395,11 @@ watchdog_task_body(WatchdogTask task)
 
 		ereport(n > 0 ? LOG : DEBUG1,
 				(errmsg("bgexec watchdog purged " INT64_FORMAT " finished jobs", n)));
+
+		/* The rows of workers gone as long (one statement, few rows). */
+		n = watchdog_exec(&retire_plan, RETIRE_QUERY, 1, argtypes, values);
+		ereport(n > 0 ? LOG : DEBUG1,
+				(errmsg("bgexec watchdog removed " INT64_FORMAT " rows of workers gone", n)));
 	}
 }
 

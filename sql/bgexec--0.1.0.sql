@@ -951,6 +951,33 @@ CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 100
 	SELECT count(*) FROM gone
 $$;
 
+/* _retire_workers: deletes the rows of workers gone longer than
+ * p_older_than: not alive as worker_stats reckons it (stopped, or no
+ * heartbeat for a minute and no live lease), their last sign of life
+ * (heartbeat or stop) older than that, and no running job under their id
+ * (a lease that expired waits for reconcile, which names the worker in its
+ * error).  With the default id (host:pid) every start of a worker adds a
+ * row, and a worker killed or lost never marks its own row stopped; the
+ * watchdog calls this beside _retention (bgexec.retention).  A process that
+ * is only frozen finds its row gone at its next heartbeat and registers
+ * again, as when an operator deletes it. */
+CREATE FUNCTION bgexec._retire_workers(p_older_than interval) RETURNS bigint
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+	WITH doomed AS (
+		SELECT w.id FROM bgexec.worker w
+		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - p_older_than
+		   AND (w.stopped_at IS NOT NULL OR w.heartbeat_at <= now() - interval '1 minute')
+		   AND NOT EXISTS (SELECT 1 FROM bgexec.job j
+		                    WHERE j.status = 'running' AND j.lease_owner = w.id)
+		   FOR UPDATE OF w SKIP LOCKED),
+	gone AS (DELETE FROM bgexec.worker w USING doomed WHERE w.id = doomed.id RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+COMMENT ON FUNCTION bgexec._retire_workers(interval) IS
+	'deletes the rows of workers gone (stopped, or silent for a minute with no running job) longer than the interval; the watchdog''s retention';
+
 /* ----------------------------------------------------- worker functions */
 
 /* Plans.  PL/pgSQL keeps a function's plans for the life of the session, and

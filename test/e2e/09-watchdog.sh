@@ -4,7 +4,7 @@
 # A job whose worker vanished (lease expired) is failed/worker_lost by the
 # background worker alone, a retry-safe one is requeued, a job past its
 # deadline is timed out, a due schedule's job is submitted,
-# bgexec.retention purges old terminal jobs, and
+# bgexec.retention purges old terminal jobs and the rows of workers gone, and
 # bgexec.vacuum_threshold dead rows in bgexec.job get it vacuumed.
 source "$(dirname "$0")/lib.sh"
 cluster_start "$E2E_DIR/pg" 57949 "bgexec.database = 'jobs'" "bgexec.watchdog_interval = '200ms'" \
@@ -60,6 +60,16 @@ purged() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE id = $once") == 0 ]];
 wait_for 20 purged || fail "retention did not purge the old job"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $once") == 0 ]] || fail "events left behind"
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE id = $late") == 1 ]] || fail "a recent terminal job was purged"
+# and the rows of workers gone over an hour (_retire_workers): one that
+# stopped, one killed (never marked stopped); not one that is alive.
+sql "SELECT bgexec.register_worker(n, '{wd}', 1, '{}') FROM unnest('{wd-stopped,wd-killed,wd-alive}'::text[]) n" >/dev/null
+sql "UPDATE bgexec.worker SET heartbeat_at = now() - interval '3 hours',
+            stopped_at = CASE WHEN id = 'wd-stopped' THEN now() - interval '2 hours' END
+      WHERE id IN ('wd-stopped', 'wd-killed')" >/dev/null
+retired() { [[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id IN ('wd-stopped', 'wd-killed')") == 0 ]]; }
+wait_for 20 retired || fail "retention did not remove the rows of workers gone: $(sql "SELECT string_agg(id, ' ') FROM bgexec.worker")"
+[[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id = 'wd-alive'") == 1 ]] || fail "a live worker's row was removed"
+grep -q 'bgexec watchdog removed 2 rows of workers gone' "$E2E_DIR/pg/postgres.log" || fail "no log line for the rows removed"
 
 # Vacuum: claims walk the dead index entries of the jobs claimed since the
 # table's last vacuum, so the watchdog vacuums bgexec.job once it has

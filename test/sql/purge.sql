@@ -31,6 +31,37 @@ SELECT count(bgexec.submit('noop', queue => 'pg')) FROM generate_series(1, 3);
 SELECT count(bgexec.stop(id)) FROM bgexec.job WHERE queue = 'pg' AND status = 'queued';
 UPDATE bgexec.job SET finished_at = now() - interval '1 day' WHERE queue = 'pg' AND status = 'cancelled';
 SELECT bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2), bgexec._retention('1 hour', 2);
+-- retention of worker rows (_retire_workers, beside _retention): gone
+-- longer than the interval, stopped or silent for a minute, and holding no
+-- running job.  In a transaction rolled back, so that rows of the earlier
+-- files stay as they were; only this block's rows are shown.
+BEGIN;
+SELECT bgexec.register_worker('retire-' || n, '{retire}', 1, '{}')
+  FROM unnest(ARRAY['stopped-old', 'stopped-new', 'killed-old', 'killed-new', 'holding', 'alive',
+                    'quiet', 'stopped-now']) AS n;
+SELECT bgexec.submit('noop', queue => 'retire') IS NOT NULL AS submitted;
+SELECT count(*) FROM bgexec.claim('retire-holding', '{retire}', 1, '1 second');
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '3 hours', stopped_at = now() - interval '2 hours'
+ WHERE id = 'retire-stopped-old';
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '3 hours', stopped_at = now() - interval '10 minutes'
+ WHERE id = 'retire-stopped-new';
+-- killed: never marked stopped, its heartbeats ended
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 hours' WHERE id = 'retire-killed-old';
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '10 minutes' WHERE id = 'retire-killed-new';
+-- silent as long, but its job is still running under its id (lease expired,
+-- not yet reconciled)
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 hours' WHERE id = 'retire-holding';
+UPDATE bgexec.job SET lease_expires_at = now() - interval '1 hour' WHERE lease_owner = 'retire-holding';
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '30 seconds' WHERE id = 'retire-alive';
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 minutes' WHERE id = 'retire-quiet';
+SELECT bgexec.deregister_worker('retire-stopped-now');
+SELECT bgexec._retire_workers('1 hour') >= 2 AS retired;
+SELECT id FROM bgexec.worker WHERE id LIKE 'retire-%' ORDER BY id;
+-- with 0: every worker gone before now (retire-stopped-now stopped at this
+-- transaction's now()), but not one heartbeating within the minute
+SELECT bgexec._retire_workers('0') >= 3 AS retired;
+SELECT id FROM bgexec.worker WHERE id LIKE 'retire-%' ORDER BY id;
+ROLLBACK;
 -- negative: a negative interval, or one with a negative part ('-1 mon +31
 -- days' compares as a day, but its cutoff was now() in a 31-day month, and
 -- '-1 mon +30 days 1 hour' put it in the future: every terminal job deleted)
