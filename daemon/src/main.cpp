@@ -41,6 +41,7 @@ Commands:
   jobs [--queue Q] [--status S] [--limit N] [--before ID]
                          list your jobs, newest first
   queues                 per-queue counts
+  workers [--all]        the live workers (--all: every one registered) and their jobs in flight
   schedule NAME CRON KIND [JSON|@FILE] [options]
                          create or replace a recurring job (cron; --time-zone, UTC by default)
   unschedule NAME        delete a recurring job

@@ -1,5 +1,5 @@
 // Client subcommands: submit, status, jobs, tail, stop, resume, retry,
-// queues, schedule, unschedule, schedules.
+// queues, workers, schedule, unschedule, schedules.
 // Each runs one coroutine on an io_context over one pg::Connection.
 #include "client/client.hpp"
 
@@ -50,6 +50,7 @@ const std::map<std::string, std::set<std::string>> command_options = {
     {"resume", {}},
     {"retry", {}},
     {"queues", {}},
+    {"workers", {"--all"}},
     {"schedule",
      {"--queue", "--priority", "--max-attempts", "--timeout", "--concurrency-key", "--time-zone", "--no-overlap"}},
     {"unschedule", {}},
@@ -69,6 +70,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume ID [JSON|@FILE]
   bgexec retry ID
   bgexec queues
+  bgexec workers [--all]
   bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
                   [--max-attempts N] [--timeout DUR] [--concurrency-key K]
                   [--time-zone TZ] [--no-overlap]
@@ -81,7 +83,8 @@ Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
 end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
 first (--limit 1-500, default 50); when there are more, the last line says
-which --before shows the next ones.  tail exits after a terminal or
+which --before shows the next ones.  workers lists the live workers (--all:
+the stopped and silent ones too) with their jobs in flight.  tail exits after a terminal or
 suspended event.  schedule creates or replaces a recurring job: CRON is five
 fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
 read on the clock of --time-zone (default UTC); --no-overlap skips a run
@@ -625,6 +628,39 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
   co_return ok;
 }
 
+// workers [--all]: bgexec.worker_stats, the live workers (a heartbeat within
+// the minute or a live lease), or with --all every row, most recent first.
+asio::awaitable<int> cmd_workers(Session& s, const core::ParsedArgs& a) {
+  if (!a.positional.empty()) throw Usage("workers takes no arguments");
+  const std::string sql =
+      "SELECT id, host, pid, array_to_json(queues) AS queues, concurrency, in_flight, alive, " +
+      pg::utc_iso("started_at") +
+      " AS started_at, " + pg::utc_iso("heartbeat_at") + " AS heartbeat_at, " + pg::utc_iso("stopped_at") +
+      " AS stopped_at FROM bgexec.worker_stats" + (a.flags.count("--all") ? "" : " WHERE alive") +
+      " ORDER BY heartbeat_at DESC, id";
+  auto r = co_await s.conn.query(sql);
+  json rows = r.to_json(true);
+  if (s.json_out) {
+    std::cout << core::dump(rows) << std::endl;
+    co_return ok;
+  }
+  const char* cols[] = {"id", "host", "pid", "queues", "concurrency", "in_flight", "alive", "started_at",
+                        "heartbeat_at", "stopped_at"};
+  for (const char* c : cols) std::cout << c << (std::string(c) == "stopped_at" ? "\n" : "\t");
+  for (auto& row : rows)
+    for (const char* c : cols) {
+      auto& v = row[c];
+      std::string text;
+      if (v.is_array())  // queues, comma-separated as --queue takes them
+        for (auto& q : v) text += (text.empty() ? "" : ",") + text_of(q, "-");
+      else
+        text = v.is_null() ? "-" : v.is_string() ? v.get<std::string>() : core::dump(v);
+      std::cout << text << (std::string(c) == "stopped_at" ? "\n" : "\t");
+    }
+  std::cout << std::flush;
+  co_return ok;
+}
+
 asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() < 3 || a.positional.size() > 4)
     throw Usage("schedule takes NAME CRON KIND [JSON|@FILE]");
@@ -741,7 +777,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
                               {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
                                "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone",
                                "--status", "--limit", "--before"},
-                              {"--json", "--wait", "--follow", "--no-overlap"});
+                              {"--json", "--wait", "--follow", "--no-overlap", "--all"});
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
     return usage;
@@ -784,6 +820,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         if (cmd == "jobs") co_return co_await cmd_jobs(s, parsed);
         if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
         if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
+        if (cmd == "workers") co_return co_await cmd_workers(s, parsed);
         if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
         if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
         if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);

@@ -2,7 +2,9 @@
 # bgexec jobs: the jobs the caller can see, newest first, a page at a time,
 # filtered by queue and status; a failed job's error on its line; --json
 # pages that a script can walk with next_before; a client role sees its own
-# jobs only; bad options are usage errors naming the option.
+# jobs only; bad options are usage errors naming the option.  bgexec
+# workers: the live workers with their jobs in flight; --all the stopped ones
+# too.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57974
 
@@ -15,6 +17,7 @@ sql "SELECT bgexec.register_worker('t', '{c}', 1, '{}')" >/dev/null
 lease=$(sql "SELECT lease FROM bgexec.claim('t', '{c}', 1)")
 [[ $(sql "SELECT bgexec.finish(6, $lease, 'failed', '{\"message\": \"disk\tfull\nagain\", \"retryable\": false}')") == failed ]] \
   || fail "job 6 did not fail"
+sql "SELECT bgexec.deregister_worker('t')" >/dev/null
 psql -qX -c "CREATE ROLE e2e_tenant LOGIN; GRANT bgexec_client TO e2e_tenant" >/dev/null
 tenant="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_tenant"
 [[ $("$BGEXEC" submit noop --queue a --db "$tenant") == 7 ]] || fail "the tenant's submit"
@@ -61,6 +64,27 @@ assert six["id"] == 6 and six["owner"] == "postgres" and six["error"]["retryable
 assert "payload" not in six and "result" not in six, six
 PY
 
+# workers: a live one with its job in flight; once stopped, only --all lists it.
+start_worker wlist --queue w --concurrency 2
+l=$("$BGEXEC" submit workflow --queue w '{"steps": [{"id": "s", "sleep": 60}]}')
+wait_status "$l" running
+listed() { "$BGEXEC" workers | grep -qP '^wlist\t[^\t]+\t\d+\tw\t2\t1\ttrue\t[^\t]+Z\t[^\t]+Z\t-$'; }
+wait_for 10 listed || fail "bgexec workers: $("$BGEXEC" workers)"
+python3 - "$BGEXEC" <<'PY' || fail "bgexec workers --json: $("$BGEXEC" workers --json)"
+import json, subprocess, sys
+rows = json.loads(subprocess.run([sys.argv[1], "workers", "--json"], check=True, capture_output=True, text=True).stdout)
+w = [r for r in rows if r["id"] == "wlist"][0]
+assert w["queues"] == ["w"] and w["in_flight"] == 1 and w["alive"] is True and w["stopped_at"] is None, w
+PY
+"$BGEXEC" stop "$l" >/dev/null
+wait_status "$l" cancelled
+kill -TERM "$PID_wlist"
+wait_for 20 gone "$PID_wlist" || fail "wlist did not stop"
+out=$("$BGEXEC" workers)
+[[ $out == $'id\thost\tpid\tqueues\tconcurrency\tin_flight\talive\tstarted_at\theartbeat_at\tstopped_at' ]] \
+  || fail "a stopped worker is listed: $out"
+"$BGEXEC" workers --all | grep -qP '^wlist\t.*\tw\t2\t0\tfalse\t.*Z$' || fail "bgexec workers --all: $("$BGEXEC" workers --all)"
+
 # expect_usage NEEDLE ARGS...: exit 2 and NEEDLE in the message.
 expect_usage() {
   local needle=$1 rc; shift
@@ -76,4 +100,6 @@ expect_usage '--before: expected an integer from 1' jobs --before abc
 expect_usage 'jobs takes no arguments' jobs 4
 expect_usage '--from is not an option of jobs' jobs --from 1
 expect_usage '--status is not an option of submit' submit noop --status queued
+expect_usage 'workers takes no arguments' workers x
+expect_usage '--all is not an option of jobs' jobs --all
 ok
