@@ -33,14 +33,35 @@ SyncConnection::~SyncConnection() {
   if (conn_) PQfinish(conn_);
 }
 
-Result SyncConnection::exec(const std::string& sql, const Params& params) {
+namespace {
+
+std::vector<const char*> values_of(const Params& params) {
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  PGresult* r = params.empty()
-                    ? PQexec(conn_, sql.c_str())
-                    : PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                   values.data(), nullptr, nullptr, 0);
+  return values;
+}
+
+}  // namespace
+
+Result SyncConnection::exec(const std::string& sql, const Params& params) {
+  auto values = values_of(params);
+  return checked(params.empty() ? PQexec(conn_, sql.c_str())
+                                : PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                               values.data(), nullptr, nullptr, 0));
+}
+
+void SyncConnection::prepare(const std::string& name, const std::string& sql) {
+  checked(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr));
+}
+
+Result SyncConnection::exec_prepared(const std::string& name, const Params& params) {
+  auto values = values_of(params);
+  return checked(PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                                nullptr, 0));
+}
+
+Result SyncConnection::checked(PGresult* r) {
   Result res(r);
   auto st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return res;

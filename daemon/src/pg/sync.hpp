@@ -21,12 +21,17 @@ class SyncConnection {
 
   // Runs one statement (extended protocol when params are given); throws Error.
   Result exec(const std::string& sql, const Params& params = {});
+  // Prepares a named statement (parsed once, its generic plan kept: what a
+  // driver's prepared statement does), and runs one; both throw Error.
+  void prepare(const std::string& name, const std::string& sql);
+  Result exec_prepared(const std::string& name, const Params& params = {});
   // Runs a statement and returns cell (0,0), or "" when NULL or no row.
   std::string scalar(const std::string& sql, const Params& params = {});
   // Server process id of this session (pg_backend_pid()).
   int backend_pid() const;
 
  private:
+  Result checked(pg_result* r);
   pg_conn* conn_ = nullptr;
 };
 
