@@ -64,6 +64,15 @@ assert six["id"] == 6 and six["owner"] == "postgres" and six["error"]["retryable
 assert "payload" not in six and "result" not in six, six
 PY
 
+# A long message is cut to 200 bytes before a character, not inside one.
+sql "SELECT bgexec.submit('export', '{}', 'long')" >/dev/null
+lease=$(sql "SELECT lease FROM bgexec.claim('t', '{long}', 1)")
+sql "SELECT bgexec.finish(8, $lease, 'failed', jsonb_build_object('message', 'x' || repeat('é', 150), 'retryable', false))" >/dev/null
+sql "SELECT bgexec.deregister_worker('t')" >/dev/null
+line=$("$BGEXEC" jobs --queue long | tail -1)
+[[ $(cut -f8 <<<"$line") == "x$(printf 'é%.0s' {1..99})..." ]] || fail "a long message's cut: $line"
+iconv -f UTF-8 -t UTF-8 <<<"$line" >/dev/null || fail "a long message cut inside a character: $line"
+
 # workers: a live one with its job in flight; once stopped, only --all lists it.
 start_worker wlist --queue w --concurrency 2
 l=$("$BGEXEC" submit workflow --queue w '{"steps": [{"id": "s", "sleep": 60}]}')

@@ -549,9 +549,13 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
     const json& err = row["error"];
     const json message = member(err, "message");
     std::string error = err.is_null() ? "-" : message.is_string() ? message.get<std::string>() : short_json(err);
-    if (error.size() > 200) error = error.substr(0, 200) + "...";
-    for (char& c : error)
-      if (c == '\n' || c == '\t') c = ' ';
+    if (error.size() > 200) {  // cut before a character, not inside one
+      std::size_t cut = 200;
+      while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;
+      error = error.substr(0, cut) + "...";
+    }
+    for (char& c : error)  // one line, its columns intact
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     std::cout << core::dump(row["id"]) << "\t" << text_of(row["status"], "-") << "\t" << text_of(row["queue"], "-")
               << "\t" << text_of(row["kind"], "-") << "\t" << core::dump(row["attempt"]) << "/"
               << core::dump(row["max_attempts"]) << "\t" << text_of(row["created_at"], "-") << "\t"
@@ -636,8 +640,8 @@ asio::awaitable<int> cmd_workers(Session& s, const core::ParsedArgs& a) {
       "SELECT id, host, pid, array_to_json(queues) AS queues, concurrency, in_flight, alive, " +
       pg::utc_iso("started_at") +
       " AS started_at, " + pg::utc_iso("heartbeat_at") + " AS heartbeat_at, " + pg::utc_iso("stopped_at") +
-      " AS stopped_at FROM bgexec.worker_stats" + (a.flags.count("--all") ? "" : " WHERE alive") +
-      " ORDER BY heartbeat_at DESC, id";
+      " AS stopped_at FROM bgexec.worker_stats w" + (a.flags.count("--all") ? "" : " WHERE w.alive") +
+      " ORDER BY w.heartbeat_at DESC, w.id";
   auto r = co_await s.conn.query(sql);
   json rows = r.to_json(true);
   if (s.json_out) {
