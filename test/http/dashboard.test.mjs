@@ -31,6 +31,10 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
       payload: { steps: [{ id: 'build', run: ['true'] }, { id: 'ship', needs: ['build'], run: ['true'] }] } } });
     const { body: { id: other } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('ui2') } });
 
+    // A live worker, its id escaped as text (the table is built as HTML).
+    const worker = uniq('ui-worker') + '<i>';
+    psql(`SELECT bgexec.register_worker('${worker}', '{${queue}}', 2, '{"host": "ui-host", "pid": 77}')`);
+
     const schedule = uniq('ui-nightly');
     const put = await api('PUT', `/v1/schedules/${schedule}`, { token: A, body: { cron: '0 3 * * *', kind: 'noop', queue } });
     assert.equal(put.status, 200, put.text);
@@ -39,6 +43,10 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
     await page.fill('#token', A);
     await page.click('#save-token');
     await page.waitForSelector(`#queues tr[data-queue="${queue}"]`);
+    // The home page lists the live workers.
+    await page.waitForFunction((id) => [...document.querySelectorAll('#workers tbody tr')]
+      .some((tr) => tr.cells[0].textContent === id && tr.cells[1].textContent === 'ui-host'), worker);
+    psql(`SELECT bgexec.deregister_worker('${worker}')`);
     // The home page lists the token's schedules.
     await page.waitForSelector(`#schedules tr[data-schedule="${schedule}"]`);
     assert.equal(await page.textContent(`#schedules tr[data-schedule="${schedule}"] td:nth-child(2)`), '0 3 * * *');

@@ -30,6 +30,10 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
     <table id="queues"><thead><tr><th>queue</th><th>paused</th><th>queued</th><th>running</th><th>suspended</th>
       <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th></tr></thead>
       <tbody></tbody></table>
+    <h2>Workers</h2>
+    <table id="workers"><thead><tr><th>worker</th><th>host</th><th>pid</th><th>queues</th><th>slots</th><th>in flight</th>
+      <th>last heartbeat</th></tr></thead>
+      <tbody></tbody></table>
     <h2>Schedules</h2>
     <table id="schedules"><thead><tr><th>name</th><th>cron</th><th>time zone</th><th>kind</th><th>queue</th><th>next run</th>
       <th>payload</th><th>last run</th><th>last job</th><th>last error</th><th></th></tr></thead>
@@ -151,6 +155,12 @@ async function loadQueues() {
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
     <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td></tr>`).join('');
 }
+async function loadWorkers() {
+  const {workers} = await api('GET', '/v1/workers');
+  $('#workers tbody').innerHTML = workers.map((w) => `<tr data-worker="${esc(w.id)}"><td>${esc(w.id)}</td><td>${esc(w.host)}</td>
+    <td>${esc(w.pid)}</td><td>${esc((w.queues || []).join(', '))}</td><td>${esc(w.concurrency)}</td>
+    <td class="c-in-flight">${esc(w.in_flight)}</td><td>${esc(w.heartbeat_at)}</td></tr>`).join('');
+}
 const schedules = new Map();  // name -> row of GET /v1/schedules, for its edit button
 let editing = null;           // the row the schedule form replaces, null for a new schedule
 async function loadSchedules() {
@@ -257,7 +267,7 @@ async function loadJobs(append) {
   $('#more').hidden = next_before == null;
 }
 async function refreshHome() {
-  try { await Promise.all([loadQueues(), loadSchedules(), loadJobs(false)]); say(''); } catch (e) { say(e.message, true); }
+  try { await Promise.all([loadQueues(), loadWorkers(), loadSchedules(), loadJobs(false)]); say(''); } catch (e) { say(e.message, true); }
 }
 
 function renderJob(j) {

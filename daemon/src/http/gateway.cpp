@@ -231,6 +231,7 @@ std::optional<HttpError> check_text(const std::string& path, const std::map<std:
 const std::set<std::string> no_params;
 const std::set<std::string> list_params = {"queue", "status", "before", "limit"};  // GET /v1/jobs
 const std::set<std::string> event_params = {"after", "token"};
+const std::set<std::string> workers_params = {"all"};  // GET /v1/workers
 
 // An unknown query parameter is refused rather than ignored: a misspelt
 // filter or cursor would otherwise pass silently.
@@ -803,6 +804,25 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         "FROM bgexec.queue_stats ORDER BY queue",
         {}, true);
     co_return make_json(v, bhttp::status::ok, kv("queues", r.to_json(true)));
+  }
+  if (seg.size() == 2 && seg[1] == "workers") {
+    // GET /v1/workers[?all=true]: bgexec.worker_stats, the live workers
+    // (a heartbeat within the minute or a live lease) or every row.
+    if (!get) throw method_not_allowed("GET, HEAD");
+    check_params(qs, workers_params);
+    check_no_body(req.body());
+    bool all = false;
+    if (auto it = qs.find("all"); it != qs.end()) {
+      if (it->second != "true" && it->second != "false") throw invalid("all must be true or false");
+      all = it->second == "true";
+    }
+    auto r = co_await pool_.query(
+        *role,
+        std::string("SELECT w.id, w.host, w.pid, array_to_json(w.queues) AS queues, w.concurrency, w.in_flight,"
+                    " w.alive, w.started_at, w.heartbeat_at, w.stopped_at FROM bgexec.worker_stats w") +
+            (all ? "" : " WHERE w.alive") + " ORDER BY w.heartbeat_at DESC, w.id",
+        {}, true);
+    co_return make_json(v, bhttp::status::ok, kv("workers", r.to_json(true)));
   }
   if (seg.size() >= 2 && seg[1] == "schedules") co_return co_await schedules(req, *role, seg, qs);
   if (seg.size() < 2 || seg[1] != "jobs") throw not_found("no such resource: " + path);
