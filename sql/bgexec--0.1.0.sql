@@ -951,33 +951,6 @@ CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 100
 	SELECT count(*) FROM gone
 $$;
 
-/* _retire_workers: deletes the rows of workers gone longer than
- * p_older_than: not alive as worker_stats reckons it (stopped, or no
- * heartbeat for a minute and no live lease), their last sign of life
- * (heartbeat or stop) older than that, and no running job under their id
- * (a lease that expired waits for reconcile, which names the worker in its
- * error).  With the default id (host:pid) every start of a worker adds a
- * row, and a worker killed or lost never marks its own row stopped; the
- * watchdog calls this beside _retention (bgexec.retention).  A process that
- * is only frozen finds its row gone at its next heartbeat and registers
- * again, as when an operator deletes it. */
-CREATE FUNCTION bgexec._retire_workers(p_older_than interval) RETURNS bigint
-	LANGUAGE sql VOLATILE
-	SET search_path = pg_catalog, bgexec, pg_temp
-	AS $$
-	WITH doomed AS (
-		SELECT w.id FROM bgexec.worker w
-		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - p_older_than
-		   AND (w.stopped_at IS NOT NULL OR w.heartbeat_at <= now() - interval '1 minute')
-		   AND NOT EXISTS (SELECT 1 FROM bgexec.job j
-		                    WHERE j.status = 'running' AND j.lease_owner = w.id)
-		   FOR UPDATE OF w SKIP LOCKED),
-	gone AS (DELETE FROM bgexec.worker w USING doomed WHERE w.id = doomed.id RETURNING 1)
-	SELECT count(*) FROM gone
-$$;
-COMMENT ON FUNCTION bgexec._retire_workers(interval) IS
-	'deletes the rows of workers gone (stopped, or silent for a minute with no running job) longer than the interval; the watchdog''s retention';
-
 /* ----------------------------------------------------- worker functions */
 
 /* Plans.  PL/pgSQL keeps a function's plans for the life of the session, and
@@ -1018,6 +991,36 @@ CREATE FUNCTION bgexec._lease_s(info jsonb) RETURNS numeric
 	SELECT CASE WHEN jsonb_typeof(info->'lease_s') = 'number' AND (info->>'lease_s')::numeric > 0
 	            THEN greatest(least((info->>'lease_s')::numeric, 86400), 0.000001) ELSE 30 END
 $$;
+
+/* _retire_workers: deletes the rows of workers gone longer than
+ * p_older_than: stopped, or silent for a minute and a whole lease (a live
+ * worker heartbeats three times a lease, idle too: a worker with a lease
+ * of an hour is not deleted between two heartbeats), their last sign of life
+ * (heartbeat or stop) older than that, and no running job under their id
+ * (a lease that expired waits for reconcile, which names the worker in its
+ * error).  With the default id (host:pid) every start of a worker adds a
+ * row, and a worker killed or lost never marks its own row stopped; the
+ * watchdog calls this beside _retention (bgexec.retention).  A process that
+ * is only frozen finds its row gone at its next heartbeat and registers
+ * again, as when an operator deletes it. */
+CREATE FUNCTION bgexec._retire_workers(p_older_than interval) RETURNS bigint
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+	WITH doomed AS (
+		SELECT w.id FROM bgexec.worker w
+		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - p_older_than
+		   AND (w.stopped_at IS NOT NULL
+		        OR w.heartbeat_at <= now() - greatest(interval '1 minute',
+		                                              make_interval(secs => bgexec._lease_s(w.info))))
+		   AND NOT EXISTS (SELECT 1 FROM bgexec.job j
+		                    WHERE j.status = 'running' AND j.lease_owner = w.id)
+		   FOR UPDATE OF w SKIP LOCKED),
+	gone AS (DELETE FROM bgexec.worker w USING doomed WHERE w.id = doomed.id RETURNING 1)
+	SELECT count(*) FROM gone
+$$;
+COMMENT ON FUNCTION bgexec._retire_workers(interval) IS
+	'deletes the rows of workers gone (stopped, or silent for a minute and a lease, with no running job) longer than the interval; the watchdog''s retention';
 
 CREATE FUNCTION bgexec.register_worker(worker_id text, queues text[],
                                        concurrency int, info jsonb DEFAULT '{}')

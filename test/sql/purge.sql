@@ -39,6 +39,8 @@ BEGIN;
 SELECT bgexec.register_worker('retire-' || n, '{retire}', 1, '{}')
   FROM unnest(ARRAY['stopped-old', 'stopped-new', 'killed-old', 'killed-new', 'holding', 'alive',
                     'quiet', 'stopped-now']) AS n;
+-- a lease of an hour: heartbeats 20 minutes apart, idle too
+SELECT bgexec.register_worker('retire-long-lease', '{retire}', 1, '{"lease_s": 3600}');
 SELECT bgexec.submit('noop', queue => 'retire') IS NOT NULL AS submitted;
 SELECT count(*) FROM bgexec.claim('retire-holding', '{retire}', 1, '1 second');
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '3 hours', stopped_at = now() - interval '2 hours'
@@ -54,11 +56,13 @@ UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 hours' WHERE id = 'r
 UPDATE bgexec.job SET lease_expires_at = now() - interval '1 hour' WHERE lease_owner = 'retire-holding';
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '30 seconds' WHERE id = 'retire-alive';
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 minutes' WHERE id = 'retire-quiet';
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '10 minutes' WHERE id = 'retire-long-lease';
 SELECT bgexec.deregister_worker('retire-stopped-now');
 SELECT bgexec._retire_workers('1 hour') >= 2 AS retired;
 SELECT id FROM bgexec.worker WHERE id LIKE 'retire-%' ORDER BY id;
 -- with 0: every worker gone before now (retire-stopped-now stopped at this
--- transaction's now()), but not one heartbeating within the minute
+-- transaction's now()), but not one heartbeating within the minute, nor
+-- one within its lease
 SELECT bgexec._retire_workers('0') >= 3 AS retired;
 SELECT id FROM bgexec.worker WHERE id LIKE 'retire-%' ORDER BY id;
 ROLLBACK;
