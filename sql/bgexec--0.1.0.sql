@@ -3016,12 +3016,14 @@ CREATE VIEW bgexec.worker_stats AS
 	        AND EXISTS (SELECT 1 FROM bgexec.job r
 	                     WHERE r.status = 'running' AND r.lease_owner = w.id
 	                       AND r.lease_expires_at > now())
-	        OR w.stopped_at IS NULL AND w.heartbeat_at > now() - interval '1 minute') AS alive,
+	        OR w.stopped_at IS NULL
+	           AND w.heartbeat_at > now() - greatest(interval '1 minute',
+	                                                 make_interval(secs => bgexec._lease_s(w.info)))) AS alive,
 	       (SELECT count(*) FROM bgexec.job r
 	         WHERE r.status = 'running' AND r.lease_owner = w.id) AS in_flight
 	  FROM bgexec.worker w;
 COMMENT ON VIEW bgexec.worker_stats IS
-	'per worker: liveness (heartbeat within a minute or a live lease) and jobs in flight';
+	'per worker: liveness (a heartbeat within a minute and its lease, or a live lease) and jobs in flight';
 
 /* ------------------------------------------------------------- pg_dump */
 
@@ -3084,6 +3086,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec._inserted_here(bigint),
 	bgexec._raw_bytes(jsonb)
 	TO bgexec_client;
+-- worker_stats' liveness reads each worker's lease (a pure function).
+GRANT EXECUTE ON FUNCTION bgexec._lease_s(jsonb) TO bgexec_client, bgexec_worker;
 
 GRANT EXECUTE ON FUNCTION
 	bgexec.register_worker(text, text[], int, jsonb),

@@ -58,6 +58,10 @@ UPDATE bgexec.worker SET heartbeat_at = now() - interval '30 seconds' WHERE id =
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 minutes' WHERE id = 'retire-quiet';
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '10 minutes' WHERE id = 'retire-long-lease';
 SELECT bgexec.deregister_worker('retire-stopped-now');
+-- worker_stats, as a client reads it: alive within a minute and the lease
+SET ROLE regress_alice;
+SELECT id, alive FROM bgexec.worker_stats WHERE id LIKE 'retire-%' ORDER BY id;
+RESET ROLE;
 SELECT bgexec._retire_workers('1 hour') >= 2 AS retired;
 SELECT id FROM bgexec.worker WHERE id LIKE 'retire-%' ORDER BY id;
 -- with 0: every worker gone before now (retire-stopped-now stopped at this

@@ -632,8 +632,9 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
   co_return ok;
 }
 
-// workers [--all]: bgexec.worker_stats, the live workers (a heartbeat within
-// the minute or a live lease), or with --all every row, most recent first.
+// workers [--all]: bgexec.worker_stats, the live workers (its alive: a
+// heartbeat within the minute, or the lease when longer, or a live lease),
+// or with --all every row, most recent first.
 asio::awaitable<int> cmd_workers(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("workers takes no arguments");
   const std::string sql =

@@ -807,7 +807,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   }
   if (seg.size() == 2 && seg[1] == "workers") {
     // GET /v1/workers[?all=true]: bgexec.worker_stats, the live workers
-    // (a heartbeat within the minute or a live lease) or every row.
+    // (its alive: a heartbeat within the minute, or the lease when longer,
+    // or a live lease) or every row.
     if (!get) throw method_not_allowed("GET, HEAD");
     check_params(qs, workers_params);
     check_no_body(req.body());
