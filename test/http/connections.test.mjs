@@ -111,3 +111,27 @@ test('an event stream whose reader left ends at once, not at its next keepalive'
     gw.kill();
   }
 });
+
+test('the limit is exact: max_connections streams being served, and the next connection gets 503', { timeout: 30000 }, async () => {
+  const gw = await smallGateway(128);
+  const socks = [];
+  try {
+    const max = Number(/max_connections=(\d+)/.exec(gw.log())[1]);
+    assert.equal(max, 128 - 4 - 32); // all but --pool + 32 descriptors
+    const queue = uniq('conn-exact');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    await openStreams(gw, id, max, socks);
+    await sleep(500);
+    const r = await api('GET', '/v1/queues', { token: A, base: gw.url, headers: { Connection: 'close' } });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.sqlstate, '53300');
+    // One stream fewer: the request is served.
+    socks.pop().destroy();
+    assert.equal(await statusOnceFree(gw, 20), 200);
+    const { lease } = claim(queue);
+    finish(id, lease, 'completed');
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});

@@ -331,3 +331,17 @@ test('the event stream\'s ?token=: ambiguous is 400 before any lookup; no valid 
   }
   assert.equal((await call(`${ev}?token=${A}&after=2`)).status, 204, 'the job has ended');
 });
+
+test('?token= is no token outside the event stream: 401 on every other /v1 route, nothing done', async () => {
+  const queue = uniq('qtoken');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  for (const [method, path, body] of [
+    ['GET', `/v1/jobs?token=${A}`], ['GET', `/v1/jobs/${id}?token=${A}`], ['GET', `/v1/queues?token=${A}`],
+    ['GET', `/v1/schedules?token=${A}`], ['GET', `/v1/no-such-route?token=${A}`],
+    ['POST', `/v1/jobs/${id}/stop?token=${A}`], ['POST', `/v1/jobs?token=${A}`, { kind: 'noop', queue }]]) {
+    const r = await api(method, path, { body });
+    assert.equal(r.status, 401, `${method} ${path}: ${r.text}`);
+    assert.equal(r.body.error.sqlstate, '28000', `${method} ${path}`);
+  }
+  assert.equal(psql(`SELECT count(*) || ' ' || min(status::text) FROM bgexec.job WHERE queue = '${queue}'`), '1 queued');
+});

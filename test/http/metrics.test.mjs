@@ -3,6 +3,8 @@
 // running and suspended jobs right now.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { api, psql, claim, finish, freePort, startGateway, sleep, uniq, A } from './lib.mjs';
 
 const value = (text, series) => {
@@ -105,4 +107,33 @@ test('a queue\'s gauges drop to 0 when its last active job ends, rather than van
   // Purged: the queue has no jobs left and is no longer known.
   psql(`DELETE FROM bgexec.job WHERE queue = '${queue}'`);
   assert.deepEqual(series((await api('GET', '/metrics')).text), [undefined, undefined, undefined, undefined]);
+});
+
+test('concurrent scrapes count a finish once: a scrape whose window another one counted adds nothing', { timeout: 30000 }, async () => {
+  const gw = await startGateway(await freePort());
+  let p;
+  try {
+    const queue = uniq('metrics-conc');
+    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    assert.equal(r.status, 201);
+    const a = claim(queue); finish(a.job, a.lease, 'completed', { ok: 1 });
+    await sleep(5500);  // past the commit margin
+    // The job table locked for 2 s: three scrapes start together (each reads
+    // the same previous watermark), all wait for the lock, then run.
+    p = spawn('psql', ['-X', '-q', '-d', 'postgres', '-c',
+      'BEGIN; LOCK TABLE bgexec.job IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2); COMMIT;'], { stdio: 'ignore' });
+    for (let i = 0; i < 50 && psql(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                                      WHERE c.relname = 'job' AND l.mode = 'AccessExclusiveLock' AND l.granted`) === '0'; i++) {
+      await sleep(100);
+    }
+    const series = `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`;
+    const scrapes = await Promise.all([1, 2, 3].map(() => api('GET', '/metrics', { base: gw.url })));
+    assert.deepEqual(scrapes.map((s) => s.status), [200, 200, 200]);
+    if (p.exitCode === null) await once(p, 'exit');
+    const m = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m, series), 1, 'counted once, not once per concurrent scrape');
+  } finally {
+    if (p) try { p.kill('SIGKILL'); } catch { /* gone */ }
+    gw.kill();
+  }
 });

@@ -163,3 +163,22 @@ test('schedules: the name in the path is percent-decoded, as clients encode it',
   assert.equal(r.status, 422, r.text);
   assert.equal(r.body.error.sqlstate, '22021');
 });
+
+test('schedules: a NUL in the path\'s name is 422 on every route, never a name cut short at it', async () => {
+  const name = uniq('nulname');
+  const queue = uniq('nq');
+  assert.equal((await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '0 3 * * *', kind: 'noop', queue } })).status, 200);
+  // `${name}\0x` would reach the database as `${name}` (libpq takes C strings).
+  for (const [method, suffix] of [['GET', ''], ['DELETE', ''], ['POST', '/pause'], ['POST', '/run'], ['POST', '/resume']]) {
+    const r = await api(method, `/v1/schedules/${name}%00x${suffix}`, { token: A });
+    assert.equal(r.status, 422, `${method} ${suffix}: ${r.text}`);
+    assert.equal(r.body.error.sqlstate, '22021');
+    assert.equal(r.body.error.message, 'name must not contain NUL (\\u0000)');
+  }
+  const s = await api('GET', `/v1/schedules/${name}`, { token: A });
+  assert.equal(s.status, 200, 'not deleted');
+  assert.equal(s.body.paused, false);
+  assert.equal(s.body.last_job_id, null);
+  assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 0, 'not run');
+  assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 200);
+});

@@ -251,3 +251,25 @@ test('a stream whose reader left while it waited for a pool connection runs no r
     gw.kill();
   }
 });
+
+test('Last-Event-ID wins over ?after= (an EventSource reconnecting to a URL that carries ?after=)', async () => {
+  const queue = uniq('sse-lei');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease } = claim(queue); // seq 1
+  appendEvent(id, lease, 'log', { a: 1 }); // seq 2
+  appendEvent(id, lease, 'log', { a: 2 }); // seq 3
+  finish(id, lease, 'completed', {}); // seq 4
+  const ids = async (after, lastEventId) => {
+    const r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=${after}`,
+      { headers: { 'Last-Event-ID': String(lastEventId) }, signal: AbortSignal.timeout(8000) });
+    assert.equal(r.status, 200);
+    return [...(await r.text()).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+  };
+  // The reconnect resumes after what it saw, never replaying it again...
+  assert.deepEqual(await ids(0, 2), [3, 4]);
+  // ...and never skipping what it has not seen.
+  assert.deepEqual(await ids(3, 1), [2, 3, 4]);
+  // At the end already: 204, whatever ?after= says.
+  const r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=1`, { headers: { 'Last-Event-ID': '4' } });
+  assert.equal(r.status, 204);
+});
