@@ -317,6 +317,8 @@ test('the event stream\'s ?token=: ambiguous is 400 before any lookup; no valid 
     [`token=${A}&bogus=1`, /unknown query parameter \\"bogus\\"/],
     [`token=${A}&after=1&after=2`, /query parameter \\"after\\" is given more than once/],
     [`token=${A}&after=x`, /Last-Event-ID \/ after must be a non-negative integer/],
+    // empty, as an empty limit= or before= is refused (it replayed from 0)
+    [`token=${A}&after=`, /Last-Event-ID \/ after must be a non-negative integer/],
   ]) {
     const r = await call(`${ev}?${q}`);
     assert.equal(r.status, 400, `${q}: ${r.text}`);
@@ -330,6 +332,14 @@ test('the event stream\'s ?token=: ambiguous is 400 before any lookup; no valid 
     assert.equal(r.allow, 'GET');
   }
   assert.equal((await call(`${ev}?token=${A}&after=2`)).status, 204, 'the job has ended');
+  // A body is refused as on every route that takes none ({"after": 0} was
+  // ignored: the stream's 204 said the job was over from seq 2 on).
+  const { hostname, port } = new URL(BASE);
+  const body = '{"after":0}';
+  const raw = await rawRequest(`GET ${ev}?token=${A}&after=2 HTTP/1.1\r\nHost: ${hostname}:${port}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+  assert.match(raw, /^HTTP\/1\.1 400 /, raw);
+  assert.match(raw, /unknown field \\"after\\"/, raw);
 });
 
 test('?token= is no token outside the event stream: 401 on every other /v1 route, nothing done', async () => {

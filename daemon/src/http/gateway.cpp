@@ -1056,6 +1056,18 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     co_await reply_error(*e);
     co_return;
   }
+  // A body is refused as on every route that takes none: a client's
+  // {"after": 5} would otherwise be ignored and the stream start at 0.
+  std::optional<HttpError> body_error;
+  try {
+    check_no_body(req.body());
+  } catch (const HttpError& e) {
+    body_error = e;
+  }
+  if (body_error) {
+    co_await reply_error(*body_error);
+    co_return;
+  }
   // Resume point: Last-Event-ID (set by EventSource on reconnect) wins over ?after=.
   std::int64_t cursor = 0;
   // Twice: one would win unnoticed (as with a query parameter given twice).
@@ -1063,10 +1075,13 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     co_await reply_error(bad_request("the Last-Event-ID header is given more than once"));
     co_return;
   }
+  // An empty header is no header (EventSource sends none without an id);
+  // an empty ?after= is refused, as an empty limit= or before= is.
   std::string from(req["Last-Event-ID"]);
-  if (from.empty())
-    if (auto it = qs.find("after"); it != qs.end()) from = it->second;
-  if (!from.empty()) {
+  bool given = !from.empty();
+  if (!given)
+    if (auto it = qs.find("after"); it != qs.end()) from = it->second, given = true;
+  if (given) {
     auto c = parse_int(from);
     if (!c || *c < 0 || *c > std::numeric_limits<std::int32_t>::max()) {
       co_await reply_error(bad_request("Last-Event-ID / after must be a non-negative integer"));
