@@ -138,13 +138,20 @@ async function pgProxy() {
   return state;
 }
 
-test('a connection that breaks while a request is sent (the server\'s FATAL before any answer) is replaced, and the request sent once more', async (t) => {
+// A gateway with one pool connection through pgProxy, and a submit of a
+// noop job to a queue of its own through it.
+async function proxiedGateway(t, prefix) {
   const proxy = await pgProxy();
   const gw = await startGateway(await freePort(),
     ['--pool', '1', '--db', `host=127.0.0.1 port=${proxy.port} dbname=postgres sslmode=disable`]);
   t.after(() => { gw.kill(); proxy.close(); });
-  const queue = uniq('refused-midway');
+  const queue = uniq(prefix);
   const submit = () => api('POST', '/v1/jobs', { token: 'token-a', base: gw.url, body: { kind: 'noop', queue } });
+  return { proxy, gw, queue, submit };
+}
+
+test('a connection that breaks while a request is sent (the server\'s FATAL before any answer) is replaced, and the request sent once more', async (t) => {
+  const { proxy, gw, queue, submit } = await proxiedGateway(t, 'refused-midway');
   assert.equal((await submit()).status, 201);  // the pool's connection is up and warm
   proxy.armed = 'fatal';
   const r = await submit();
@@ -155,12 +162,7 @@ test('a connection that breaks while a request is sent (the server\'s FATAL befo
 });
 
 test('a submit whose answer is lost with its connection is not sent again (it may have committed): 503, one job', async (t) => {
-  const proxy = await pgProxy();
-  const gw = await startGateway(await freePort(),
-    ['--pool', '1', '--db', `host=127.0.0.1 port=${proxy.port} dbname=postgres sslmode=disable`]);
-  t.after(() => { gw.kill(); proxy.close(); });
-  const queue = uniq('lost-answer');
-  const submit = () => api('POST', '/v1/jobs', { token: 'token-a', base: gw.url, body: { kind: 'noop', queue } });
+  const { proxy, gw, queue, submit } = await proxiedGateway(t, 'lost-answer');
   assert.equal((await submit()).status, 201);
   proxy.armed = 'lose-answer';
   const r = await submit();
