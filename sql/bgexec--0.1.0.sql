@@ -992,6 +992,17 @@ CREATE FUNCTION bgexec._lease_s(info jsonb) RETURNS numeric
 	            THEN greatest(least((info->>'lease_s')::numeric, 86400), 0.000001) ELSE 30 END
 $$;
 
+/* _silent_since: a worker not stopped whose last heartbeat is at or before
+ * this is silent: it heartbeats three times a lease, idle too, so one
+ * silent for a minute and a whole lease is gone (worker_stats' alive,
+ * _retire_workers). */
+CREATE FUNCTION bgexec._silent_since(info jsonb) RETURNS timestamptz
+	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+	SELECT now() - greatest(interval '1 minute', make_interval(secs => bgexec._lease_s(info)))
+$$;
+
 /* _retire_workers: deletes the rows of workers gone longer than
  * p_older_than: stopped, or silent for a minute and a whole lease (a live
  * worker heartbeats three times a lease, idle too: a worker with a lease
@@ -1010,9 +1021,7 @@ CREATE FUNCTION bgexec._retire_workers(p_older_than interval) RETURNS bigint
 	WITH doomed AS (
 		SELECT w.id FROM bgexec.worker w
 		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - p_older_than
-		   AND (w.stopped_at IS NOT NULL
-		        OR w.heartbeat_at <= now() - greatest(interval '1 minute',
-		                                              make_interval(secs => bgexec._lease_s(w.info))))
+		   AND (w.stopped_at IS NOT NULL OR w.heartbeat_at <= bgexec._silent_since(w.info))
 		   AND NOT EXISTS (SELECT 1 FROM bgexec.job j
 		                    WHERE j.status = 'running' AND j.lease_owner = w.id)
 		   FOR UPDATE OF w SKIP LOCKED),
@@ -3016,9 +3025,7 @@ CREATE VIEW bgexec.worker_stats AS
 	        AND EXISTS (SELECT 1 FROM bgexec.job r
 	                     WHERE r.status = 'running' AND r.lease_owner = w.id
 	                       AND r.lease_expires_at > now())
-	        OR w.stopped_at IS NULL
-	           AND w.heartbeat_at > now() - greatest(interval '1 minute',
-	                                                 make_interval(secs => bgexec._lease_s(w.info)))) AS alive,
+	        OR w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)) AS alive,
 	       (SELECT count(*) FROM bgexec.job r
 	         WHERE r.status = 'running' AND r.lease_owner = w.id) AS in_flight
 	  FROM bgexec.worker w;
@@ -3086,8 +3093,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec._inserted_here(bigint),
 	bgexec._raw_bytes(jsonb)
 	TO bgexec_client;
--- worker_stats' liveness reads each worker's lease (a pure function).
-GRANT EXECUTE ON FUNCTION bgexec._lease_s(jsonb) TO bgexec_client, bgexec_worker;
+-- worker_stats' liveness reads each worker's lease (pure functions).
+GRANT EXECUTE ON FUNCTION bgexec._silent_since(jsonb), bgexec._lease_s(jsonb) TO bgexec_client, bgexec_worker;
 
 GRANT EXECUTE ON FUNCTION
 	bgexec.register_worker(text, text[], int, jsonb),
