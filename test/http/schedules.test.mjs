@@ -59,7 +59,8 @@ test('schedules: create, replace, read, list, delete; a tenant sees only its own
 test('schedules: pause fires nothing until resume, which answers the next run; others\' are 404', async () => {
   const name = uniq('pausable');
   const queue = uniq('pq');
-  assert.equal((await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '*/5 * * * *', kind: 'noop', queue } })).status, 200);
+  // yearly, so that no later tick comes due while the test counts jobs
+  assert.equal((await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '0 0 1 1 *', kind: 'noop', queue } })).status, 200);
   assert.equal((await api('POST', `/v1/schedules/${name}/pause`, { token: B })).status, 404);
   const paused = await api('POST', `/v1/schedules/${name}/pause`, { token: A });
   assert.equal(paused.status, 200, paused.text);
@@ -71,7 +72,7 @@ test('schedules: pause fires nothing until resume, which answers the next run; o
   const resumed = await api('POST', `/v1/schedules/${name}/resume`, { token: A });
   assert.equal(resumed.status, 200, resumed.text);
   assert.equal(resumed.body.paused, false);
-  assert.match(resumed.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:\d[05]:00Z$/);
+  assert.match(resumed.body.next_run_at, /^\d{4}-01-01T00:00:00Z$/);
   assert.ok(Date.parse(resumed.body.next_run_at) > Date.now() - 60_000, resumed.body.next_run_at);
   fireDue(name);
   assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 1);
