@@ -1,5 +1,6 @@
 // Client subcommands: submit, status, jobs, tail, stop, resume, retry,
-// queues, workers, schedule, unschedule, schedules.
+// queues, pause-queue, resume-queue, configure-queue, workers, schedule,
+// unschedule, schedules.
 // Each runs one coroutine on an io_context over one pg::Connection.
 #include "client/client.hpp"
 
@@ -18,6 +19,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +52,10 @@ const std::map<std::string, std::set<std::string>> command_options = {
     {"resume", {}},
     {"retry", {}},
     {"queues", {}},
+    {"pause-queue", {}},
+    {"resume-queue", {}},
+    {"configure-queue",
+     {"--max-queued", "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap"}},
     {"workers", {"--all"}},
     {"schedule",
      {"--queue", "--priority", "--max-attempts", "--timeout", "--concurrency-key", "--time-zone", "--no-overlap"}},
@@ -70,6 +76,10 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume ID [JSON|@FILE]
   bgexec retry ID
   bgexec queues
+  bgexec pause-queue NAME
+  bgexec resume-queue NAME
+  bgexec configure-queue NAME [--max-queued N|none] [--max-running N|none]
+                  [--max-running-per-key N|none] [--retry-base DUR] [--retry-cap DUR]
   bgexec workers [--all]
   bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
                   [--max-attempts N] [--timeout DUR] [--concurrency-key K]
@@ -83,7 +93,11 @@ Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
 end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
 first (--limit 1-500, default 50); when there are more, the last line says
-which --before shows the next ones.  workers lists the live workers (--all:
+which --before shows the next ones.  pause-queue stops workers claiming a
+queue's jobs (submits still queue them), resume-queue lets them claim again,
+configure-queue sets its caps and retry backoff (none removes a cap); each
+prints the queue's settings, and needs an administrator (configure_queue is
+not granted to bgexec_client).  workers lists the live workers (--all:
 the stopped and silent ones too) with their jobs in flight.  tail exits after a terminal or
 suspended event.  schedule creates or replaces a recurring job: CRON is five
 fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
@@ -632,6 +646,55 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
   co_return ok;
 }
 
+// pause-queue NAME, resume-queue NAME, configure-queue NAME [caps, backoff]:
+// bgexec.configure_queue (administrators only), then the queue's settings as
+// the call left them.  A cap is 0 or more, or none (configure_queue's
+// negative: removed); configure-queue without an option is a usage error
+// (configure_queue would only create the queue's row).
+asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage(cmd + " takes NAME");
+  auto cap = [&](const std::string& name) -> std::optional<std::string> {
+    auto v = option(a, name);
+    if (!v) return std::nullopt;
+    if (*v == "none") return "-1";
+    auto n = parse_integer(*v, 0, INT32_MAX);
+    if (!n) throw Usage(name + ": expected none or an integer from 0 to " + std::to_string(INT32_MAX) + ", got \"" + *v + "\"");
+    return std::to_string(*n);
+  };
+  auto duration = [&](const std::string& name) -> std::optional<std::string> {
+    auto v = option(a, name);
+    if (!v) return std::nullopt;
+    auto secs = core::parse_seconds(*v);
+    return secs ? interval_option(name, *secs, *v) : *v;
+  };
+  std::optional<std::string> paused;
+  if (cmd == "pause-queue") paused = "true";
+  if (cmd == "resume-queue") paused = "false";
+  s.arg_names = {"NAME", cmd, "--max-queued", "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap"};
+  pg::Params p = {a.positional[0], paused, cap("--max-queued"), cap("--max-running"), cap("--max-running-per-key"),
+                  duration("--retry-base"), duration("--retry-cap")};
+  if (cmd == "configure-queue" && std::all_of(p.begin() + 2, p.end(), [](auto& v) { return !v; }))
+    throw Usage("configure-queue takes NAME and at least one of --max-queued, --max-running, "
+                "--max-running-per-key, --retry-base, --retry-cap");
+  auto r = co_await s.conn.query(
+      "SELECT q.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key,"
+      " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap"
+      " FROM bgexec.configure_queue($1, $2::boolean, $3::int, $4::int, $5::int, $6::interval, $7::interval) q",
+      p);
+  json row = r.to_json(true).at(0);
+  if (s.json_out) {
+    std::cout << core::dump(row) << std::endl;
+    co_return ok;
+  }
+  std::cout << "queue " << a.positional[0] << ":";
+  for (const char* c : {"paused", "max_queued", "max_running", "max_running_per_key", "retry_base", "retry_cap"}) {
+    auto& v = row[c];
+    std::cout << " " << c << "=" << (v.is_null() ? "none" : v.is_string() ? v.get<std::string>() : core::dump(v));
+  }
+  std::cout << std::endl;
+  co_return ok;
+}
+
 // workers [--all]: bgexec.worker_stats, the live workers (its alive: a
 // heartbeat within the minute, or the lease when longer, or a live lease),
 // or with --all every row, most recent first.
@@ -781,7 +844,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     parsed = core::parse_args(args,
                               {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
                                "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone",
-                               "--status", "--limit", "--before"},
+                               "--status", "--limit", "--before", "--max-queued", "--max-running",
+                               "--max-running-per-key", "--retry-base", "--retry-cap"},
                               {"--json", "--wait", "--follow", "--no-overlap", "--all"});
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
@@ -826,6 +890,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
         if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
         if (cmd == "workers") co_return co_await cmd_workers(s, parsed);
+        if (cmd == "pause-queue" || cmd == "resume-queue" || cmd == "configure-queue")
+          co_return co_await cmd_configure_queue(s, cmd, parsed);
         if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
         if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
         if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);

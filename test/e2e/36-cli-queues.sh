@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bgexec pause-queue, resume-queue and configure-queue: an administrator
+# stops a queue's jobs being claimed (a real worker waiting on it claims
+# nothing while submits still queue), lets them run again (the waiting
+# worker is woken, not left to its poll), sets and removes its caps and
+# backoff; each prints the queue's settings.  Bad values are usage errors
+# naming the option, or the database's error (exit 3) naming the
+# constraint, and change nothing; a client role is refused.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57975
+
+settings() { sql "SELECT row(paused, max_queued, max_running, max_running_per_key, retry_base, retry_cap) FROM bgexec.queue WHERE name = 'mail'"; }
+
+out=$("$BGEXEC" pause-queue mail) || fail "pause-queue: exit $?"
+[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=none retry_base=00:00:01 retry_cap=00:10:00" ]] \
+  || fail "pause-queue printed: $out"
+# A worker that polls once a minute: only resume-queue's wake can start the
+# jobs within the test's bounds.
+start_worker w1 --queue mail --poll 60
+ready() { [[ $(sql "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%await_claim%' AND state = 'active'") -ge 1 ]]; }
+wait_for 20 ready || fail "the worker does not wait on the queue"
+ids=$(for i in 1 2 3; do "$BGEXEC" submit noop --queue mail; done) || fail "submit to a paused queue"
+sleep 1.5
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'mail' AND status = 'queued'") == 3 ]] \
+  || fail "a paused queue's jobs were claimed: $(sql "SELECT id, status FROM bgexec.job")"
+
+out=$("$BGEXEC" resume-queue mail --json) || fail "resume-queue: exit $?"
+[[ $out == '{"max_queued":null,"max_running":null,"max_running_per_key":null,"name":"mail","paused":false,"retry_base":"00:00:01","retry_cap":"00:10:00"}' ]] \
+  || fail "resume-queue --json printed: $out"
+for id in $ids; do wait_status "$id" completed 20; done
+
+out=$("$BGEXEC" configure-queue mail --max-queued 1 --max-running 4 --max-running-per-key 2 \
+  --retry-base 2s --retry-cap '1 hour') || fail "configure-queue: exit $?"
+[[ $out == "queue mail: paused=false max_queued=1 max_running=4 max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00" ]] \
+  || fail "configure-queue printed: $out"
+# the cap holds: one queued job, the second submit refused (53400)
+"$BGEXEC" pause-queue mail >/dev/null
+"$BGEXEC" submit noop --queue mail >/dev/null || fail "a submit under the cap"
+set +e; "$BGEXEC" submit noop --queue mail 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 3)) && grep -qF '(SQLSTATE 53400)' "$E2E_DIR/err" || fail "a submit past max_queued: exit $rc, $(cat "$E2E_DIR/err")"
+# none removes a cap, and leaves the others
+out=$("$BGEXEC" configure-queue mail --max-queued none --max-running none) || fail "configure-queue none: exit $?"
+[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00" ]] \
+  || fail "configure-queue none printed: $out"
+"$BGEXEC" submit noop --queue mail >/dev/null || fail "a submit once the cap is removed"
+
+# Bad input: named, and nothing changes.
+before=$(settings)
+expect() {  # expect RC MESSAGE ARGS...: the exit code and a line of stderr
+  local want=$1 msg=$2; shift 2
+  set +e; "$BGEXEC" "$@" >"$E2E_DIR/out" 2>"$E2E_DIR/err"; local rc=$?; set -e
+  ((rc == want)) || fail "bgexec $*: exit $rc (expected $want): $(cat "$E2E_DIR/err")"
+  grep -qF -- "$msg" "$E2E_DIR/err" || fail "bgexec $*: $(cat "$E2E_DIR/err")"
+  [[ ! -s $E2E_DIR/out ]] || fail "bgexec $* printed: $(cat "$E2E_DIR/out")"
+}
+expect 2 'configure-queue takes NAME and at least one of --max-queued' configure-queue mail
+expect 2 '--max-running: expected none or an integer from 0 to 2147483647, got "-1"' configure-queue mail --max-running -1
+expect 2 '--max-queued: expected none or an integer from 0 to 2147483647, got "99999999999"' configure-queue mail --max-queued 99999999999
+expect 2 '--retry-base: invalid input syntax for type interval: "abc"' configure-queue mail --retry-base abc
+expect 3 'violates check constraint "queue_backoff_sane" (SQLSTATE 23514)' configure-queue mail --retry-base 2h --retry-cap 1s
+expect 2 'pause-queue takes NAME' pause-queue
+expect 2 '--max-queued is not an option of resume-queue' resume-queue mail --max-queued 3
+[[ $(settings) == "$before" ]] || fail "a refused call changed the queue: $(settings)"
+expect 3 'violates check constraint "queue_name_valid" (SQLSTATE 23514)' pause-queue 'bad name!'
+[[ $(sql "SELECT count(*) FROM bgexec.queue") == 1 ]] || fail "a bad name made a queue"
+# configure_queue is not granted to clients
+psql -qX -c "CREATE ROLE e2e_tenant LOGIN; GRANT bgexec_client TO e2e_tenant" >/dev/null
+expect 3 'permission denied for function configure_queue (SQLSTATE 42501)' \
+  resume-queue mail --db "host=$PGHOST port=$PGPORT dbname=postgres user=e2e_tenant"
+[[ $(settings) == "$before" ]] || fail "a client changed the queue: $(settings)"
+ok
