@@ -5,7 +5,8 @@
 # worker is woken, not left to its poll), sets and removes its caps and
 # backoff; each prints the queue's settings.  Bad values are usage errors
 # naming the option, or the database's error (exit 3) naming the
-# constraint, and change nothing; a client role is refused.
+# constraint, and change nothing; a client role is refused.  bgexec queues
+# lists the counts and the caps.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57975
 
@@ -43,6 +44,11 @@ out=$("$BGEXEC" configure-queue mail --max-queued none --max-running none) || fa
 [[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00" ]] \
   || fail "configure-queue none printed: $out"
 "$BGEXEC" submit noop --queue mail >/dev/null || fail "a submit once the cap is removed"
+# bgexec queues: counts, then the caps ("-": none), a column each
+out=$("$BGEXEC" queues) || fail "queues: exit $?"
+[[ $(head -1 <<<"$out") == $'queue\tpaused\tqueued\trunning\tsuspended\tcompleted\tfailed\tcancelled\ttimed_out\toldest_queued_age\tmax_queued\tmax_running\tmax_running_per_key' ]] \
+  || fail "queues' header: $out"
+grep -qP '^mail\ttrue\t2\t0\t0\t3\t0\t0\t0\t\d\d:\d\d:\d\d[.\d]*\t-\t-\t2$' <<<"$out" || fail "queues' line: $out"
 
 # Bad input: named, and nothing changes.
 before=$(settings)

@@ -29,6 +29,7 @@
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace bgexec::client {
 
@@ -623,6 +624,30 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
   co_return code;
 }
 
+// A listing's text form: a line of the column names, then a line per row,
+// tab-separated.  A null is "-", a string itself, an array its elements
+// comma-separated (a worker's queues, as --queue takes them), anything else
+// its JSON.
+void print_table(const json& rows, std::initializer_list<const char*> cols) {
+  const char* sep = "";
+  for (const char* c : cols) std::cout << std::exchange(sep, "\t") << c;
+  std::cout << "\n";
+  for (auto& row : rows) {
+    sep = "";
+    for (const char* c : cols) {
+      const json& v = member(row, c);
+      std::string text;
+      if (v.is_array())
+        for (auto& e : v) text += (text.empty() ? "" : ",") + text_of(e, "-");
+      else
+        text = text_of(v, "-");
+      std::cout << std::exchange(sep, "\t") << text;
+    }
+    std::cout << "\n";
+  }
+  std::cout << std::flush;
+}
+
 asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("queues takes no arguments");
   auto r = co_await s.conn.query("SELECT * FROM bgexec.queue_stats ORDER BY queue");
@@ -631,18 +656,8 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
     std::cout << core::dump(rows) << std::endl;
     co_return ok;
   }
-  const char* cols[] = {"queue", "paused", "queued", "running", "suspended", "completed", "failed", "cancelled", "timed_out"};
-  for (const char* c : cols) std::cout << c << (std::string(c) == "queue" ? "\t\t" : "\t");
-  std::cout << "oldest_queued_age\n";
-  for (auto& row : rows) {
-    for (const char* c : cols) {
-      auto& v = row[c];
-      std::cout << (v.is_string() ? v.get<std::string>() : core::dump(v)) << (std::string(c) == "queue" ? "\t\t" : "\t");
-    }
-    auto& age = row["oldest_queued_age"];
-    std::cout << (age.is_string() ? age.get<std::string>() : "-") << "\n";
-  }
-  std::cout << std::flush;
+  print_table(rows, {"queue", "paused", "queued", "running", "suspended", "completed", "failed", "cancelled",
+                    "timed_out", "oldest_queued_age", "max_queued", "max_running", "max_running_per_key"});
   co_return ok;
 }
 
@@ -712,20 +727,8 @@ asio::awaitable<int> cmd_workers(Session& s, const core::ParsedArgs& a) {
     std::cout << core::dump(rows) << std::endl;
     co_return ok;
   }
-  const char* cols[] = {"id", "host", "pid", "queues", "concurrency", "in_flight", "alive", "started_at",
-                        "heartbeat_at", "stopped_at"};
-  for (const char* c : cols) std::cout << c << (std::string(c) == "stopped_at" ? "\n" : "\t");
-  for (auto& row : rows)
-    for (const char* c : cols) {
-      auto& v = row[c];
-      std::string text;
-      if (v.is_array())  // queues, comma-separated as --queue takes them
-        for (auto& q : v) text += (text.empty() ? "" : ",") + text_of(q, "-");
-      else
-        text = v.is_null() ? "-" : v.is_string() ? v.get<std::string>() : core::dump(v);
-      std::cout << text << (std::string(c) == "stopped_at" ? "\n" : "\t");
-    }
-  std::cout << std::flush;
+  print_table(rows, {"id", "host", "pid", "queues", "concurrency", "in_flight", "alive", "started_at", "heartbeat_at",
+                    "stopped_at"});
   co_return ok;
 }
 
@@ -814,16 +817,8 @@ asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
     std::cout << core::dump(rows) << std::endl;
     co_return ok;
   }
-  const char* cols[] = {"name",        "cron",        "time_zone",   "kind",        "queue",
-                        "paused",      "next_run_at", "last_run_at", "last_job_id", "last_error"};
-  for (const char* c : cols) std::cout << c << (std::string(c) == "last_error" ? "\n" : "\t");
-  for (auto& row : rows)
-    for (const char* c : cols) {
-      auto& v = row[c];
-      std::cout << (v.is_null() ? "-" : v.is_string() ? v.get<std::string>() : core::dump(v))
-                << (std::string(c) == "last_error" ? "\n" : "\t");
-    }
-  std::cout << std::flush;
+  print_table(rows, {"name", "cron", "time_zone", "kind", "queue", "paused", "next_run_at", "last_run_at",
+                    "last_job_id", "last_error"});
   co_return ok;
 }
 
