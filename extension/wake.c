@@ -662,8 +662,10 @@ pass_on_wakes(const uint32 *queues, int nqueues, uint32 woken)
  * other waiting workers (at once: those jobs are committed).
  *
  * Holds no lock while it waits; the statement's snapshot is held, so keep
- * timeout short (the daemon uses a second).  Returns 100 ms before a
- * statement_timeout would cancel it.  Cancellable.
+ * timeout short (the daemon uses a second).  Returns half a second before a
+ * statement_timeout would cancel it (half the statement_timeout when that is
+ * under a second): a fixed 100 ms was one scheduling stall of a loaded host
+ * from an error.  Cancellable.
  */
 Datum
 bgexec_await_work(PG_FUNCTION_ARGS)
@@ -716,7 +718,8 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 				 errmsg("timeout must be between 0 and 1 hour")));
 	/* Return before statement_timeout would cancel the wait. */
 	if (StatementTimeout > 0)
-		timeout_us = Min(timeout_us, Max((int64) StatementTimeout - 100, 0) * 1000);
+		timeout_us = Min(timeout_us,
+						 ((int64) StatementTimeout - Min(StatementTimeout / 2, 500)) * 1000);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "await_work must return a composite type");
 	slot = my_slot();

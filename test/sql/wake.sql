@@ -111,8 +111,9 @@ SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT bgexec.stop(id) FROM bgexec.job WHERE queue = 'ws' AND lease_owner = 'ww';
 SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
--- statement_timeout shorter than the wait: returns before it, not cancelled
-SET statement_timeout = '300ms';
+-- statement_timeout shorter than the wait: returns before it (half a second
+-- before), not cancelled
+SET statement_timeout = '2s';
 SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
 RESET statement_timeout;
 -- a worker of more than 32 queues is woken for every queue, but leaves the
