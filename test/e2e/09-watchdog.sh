@@ -7,7 +7,7 @@
 # bgexec.retention purges old terminal jobs and the rows of workers gone, and
 # bgexec.vacuum_threshold dead rows in bgexec.job get it vacuumed.
 source "$(dirname "$0")/lib.sh"
-cluster_start "$E2E_DIR/pg" 57949 "bgexec.database = 'jobs'" "bgexec.watchdog_interval = '200ms'" \
+cluster_start "$E2E_DIR/pg" 57949 "$E2E_FSYNC" "bgexec.database = 'jobs'" "bgexec.watchdog_interval = '200ms'" \
   "bgexec.retention = '1h'" "bgexec.vacuum_threshold = 2000" >/dev/null || fail "cluster did not start"
 # Every session of this cluster defaults to REPEATABLE READ (set before the
 # database exists, so before the watchdog connects): the watchdog runs its

@@ -7,7 +7,7 @@
 # hint, not the server's call stack), and a bad --timeout as a usage error.
 source "$(dirname "$0")/lib.sh"
 [[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
-cluster_start "$E2E_DIR/pg" 57960 "bgexec.watchdog = off" >/dev/null || fail "cluster did not start"
+cluster_start "$E2E_DIR/pg" 57960 "$E2E_FSYNC" "bgexec.watchdog = off" >/dev/null || fail "cluster did not start"
 sql "CREATE EXTENSION bgexec" >/dev/null
 [[ $(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'bgexec watchdog'") == 0 ]] \
   || fail "the watchdog runs"

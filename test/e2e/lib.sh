@@ -37,9 +37,16 @@ fail() {
 ok() { echo "ok $E2E_NAME${1:+: $1}"; }
 
 # e2e_cluster PORT [postgresql.conf lines...]: cluster + extension.
+# fsync off (E2E_FSYNC): on this shared machine's disk one fsync can stall
+# past half a second, a 2 s lease's heartbeat timeout (start_worker), and
+# the worker then rightly gives up its jobs, failing a test about something
+# else.  The tests stop PostgreSQL (even immediately) but never the host,
+# so what was written stays written.
+E2E_FSYNC="fsync = off"
 e2e_cluster() {
   [[ -x $BGEXEC ]] || fail "no binary at $BGEXEC (run scripts/build-daemon.sh)"
-  cluster_start "$E2E_DIR/pg" "$@" >/dev/null || fail "cluster did not start"
+  local port=$1; shift
+  cluster_start "$E2E_DIR/pg" "$port" "$E2E_FSYNC" "$@" >/dev/null || fail "cluster did not start"
   psql -qX -c "CREATE EXTENSION bgexec" >/dev/null || fail "CREATE EXTENSION bgexec failed"
 }
 
