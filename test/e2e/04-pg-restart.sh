@@ -27,14 +27,20 @@ wait_status "$late" completed 15
 
 # a restart during a drain: the worker still marks its row stopped on the
 # way out (its idle control connection was closed by the restart, and the
-# deregister failed on it, so the next worker of the id waited out a lease)
-start_worker w3 --allow-run --queue dq
+# deregister failed on it, so the next worker of the id waited out a lease).
+# A 10 s lease and a 5 s step: the drain ends once the server is back, with
+# the job completed (with a 2 s lease the worker gave the job up during the
+# restart, and its deregister's retries could run out before the server
+# was back); no reconcile on the control connection meanwhile, which would
+# make it again before the deregister.
+start_worker w3 --allow-run --queue dq --lease 10 --reconcile-interval 3600
 wait_for 20 bash -c "[[ \$(psql -XAtc \"SELECT count(*) FROM bgexec.worker WHERE id = 'w3'\") == 1 ]]" || fail "w3 did not register"
-dj=$("$BGEXEC" submit workflow --queue dq '{"steps": [{"id": "a", "run": ["sleep", "3"]}]}') || fail submit
+dj=$("$BGEXEC" submit workflow --queue dq '{"steps": [{"id": "a", "run": ["sleep", "5"]}]}') || fail submit
 wait_status "$dj" running 20
 kill -TERM "$PID_w3"
 cluster_restart "$E2E_DIR/pg" || fail "restart"
 wait "$PID_w3" || true
 [[ $(sql "SELECT stopped_at IS NOT NULL FROM bgexec.worker WHERE id = 'w3'") == t ]] \
   || fail "w3's row left unstopped: $(grep deregister "$E2E_DIR/w3.log")"
+[[ $(job_status "$dj") == completed ]] || fail "the drained job is $(job_status "$dj")"
 ok

@@ -41,7 +41,9 @@ wait_for 10 psql -qXAt "$POOLED" -c "SELECT 1" || fail "pgbouncer did not start"
 # runuser's child is pgbouncer itself: cleanup kills it by its own pid.
 E2E_PIDS+=("$(cat "$B/pgbouncer.pid")")
 
-start_worker w1 --db "$POOLED" --concurrency 8 --poll 0.2 --allow-run
+# A lease far above the test's times: heartbeats queue behind the pool's two
+# server connections, and this test checks that no worker call failed.
+start_worker w1 --db "$POOLED" --concurrency 8 --poll 0.2 --allow-run --lease 10
 n=300
 sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop')) FROM generate_series(1, $n)))" >/dev/null
 wf=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "run": ["echo", "one"]}, {"id": "b", "needs": ["a"], "run": ["echo", "two"]}]}')

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57957
 sql "CREATE ROLE e2e_alice LOGIN IN ROLE bgexec_client; CREATE ROLE e2e_bob LOGIN IN ROLE bgexec_client" >/dev/null
-start_worker w1
+start_worker w1 --lease 10  # nothing here is about leases: no heartbeat cut short on a loaded machine
 as_alice="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_alice"
 as_bob="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_bob"
 
@@ -63,7 +63,7 @@ kill -0 "$PID_w1" || fail "worker died"
 # workflow of six parallel sql steps took six connections (a hundred took
 # every connection the server had, every other client's too); with 2, the
 # others wait for a session and all complete.
-start_worker w2 --queue par --concurrency 4 --sql-steps 2
+start_worker w2 --queue par --concurrency 4 --sql-steps 2 --lease 10
 par=$("$BGEXEC" submit workflow --queue par "{\"steps\": [$(for i in 1 2 3 4 5 6; do
   printf '%s{"id": "s%d", "sql": "SELECT pg_sleep(0.7) /* e2e-par */"}' "$([[ $i == 1 ]] || echo ,)" "$i"; done)]}") \
   || fail submit

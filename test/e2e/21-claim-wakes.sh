@@ -128,10 +128,15 @@ all_completed burst 20
 for ((i = 0; i < 20; i++)); do echo "SELECT bgexec.submit('noop', '{}', 'burst'); SELECT pg_sleep(0.02);"; done |
   psql -qXAt -v ON_ERROR_STOP=1 >/dev/null || fail "submits to burst"
 all_completed burst 20
-slowest=$(sql "SELECT round(extract(epoch FROM max(started_at - created_at))::numeric, 3) FROM bgexec.job
-                WHERE queue = 'burst' AND id > (SELECT min(id) + 39 FROM bgexec.job WHERE queue = 'burst')")
-echo "# after a burst, single jobs started within ${slowest}s"
-awk -v g="$slowest" 'BEGIN {exit !(g < 0.6)}' || fail "a single job after a burst waited ${slowest}s to start"
+# The median, and a generous bound on the slowest: one stall of this shared
+# machine makes a maximum of twenty, where the bug made the median 585 ms.
+read -r median slowest < <(sql "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at))::numeric, 3),
+                                       round(extract(epoch FROM max(started_at - created_at))::numeric, 3)
+                                  FROM bgexec.job
+                                 WHERE queue = 'burst' AND id > (SELECT min(id) + 39 FROM bgexec.job WHERE queue = 'burst')" | tr '|' ' ')
+echo "# after a burst, single jobs started within ${median}s at the median, ${slowest}s the slowest"
+awk -v m="$median" -v g="$slowest" 'BEGIN {exit !(m < 0.3 && g < 3)}' \
+  || fail "single jobs after a burst waited ${median}s at the median, ${slowest}s the slowest, to start"
 
 # 7. A job submitted just after the only slot frees: the notifier's wait
 #    was sent while the slot was busy, so it counts on no slot and wakes
@@ -151,9 +156,10 @@ for ((i = 0; i < 8; i++)); do
                 END LOOP;
                 PERFORM pg_sleep(0.03);
               END \$\$; SELECT bgexec.submit('noop', '{}', 'deaf')")
-  wait_for 3 status_is "$next" completed || true
+  # (the bug's lag is the poll, 30 s)
+  wait_for 10 status_is "$next" completed || true
   lag=$(sql "SELECT coalesce(extract(epoch FROM started_at - created_at), -1) FROM bgexec.job WHERE id = $next")
-  awk -v g="$lag" 'BEGIN {exit !(g >= 0 && g < 1)}' \
+  awk -v g="$lag" 'BEGIN {exit !(g >= 0 && g < 5)}' \
     || fail "round $i: a job submitted just after the slot freed started after ${lag}s (-1: not yet)"
 done
 echo "# jobs submitted just after the slot freed started within $(sql "SELECT round(extract(epoch FROM max(started_at - created_at))::numeric, 3)

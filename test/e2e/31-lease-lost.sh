@@ -18,10 +18,13 @@ wait_for 20 test -s "$M/pids" || fail "step did not start"
 pid=$(head -1 "$M/pids")
 # Another lease is current now (the job stays running, so nobody claims it):
 # w1's lease is no longer current and its next heartbeat answers 'lost'.
-sql "UPDATE bgexec.job SET lease = lease + 1000000 WHERE id = $id" >/dev/null
+# That lease expires in an hour, so no reconcile ends the job while the test
+# looks (with w1's expiry kept, it ran out about when the checks below ran).
+sql "UPDATE bgexec.job SET lease = lease + 1000000, lease_expires_at = now() + interval '1 hour' WHERE id = $id" >/dev/null
 seq_before=$(sql "SELECT max(seq) FROM bgexec.job_event WHERE job_id = $id")
-# heartbeats every lease/3 (0.67 s): the step is gone well within a lease
-wait_for 3 gone "$pid" || fail "the step of a job whose lease was reported lost ran on (pid $pid)"
+# heartbeats every lease/3 (0.67 s): the step is gone within a lease; the
+# step sleeps a minute, so one left running fails here
+wait_for 10 gone "$pid" || fail "the step of a job whose lease was reported lost ran on (pid $pid)"
 grep -q 'msg="abandoning job".*reason="lease lost"' "$E2E_DIR/w1.log" || fail "no abandon log line"
 sleep 1
 [[ $(sql "SELECT max(seq) FROM bgexec.job_event WHERE job_id = $id") == "$seq_before" ]] || fail "events written after lost"
