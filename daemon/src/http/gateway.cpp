@@ -793,6 +793,24 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     throw http_error(bhttp::status::unauthorized, "28000",
                     "missing or unknown bearer token (Authorization: Bearer <token>)");
 
+  // POST /v1/queues/{name}/pause|resume: bgexec.configure_queue, which is
+  // not granted to clients (403 for a tenant's token; a token mapped to an
+  // administrator's role may).  Answers the queue's settings as the call
+  // left them.  The name is percent-decoded as a schedule's is.
+  if (seg.size() == 4 && seg[1] == "queues" && (seg[3] == "pause" || seg[3] == "resume")) {
+    if (method != bhttp::verb::post) throw method_not_allowed("POST");
+    check_params(qs, no_params);
+    check_no_body(req.body());
+    const std::string name = url_decode(seg[2], false);
+    if (!valid_utf8(name)) throw bad_request("queue name in the path is not valid UTF-8");
+    if (name.find('\0') != std::string::npos) throw nul_in("name");
+    auto r = co_await pool_.query(*role,
+                                  "SELECT q.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key,"
+                                  " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap"
+                                  " FROM bgexec.configure_queue($1, paused => $2::boolean) q",
+                                  args(name, seg[3] == "pause" ? "true" : "false"), true);
+    co_return make_json(v, bhttp::status::ok, r.to_json(true).at(0));
+  }
   // GET /v1/queues
   if (seg.size() == 2 && seg[1] == "queues") {
     if (!get) throw method_not_allowed("GET, HEAD");
