@@ -109,6 +109,15 @@ pid_t job_step(const std::string& job) {
 std::chrono::steady_clock::time_point in_ms(int ms) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
 }
+// A `sh -c "trap '' TERM; sleep 30 & wait"` ignores TERM once its sleep
+// runs (started after the trap): waits for that child, up to 10 s.
+bool trap_set(pid_t sh) {
+  for (int i = 0; i < 1000; ++i) {
+    if (!bgexec::proc::children_by_stat(sh).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -163,7 +172,7 @@ TEST(Guard, KillsWhatIgnoresTermAfterTheGrace) {
   pid_t g = start_guard(0.2);
   // SIG_IGN is inherited across exec: both the shell and its sleep ignore TERM.
   pid_t stubborn = start({"sh", "-c", "trap '' TERM; sleep 30 & wait"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the trap is set
+  ASSERT_TRUE(trap_set(stubborn)) << "the shell did not start its sleep";
   guard::started(stubborn, "");
   auto t0 = std::chrono::steady_clock::now();
   release_and_wait(g);
@@ -276,11 +285,11 @@ TEST(Guard, AGuardThatKeepsDyingIsStartedAgainOnlyTenSecondsOn) {
 // those of that job alone.
 TEST(GuardFence, StopsAJobsStepsOnceItsFenceHasPassed) {
   pid_t g = start_guard(0.2);
+  auto t0 = std::chrono::steady_clock::now();  // (before the fence: it is 300 ms from here at least)
   guard::fence(job_id("f1"), in_ms(300));
   guard::fence(job_id("f2"), in_ms(60000));
   pid_t fenced = job_step("f1");
   pid_t other = job_step("f2");
-  auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(ended_by(fenced), SIGTERM) << "the steps of a job past its fence run on";
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250)) << "stopped before its fence";
   EXPECT_EQ(ended_by(other, 0.3), 0) << "the guard stopped a job whose fence has not passed";
@@ -291,14 +300,16 @@ TEST(GuardFence, StopsAJobsStepsOnceItsFenceHasPassed) {
 
 TEST(GuardFence, ARenewedFenceKeepsTheStepsRunning) {
   pid_t g = start_guard(0.2);
-  guard::fence(job_id("r"), in_ms(300));
+  // Three seconds of renewals, each 2 s ahead: the first fence (2 s) passes
+  // during them, and a late renewal (a stalled test thread) has 1.9 s.
+  guard::fence(job_id("r"), in_ms(2000));
   pid_t step = job_step("r");
-  for (int i = 0; i < 10; ++i) {  // a second of renewals, each 0.3 s ahead
+  for (int i = 0; i < 30; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    guard::fence(job_id("r"), in_ms(300));
+    guard::fence(job_id("r"), in_ms(2000));
   }
   EXPECT_EQ(ended_by(step, 0.05), 0) << "stopped although its fence was renewed";
-  EXPECT_EQ(ended_by(step), SIGTERM) << "not stopped once the renewals stopped";
+  EXPECT_EQ(ended_by(step, 10), SIGTERM) << "not stopped once the renewals stopped";
   guard::ended(step);
   release_and_wait(g);
 }
@@ -310,7 +321,7 @@ TEST(GuardFence, AFenceToldBeforeTheStepStartsCounts) {
   guard::fence(job_id("b"), in_ms(200));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   pid_t step = job_step("b");  // started after its fence: stopped at once
-  EXPECT_EQ(ended_by(step, 2), SIGTERM);
+  EXPECT_EQ(ended_by(step, 5), SIGTERM);
   guard::ended(step);
   release_and_wait(g);
 }
@@ -328,10 +339,10 @@ TEST(GuardFence, AStepBeingSpawnedIsStoppedAtItsJobsFence) {
 
 TEST(GuardFence, AForgottenJobsStepsAreLeftToTheEnd) {
   pid_t g = start_guard(0.2);
-  guard::fence(job_id("x"), in_ms(200));
+  guard::fence(job_id("x"), in_ms(1000));  // (the spawn and the forget within a second)
   pid_t step = job_step("x");
   guard::forget(job_id("x"));
-  EXPECT_EQ(ended_by(step, 0.5), 0) << "stopped by the fence of a job that is over";
+  EXPECT_EQ(ended_by(step, 1.5), 0) << "stopped by the fence of a job that is over";
   release_and_wait(g);
   EXPECT_EQ(ended_by(step), SIGTERM);
 }
@@ -344,26 +355,28 @@ TEST(GuardFence, AReplacementGuardIsToldTheFences) {
   guard::exited(g);
   pid_t replacement = guard::pid();
   ASSERT_NE(replacement, 0);
-  EXPECT_EQ(ended_by(step, 3), SIGTERM) << "the new guard was not told of the fence";
+  EXPECT_EQ(ended_by(step, 5), SIGTERM) << "the new guard was not told of the fence";
   guard::ended(step);
   release_and_wait(replacement);
 }
 
-// A stop takes up to the kill grace (here 2 s, for a step that ignores
-// TERM): a fence that passes meanwhile is kept on time, not after it.
+// A stop takes up to the kill grace (here 5 s, for a step that ignores
+// TERM): a fence that passes meanwhile is kept on time (0.4 s), not after it
+// (5.2 s at least).
 TEST(GuardFence, AFenceIsKeptWhileAnotherJobIsBeingStopped) {
-  pid_t g = start_guard(2.0);
-  guard::fence(job_id("slow"), in_ms(200));
-  guard::fence(job_id("next"), in_ms(400));
+  pid_t g = start_guard(5.0);
   // SIG_IGN is inherited across exec: both the shell and its sleep ignore TERM.
   pid_t slow = start({"sh", "-c", "trap '' TERM; sleep 30 & wait"}, marker_env("slow"));
+  ASSERT_TRUE(trap_set(slow)) << "the shell did not start its sleep";
+  auto t0 = std::chrono::steady_clock::now();
+  guard::fence(job_id("slow"), in_ms(200));
+  guard::fence(job_id("next"), in_ms(400));
   guard::started(slow, marker("slow"));
   pid_t next = job_step("next");
-  auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(ended_by(next, 5), SIGTERM);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500))
+  EXPECT_EQ(ended_by(next, 10), SIGTERM);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(3000))
       << "the second fence waited for the first job's stop (the kill grace)";
-  EXPECT_EQ(ended_by(slow, 5), SIGKILL);
+  EXPECT_EQ(ended_by(slow, 10), SIGKILL);
   guard::ended(slow);
   guard::ended(next);
   release_and_wait(g);

@@ -63,19 +63,21 @@ wait_for 10 stmt_running 'SELECT pg_sleep(60) /* kill9-sql */' 0 || fail "the sq
 
 # --- a sql step of a worker that stops answering (SIGSTOP: a frozen host, a
 # partition): idle in its transaction after the statement, waiting for a
-# COMMIT that cannot come, the session ends within a lease (2 s), and the
-# step's locks with it
+# COMMIT that cannot come, the session ends within a lease (9 s here), and
+# the step's locks with it.  (The stop must land within the statement's 3 s;
+# the lease's expiry, 6 s at least after the stop, ends the session too,
+# through reconcile: the idle state is there to be seen for 3 s at least.)
 stmt_in() {  # STATE COUNT
   [[ $(sql "SELECT count(*) FROM pg_stat_activity
-             WHERE query = 'SELECT pg_sleep(1) /* stop-sql */' AND pid <> pg_backend_pid()
+             WHERE query = 'SELECT pg_sleep(3) /* stop-sql */' AND pid <> pg_backend_pid()
                AND ('$1' = 'any' OR state = '$1')") == "$2" ]]
 }
-start_worker a4 --queue sqlq4
-"$BGEXEC" submit workflow --queue sqlq4 '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(1) /* stop-sql */"}]}' >/dev/null || fail submit
+start_worker a4 --queue sqlq4 --lease 9
+"$BGEXEC" submit workflow --queue sqlq4 '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(3) /* stop-sql */"}]}' >/dev/null || fail submit
 wait_for 20 stmt_in active 1 || fail "sql step did not start"
 kill -STOP "$PID_a4"
 wait_for 10 stmt_in 'idle in transaction' 1 || fail "the stopped worker's step was not left idle in its transaction"
-wait_for 10 stmt_in any 0 || fail "the stopped worker's step held its transaction open"
+wait_for 20 stmt_in any 0 || fail "the stopped worker's step held its transaction open"
 kill -CONT "$PID_a4"
 kill -TERM "$PID_a4"; wait "$PID_a4" || true
 
@@ -106,16 +108,27 @@ frozen=$("$BGEXEC" submit workflow --queue stopq --max-attempts 2 "{\"steps\": [
      \"echo \$\$ >> $M/fpids; echo run >> $M/frozen; if [ ! -e $M/fflag ]; then touch $M/fflag; sleep 61 & echo \$! >> $M/fpids; wait; fi\"]}]}") || fail submit
 E2E_PIDFILES+=("$M/fpids")
 wait_for 20 test -e "$M/fflag" || fail "step did not start"
-wait_for 5 test "$(wc -l <"$M/fpids")" -ge 2 || true
+fpids_two() { [[ $(wc -l <"$M/fpids") -ge 2 ]]; }
+wait_for 10 fpids_two || fail "the step's sleep did not start"
 mapfile -t left <"$M/fpids"
 (( ${#left[@]} == 2 )) || fail "step processes: ${left[*]}"
 kill -STOP "$PID_a5"
-sleep 0.3  # a heartbeat in flight lands
+# The lease as the database has it now: a heartbeat still in flight can only
+# push it later, and the worker fences its steps by the heartbeats it saw,
+# so this is a bound the guard must keep (read at once: once the lease runs
+# out the watchdog takes it back and the column is cleared).
 expires=$(sql "SELECT extract(epoch FROM lease_expires_at) FROM bgexec.job WHERE id = $frozen")
+[[ -n $expires ]] || fail "job $frozen has no lease: $(job_status "$frozen")"
 wait_for 5 gone "${left[@]}" || fail "the stopped worker's step processes ran on"
-now=$(date +%s.%N)
-awk -v n="$now" -v e="$expires" 'BEGIN { exit !(n < e) }' || fail "the step processes outlived the lease ($now >= $expires)"
-grep -q 'worker did not renew its leases in time: their steps were stopped' "$E2E_DIR/a5.log" || fail "no guard log line"
+# When the guard had them stopped: its log line, written once they are gone
+# (ts= to the millisecond, cut: a millisecond on), not when this test saw it.
+guard_line() { grep 'worker did not renew its leases in time: their steps were stopped' "$E2E_DIR/a5.log"; }
+wait_for 10 guard_line || fail "no guard log line"
+ts=$(guard_line | head -1 | sed -n 's/^ts=\([^ ]*\) .*/\1/p')
+stopped=$(date -d "$ts" +%s.%N) || fail "the guard's log line has no time: $(guard_line)"
+awk -v s="$stopped" -v e="$expires" 'BEGIN { exit !(s + 0.001 < e) }' \
+  || fail "the step processes outlived the lease (stopped at $stopped, lease until $expires)"
+echo "# the guard stopped the steps $(awk -v s="$stopped" -v e="$expires" 'BEGIN { printf "%.3f", e - s }') s before the lease ran out" >&2
 start_worker b5 --allow-run --queue stopq
 wait_status "$frozen" completed 40
 [[ $(wc -l <"$M/frozen") == 2 ]] || fail "the step ran $(wc -l <"$M/frozen") times, expected 2"

@@ -38,8 +38,10 @@ sleep 300
 SH
 chmod +x "$E2E_DIR/chain.sh"
 mkdir -p "$E2E_DIR/seen"; chmod 777 "$E2E_DIR/seen"
+# --lease 10 (past start_worker's 2 s): nothing here is about leases, and a
+# heartbeat stalled on this shared machine's disk must not abandon a job.
 E2E_OVERRIDDEN=from-worker BGEXEC_SECRET_TOKEN=$SECRET \
-  start_worker w1 --allow-run --action "show-env=$E2E_DIR/show-env.sh" --action "detach=$E2E_DIR/detach.sh"
+  start_worker w1 --allow-run --action "show-env=$E2E_DIR/show-env.sh" --action "detach=$E2E_DIR/detach.sh" --lease 10
 # detach_to FILE: shell words that start `setsid sleep 300` in the
 # background and append its pid to FILE once it has left the step's process
 # group (before, the group's SIGKILL at the step's end would catch it).
@@ -89,15 +91,16 @@ wait_status "$bad" failed 20
 [[ $(sql "SELECT error->>'step' FROM bgexec.job WHERE id = $bad") == x ]] || fail "the error names the step"
 # timeout: a process that ignores TERM is killed (kill grace 0.5 s) soon
 # after its 1 s; the job fails with an error naming the step and the timeout.
+# Without the timeout, or the KILL, its sleeps hold it for 30 s.
 P=$E2E_DIR/pids
 E2E_PIDFILES+=("$P")
 start=$(date +%s%N)
 slow=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"slow\", \"timeout\": 1, \"run\": [\"sh\", \"-c\",
   \"echo \$\$ >> $P; trap '' TERM; sleep 30 & sleep 30 & wait\"]}]}") || fail submit
-wait_status "$slow" failed 10
+wait_status "$slow" failed 20
 ms=$((($(date +%s%N) - start) / 1000000))
 echo "# run step failed ${ms} ms after submit" >&2
-((ms < 5000)) || fail "the run step's timeout ended it after ${ms} ms"
+((ms < 15000)) || fail "the run step's timeout ended it after ${ms} ms"
 [[ $(sql "SELECT error FROM bgexec.job WHERE id = $slow") == \
    '{"step": "slow", "reason": "step_timeout", "message": "step slow timed out after 1 s", "retryable": true}' ]] \
   || fail "run step timeout error: $(sql "SELECT error FROM bgexec.job WHERE id = $slow")"
@@ -148,11 +151,12 @@ all_gone "$C" "a detached chain of a stopped job"
 # worker (its parent, a subshell, exited) when another step's end makes the
 # worker look: it carries its step's BGEXEC_* variables.  So does one
 # without them (env -i), while any step runs.  Both die with their step.
+# (keep runs 6 s: its checks, after tick's 1 s, have 5 s to see it running.)
 K=$E2E_DIR/kept
 E2E_PIDFILES+=("$K" "$K-bare")
 kept=$("$BGEXEC" submit workflow "{\"steps\": [
   {\"id\": \"keep\", \"run\": [\"sh\", \"-c\",
-    \"(setsid sleep 300 & echo \$! >> $K); (env -i PATH=\$PATH setsid sleep 300 & echo \$! >> $K-bare); sleep 3\"]},
+    \"(setsid sleep 300 & echo \$! >> $K); (env -i PATH=\$PATH setsid sleep 300 & echo \$! >> $K-bare); sleep 6\"]},
   {\"id\": \"tick\", \"run\": [\"sleep\", \"1\"]}]}") || fail submit
 wait_for 10 bash -c "[[ \$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job_event WHERE job_id = $kept
   AND kind = 'step_completed' AND data->>'step' = 'tick'\") == 1 ]]" || fail "step tick did not complete"
@@ -161,7 +165,7 @@ for f in "$K" "$K-bare"; do
   pid=$(cat "$f")
   ! gone "$pid" || fail "a detached child ($f) of a running step was killed"
 done
-wait_status "$kept" completed 10
+wait_status "$kept" completed 20
 all_gone "$K" "the detached child of a step that ran past another's end"
 all_gone "$K-bare" "a detached child without BGEXEC_* variables once no step runs"
 
@@ -200,7 +204,7 @@ kill -0 "$PID_w1" || fail "worker died"
 if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
   echo "# skipped: this machine gives no PID namespace (unshare --pid)"
 else
-  unshare --pid --fork --mount-proc --kill-child "$BGEXEC" worker --id ns1 --lease 2 --queue ns --allow-run \
+  unshare --pid --fork --mount-proc --kill-child "$BGEXEC" worker --id ns1 --lease 10 --queue ns --allow-run \
     >>"$E2E_DIR/ns1.log" 2>&1 &
   E2E_PIDS+=("$!")
   unshared=$!
@@ -233,7 +237,9 @@ wait_for 10 test -s "$F" || fail "the step to be ended by a second signal did no
 wait_for 5 bash -c "[[ \$(ps -o ppid= -p $(cat "$F")) -eq $PID_w1 ]]" \
   || fail "the worker did not adopt an orphan of its step: $(ps -o pid=,ppid=,args= -p "$(cat "$F")")"
 kill -TERM "$PID_w1"
-sleep 0.2
+# The second once the first has been handled (two signals that arrive
+# before the worker runs are one).
+wait_for 20 grep -q 'msg="signal received, draining"' "$E2E_DIR/w1.log" || fail "the worker did not drain at the first signal"
 kill -TERM "$PID_w1"
 rc=0; wait "$PID_w1" || rc=$?
 ((rc == 130)) || fail "the worker exited $rc after a second signal"

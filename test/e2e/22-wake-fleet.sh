@@ -22,8 +22,10 @@ submit_spaced() {
   done | psql -qXAt -v ON_ERROR_STOP=1 >/dev/null || fail "submits to $2"
   wait_for 30 all_done "$2" || fail "jobs of $2 did not complete"
 }
-# stop_lands NAME QUEUE: a running job of worker NAME is cancelled within 5 s
-# of its stop (the workers run --lease 60: the heartbeat comes every 20 s)
+# stop_lands NAME QUEUE: a running job of worker NAME is cancelled within
+# 10 s of its stop (the workers run --lease 60: the heartbeat comes every
+# 20 s from the worker's start, a few seconds before the stop; a stop left
+# to it lands some 15 s on)
 stop_lands() {
   local id ms start
   id=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"sleep\": 120}]}', '$2')")
@@ -31,10 +33,10 @@ stop_lands() {
   sleep 0.3
   start=$(date +%s%N)
   sql "SELECT bgexec.stop($id)" >/dev/null
-  wait_status "$id" cancelled 10
+  wait_status "$id" cancelled 30
   ms=$((($(date +%s%N) - start) / 1000000))
   echo "# $1: a running job cancelled ${ms} ms after its stop"
-  ((ms < 5000)) || fail "$1 cancelled its job ${ms} ms after the stop"
+  ((ms < 10000)) || fail "$1 cancelled its job ${ms} ms after the stop"
 }
 
 # 1. Eight idle workers, 100 jobs 10 ms apart.  Commits per job: the

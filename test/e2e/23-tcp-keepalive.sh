@@ -27,13 +27,15 @@ wait_for 10 has_timers "$psql_pid" 1 || fail "psql's connection shows no keepali
 wait "$psql_pid"
 
 # The worker's: under a minute, every one of them (control, heartbeat, claim).
-start_worker k1 --db "$tcp"
+# (--lease 10, past start_worker's 2 s: nothing here is about leases, and a
+# heartbeat stalled on this shared machine's disk must not abandon the step.)
+start_worker k1 --db "$tcp" --lease 10
 wait_for 20 has_timers "$PID_k1" 3 || fail "the worker has no three connections with a keepalive timer"
 timers=$(keepalive_timers "$PID_k1")
 grep -q min <<<"$timers" && fail "worker connections with the system's keepalive: $(tr '\n' ' ' <<<"$timers")"
 
 # A conninfo's own keepalives_idle wins.
-start_worker k2 --db "$tcp keepalives_idle=600" --queue other
+start_worker k2 --db "$tcp keepalives_idle=600" --queue other --lease 10
 wait_for 20 has_timers "$PID_k2" 3 || fail "k2 has no three connections with a keepalive timer"
 timers=$(keepalive_timers "$PID_k2")
 grep -qv "^\(9\|10\)min" <<<"$timers" && fail "keepalives_idle=600 in the conninfo did not win: $(tr '\n' ' ' <<<"$timers")"
@@ -44,10 +46,11 @@ wait_status "$id" completed 30
 
 # A sql step's session: the server probes the worker too, so one cut off
 # mid-statement is noticed and the statement ended (its connection check).
-# The server's side of the step's connection, read while the step runs.
-"$BGEXEC" submit workflow --db "$tcp" '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(4) /* ka-step */"}]}' >/dev/null || fail submit
+# The server's side of the step's connection, read while the step runs (it
+# runs until stopped once read).
+ka=$("$BGEXEC" submit workflow --db "$tcp" '{"steps": [{"id": "q", "sql": "SELECT pg_sleep(30) /* ka-step */"}]}') || fail submit
 step_port() {
-  sql "SELECT client_port FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(4) /* ka-step */' AND pid <> pg_backend_pid()"
+  sql "SELECT client_port FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30) /* ka-step */' AND pid <> pg_backend_pid()"
 }
 has_step() { [[ -n $(step_port) ]]; }
 wait_for 20 has_step || fail "the sql step did not start"
@@ -56,8 +59,10 @@ server_timer() {
   ss -tno state established "( sport = :57964 and dport = :$port )" | sed -n 's/.*timer:(keepalive,\([^,]*\),.*/\1/p'
 }
 has_server_timer() { [[ -n $(server_timer) ]]; }
-wait_for 5 has_server_timer || fail "the server's side of the sql step's connection shows no keepalive timer"
+wait_for 10 has_server_timer || fail "the server's side of the sql step's connection shows no keepalive timer"
 timer=$(server_timer)
 [[ $timer != *min* ]] || fail "the server's side of the sql step's connection: keepalive timer \"$timer\""
+"$BGEXEC" stop "$ka" >/dev/null || fail "stop $ka"
+wait_status "$ka" cancelled 20
 kill -TERM "$PID_k1" "$PID_k2"; wait "$PID_k1" "$PID_k2" || true
 ok

@@ -7,9 +7,10 @@
 # one and keep the others.  A job given back while it runs here would be
 # claimed again and run a second time.
 # The wait claims the marked job M and a proxy cuts that reply; a session of
-# the test holds the worker's claim lock for 4 s, so each unclaim returns
-# NULL (a claim of the worker may still be running) and is tried again;
-# meanwhile L (6 s) is submitted, and the worker claims and starts it.
+# the test holds the worker's claim lock until L's step has started, so each
+# unclaim returns NULL (a claim of the worker may still be running) and is
+# tried again; meanwhile L (10 s) is submitted, and the worker claims and
+# starts it.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57970
 
@@ -17,21 +18,30 @@ start_cut_proxy 57971 LOST-HELD-MARKER reply
 start_worker w1 --db "$PROXIED" --queue held --concurrency 2 --lease 10 --poll 0.2 --reconcile-interval 0.5
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
 
-psql -qXAt -c "BEGIN" \
-  -c "SELECT pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('w1'))" \
-  -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
+# The test's session, fed one statement at a time (34-unclaim-unfinished).
+mkfifo "$E2E_DIR/hold.in"
+psql -qXAt -v ON_ERROR_STOP=1 -f "$E2E_DIR/hold.in" >"$E2E_DIR/hold.out" 2>&1 &
 lock_pid=$!
-# Its statements run in order: once it sleeps, it holds the lock.
-lock_held() { [[ $(sql "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(4)'") == 1 ]]; }
-wait_for 10 lock_held || fail "the test's session did not take the claim lock"
+E2E_PIDS+=("$lock_pid")
+exec 7>"$E2E_DIR/hold.in"
+hold() { echo "$1" >&7; }
+held() { grep -q "^$1|" "$E2E_DIR/hold.out"; }
+hold "BEGIN;"
+hold "SELECT 'claim-lock', pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('w1'));"
+wait_for 10 held claim-lock || fail "the test's session did not take the claim lock: $(cat "$E2E_DIR/hold.out")"
 m=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-HELD-MARKER\"}', 'held')")
 wait_for 10 [ -f "$E2E_DIR/cut" ] || fail "the proxy never cut M's claim reply"
 # L's wake must find the notifier's new session waiting (it passes L to the
 # fetcher); a wake sent before it is back would leave L for after unclaim.
 relistened() { [[ $(grep -c 'msg=listening' "$E2E_DIR/w1.log") -ge 2 ]]; }
 wait_for 10 relistened || fail "the notifier did not listen again"
-l=$("$BGEXEC" submit workflow --queue held '{"steps": [{"id": "l", "sleep": 6}]}') || fail submit
-wait -- "$lock_pid"
+l=$("$BGEXEC" submit workflow --queue held '{"steps": [{"id": "l", "sleep": 10}]}') || fail submit
+step_started() { [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $l AND kind = 'step_started'") == 1 ]]; }
+wait_for 20 step_started || fail "L did not start: $(job_status "$l")"
+grep -q 'returned to the queue' "$E2E_DIR/w1.log" && fail "unclaim ran while the claim lock was held"
+hold "COMMIT;"
+exec 7>&-
+wait -- "$lock_pid" || fail "the test's session: $(cat "$E2E_DIR/hold.out")"
 
 wait_for 60 job_ended "$m" || fail "M is still $(job_status "$m")"
 wait_for 60 job_ended "$l" || fail "L is still $(job_status "$l")"

@@ -38,10 +38,13 @@ async function openStreams(gw, id, n, socks) {
   }
 }
 
-// GET /v1/queues every 250 ms, `tries` times at most, until it is not 503.
-async function statusOnceFree(gw, tries) {
+// GET /v1/queues every 250 ms until it is not 503, for `ms` at most (a
+// request sent by then counts): the time, not a number of tries, so that a
+// slow machine's slow requests do not stretch the wait.
+async function statusOnceFree(gw, ms) {
+  const until = Date.now() + ms;
   let status = 503;
-  for (let i = 0; i < tries && status === 503; i++) {
+  while (status === 503 && Date.now() < until) {
     await sleep(250);
     status = (await api('GET', '/v1/queues', { token: A, base: gw.url })).status;
   }
@@ -81,11 +84,11 @@ test('past the limit with every connection busy streaming, a new one gets 503 JS
     // The 503s given meanwhile (to clients that do not read) did not run
     // the process out of descriptors: a few at once, the rest closed.
     assert.doesNotMatch(gw.log(), /Too many open files/);
-    // The job ends, so do its streams (each closing within 2 s), and
-    // connections are free again.
+    // The job ends, so do its streams (each closing within 2 s; they were
+    // held, the readers never leaving), and connections are free again.
     const { lease } = claim(queue);
     finish(id, lease, 'completed');
-    assert.equal(await statusOnceFree(gw, 20), 200);
+    assert.equal(await statusOnceFree(gw, 10000), 200);
   } finally {
     for (const s of socks) s.destroy();
     gw.kill();
@@ -98,14 +101,17 @@ test('an event stream whose reader left ends at once, not at its next keepalive'
   try {
     const queue = uniq('conn-left');
     const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    const opened = Date.now();
     await openStreams(gw, id, 100, socks);
     await sleep(500);
     assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 503);
     // The readers go: their streams, and the connections, end within a
     // moment (they were held, polling the database every 3 s, until a
-    // keepalive write failed, 15 to 30 s later).
+    // keepalive write failed, 15 to 30 s after the stream's last write, its
+    // opening).  Up to 13 s from the first opening (some 11 s from here):
+    // room for a slow machine, short of the first keepalive.
     for (const s of socks.splice(0)) s.destroy();
-    assert.equal(await statusOnceFree(gw, 12), 200);
+    assert.equal(await statusOnceFree(gw, opened + 13000 - Date.now()), 200);
   } finally {
     for (const s of socks) s.destroy();
     gw.kill();
@@ -127,7 +133,7 @@ test('the limit is exact: max_connections streams being served, and the next con
     assert.equal(r.body.error.sqlstate, '53300');
     // One stream fewer: the request is served.
     socks.pop().destroy();
-    assert.equal(await statusOnceFree(gw, 20), 200);
+    assert.equal(await statusOnceFree(gw, 10000), 200);
     const { lease } = claim(queue);
     finish(id, lease, 'completed');
   } finally {

@@ -35,9 +35,18 @@ test('a revoked tenant role is refused on warm sessions; a closed idle session i
   assert.deepEqual(warm.map((r) => r.status), [201, 201, 201, 201], JSON.stringify(warm.map((r) => r.body)));
 
   // the server closes the idle sessions (as a restart does): the next
-  // submits reconnect; they were answered 503 (database unavailable)
-  psql(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '${login}'`);
-  await sleep(300);
+  // submits reconnect; they were answered 503 (database unavailable).
+  // Once the sessions' backends are gone: one still exiting could take a
+  // submit (pg_terminate_backend only signals).
+  const pids = psql(`SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE usename = '${login}'`);
+  assert.ok(pids, 'the gateway has no session open');
+  psql(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid = ANY('{${pids}}'::int[])`);
+  let left = '';
+  for (let i = 0; i < 200 && left !== '0'; i++) {
+    left = psql(`SELECT count(*) FROM pg_stat_activity WHERE pid = ANY('{${pids}}'::int[])`);
+    if (left !== '0') await sleep(100);
+  }
+  assert.equal(left, '0', 'the sessions\' backends did not exit');
   const after = await Promise.all([1, 2, 3, 4].map(submit));
   assert.deepEqual(after.map((r) => r.status), [201, 201, 201, 201], JSON.stringify(after.map((r) => r.body)));
 

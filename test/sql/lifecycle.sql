@@ -168,9 +168,9 @@ SELECT bgexec._lease_s(info) FROM bgexec.worker WHERE id = 'one';
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 15}');
 SELECT host, pid FROM bgexec.worker WHERE id = 'one';
 -- missed its lease (60 s above; 30 s when the info gives none)
-UPDATE bgexec.worker SET heartbeat_at = now() - interval '29 s' WHERE id = 'one';
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '25 s' WHERE id = 'one';
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 12}');
-UPDATE bgexec.worker SET heartbeat_at = now() - interval '31 s' WHERE id = 'one';
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '35 s' WHERE id = 'one';
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 12}');
 SELECT bgexec.deregister_worker('one');
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h3", "pid": 13}');

@@ -43,13 +43,16 @@ SELECT :relost = :lost AS lost, :attempt AS attempt;
 SELECT bgexec.unclaim('uw', :lg, ARRAY[:ll, :lr]::bigint[]) AS again,
        bgexec.unclaim('nobody', 0) AS unknown_worker;
 -- a job claimed by an earlier run of the same worker id, before it registered
--- again, may have started: not given back, even with after_lease 0
+-- again, may have started: not given back, even with after_lease 0 (the
+-- registration a second after the claim; then a second before it)
 SELECT bgexec.register_worker('uv', '{uv}', 1);
 SELECT bgexec.submit('noop', queue => 'uv') AS earlier \gset
 SELECT count(*) FROM bgexec.claim('uv', '{uv}', 1);
-UPDATE bgexec.worker SET started_at = now() + interval '1 second' WHERE id = 'uv';
+UPDATE bgexec.worker SET started_at = (SELECT started_at FROM bgexec.job WHERE id = :earlier) + interval '1 second'
+ WHERE id = 'uv';
 SELECT bgexec.unclaim('uv', 0) AS earlier_run;
-UPDATE bgexec.worker SET started_at = now() - interval '1 second' WHERE id = 'uv';
+UPDATE bgexec.worker SET started_at = (SELECT started_at FROM bgexec.job WHERE id = :earlier) - interval '1 second'
+ WHERE id = 'uv';
 SELECT bgexec.unclaim('uv', 0) AS this_run;
 -- bad input: a clear error naming the argument, nothing changed
 SELECT * FROM try($$SELECT bgexec.unclaim('', 0)$$);
