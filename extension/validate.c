@@ -837,12 +837,13 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 						 errhint("A variable name must not be empty and must not contain \"=\".")));
 			/* The worker sets these for every step process (README). */
 			if (key_equals(&key, "BGEXEC_JOB_ID") || key_equals(&key, "BGEXEC_STEP_ID") ||
-				key_equals(&key, "BGEXEC_ATTEMPT") || key_equals(&key, "BGEXEC_QUEUE"))
+				key_equals(&key, "BGEXEC_ATTEMPT") || key_equals(&key, "BGEXEC_QUEUE") ||
+				key_equals(&key, "BGEXEC_WORKER_INSTANCE"))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("workflow step \"%s\": \"env\" cannot set \"%s\"",
 								s->id, jbv_cstring(&key)),
-						 errhint("The worker sets BGEXEC_JOB_ID, BGEXEC_STEP_ID, BGEXEC_ATTEMPT and BGEXEC_QUEUE for every step process.")));
+						 errhint("The worker sets BGEXEC_JOB_ID, BGEXEC_STEP_ID, BGEXEC_ATTEMPT, BGEXEC_QUEUE and BGEXEC_WORKER_INSTANCE for every step process.")));
 			if (v.type != jbvString)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

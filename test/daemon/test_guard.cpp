@@ -92,8 +92,8 @@ void kill_guard(pid_t g) {
 // The job id of a job the tests name `job`, its step's environment marker
 // (as Child::spawn sets it) and that marker as the guard is told of it.
 std::string job_id(const std::string& job) { return "unit-" + std::to_string(::getpid()) + "-" + job; }
-std::vector<std::string> marker_env(const std::string& job) {
-  return {"BGEXEC_JOB_ID=" + job_id(job), "BGEXEC_STEP_ID=s", "BGEXEC_ATTEMPT=1"};
+std::vector<std::string> marker_env(const std::string& job, const std::string& instance = "unit") {
+  return {"BGEXEC_JOB_ID=" + job_id(job), "BGEXEC_STEP_ID=s", "BGEXEC_ATTEMPT=1", "BGEXEC_WORKER_INSTANCE=" + instance};
 }
 std::string marker(const std::string& job) {
   std::string m;
@@ -145,6 +145,21 @@ TEST(Guard, StopsWhatCarriesALiveStepsMarker) {
   EXPECT_EQ(ended_by(escaped), SIGTERM);
   EXPECT_EQ(ended_by(other, 0.3), 0) << "the guard killed a process of a step it was not told of";
   kill_and_reap(other);
+}
+
+// Another worker on the host (another database's: the same job ids) runs
+// the same job, step and attempt: its process is not this worker's step.
+TEST(Guard, LeavesTheSameStepOfAnotherWorkerAlone) {
+  pid_t g = start_guard(0.2);
+  pid_t leader = start({"sleep", "30"}, marker_env("9"));
+  pid_t escaped = start({"sleep", "30"}, marker_env("9"));                  // its own group: as after setsid
+  pid_t theirs = start({"sleep", "30"}, marker_env("9", "another-worker"));  // its own group too
+  guard::started(leader, marker("9"));
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(leader), SIGTERM);
+  EXPECT_EQ(ended_by(escaped), SIGTERM);
+  EXPECT_EQ(ended_by(theirs, 0.3), 0) << "the guard killed another worker's step of the same job, step and attempt";
+  kill_and_reap(theirs);
 }
 
 TEST(Guard, StopsAStepWhoseWorkerDiedAsItSpawnedIt) {

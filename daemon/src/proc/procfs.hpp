@@ -14,7 +14,13 @@ namespace bgexec::proc {
 
 // What marks a step's processes: the worker sets these for every step
 // (job.cpp, worker_vars), a step's env cannot, and descendants inherit them.
-inline constexpr std::string_view marker_vars[] = {"BGEXEC_JOB_ID=", "BGEXEC_STEP_ID=", "BGEXEC_ATTEMPT="};
+// BGEXEC_WORKER_INSTANCE is a random id of the worker process: without it
+// the step guard of a worker killed on a host found the steps of another
+// worker there (another database's, whose jobs have the same ids) by the
+// same job, step and attempt, and killed them too.  BGEXEC_JOB_ID first
+// (guard.cpp, job_of).
+inline constexpr std::string_view marker_vars[] = {"BGEXEC_JOB_ID=", "BGEXEC_STEP_ID=", "BGEXEC_ATTEMPT=",
+                                                   "BGEXEC_WORKER_INSTANCE="};
 
 // The marker in an environment: its marker_vars entries joined by NUL (no
 // entry can hold one), in marker_vars' order; empty when one is missing.

@@ -23,7 +23,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <system_error>
 
 namespace bgexec::worker {
@@ -107,9 +109,25 @@ std::string step_kind(const json& step) {
 std::string id_str(std::int64_t v) { return std::to_string(v); }
 
 // What the worker tells every step process about itself; a step's "env"
-// cannot set these (the worker's values are what scripts rely on, and the
-// first three mark the step's processes: proc/child.cpp kills by them).
-const char* const worker_vars[] = {"BGEXEC_JOB_ID", "BGEXEC_STEP_ID", "BGEXEC_ATTEMPT", "BGEXEC_QUEUE"};
+// cannot set these (the worker's values are what scripts rely on, and all
+// but BGEXEC_QUEUE mark the step's processes: proc/procfs.hpp, marker_vars;
+// the worker and its step guard kill by them).
+const char* const worker_vars[] = {"BGEXEC_JOB_ID", "BGEXEC_STEP_ID", "BGEXEC_ATTEMPT", "BGEXEC_QUEUE",
+                                   "BGEXEC_WORKER_INSTANCE"};
+
+// This worker process's BGEXEC_WORKER_INSTANCE: 128 random bits in hex,
+// drawn once.  Not a secret (a step that copies it only makes another
+// process count as its own).
+const std::string& worker_instance() {
+  static const std::string id = [] {
+    std::random_device rd;
+    char buf[33];
+    std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()),
+                  static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
+    return std::string(buf);
+  }();
+  return id;
+}
 
 bool is_worker_var(std::string_view name) {
   for (const char* v : worker_vars)
@@ -1089,7 +1107,8 @@ asio::awaitable<proc::Exit> Job::reap_then_drain(std::shared_ptr<proc::Child> ch
 asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const std::vector<std::string>& argv,
                                                   const std::string& stdin_data, bool log_stdout,
                                                   const EnvVars& step_vars) {
-  const std::string own[] = {id_str(id()), sid, std::to_string(c_.attempt), c_.queue};  // worker_vars' values
+  const std::string own[] = {id_str(id()), sid, std::to_string(c_.attempt), c_.queue,
+                             worker_instance()};  // worker_vars' values
   auto set_below = [&](std::string_view entry) {
     std::string_view name = entry.substr(0, entry.find('='));
     if (is_worker_var(name)) return true;
