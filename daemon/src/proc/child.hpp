@@ -30,8 +30,9 @@ struct Exit {
 class Child : public std::enable_shared_from_this<Child> {
  public:
   // Spawns argv (PATH lookup when argv[0] has no '/') with env; throws
-  // std::system_error.  env's BGEXEC_JOB_ID, BGEXEC_STEP_ID and
-  // BGEXEC_ATTEMPT are the step's marker, which its descendants inherit.
+  // std::system_error.  env's marker_vars (procfs.hpp: BGEXEC_JOB_ID,
+  // BGEXEC_STEP_ID, BGEXEC_ATTEMPT, BGEXEC_WORKER_INSTANCE) are the step's
+  // marker, which its descendants inherit.
   static std::shared_ptr<Child> spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
                                       const std::vector<std::string>& env);
   ~Child();
