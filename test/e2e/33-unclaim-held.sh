@@ -18,17 +18,7 @@ start_cut_proxy 57971 LOST-HELD-MARKER reply
 start_worker w1 --db "$PROXIED" --queue held --concurrency 2 --lease 10 --poll 0.2 --reconcile-interval 0.5
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
 
-# The test's session, fed one statement at a time (34-unclaim-unfinished).
-mkfifo "$E2E_DIR/hold.in"
-psql -qXAt -v ON_ERROR_STOP=1 -f "$E2E_DIR/hold.in" >"$E2E_DIR/hold.out" 2>&1 &
-lock_pid=$!
-E2E_PIDS+=("$lock_pid")
-exec 7>"$E2E_DIR/hold.in"
-hold() { echo "$1" >&7; }
-held() { grep -q "^$1|" "$E2E_DIR/hold.out"; }
-hold "BEGIN;"
-hold "SELECT 'claim-lock', pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('w1'));"
-wait_for 10 held claim-lock || fail "the test's session did not take the claim lock: $(cat "$E2E_DIR/hold.out")"
+hold_claim_lock w1
 m=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-HELD-MARKER\"}', 'held')")
 wait_for 10 [ -f "$E2E_DIR/cut" ] || fail "the proxy never cut M's claim reply"
 # L's wake must find the notifier's new session waiting (it passes L to the
@@ -41,7 +31,7 @@ wait_for 20 step_started || fail "L did not start: $(job_status "$l")"
 grep -q 'returned to the queue' "$E2E_DIR/w1.log" && fail "unclaim ran while the claim lock was held"
 hold "COMMIT;"
 exec 7>&-
-wait -- "$lock_pid" || fail "the test's session: $(cat "$E2E_DIR/hold.out")"
+wait -- "$HOLD_PID" || fail "the test's session: $(cat "$E2E_DIR/hold.out")"
 
 wait_for 60 job_ended "$m" || fail "M is still $(job_status "$m")"
 wait_for 60 job_ended "$l" || fail "L is still $(job_status "$l")"

@@ -22,16 +22,7 @@ start_worker w1 --db "$PROXIED" --queue unf --concurrency 2 --lease 12 --kill-gr
   --poll 0.2 --reconcile-interval 0.5
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
 
-# The test's session, fed one statement at a time.
-mkfifo "$E2E_DIR/hold.in"
-psql -qXAt -v ON_ERROR_STOP=1 -f "$E2E_DIR/hold.in" >"$E2E_DIR/hold.out" 2>&1 &
-E2E_PIDS+=("$!")
-exec 7>"$E2E_DIR/hold.in"
-hold() { echo "$1" >&7; }
-held() { grep -q "^$1|" "$E2E_DIR/hold.out"; }
-hold "BEGIN;"
-hold "SELECT 'claim-lock', pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('w1'));"
-wait_for 10 held claim-lock || fail "the test's session did not take the claim lock: $(cat "$E2E_DIR/hold.out")"
+hold_claim_lock w1
 
 m=$(sql "SELECT bgexec.submit('noop', '{\"marker\": \"LOST-UNFINISHED-MARKER\"}', 'unf')")
 wait_for 10 [ -f "$E2E_DIR/cut" ] || fail "the proxy never cut M's claim reply"

@@ -61,6 +61,24 @@ start_worker() {
   printf -v "PID_$name" '%s' "$WORKER_PID"
 }
 
+# hold_claim_lock WORKER: a session of the test, fed one statement at a time
+# (hold SQL; held TAG: a row "TAG|..." came back, in $E2E_DIR/hold.out;
+# HOLD_PID its pid), opens a transaction and takes WORKER's claim lock as a
+# claim does (shared), so the worker's unclaim returns NULL until the test
+# sends hold "COMMIT;" and closes the session (exec 7>&-).
+hold_claim_lock() {
+  mkfifo "$E2E_DIR/hold.in"
+  psql -qXAt -v ON_ERROR_STOP=1 -f "$E2E_DIR/hold.in" >"$E2E_DIR/hold.out" 2>&1 &
+  HOLD_PID=$!
+  E2E_PIDS+=("$HOLD_PID")
+  exec 7>"$E2E_DIR/hold.in"
+  hold "BEGIN;"
+  hold "SELECT 'claim-lock', pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('$1'));"
+  wait_for 10 held claim-lock || fail "the test's session did not take the claim lock: $(cat "$E2E_DIR/hold.out")"
+}
+hold() { echo "$1" >&7; }
+held() { grep -q "^$1|" "$E2E_DIR/hold.out"; }
+
 # wait_for TIMEOUT_S CMD...: polls until CMD succeeds; non-zero on timeout.
 wait_for() {
   local deadline=$((SECONDS + $1)); shift
