@@ -17,10 +17,12 @@
 #include <boost/asio/write.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -117,13 +119,22 @@ const char* const worker_vars[] = {"BGEXEC_JOB_ID", "BGEXEC_STEP_ID", "BGEXEC_AT
 
 // This worker process's BGEXEC_WORKER_INSTANCE: 128 random bits in hex,
 // drawn once.  Not a secret (a step that copies it only makes another
-// process count as its own).
+// process count as its own).  Should the system give no randomness
+// (std::random_device throws), the pid and the clock: unique on the host
+// among live workers, which is what the marker needs.
 const std::string& worker_instance() {
   static const std::string id = [] {
-    std::random_device rd;
+    unsigned w[4];
+    try {
+      std::random_device rd;
+      for (auto& x : w) x = static_cast<unsigned>(rd());
+    } catch (const std::exception&) {
+      auto t = static_cast<unsigned long long>(std::chrono::system_clock::now().time_since_epoch().count());
+      w[0] = static_cast<unsigned>(::getpid()), w[1] = static_cast<unsigned>(t >> 32), w[2] = static_cast<unsigned>(t),
+      w[3] = 0;
+    }
     char buf[33];
-    std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()),
-                  static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
+    std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", w[0], w[1], w[2], w[3]);
     return std::string(buf);
   }();
   return id;
