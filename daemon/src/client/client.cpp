@@ -702,10 +702,8 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
     co_return ok;
   }
   std::cout << "queue " << a.positional[0] << ":";
-  for (const char* c : {"paused", "max_queued", "max_running", "max_running_per_key", "retry_base", "retry_cap"}) {
-    auto& v = row[c];
-    std::cout << " " << c << "=" << (v.is_null() ? "none" : v.is_string() ? v.get<std::string>() : core::dump(v));
-  }
+  for (const char* c : {"paused", "max_queued", "max_running", "max_running_per_key", "retry_base", "retry_cap"})
+    std::cout << " " << c << "=" << text_of(member(row, c), "none");
   std::cout << std::endl;
   co_return ok;
 }

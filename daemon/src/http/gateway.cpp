@@ -186,6 +186,16 @@ std::string url_decode(std::string_view s, bool plus_is_space = true) {
 
 using core::valid_utf8;  // well-formed UTF-8: what PostgreSQL and JSON accept as text
 
+// A name in the path (a schedule's, a queue's: `what`): percent-decoded, as
+// clients escape ':' (encodeURIComponent), which a name may hold; decoded,
+// checked as a query value is.
+std::string path_name(const std::string& segment, const std::string& what) {
+  std::string name = url_decode(segment, false);
+  if (!valid_utf8(name)) throw bad_request(what + " name in the path is not valid UTF-8");
+  if (name.find('\0') != std::string::npos) throw nul_in("name");
+  return name;
+}
+
 // parse_query marks a parameter given more than once with a key of this
 // prefix and its name, which no route takes, so the /v1 routes refuse it
 // (unknown_param) rather than let one of the values win silently
@@ -796,14 +806,12 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   // POST /v1/queues/{name}/pause|resume: bgexec.configure_queue, which is
   // not granted to clients (403 for a tenant's token; a token mapped to an
   // administrator's role may).  Answers the queue's settings as the call
-  // left them.  The name is percent-decoded as a schedule's is.
+  // left them.
   if (seg.size() == 4 && seg[1] == "queues" && (seg[3] == "pause" || seg[3] == "resume")) {
     if (method != bhttp::verb::post) throw method_not_allowed("POST");
     check_params(qs, no_params);
     check_no_body(req.body());
-    const std::string name = url_decode(seg[2], false);
-    if (!valid_utf8(name)) throw bad_request("queue name in the path is not valid UTF-8");
-    if (name.find('\0') != std::string::npos) throw nul_in("name");
+    const std::string name = path_name(seg[2], "queue");
     auto r = co_await pool_.query(*role,
                                   "SELECT q.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key,"
                                   " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap"
@@ -1001,11 +1009,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   }
   const bool action = seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume" || seg[3] == "run");
   if (seg.size() != 3 && !action) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
-  // The name is percent-decoded: clients escape ':' (encodeURIComponent),
-  // which a name may hold.  Decoded, it is checked as a query value is.
-  const std::string name = url_decode(seg[2], false);
-  if (!valid_utf8(name)) throw bad_request("schedule name in the path is not valid UTF-8");
-  if (name.find('\0') != std::string::npos) throw nul_in("name");
+  const std::string name = path_name(seg[2], "schedule");
   const bool known_method = action ? method == bhttp::verb::post
                                     : method == bhttp::verb::put || method == bhttp::verb::delete_ ||
                                           method == bhttp::verb::get || method == bhttp::verb::head;
