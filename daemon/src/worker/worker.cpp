@@ -625,8 +625,15 @@ void Worker::set_backlog(bool more) {
 
 // -------------------------------------------------------------- heartbeater
 
+// A heartbeat that fails is made again at once, not at the next interval:
+// one dropped for going unanswered (a quarter of the lease) would otherwise
+// leave its retry a twelfth of the lease before the lease guard gives the
+// jobs up (none at all when the kill grace makes the guard's margin a
+// third of the lease).  Retries back off from 100 ms to the interval, so a
+// database that is down is not called in a loop.
 asio::awaitable<void> Worker::heartbeater() {
   const double interval = std::max(0.1, cfg_.lease_s / 3);
+  double retry = 0;  // seconds before the next attempt after a failure
   while (!stopping_) {
     std::vector<std::shared_ptr<Job>> live;
     std::vector<std::int64_t> leases;
@@ -664,6 +671,7 @@ asio::awaitable<void> Worker::heartbeater() {
         auto it = actions.find(job->lease());
         job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
       }
+      retry = 0;
       if (unregistered) {
         // Someone deleted this worker's row: worker_stats and /metrics
         // know workers by it.
@@ -671,6 +679,7 @@ asio::awaitable<void> Worker::heartbeater() {
         co_await register_self(hb_);
       }
     } catch (const pg::Error& e) {
+      retry = retry == 0 ? 0.1 : std::min(retry * 2, interval);
       if (e.sqlstate() == "55006") {
         // While the row was missing, another process registered under this
         // id (one that waited for it): two live processes under one id is
@@ -681,7 +690,9 @@ asio::awaitable<void> Worker::heartbeater() {
       }
     }
     // Early when a stop request woke the notifier: this heartbeat names the job.
-    co_await hb_wake_.wait_until(sent + seconds(interval));
+    auto next = sent + seconds(interval);
+    if (retry > 0) next = std::min(next, Clock::now() + seconds(retry));
+    co_await hb_wake_.wait_until(next);
   }
 }
 
