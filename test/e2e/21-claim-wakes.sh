@@ -10,7 +10,7 @@
 # busy is claimed for when one frees, a job whose run_after passes starts
 # then, a capped queue's next job is claimed when its running one ends, and
 # a job submitted just after a busy worker's slot freed is claimed when the
-# wait sent while it was busy returns.
+# wait sent while it was busy returns.  An idle worker's wait holds no xmin.
 source "$(dirname "$0")/lib.sh"
 # Claims are counted by the server (pg_stat_statements), whatever the worker
 # logs; track = all counts the claims await_claim makes inside its call.
@@ -65,6 +65,16 @@ claims_for() {
 #    was queued).
 start_worker solo --queue solo --concurrency 4 --poll 5
 wait_listening solo
+# While it sleeps in await_claim, the idle worker's session holds back no
+# xmin horizon (pg_regress await_xmin for the rules): the daemon's own
+# statement is one await_work lets go of its snapshot for.
+asleep_xmin() {
+  sql "SELECT backend_xmin IS NULL FROM pg_stat_activity
+        WHERE application_name = 'bgexec worker listen' AND wait_event_type = 'Extension'"
+}
+asleep() { [[ -n $(asleep_xmin) ]]; }
+wait_for 10 asleep || fail "solo's notifier did not wait in await_claim"
+[[ $(asleep_xmin) == t ]] || fail "solo's waiting session holds an xmin back"
 claims_for 40 solo 0.02 60 "one worker"
 kill "$PID_solo"; wait "$PID_solo" || true
 
