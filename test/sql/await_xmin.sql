@@ -10,99 +10,94 @@
 -- Each case: a second session (dblink) starts the wait; once it sleeps,
 -- this session deletes 100 rows the wait's snapshot could see and vacuums
 -- them; n_dead_tup is what VACUUM had to keep (0 when the wait held no
--- xmin back); a submit then wakes the wait.
+-- xmin back); a submit then wakes the wait.  Each wait returns one boolean,
+-- jobs (await_claim's: woken and a job claimed).
 \set SHOW_CONTEXT never
 CREATE EXTENSION IF NOT EXISTS dblink;
-SELECT dblink_connect('xw', format('host=%s port=%s dbname=%s user=%s',
-         split_part(current_setting('unix_socket_directories'), ',', 1),
-         current_setting('port'), current_database(), current_user)) AS connected;
+SELECT format('host=%s port=%s dbname=%s user=%s',
+              split_part(current_setting('unix_socket_directories'), ',', 1),
+              current_setting('port'), current_database(), current_user) AS here \gset
+SELECT dblink_connect('xw', :'here') AS waiter, dblink_connect('xc', :'here') AS other;
 CREATE TABLE xm_rows (id int) WITH (autovacuum_enabled = off);
 CREATE TABLE xm_one (id int);
 INSERT INTO xm_one VALUES (1);
 CREATE FUNCTION xm_wrap() RETURNS boolean LANGUAGE sql
 	AS $$ SELECT jobs FROM bgexec.await_work('xw', ARRAY['xm'], 1, '60 s') $$;
--- Sends q on the second session and returns once it sleeps in the wait:
--- whether its xmin is held then.
+-- xm_start(q): 100 rows the wait will see (committed by a third session); sends q on the second session;
+-- once it sleeps in the wait, whether its xmin is held; deletes the rows
+-- (their counts flushed to the statistics at this statement's end, before
+-- the VACUUM that follows).
 CREATE FUNCTION xm_start(q text) RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
 	v_held boolean;
 BEGIN
+	-- Committed before the wait begins: by a third session.
+	PERFORM dblink_exec('xc', 'INSERT INTO xm_rows SELECT generate_series(1, 100)');
 	PERFORM dblink_send_query('xw', q);
 	FOR i IN 1..3000 LOOP
 		PERFORM pg_stat_clear_snapshot();
 		SELECT backend_xmin IS NOT NULL INTO v_held FROM pg_stat_activity
 		 WHERE query = q AND wait_event_type = 'Extension' AND wait_event = 'Extension';
 		IF FOUND THEN
+			DELETE FROM xm_rows;
+			PERFORM pg_stat_force_next_flush();
 			RETURN v_held;
 		END IF;
 		PERFORM pg_sleep(0.01);
 	END LOOP;
 	RAISE EXCEPTION 'the wait did not start: %', q;
 END $$;
+-- xm_result(): what the woken wait returned.
+CREATE FUNCTION xm_result() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	v_jobs boolean;
+BEGIN
+	SELECT r.jobs INTO v_jobs FROM dblink_get_result('xw') AS r(jobs boolean);
+	PERFORM FROM dblink_get_result('xw') AS r(jobs boolean);  -- the end of it
+	RETURN v_jobs;
+END $$;
 
 -- The daemon's idle wait: no xmin while it sleeps, so VACUUM removes all.
-INSERT INTO xm_rows SELECT generate_series(1, 100);
-SELECT xm_start($$SELECT jobs, stop FROM bgexec.await_work('xw', ARRAY['xm'], 1, '60 s')$$) AS xmin_held;
-DELETE FROM xm_rows;
-SELECT pg_stat_force_next_flush();
+SELECT xm_start($$SELECT jobs FROM bgexec.await_work('xw', ARRAY['xm'], 1, '60 s')$$) AS xmin_held;
 VACUUM xm_rows;
 SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'xm_rows';
 SELECT bgexec.submit('noop', queue => 'xm') > 0 AS submitted;
-SELECT * FROM dblink_get_result('xw') AS r(jobs boolean, stop boolean);
-SELECT * FROM dblink_get_result('xw') AS r(jobs boolean, stop boolean);
+SELECT xm_result() AS jobs;
 
 -- await_claim: the same, and the job that woke it is claimed.
-INSERT INTO xm_rows SELECT generate_series(1, 100);
-SELECT xm_start($$SELECT woken, job_id IS NOT NULL AS claimed FROM bgexec.await_claim('xw', ARRAY['xm'], 1, '60 s')$$) AS xmin_held;
-DELETE FROM xm_rows;
-SELECT pg_stat_force_next_flush();
+SELECT xm_start($$SELECT woken AND job_id IS NOT NULL AS jobs FROM bgexec.await_claim('xw', ARRAY['xm'], 1, '60 s')$$) AS xmin_held;
 VACUUM xm_rows;
 SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'xm_rows';
 SELECT bgexec.submit('noop', queue => 'xm') > 0 AS submitted;
-SELECT * FROM dblink_get_result('xw') AS r(woken boolean, claimed boolean);
-SELECT * FROM dblink_get_result('xw') AS r(woken boolean, claimed boolean);
+SELECT xm_result() AS jobs;
 SELECT status, lease_owner FROM bgexec.job WHERE queue = 'xm' ORDER BY id;
 
 -- Inside a transaction block the wait's snapshot may be read again (a
 -- cursor, REPEATABLE READ): the rows stay until it ends.
-INSERT INTO xm_rows SELECT generate_series(1, 100);
 SELECT dblink_exec('xw', 'BEGIN');
-SELECT xm_start($$SELECT jobs, stop FROM bgexec.await_work('xw', ARRAY['xm'], 1, '60 s')$$) AS xmin_held;
-DELETE FROM xm_rows;
-SELECT pg_stat_force_next_flush();
+SELECT xm_start($$SELECT jobs FROM bgexec.await_work('xw', ARRAY['xm'], 1, '60 s')$$) AS xmin_held;
 VACUUM xm_rows;
 SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'xm_rows';
 SELECT bgexec.submit('noop', queue => 'xm') > 0 AS submitted;
-SELECT * FROM dblink_get_result('xw') AS r(jobs boolean, stop boolean);
-SELECT * FROM dblink_get_result('xw') AS r(jobs boolean, stop boolean);
+SELECT xm_result() AS jobs;
 SELECT dblink_exec('xw', 'COMMIT');
-VACUUM xm_rows;
 
 -- A statement that reads a table beside the wait.
-INSERT INTO xm_rows SELECT generate_series(1, 100);
-SELECT xm_start($$SELECT o.id, a.jobs FROM xm_one o, bgexec.await_work('xw', ARRAY['xm'], 1, '60 s') a$$) AS xmin_held;
-DELETE FROM xm_rows;
-SELECT pg_stat_force_next_flush();
+SELECT xm_start($$SELECT a.jobs FROM xm_one o, bgexec.await_work('xw', ARRAY['xm'], 1, '60 s') a$$) AS xmin_held;
 VACUUM xm_rows;
 SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'xm_rows';
 SELECT bgexec.submit('noop', queue => 'xm') > 0 AS submitted;
-SELECT * FROM dblink_get_result('xw') AS r(id int, jobs boolean);
-SELECT * FROM dblink_get_result('xw') AS r(id int, jobs boolean);
-VACUUM xm_rows;
+SELECT xm_result() AS jobs;
 
 -- A wait inside a function of the user's, whose statement bgexec cannot see.
-INSERT INTO xm_rows SELECT generate_series(1, 100);
 SELECT xm_start($$SELECT xm_wrap() AS jobs$$) AS xmin_held;
-DELETE FROM xm_rows;
-SELECT pg_stat_force_next_flush();
 VACUUM xm_rows;
 SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'xm_rows';
 SELECT bgexec.submit('noop', queue => 'xm') > 0 AS submitted;
-SELECT * FROM dblink_get_result('xw') AS r(jobs boolean);
-SELECT * FROM dblink_get_result('xw') AS r(jobs boolean);
+SELECT xm_result() AS jobs;
 
-SELECT dblink_disconnect('xw');
+SELECT dblink_disconnect('xw'), dblink_disconnect('xc');
 DELETE FROM bgexec.job WHERE queue = 'xm';
-DROP FUNCTION xm_start(text), xm_wrap();
+DROP FUNCTION xm_start(text), xm_result(), xm_wrap();
 DROP TABLE xm_rows, xm_one;
 DROP EXTENSION dblink;
