@@ -768,7 +768,7 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
-	bool		release_xmin;
+	bool		xmin_checked = false;
 
 	if (PG_ARGISNULL(0) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)) == 0)
 		ereport(ERROR,
@@ -837,7 +837,6 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	 * runnable (then it takes them itself, sleeping until the earliest).
 	 */
 	deadline = GetCurrentTimestamp() + timeout_us;
-	release_xmin = wait_may_release_xmin(fcinfo);
 	PG_TRY();
 	{
 		for (;;)
@@ -854,7 +853,8 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 			LWLockRelease(wake_shared->lock);
 			if (!sleep)
 				break;
-			if (release_xmin)
+			/* Only a call that sleeps asks; once. */
+			if (!xmin_checked && (xmin_checked = true) && wait_may_release_xmin(fcinfo))
 			{
 				/*
 				 * As SnapshotResetXmin does once a transaction holds no
@@ -864,7 +864,6 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 				 */
 				InvalidateCatalogSnapshot();
 				MyProc->xmin = InvalidTransactionId;
-				release_xmin = false;
 			}
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 (long) ((until - now + 999) / 1000), PG_WAIT_EXTENSION);
