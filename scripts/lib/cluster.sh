@@ -7,6 +7,14 @@
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 
 # cluster_start DIR PORT [extra postgresql.conf lines...]: initdb + start.
+# The cluster listens on its Unix socket in DIR only: PORT then names the
+# socket file and nothing else, so no program on the host can hold it.  (A
+# TCP port in 32768-60999, where the tests' fixed numbers are, is the
+# kernel's ephemeral range: any outgoing connection on the host may be using
+# it at that moment, and bind fails.)  A caller that needs TCP passes
+# "listen_addresses = '127.0.0.1'" and PORT auto: a port the kernel says is
+# free, picked again if another program binds it first.  PGPORT holds the
+# port in use.
 cluster_start() {
   local dir=$1 port=$2; shift 2
   mkdir -p "$dir"
@@ -20,9 +28,11 @@ cluster_start() {
   fi
   "${as[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; return 1; }
+  local auto=0 try
+  [[ $port == auto ]] && { auto=1; port=$(free_port); }
   {
     echo "port = $port"
-    echo "listen_addresses = '127.0.0.1'"
+    echo "listen_addresses = ''"
     echo "unix_socket_directories = '$dir'"
     echo "max_connections = 300"
     echo "shared_preload_libraries = 'bgexec'"
@@ -30,8 +40,16 @@ cluster_start() {
     echo "log_min_messages = warning"
     for line in "$@"; do echo "$line"; done
   } >>"$dir/data/postgresql.conf"
-  "${as[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null \
-    || { cat "$dir/postgres.log" >&2; return 1; }
+  for try in 1 2 3 4 5; do
+    "${as[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null 2>"$dir/pg_ctl.err" && break
+    if ((auto && try < 5)) && grep -q 'could not bind' "$dir/postgres.log"; then
+      port=$(free_port)
+      echo "port = $port" >>"$dir/data/postgresql.conf"  # the last setting wins
+      continue
+    fi
+    cat "$dir/pg_ctl.err" "$dir/postgres.log" >&2
+    return 1
+  done
   head -1 "$dir/data/postmaster.pid" >"$dir/postmaster.pid.started"
   export PGHOST=$dir PGPORT=$port PGUSER=postgres
 }

@@ -12,12 +12,22 @@ e2e_cluster 57951
 
 B=$E2E_DIR/pgbouncer
 mkdir -p "$B"
-cat >"$B/pgbouncer.ini" <<EOF
+echo '"postgres" ""' >"$B/users.txt"
+as=()
+if [[ $(id -u) -eq 0 ]]; then
+  chown -R postgres:postgres "$B"
+  as=(runuser -u postgres --)
+fi
+# A port the kernel says is free; picked again if another program on the
+# host takes it first (pgbouncer then exits: it could not listen).
+for try in 1 2 3 4 5; do
+  port=$(free_port)
+  cat >"$B/pgbouncer.ini" <<EOF
 [databases]
-postgres = host=$E2E_DIR/pg port=57951 dbname=postgres user=postgres
+postgres = host=$E2E_DIR/pg port=$PGPORT dbname=postgres user=postgres
 [pgbouncer]
 listen_addr = 127.0.0.1
-listen_port = 57952
+listen_port = $port
 unix_socket_dir =
 auth_type = trust
 auth_file = $B/users.txt
@@ -28,16 +38,14 @@ max_client_conn = 50
 pidfile = $B/pgbouncer.pid
 logfile = $B/pgbouncer.log
 EOF
-echo '"postgres" ""' >"$B/users.txt"
-as=()
-if [[ $(id -u) -eq 0 ]]; then
-  chown -R postgres:postgres "$B"
-  as=(runuser -u postgres --)
-fi
-"${as[@]}" "$PGBOUNCER" "$B/pgbouncer.ini" >"$E2E_DIR/pgbouncer.out" 2>&1 &
-E2E_PIDS+=("$!")
-POOLED="host=127.0.0.1 port=57952 dbname=postgres user=postgres"
-wait_for 10 psql -qXAt "$POOLED" -c "SELECT 1" || fail "pgbouncer did not start"
+  "${as[@]}" "$PGBOUNCER" "$B/pgbouncer.ini" >"$E2E_DIR/pgbouncer.out" 2>&1 &
+  pgb=$!
+  E2E_PIDS+=("$pgb")
+  POOLED="host=127.0.0.1 port=$port dbname=postgres user=postgres"
+  wait_for 10 psql -qXAt "$POOLED" -c "SELECT 1" && break
+  kill -0 "$pgb" 2>/dev/null && fail "pgbouncer did not answer"
+  ((try < 5)) || fail "pgbouncer did not start"
+done
 # runuser's child is pgbouncer itself: cleanup kills it by its own pid.
 E2E_PIDS+=("$(cat "$B/pgbouncer.pid")")
 

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57953
 
-start_cut_proxy 57954 LOST-REPLY-MARKER request
+start_cut_proxy LOST-REPLY-MARKER request
 
 start_worker w1 --db "$PROXIED" --allow-run --poll 0.2
 j=$("$BGEXEC" submit workflow '{"steps": [

@@ -15,7 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57958
 
-start_cut_proxy 57959 LOST-CLAIM-MARKER reply
+start_cut_proxy LOST-CLAIM-MARKER reply
 
 start_worker w1 --db "$PROXIED" --poll 0.2 --reconcile-interval 0.5
 registered() { [[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id = 'w1' AND stopped_at IS NULL") == 1 ]]; }
@@ -40,7 +40,7 @@ grep -q 'notifier disconnected' "$E2E_DIR/w1.log" || fail "the lost reply was no
 # the fetcher when the slot frees (the wait's claim came back full), and
 # that reply is lost.
 rm -f "$E2E_DIR/cut"
-start_cut_proxy 57960 LOST-FETCH-MARKER reply
+start_cut_proxy LOST-FETCH-MARKER reply
 start_worker w2 --db "$PROXIED" --queue fetch --concurrency 1 --poll 0.2 --reconcile-interval 0.5
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w2.log" || fail "w2 did not listen"
 f=$(sql "SELECT max(id) FROM bgexec.submit_many('[{\"kind\": \"noop\", \"queue\": \"fetch\", \"priority\": 1},

@@ -6,14 +6,14 @@
 # conninfo that sets keepalives_idle itself wins.  Read off the worker's
 # sockets with ss: the keepalive timer's time left.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57964
+e2e_cluster auto "listen_addresses = '127.0.0.1'"  # TCP: its own port, the kernel's pick
 command -v ss >/dev/null || fail "ss (iproute2) is not installed"
-tcp="host=127.0.0.1 port=57964 dbname=postgres user=postgres"
+tcp="host=127.0.0.1 port=$PGPORT dbname=postgres user=postgres"
 
 # keepalive_timers PID: the keepalive timer of each of PID's connections to
 # the server ("7.948ms" under a minute, as ss prints it; "9min57sec", "119min").
 keepalive_timers() {
-  ss -tnop state established "( dport = :57964 )" |
+  ss -tnop state established "( dport = :$PGPORT )" |
     sed -n "s/.*pid=$1,.*timer:(keepalive,\([^,]*\),.*/\1/p"
 }
 # has_timers PID N: PID has N or more connections with a keepalive timer.
@@ -56,7 +56,7 @@ has_step() { [[ -n $(step_port) ]]; }
 wait_for 20 has_step || fail "the sql step did not start"
 port=$(step_port)
 server_timer() {
-  ss -tno state established "( sport = :57964 and dport = :$port )" | sed -n 's/.*timer:(keepalive,\([^,]*\),.*/\1/p'
+  ss -tno state established "( sport = :$PGPORT and dport = :$port )" | sed -n 's/.*timer:(keepalive,\([^,]*\),.*/\1/p'
 }
 has_server_timer() { [[ -n $(server_timer) ]]; }
 wait_for 10 has_server_timer || fail "the server's side of the sql step's connection shows no keepalive timer"

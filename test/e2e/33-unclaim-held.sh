@@ -14,7 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57970
 
-start_cut_proxy 57971 LOST-HELD-MARKER reply
+start_cut_proxy LOST-HELD-MARKER reply
 start_worker w1 --db "$PROXIED" --queue held --concurrency 2 --lease 10 --poll 0.2 --reconcile-interval 0.5
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
 

@@ -17,7 +17,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57972
 
-start_cut_proxy 57973 LOST-UNFINISHED-MARKER reply
+start_cut_proxy LOST-UNFINISHED-MARKER reply
 start_worker w1 --db "$PROXIED" --queue unf --concurrency 2 --lease 12 --kill-grace 3 \
   --poll 0.2 --reconcile-interval 0.5
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"

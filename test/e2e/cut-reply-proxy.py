@@ -2,15 +2,16 @@
 # statement committed: once a marker is seen, it withholds what the server
 # sends until ReadyForQuery (idle: the statement's transaction is over), then
 # cuts both connections instead of passing the reply on.
-#   cut-reply-proxy.py LISTEN_PORT PG_SOCKET MARKER request|reply FLAG_FILE
-# request: the marker is in a statement the client sends (a worker's call);
-# reply: in a reply the server sends (the rows of a claim).  FLAG_FILE is
-# written when the cut is made.  Used by test/e2e/12-lost-reply.sh,
+#   cut-reply-proxy.py PORT_FILE PG_SOCKET MARKER request|reply FLAG_FILE
+# It listens on 127.0.0.1 at a port the kernel picks and writes that port to
+# PORT_FILE once it listens.  request: the marker is in a statement the
+# client sends (a worker's call); reply: in a reply the server sends (the
+# rows of a claim).  FLAG_FILE is written when the cut is made.  Used by test/e2e/12-lost-reply.sh,
 # 18-lost-claim.sh, 33-unclaim-held.sh and 34-unclaim-unfinished.sh (through
 # start_cut_proxy in lib.sh).
-import asyncio, sys
+import asyncio, os, sys
 
-listen_port, pg_sock, marker = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+port_file, pg_sock, marker = sys.argv[1], sys.argv[2], sys.argv[3].encode()
 side, flag = sys.argv[4], sys.argv[5]
 READY_IDLE = b"Z\x00\x00\x00\x05I"
 done = False
@@ -53,7 +54,10 @@ async def handle(cr, cw):
 
 
 async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", listen_port)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.sockets[0].getsockname()[1]))
+    os.rename(port_file + ".tmp", port_file)
     async with server:
         await server.serve_forever()
 

@@ -107,14 +107,17 @@ wait_status() {
   wait_for "${3:-30}" status_is "$1" "$2" || fail "job $1 is $(job_status "$1"), expected $2"
 }
 
-# start_cut_proxy PORT MARKER request|reply: test/e2e/cut-reply-proxy.py on
-# PORT in front of this test's cluster, losing the reply of the statement
-# that carries MARKER (request) or whose reply does (reply); $E2E_DIR/cut
-# appears when it has.  PROXIED: the conninfo through it, once it answers.
+# start_cut_proxy MARKER request|reply: test/e2e/cut-reply-proxy.py, on a
+# port of 127.0.0.1 the kernel picks, in front of this test's cluster,
+# losing the reply of the statement that carries MARKER (request) or whose
+# reply does (reply); $E2E_DIR/cut appears when it has.  PROXIED: the
+# conninfo through it, once it answers.
 start_cut_proxy() {
-  python3 "$E2E_ROOT/test/e2e/cut-reply-proxy.py" "$1" "$E2E_DIR/pg/.s.PGSQL.$PGPORT" "$2" "$3" "$E2E_DIR/cut" \
-    >"$E2E_DIR/proxy.log" 2>&1 &
+  rm -f "$E2E_DIR/proxy.port"
+  python3 "$E2E_ROOT/test/e2e/cut-reply-proxy.py" "$E2E_DIR/proxy.port" "$E2E_DIR/pg/.s.PGSQL.$PGPORT" "$1" "$2" \
+    "$E2E_DIR/cut" >"$E2E_DIR/proxy.log" 2>&1 &
   E2E_PIDS+=("$!")
-  PROXIED="host=127.0.0.1 port=$1 dbname=postgres user=postgres"
+  wait_for 10 test -s "$E2E_DIR/proxy.port" || fail "proxy did not start"
+  PROXIED="host=127.0.0.1 port=$(cat "$E2E_DIR/proxy.port") dbname=postgres user=postgres"
   wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
 }

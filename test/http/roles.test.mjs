@@ -110,7 +110,8 @@ function fatalMessage() {
 async function pgProxy() {
   const state = { armed: null };
   const srv = net.createServer((client) => {
-    const server = net.connect(Number(process.env.PGPORT), '127.0.0.1');
+    // the cluster's Unix socket (it listens on no TCP port)
+    const server = net.connect(`${process.env.PGHOST}/.s.PGSQL.${process.env.PGPORT}`);
     let startup = '';
     let dead = false;
     let losing = false;

@@ -38,15 +38,16 @@ EOF2
 export BGEXEC_TOKENS=$work/tokens.json
 export BGEXEC_WORK=$work
 
-port=$(free_port)
-"$BGEXEC_BIN" serve --listen "127.0.0.1:$port" --tokens "$BGEXEC_TOKENS" >"$work/serve.log" 2>&1 &
+# Port 0: the kernel picks one, and the gateway logs it (msg=serving listen=).
+"$BGEXEC_BIN" serve --listen "127.0.0.1:0" --tokens "$BGEXEC_TOKENS" >"$work/serve.log" 2>&1 &
 gw_pid=$!
-export BGEXEC_URL=http://127.0.0.1:$port
 for _ in $(seq 1 100); do
-  curl -sf -o /dev/null "$BGEXEC_URL/metrics" && break
+  listen=$(sed -n 's/.*msg=serving listen=\([0-9.:]*\).*/\1/p' "$work/serve.log" | head -1)
+  [[ -n $listen ]] && curl -sf -o /dev/null "http://$listen/metrics" && break
   kill -0 "$gw_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
   sleep 0.1
 done
+export BGEXEC_URL=http://$listen
 
 cd "$here"
 [[ -d node_modules/eventsource && -d node_modules/playwright-core ]] || npm ci --no-audit --no-fund >/dev/null
