@@ -1,12 +1,14 @@
 // The dashboard in headless Chromium: watch a job complete live, stop another;
-// create, edit, pause, resume, run and delete a schedule through its form.
+// create, edit, pause, resume, run and delete a schedule through its form;
+// pause and resume a queue with an administrator's token, refused for a
+// tenant's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, psql, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, sleep, uniq, freePort, startGateway, A, BASE } from './lib.mjs';
 
 // Headless Chromium on a fresh profile directory per run (Playwright passes
 // it as --user-data-dir); `options` adds context options.
@@ -300,6 +302,56 @@ test('dashboard: schedule form creates, refuses bad input, edits, pauses, resume
     assert.equal((await api('GET', `/v1/schedules/${name}`, { token: A })).status, 404);
     assert.equal(await msg(), `deleted ${name}`);
     assert.equal(await page.evaluate(() => window.injected), 0);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});
+
+test('dashboard: a queue\'s pause and resume buttons; a tenant\'s token is refused and changes nothing', { timeout: 90000 }, async (t) => {
+  const tokens = `${process.env.BGEXEC_WORK}/${uniq('ui-admin-tokens')}.json`;
+  writeFileSync(tokens, JSON.stringify({ 'token-a': 'tenant_a', 'token-admin': 'postgres' }));
+  const gw = await startGateway(await freePort(), ['--tokens', tokens]);
+  t.after(() => gw.kill());
+  const { browser, profile } = await launch();
+  try {
+    const page = await browser.newPage();
+    const queue = uniq('ui-q') + ':x';  // a name the path must escape
+    assert.equal((await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } })).status, 201);
+    const row = `#queues tr[data-queue="${queue}"]`;
+    const paused = () => psql(`SELECT coalesce((SELECT paused::text FROM bgexec.queue WHERE name = '${queue}'), 'no row')`);
+    const msg = async (before) => {
+      await page.waitForFunction((b) => document.querySelector('#q-msg').textContent !== b, before);
+      return { text: await page.textContent('#q-msg'), error: await page.$eval('#q-msg', (el) => el.className === 'error') };
+    };
+    const useToken = async (token) => {
+      await page.fill('#token', token);
+      await page.click('#save-token');
+    };
+
+    await page.goto(gw.url + '/');
+    await useToken(A);
+    await page.waitForSelector(`${row} button[data-act="pause"]`);
+    // A tenant's token: the server's refusal, shown; the queue unchanged.
+    await page.click(`${row} button[data-act="pause"]`);
+    const refused = await msg('');
+    assert.equal(refused.error, true);
+    assert.ok(refused.text.startsWith(`pause ${queue}: `) && refused.text.includes('permission denied'), refused.text);
+    assert.equal(paused(), 'no row');
+    assert.equal(await page.textContent(`${row} td:nth-child(2)`), '');
+
+    // An administrator's: paused, then resumed, each shown in the table.
+    await useToken('token-admin');
+    await page.click(`${row} button[data-act="pause"]`);
+    await page.waitForSelector(`${row} button[data-act="resume"]`);
+    assert.deepEqual(await msg(refused.text), { text: `paused ${queue}`, error: false });
+    assert.equal(await page.textContent(`${row} td:nth-child(2)`), 'yes');
+    assert.equal(paused(), 'true');
+    await page.click(`${row} button[data-act="resume"]`);
+    await page.waitForSelector(`${row} button[data-act="pause"]`);
+    assert.deepEqual(await msg(`paused ${queue}`), { text: `resumed ${queue}`, error: false });
+    assert.equal(await page.textContent(`${row} td:nth-child(2)`), '');
+    assert.equal(paused(), 'false');
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });

@@ -28,8 +28,9 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
   <section id="home">
     <h2>Queues</h2>
     <table id="queues"><thead><tr><th>queue</th><th>paused</th><th>queued</th><th>running</th><th>suspended</th>
-      <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th></tr></thead>
+      <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th><th></th></tr></thead>
       <tbody></tbody></table>
+    <p id="q-msg"></p>
     <h2>Workers</h2>
     <table id="workers"><thead><tr><th>worker</th><th>host</th><th>pid</th><th>queues</th><th>slots</th><th>in flight</th>
       <th>last heartbeat</th></tr></thead>
@@ -153,7 +154,22 @@ async function loadQueues() {
   $('#queues tbody').innerHTML = queues.map((q) => `<tr data-queue="${esc(q.queue)}"><td>${esc(q.queue)}</td><td>${q.paused ? 'yes' : ''}</td>
     <td class="c-queued">${q.queued}</td><td class="c-running">${q.running}</td><td>${q.suspended}</td><td class="c-completed">${q.completed}</td>
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
-    <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td></tr>`).join('');
+    <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td>
+    <td><button data-act="${q.paused ? 'resume' : 'pause'}">${q.paused ? 'resume' : 'pause'}</button></td></tr>`).join('');
+}
+// POST /v1/queues/{name}/pause|resume: an administrator's token may (the
+// server refuses a tenant's, 403, and its message is shown as it came).
+async function queueAction(name, act) {
+  const el = $('#q-msg');
+  try {
+    const r = await api('POST', `/v1/queues/${encodeURIComponent(name)}/${act}`);
+    el.textContent = `${r.paused ? 'paused' : 'resumed'} ${r.name}`;
+    el.className = '';
+  } catch (e) {
+    el.textContent = `${act} ${name}: ${e.message}`;
+    el.className = 'error';
+  }
+  await loadQueues().catch((e) => say(e.message, true));
 }
 async function loadWorkers() {
   const {workers} = await api('GET', '/v1/workers');
@@ -387,6 +403,10 @@ $('#more').addEventListener('click', () => loadJobs(true).catch((x) => say(x.mes
 resetScheduleForm();
 $('#schedule-form').addEventListener('submit', (e) => { e.preventDefault(); saveSchedule(); });
 $('#s-clear').addEventListener('click', () => { resetScheduleForm(); scheduleMsg(''); });
+$('#queues tbody').addEventListener('click', (e) => {
+  const b = e.target.closest('button[data-act]');
+  if (b) queueAction(b.closest('tr').dataset.queue, b.dataset.act);
+});
 $('#schedules tbody').addEventListener('click', (e) => {
   const b = e.target.closest('button[data-act]');
   if (!b) return;
