@@ -6,9 +6,9 @@
 # It listens on 127.0.0.1 at a port the kernel picks and writes that port to
 # PORT_FILE once it listens.  request: the marker is in a statement the
 # client sends (a worker's call); reply: in a reply the server sends (the
-# rows of a claim).  FLAG_FILE is written when the cut is made.  Used by test/e2e/12-lost-reply.sh,
-# 18-lost-claim.sh, 33-unclaim-held.sh and 34-unclaim-unfinished.sh (through
-# start_cut_proxy in lib.sh).
+# rows of a claim).  FLAG_FILE is written when the cut is made.  Used by
+# test/e2e/12-lost-reply.sh, 18-lost-claim.sh, 33-unclaim-held.sh and
+# 34-unclaim-unfinished.sh (through start_cut_proxy in lib.sh).
 import asyncio, os, sys
 
 port_file, pg_sock, marker = sys.argv[1], sys.argv[2], sys.argv[3].encode()
