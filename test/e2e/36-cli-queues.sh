@@ -12,9 +12,18 @@ e2e_cluster 57975
 
 settings() { sql "SELECT row(paused, max_queued, max_running, max_running_per_key, retry_base, retry_cap) FROM bgexec.queue WHERE name = 'mail'"; }
 
-out=$("$BGEXEC" pause-queue mail) || fail "pause-queue: exit $?"
+out=$("$BGEXEC" pause-queue mail 2>"$E2E_DIR/err") || fail "pause-queue: exit $?"
 [[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=none retry_base=00:00:01 retry_cap=00:10:00" ]] \
   || fail "pause-queue printed: $out"
+# A queue with no settings and no jobs is new (a typo, often): a note says
+# so on stderr.  One the call before made, or one with jobs, is known.
+[[ $(cat "$E2E_DIR/err") == "note: queue mail had no settings and no jobs: this call created it (bgexec queues lists the queues)" ]] \
+  || fail "pause-queue of a new queue: stderr $(cat "$E2E_DIR/err")"
+"$BGEXEC" pause-queue mail >/dev/null 2>"$E2E_DIR/err" && [[ ! -s $E2E_DIR/err ]] \
+  || fail "pause-queue of a configured queue: stderr $(cat "$E2E_DIR/err")"
+"$BGEXEC" submit noop --queue other >/dev/null
+"$BGEXEC" resume-queue other --json >/dev/null 2>"$E2E_DIR/err" && [[ ! -s $E2E_DIR/err ]] \
+  || fail "resume-queue of a queue with jobs: stderr $(cat "$E2E_DIR/err")"
 # A worker that polls once a minute: only resume-queue's wake can start the
 # jobs within the test's bounds.
 start_worker w1 --queue mail --poll 60
@@ -68,7 +77,7 @@ expect 2 'pause-queue takes NAME' pause-queue
 expect 2 '--max-queued is not an option of resume-queue' resume-queue mail --max-queued 3
 [[ $(settings) == "$before" ]] || fail "a refused call changed the queue: $(settings)"
 expect 3 'violates check constraint "queue_name_valid" (SQLSTATE 23514)' pause-queue 'bad name!'
-[[ $(sql "SELECT count(*) FROM bgexec.queue") == 1 ]] || fail "a bad name made a queue"
+[[ $(sql "SELECT count(*) FROM bgexec.queue") == 2 ]] || fail "a bad name made a queue"
 # configure_queue is not granted to clients
 psql -qX -c "CREATE ROLE e2e_tenant LOGIN; GRANT bgexec_client TO e2e_tenant" >/dev/null
 expect 3 'permission denied for function configure_queue (SQLSTATE 42501)' \

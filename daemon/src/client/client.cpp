@@ -691,12 +691,23 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
   if (cmd == "configure-queue" && std::all_of(p.begin() + 2, p.end(), [](auto& v) { return !v; }))
     throw Usage("configure-queue takes NAME and at least one of --max-queued, --max-running, "
                 "--max-running-per-key, --retry-base, --retry-cap");
+  // known: whether the queue had settings or jobs before the call.  The
+  // subquery reads the statement's snapshot, taken before configure_queue
+  // ran, so its own insert is not seen.  A name no job uses is most often
+  // a typo (pause-queue mial during an incident leaves mail running), so it
+  // gets a note on stderr; the call still stands: configuring a queue
+  // before its first job is legitimate.
   auto r = co_await s.conn.query(
       "SELECT q.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key,"
-      " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap"
+      " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap,"
+      " EXISTS (SELECT 1 FROM bgexec.queue_stats k WHERE k.queue = $1) AS known"
       " FROM bgexec.configure_queue($1, $2::boolean, $3::int, $4::int, $5::int, $6::interval, $7::interval) q",
       p);
   json row = r.to_json(true).at(0);
+  if (!member(row, "known").is_boolean() || !row["known"].get<bool>())
+    std::cerr << "note: queue " << a.positional[0]
+              << " had no settings and no jobs: this call created it (bgexec queues lists the queues)" << std::endl;
+  row.erase("known");
   if (s.json_out) {
     std::cout << core::dump(row) << std::endl;
     co_return ok;
