@@ -3,24 +3,13 @@
 // with EMFILE), and a new connection nothing can give way to gets 503.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
-import { api, claim, finish, freePort, sleep, uniq, A } from './lib.mjs';
+import { api, claim, finish, sleep, startGateway, uniq, A } from './lib.mjs';
 
 // A gateway limited to `nofile` descriptors (soft and hard: it cannot raise its own).
 async function smallGateway(nofile) {
-  const port = await freePort();
-  const proc = spawn('prlimit', [`--nofile=${nofile}:${nofile}`, process.env.BGEXEC_BIN, 'serve',
-    '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  proc.stderr.on('data', (d) => { log += d; process.stderr.write(d); });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    try { if ((await fetch(url + '/metrics')).ok) break; } catch { /* not yet */ }
-    await sleep(100);
-  }
-  return { url, port, log: () => log, kill: () => { try { proc.kill('SIGKILL'); } catch { /* gone */ } } };
+  return startGateway(0, [], '/metrics', { wrap: ['prlimit', `--nofile=${nofile}:${nofile}`] });
 }
 
 async function connect(port, bytes) {

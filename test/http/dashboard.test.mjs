@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, psql, claim, appendEvent, finish, sleep, uniq, freePort, startGateway, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, sleep, uniq, startGateway, A, BASE } from './lib.mjs';
 
 // Headless Chromium on a fresh profile directory per run (Playwright passes
 // it as --user-data-dir); `options` adds context options.
@@ -311,7 +311,7 @@ test('dashboard: schedule form creates, refuses bad input, edits, pauses, resume
 test('dashboard: a queue\'s pause and resume buttons; a tenant\'s token is refused and changes nothing', { timeout: 90000 }, async (t) => {
   const tokens = `${process.env.BGEXEC_WORK}/${uniq('ui-admin-tokens')}.json`;
   writeFileSync(tokens, JSON.stringify({ 'token-a': 'tenant_a', 'token-admin': 'postgres' }));
-  const gw = await startGateway(await freePort(), ['--tokens', tokens]);
+  const gw = await startGateway(0, ['--tokens', tokens]);
   t.after(() => gw.kill());
   const { browser, profile } = await launch();
   try {

@@ -67,17 +67,36 @@ export async function freePort() {
   return port;
 }
 
-// Starts a private gateway (extra `serve` flags in `args`); returns {url, proc, stop()}.
-// It is ready once `probe` answers (a /metrics scrape, which also starts
-// its counters' window, unless the test needs the first scrape to itself).
-export async function startGateway(port, args = [], probe = '/metrics') {
-  const proc = spawn(process.env.BGEXEC_BIN,
-    ['serve', '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS, ...args],
-    { stdio: ['ignore', 'ignore', 'inherit'] });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
+// Starts a private gateway (extra `serve` flags in `args`); returns {url, port,
+// proc, log(), kill()}.  Port 0 (the default): the kernel picks a free port
+// when the gateway binds, read back from its log line `msg=serving
+// listen=HOST:PORT`, so no other process can take it in between (a port
+// from freePort() is free only until it is closed).  A test that restarts
+// a gateway on the same address passes the port it got.  `wrap` runs the
+// gateway under another command (prlimit).  It is ready once `probe`
+// answers (a /metrics scrape, which also starts its counters' window,
+// unless the test needs the first scrape to itself).
+export async function startGateway(port = 0, args = [], probe = '/metrics', { wrap = [] } = {}) {
+  const argv = [...wrap, process.env.BGEXEC_BIN,
+    'serve', '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS, ...args];
+  const proc = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  let listen;
+  let exited = false;
+  proc.on('exit', () => { exited = true; });
+  proc.stderr.on('data', (d) => {
+    log += d;
+    process.stderr.write(d);
+    listen ??= /msg=serving listen=([0-9.]+:[0-9]+)/.exec(log)?.[1];
+  });
+  for (let i = 0; i < 100 && !listen && !exited; i++) await sleep(100);
+  const url = `http://${listen ?? `127.0.0.1:${port}`}`;
+  for (let i = 0; i < 100 && listen && !exited; i++) {
     try { const r = await fetch(url + probe); if (r.ok) break; } catch { /* not yet */ }
     await sleep(100);
   }
-  return { url, proc, kill: (sig = 'SIGKILL') => { try { proc.kill(sig); } catch { /* gone */ } } };
+  return {
+    url, port: Number(new URL(url).port), proc, log: () => log,
+    kill: (sig = 'SIGKILL') => { try { proc.kill(sig); } catch { /* gone */ } },
+  };
 }

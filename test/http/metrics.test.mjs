@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { api, psql, claim, finish, freePort, startGateway, sleep, uniq, A } from './lib.mjs';
+import { api, psql, claim, finish, startGateway, sleep, uniq, A } from './lib.mjs';
 
 const value = (text, series) => {
   const line = text.split('\n').find((l) => l.startsWith(series + ' '));
@@ -13,7 +13,7 @@ const value = (text, series) => {
 };
 
 test('finished-job counters count each finish once and survive purge; gauges are exact', async () => {
-  const gw = await startGateway(await freePort());
+  const gw = await startGateway(0);
   try {
     const queue = uniq('metrics');
     const first = await api('GET', '/metrics', { base: gw.url });
@@ -51,7 +51,7 @@ test('finished-job counters count each finish once and survive purge; gauges are
 });
 
 test('the counters count from the gateway\'s start, not from its first scrape', { timeout: 30000 }, async () => {
-  const gw = await startGateway(await freePort(), [], '/');  // no scrape before the test's
+  const gw = await startGateway(0, [], '/');  // no scrape before the test's
   try {
     const queue = uniq('metrics-start');
     const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
@@ -110,7 +110,7 @@ test('a queue\'s gauges drop to 0 when its last active job ends, rather than van
 });
 
 test('concurrent scrapes count a finish once: a scrape whose window another one counted adds nothing', { timeout: 30000 }, async () => {
-  const gw = await startGateway(await freePort());
+  const gw = await startGateway(0);
   let p;
   try {
     const queue = uniq('metrics-conc');

@@ -6,12 +6,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
-import { api, psql, uniq, freePort, startGateway, A } from './lib.mjs';
+import { api, psql, uniq, startGateway, A } from './lib.mjs';
 
 test('queues: an administrator pauses and resumes a queue; a tenant is refused', async (t) => {
   const tokens = `${process.env.BGEXEC_WORK}/${uniq('admin-tokens')}.json`;
   writeFileSync(tokens, JSON.stringify({ 'token-a': 'tenant_a', 'token-admin': 'postgres' }));
-  const gw = await startGateway(await freePort(), ['--tokens', tokens]);
+  const gw = await startGateway(0, ['--tokens', tokens]);
   t.after(() => gw.kill());
   const queue = uniq('pq');
   const admin = (method, path, opts = {}) => api(method, path, { token: 'token-admin', base: gw.url, ...opts });

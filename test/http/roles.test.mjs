@@ -3,11 +3,10 @@
 // session the server closed while idle is reconnected before a submit runs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { once } from 'node:events';
-import { api, psql, uniq, freePort, sleep, startGateway } from './lib.mjs';
+import { api, psql, uniq, sleep, startGateway } from './lib.mjs';
 
 test('a revoked tenant role is refused on warm sessions; a closed idle session is reconnected', async (t) => {
   const login = uniq('gw_login').replace(/-/g, '_');
@@ -15,20 +14,13 @@ test('a revoked tenant role is refused on warm sessions; a closed idle session i
   psql(`CREATE ROLE ${login} LOGIN; CREATE ROLE ${tenant}; GRANT bgexec_client TO ${tenant}; GRANT ${tenant} TO ${login}`);
   const tokens = `${process.env.BGEXEC_WORK}/${login}.json`;
   writeFileSync(tokens, JSON.stringify({ 'token-rv': tenant }));
-  const port = await freePort();
-  const proc = spawn(process.env.BGEXEC_BIN,
-    ['serve', '--listen', `127.0.0.1:${port}`, '--tokens', tokens, '--db', `user=${login} dbname=postgres`, '--pool', '4'],
-    { stdio: ['ignore', 'ignore', 'inherit'] });
+  const gw = await startGateway(0, ['--tokens', tokens, '--db', `user=${login} dbname=postgres`, '--pool', '4']);
   t.after(() => {
-    proc.kill('SIGKILL');
+    gw.kill();
     psql(`DELETE FROM bgexec.job WHERE owner = '${tenant}'`);
     psql(`DROP ROLE ${login}; DROP ROLE ${tenant}`);
   });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    try { if ((await fetch(base + '/metrics')).ok) break; } catch { /* not yet */ }
-    await sleep(100);
-  }
+  const base = gw.url;
   const submit = () => api('POST', '/v1/jobs', { token: 'token-rv', base, body: { kind: 'noop', queue: 'rv' } });
   // every session of the pool acts as the tenant once
   const warm = await Promise.all([1, 2, 3, 4].map(submit));
@@ -59,7 +51,7 @@ test('a revoked tenant role is refused on warm sessions; a closed idle session i
 });
 
 test('a 503 for a database the gateway cannot reach names no socket path or address', async () => {
-  const gw = await startGateway(await freePort(), ['--db', 'host=/nonexistent/bgexec-socket-dir port=5 dbname=postgres'], '/');
+  const gw = await startGateway(0, ['--db', 'host=/nonexistent/bgexec-socket-dir port=5 dbname=postgres'], '/');
   try {
     const r = await api('GET', '/v1/jobs', { token: 'token-a', base: gw.url });
     assert.equal(r.status, 503, r.text);
@@ -74,15 +66,9 @@ test('a token mapped to a role that does not exist is refused 403 (42501), not a
   const ghost = uniq('no_such_role').replace(/-/g, '_');
   const tokens = `${process.env.BGEXEC_WORK}/${ghost}.json`;
   writeFileSync(tokens, JSON.stringify({ 'token-ghost': ghost }));
-  const port = await freePort();
-  const proc = spawn(process.env.BGEXEC_BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--tokens', tokens],
-    { stdio: ['ignore', 'ignore', 'inherit'] });
-  t.after(() => proc.kill('SIGKILL'));
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    try { if ((await fetch(base + '/metrics')).ok) break; } catch { /* not yet */ }
-    await sleep(100);
-  }
+  const gw = await startGateway(0, ['--tokens', tokens]);
+  t.after(() => gw.kill());
+  const base = gw.url;
   const queue = uniq('ghost');
   for (const [method, path, body] of [['POST', '/v1/jobs', { kind: 'noop', queue }], ['GET', '/v1/jobs'],
     ['GET', '/v1/queues'], ['GET', '/v1/schedules']]) {
@@ -152,7 +138,7 @@ async function pgProxy() {
 // noop job to a queue of its own through it.
 async function proxiedGateway(t, prefix) {
   const proxy = await pgProxy();
-  const gw = await startGateway(await freePort(),
+  const gw = await startGateway(0,
     ['--pool', '1', '--db', `host=127.0.0.1 port=${proxy.port} dbname=postgres sslmode=disable`]);
   t.after(() => { gw.kill(); proxy.close(); });
   const queue = uniq(prefix);

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
-import { api, psql, claim, appendEvent, finish, freePort, startGateway, sleep, uniq, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, startGateway, sleep, uniq, A, BASE } from './lib.mjs';
 
 const KINDS = ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
   'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out'];
@@ -34,8 +34,8 @@ function follow(url, id, token, until) {
 }
 
 test('replay then live tail, no gap and no duplicate, across a gateway restart', { timeout: 60000 }, async () => {
-  const port = await freePort();
-  let gw = await startGateway(port);
+  let gw = await startGateway();
+  const { port } = gw;  // the restart below binds the same address
   try {
     const queue = uniq('sse');
     const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
@@ -160,7 +160,7 @@ async function stalledReader(gw, id, rounds, limitKb) {
 }
 
 test('a long replay is sent batch by batch: a reader that does not read costs the gateway one batch', { timeout: 60000 }, async () => {
-  const gw = await startGateway(await freePort());
+  const gw = await startGateway(0);
   const sock = { destroy() {} };
   try {
     const queue = uniq('sse5');
@@ -182,7 +182,7 @@ test('a long replay is sent batch by batch: a reader that does not read costs th
 });
 
 test('big events are sent in batches cut by size: all arrive in order, and a reader that does not read costs one batch', { timeout: 60000 }, async () => {
-  const gw = await startGateway(await freePort());
+  const gw = await startGateway(0);
   const sock = { destroy() {} };
   try {
     const queue = uniq('sse6');
@@ -211,7 +211,7 @@ test('big events are sent in batches cut by size: all arrive in order, and a rea
 test('a stream whose reader left while it waited for a pool connection runs no replay', { timeout: 60000 }, async () => {
   // One pool connection and a 1 s statement timeout; another session holds
   // job_event locked, so each replay that runs waits out the timeout.
-  const gw = await startGateway(await freePort(), ['--pool', '1', '--statement-timeout', '1']);
+  const gw = await startGateway(0, ['--pool', '1', '--statement-timeout', '1']);
   const locker = { kill() {} };
   const socks = [];
   try {

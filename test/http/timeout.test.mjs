@@ -5,10 +5,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { api, psql, freePort, startGateway, sleep, uniq, A } from './lib.mjs';
+import { api, psql, startGateway, sleep, uniq, A } from './lib.mjs';
 
 test('a statement blocked past --statement-timeout answers 504 and writes nothing', async () => {
-  const gw = await startGateway(await freePort(), ['--statement-timeout', '1', '--pool', '1']);
+  const gw = await startGateway(0, ['--statement-timeout', '1', '--pool', '1']);
   const locker = { kill() {} };
   try {
     const queue = uniq('timeout');
@@ -48,7 +48,7 @@ test('a statement blocked past --statement-timeout answers 504 and writes nothin
 
 test('a database that stops answering (a frozen backend) gets 503 past the timeout, not a hang', { timeout: 40000 }, async () => {
   const app = uniq('frozen');
-  const gw = await startGateway(await freePort(), ['--statement-timeout', '1', '--pool', '1', '--db', `application_name=${app}`]);
+  const gw = await startGateway(0, ['--statement-timeout', '1', '--pool', '1', '--db', `application_name=${app}`]);
   let pids = [];
   try {
     assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 200);
