@@ -38,6 +38,20 @@ out=$("$BGEXEC" resume-queue mail --json) || fail "resume-queue: exit $?"
 [[ $out == '{"max_queued":null,"max_running":null,"max_running_per_key":null,"name":"mail","paused":false,"retry_base":"00:00:01","retry_cap":"00:10:00"}' ]] \
   || fail "resume-queue --json printed: $out"
 for id in $ids; do wait_status "$id" completed 20; done
+# --wait on a queue a live worker claims from: no note.  On one no live
+# worker has, or a paused one: a note on stderr, and the wait goes on.
+out=$("$BGEXEC" submit noop --queue mail --wait 2>"$E2E_DIR/err") || fail "submit --wait: exit $?"
+[[ $out == *" completed" && ! -s $E2E_DIR/err ]] || fail "submit --wait to mail: $out, stderr $(cat "$E2E_DIR/err")"
+set +e; timeout 2 "$BGEXEC" submit noop --queue nobody --wait >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 124)) && grep -qE '^note: no live worker claims from queue nobody \(bgexec workers lists them\); waiting for job [0-9]+ anyway$' "$E2E_DIR/err" \
+  || fail "submit --wait to a queue no worker has: exit $rc, stderr $(cat "$E2E_DIR/err")"
+"$BGEXEC" pause-queue mail >/dev/null
+set +e; timeout 2 "$BGEXEC" submit noop --queue mail --follow >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 124)) && grep -qE '^note: queue mail is paused \(bgexec resume-queue mail\); waiting for job [0-9]+ anyway$' "$E2E_DIR/err" \
+  || fail "submit --follow to a paused queue: exit $rc, stderr $(cat "$E2E_DIR/err")"
+"$BGEXEC" resume-queue mail >/dev/null
+mail_done() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'mail' AND status <> 'completed'") == 0 ]]; }
+wait_for 20 mail_done || fail "the paused queue's job did not run once resumed"
 
 out=$("$BGEXEC" configure-queue mail --max-queued 1 --max-running 4 --max-running-per-key 2 \
   --retry-base 2s --retry-cap '1 hour') || fail "configure-queue: exit $?"
@@ -57,7 +71,7 @@ out=$("$BGEXEC" configure-queue mail --max-queued none --max-running none) || fa
 out=$("$BGEXEC" queues) || fail "queues: exit $?"
 [[ $(head -1 <<<"$out") == $'queue\tpaused\tqueued\trunning\tsuspended\tcompleted\tfailed\tcancelled\ttimed_out\toldest_queued_age\tmax_queued\tmax_running\tmax_running_per_key' ]] \
   || fail "queues' header: $out"
-grep -qP '^mail\ttrue\t2\t0\t0\t3\t0\t0\t0\t\d\d:\d\d:\d\d[.\d]*\t-\t-\t2$' <<<"$out" || fail "queues' line: $out"
+grep -qP '^mail\ttrue\t2\t0\t0\t5\t0\t0\t0\t\d\d:\d\d:\d\d[.\d]*\t-\t-\t2$' <<<"$out" || fail "queues' line: $out"
 
 # Bad input: named, and nothing changes.
 before=$(settings)

@@ -457,6 +457,30 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   co_return co_await report_job(s, std::stoll(r.get(0, 0).value_or("0")), a);
 }
 
+// Before --wait or --follow waits for job `id`: a note on stderr when it
+// is queued where nothing will claim it, its queue paused or no live
+// worker's (a typo in --queue, the workers down), so the wait does not
+// look like a hang.  It waits anyway: a worker may come.  The job may be
+// running already (no note); a role that cannot see the job (its own
+// jobs only) gets none either.
+asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id) {
+  pg::Params ip = {std::to_string(id)};
+  auto r = co_await s.conn.query(
+      "SELECT j.queue, coalesce(q.paused, false),"
+      " EXISTS (SELECT 1 FROM bgexec.worker_stats w WHERE w.alive AND j.queue = ANY (w.queues))"
+      " FROM bgexec.job j LEFT JOIN bgexec.queue q ON q.name = j.queue"
+      " WHERE j.id = $1 AND j.status = 'queued'",
+      ip);
+  if (r.rows() == 0) co_return;
+  const std::string queue = r.get(0, 0).value_or("");
+  if (r.get(0, 1) == "t")
+    std::cerr << "note: queue " << queue << " is paused (bgexec resume-queue " << queue
+              << "); waiting for job " << id << " anyway" << std::endl;
+  else if (r.get(0, 2) != "t")
+    std::cerr << "note: no live worker claims from queue " << queue << " (bgexec workers lists them); waiting for job "
+              << id << " anyway" << std::endl;
+}
+
 // What submit and run-schedule print for the job they submitted, `id`, and
 // with --wait or --follow the wait for its end; returns the exit code.
 asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a) {
@@ -469,6 +493,7 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
     std::cout << id << std::endl;
   }
   if (!wait && !follow_flag) co_return ok;
+  co_await note_unclaimed(s, id);
   int code = co_await follow(s, id, 0, follow_flag);
   if (wait && !follow_flag) {
     pg::Params ip = {std::to_string(id)};
