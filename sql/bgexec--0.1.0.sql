@@ -2991,6 +2991,16 @@ CREATE VIEW bgexec.queue_stats AS
 	suspended AS (
 		SELECT j.queue, count(*) AS suspended
 		  FROM bgexec.job j WHERE j.status = 'suspended' GROUP BY j.queue),
+	-- Workers that claim from the queue: not stopped, a heartbeat within
+	-- the minute (or the lease, when longer).  worker_stats' alive also
+	-- counts a worker whose heartbeats stopped while a lease of its lives
+	-- on; such a worker claims nothing, and testing it costs a scan of
+	-- the running jobs per worker.
+	claiming AS (
+		SELECT qn AS queue, count(DISTINCT w.id) AS workers
+		  FROM bgexec.worker w CROSS JOIN LATERAL unnest(w.queues) AS qn
+		 WHERE w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)
+		 GROUP BY qn),
 	names AS (
 		SELECT name FROM bgexec.queue
 		UNION SELECT queue FROM fin
@@ -3008,15 +3018,17 @@ CREATE VIEW bgexec.queue_stats AS
 	       coalesce(f.cancelled, 0) AS cancelled,
 	       coalesce(f.timed_out, 0) AS timed_out,
 	       qd.oldest_queued_age,
-	       q.max_queued, q.max_running, q.max_running_per_key
+	       q.max_queued, q.max_running, q.max_running_per_key,
+	       coalesce(cl.workers, 0) AS workers
 	  FROM names n
 	  LEFT JOIN bgexec.queue q ON q.name = n.name
 	  LEFT JOIN fin f ON f.queue = n.name
 	  LEFT JOIN queued qd ON qd.queue = n.name
 	  LEFT JOIN running r ON r.queue = n.name
-	  LEFT JOIN suspended su ON su.queue = n.name;
+	  LEFT JOIN suspended su ON su.queue = n.name
+	  LEFT JOIN claiming cl ON cl.queue = n.name;
 COMMENT ON VIEW bgexec.queue_stats IS
-	'per queue: job counts by status (fleet-wide, all owners), age of the oldest runnable job, caps';
+	'per queue: job counts by status (fleet-wide, all owners), age of the oldest runnable job, caps, live workers claiming from it';
 
 CREATE VIEW bgexec.worker_stats AS
 	SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.started_at, w.heartbeat_at,

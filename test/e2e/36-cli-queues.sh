@@ -69,9 +69,9 @@ out=$("$BGEXEC" configure-queue mail --max-queued none --max-running none) || fa
 "$BGEXEC" submit noop --queue mail >/dev/null || fail "a submit once the cap is removed"
 # bgexec queues: counts, then the caps ("-": none), a column each
 out=$("$BGEXEC" queues) || fail "queues: exit $?"
-[[ $(head -1 <<<"$out") == $'queue\tpaused\tqueued\trunning\tsuspended\tcompleted\tfailed\tcancelled\ttimed_out\toldest_queued_age\tmax_queued\tmax_running\tmax_running_per_key' ]] \
+[[ $(head -1 <<<"$out") == $'queue\tpaused\tqueued\trunning\tsuspended\tcompleted\tfailed\tcancelled\ttimed_out\toldest_queued_age\tmax_queued\tmax_running\tmax_running_per_key\tworkers' ]] \
   || fail "queues' header: $out"
-grep -qP '^mail\ttrue\t2\t0\t0\t5\t0\t0\t0\t\d\d:\d\d:\d\d[.\d]*\t-\t-\t2$' <<<"$out" || fail "queues' line: $out"
+grep -qP '^mail\ttrue\t2\t0\t0\t5\t0\t0\t0\t\d\d:\d\d:\d\d[.\d]*\t-\t-\t2\t1$' <<<"$out" || fail "queues' line: $out"
 
 # Bad input: named, and nothing changes.
 before=$(settings)

@@ -339,6 +339,9 @@ test('dashboard: a queue\'s pause and resume buttons; a tenant\'s token is refus
     assert.ok(refused.text.startsWith(`pause ${queue}: `) && refused.text.includes('permission denied'), refused.text);
     assert.equal(paused(), 'no row');
     assert.equal(await page.textContent(`${row} td:nth-child(2)`), '');
+    // Its job is queued and no live worker claims from it: 0, in red.
+    assert.equal(await page.textContent(`${row} td.c-workers`), '0');
+    assert.equal(await page.$eval(`${row} td.c-workers`, (el) => el.className), 'c-workers error');
 
     // An administrator's: paused, then resumed, each shown in the table.
     await useToken('token-admin');

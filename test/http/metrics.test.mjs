@@ -137,3 +137,26 @@ test('concurrent scrapes count a finish once: a scrape whose window another one 
     gw.kill();
   }
 });
+
+test('bgexec_queue_workers counts the live workers that claim from each queue', async () => {
+  const queue = uniq('qworkers');
+  const w = uniq('qw').replace(/-/g, '_');
+  const series = `bgexec_queue_workers{queue="${queue}"}`;
+  const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  assert.equal(r.status, 201);
+  try {
+    assert.equal(value((await api('GET', '/metrics')).text, series), 0, 'no worker: 0 beside a queued job');
+    psql(`SELECT bgexec.register_worker('${w}-1', ARRAY['${queue}', 'other'], 1, '{"host": "h", "pid": 1}'),
+                 bgexec.register_worker('${w}-2', ARRAY['${queue}'], 1, '{"host": "h", "pid": 2}')`);
+    assert.equal(value((await api('GET', '/metrics')).text, series), 2);
+    // a silent worker (no heartbeat for two minutes) and a stopped one claim nothing
+    psql(`UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 minutes' WHERE id = '${w}-1'`);
+    assert.equal(value((await api('GET', '/metrics')).text, series), 1);
+    psql(`SELECT bgexec.deregister_worker('${w}-2')`);
+    assert.equal(value((await api('GET', '/metrics')).text, series), 0);
+    const q = (await api('GET', '/v1/queues', { token: A })).body.queues.find((x) => x.queue === queue);
+    assert.equal(q.workers, 0, JSON.stringify(q));
+  } finally {
+    psql(`DELETE FROM bgexec.worker WHERE id IN ('${w}-1', '${w}-2'); DELETE FROM bgexec.job WHERE id = ${r.body.id}`);
+  }
+});

@@ -71,6 +71,22 @@ SELECT bgexec.submit('noop', queue => 'inf', run_after => now() - interval '1 ho
 UPDATE bgexec.job SET run_after = '-infinity' WHERE id = :inf;
 SELECT queued, oldest_queued_age >= interval '1 hour' AS age_of_the_finite_one
   FROM bgexec.queue_stats WHERE queue = 'inf';
+-- workers: the live workers that claim from each queue (a queue twice in a
+-- worker's list counts it once); a stopped or silent one is not counted,
+-- and a queue no job or setting names is not listed for its workers alone
+SELECT bgexec.submit('noop', queue => 'wq-a') > 0 AS a, bgexec.submit('noop', queue => 'wq-b') > 0 AS b;
+SELECT bgexec.register_worker('cw1', '{wq-a,wq-b,wq-a}', 1, '{"host": "h", "pid": 1}');
+SELECT bgexec.register_worker('cw2', '{wq-a,wq-c}', 1, '{"host": "h", "pid": 2}');
+SELECT bgexec.register_worker('cw3', '{wq-b}', 1, '{"host": "h", "pid": 3}');
+SELECT queue, workers FROM bgexec.queue_stats WHERE queue LIKE 'wq-%' ORDER BY queue;
+SELECT bgexec.deregister_worker('cw3');
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '2 minutes' WHERE id = 'cw2';
+SELECT queue, workers FROM bgexec.queue_stats WHERE queue LIKE 'wq-%' ORDER BY queue;
+SET ROLE regress_alice;
+SELECT queue, workers FROM bgexec.queue_stats WHERE queue LIKE 'wq-%' ORDER BY queue;
+RESET ROLE;
+DELETE FROM bgexec.worker WHERE id IN ('cw1', 'cw2', 'cw3');
+SELECT queue, workers FROM bgexec.queue_stats WHERE queue LIKE 'wq-%' ORDER BY queue;
 -- TRUNCATE empties the counts with the jobs
 TRUNCATE bgexec.job;
 SELECT count(*) AS counts_left FROM bgexec.queue_count;

@@ -682,7 +682,7 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
     co_return ok;
   }
   print_table(rows, {"queue", "paused", "queued", "running", "suspended", "completed", "failed", "cancelled",
-                    "timed_out", "oldest_queued_age", "max_queued", "max_running", "max_running_per_key"});
+                    "timed_out", "oldest_queued_age", "max_queued", "max_running", "max_running_per_key", "workers"});
   co_return ok;
 }
 

@@ -28,7 +28,7 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
   <section id="home">
     <h2>Queues</h2>
     <table id="queues"><thead><tr><th>queue</th><th>paused</th><th>queued</th><th>running</th><th>suspended</th>
-      <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th><th></th></tr></thead>
+      <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th><th>workers</th><th></th></tr></thead>
       <tbody></tbody></table>
     <p id="q-msg"></p>
     <h2>Workers</h2>
@@ -155,6 +155,7 @@ async function loadQueues() {
     <td class="c-queued">${q.queued}</td><td class="c-running">${q.running}</td><td>${q.suspended}</td><td class="c-completed">${q.completed}</td>
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
     <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td>
+    <td class="c-workers${q.workers === 0 && q.queued > 0 ? ' error' : ''}"${q.workers === 0 && q.queued > 0 ? ' title="no live worker claims from this queue"' : ''}>${esc(q.workers ?? '')}</td>
     <td><button data-act="${q.paused ? 'resume' : 'pause'}">${q.paused ? 'resume' : 'pause'}</button></td></tr>`).join('');
 }
 // POST /v1/queues/{name}/pause|resume: an administrator's token may (the

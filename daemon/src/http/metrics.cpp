@@ -56,7 +56,7 @@ active AS (
   SELECT queue, 'suspended', count(*), NULL FROM bgexec.job WHERE status = 'suspended' GROUP BY queue)
 SELECT 'watermark' AS m, (SELECT cur::text FROM w) AS l1, NULL AS l2, NULL::float8 AS v
 UNION ALL
-SELECT 'queue', queue, NULL, NULL FROM bgexec.queue_stats
+SELECT 'queue', queue, NULL, workers::float8 FROM bgexec.queue_stats
 UNION ALL
 SELECT 'active', queue, status, n::float8 FROM active
 UNION ALL
@@ -115,6 +115,7 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
   const bool apply = f.watermark == since;
   std::map<std::pair<std::string, std::string>, std::string> active;  // (queue, status) -> n
   std::map<std::string, std::string> oldest;
+  std::map<std::string, std::string> claiming;  // queue -> live workers that claim from it
   std::string alive = "0";
   // Every gauge series of a known queue, at 0 until a row counts something.
   auto known = [&](const std::string& q) {
@@ -130,6 +131,7 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
       if (apply) f.watermark = l1;
     } else if (m == "queue") {
       known(l1);
+      claiming[l1] = num(v);
     } else if (m == "active") {
       known(l1);
       active[{l1, l2}] = num(v);
@@ -165,6 +167,9 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
   o << "# HELP bgexec_oldest_queued_seconds Age of the oldest runnable queued job.\n"
        "# TYPE bgexec_oldest_queued_seconds gauge\n";
   for (const auto& [q, v] : oldest) o << "bgexec_oldest_queued_seconds{queue=\"" << label(q) << "\"} " << v << "\n";
+  o << "# HELP bgexec_queue_workers Live workers that claim from the queue (0 with jobs queued: nothing runs them).\n"
+       "# TYPE bgexec_queue_workers gauge\n";
+  for (const auto& [q, n] : claiming) o << "bgexec_queue_workers{queue=\"" << label(q) << "\"} " << n << "\n";
   o << "# HELP bgexec_workers_alive Workers with a recent heartbeat or a live lease.\n"
        "# TYPE bgexec_workers_alive gauge\nbgexec_workers_alive "
     << alive << "\n";
