@@ -49,6 +49,11 @@ set +e; timeout 2 "$BGEXEC" submit noop --queue nobody --wait >/dev/null 2>"$E2E
 set +e; timeout 2 "$BGEXEC" submit noop --queue mail --follow >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 124)) && grep -qE '^note: queue mail is paused \(bgexec resume-queue mail\); waiting for job [0-9]+ anyway$' "$E2E_DIR/err" \
   || fail "submit --follow to a paused queue: exit $rc, stderr $(cat "$E2E_DIR/err")"
+# tail of that job notes it as well
+id=$(sql "SELECT max(id) FROM bgexec.job WHERE queue = 'mail'")
+set +e; timeout 2 "$BGEXEC" tail "$id" >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 124)) && [[ $(cat "$E2E_DIR/err") == "note: queue mail is paused (bgexec resume-queue mail); waiting for job $id anyway" ]] \
+  || fail "tail of a job in a paused queue: exit $rc, stderr $(cat "$E2E_DIR/err")"
 "$BGEXEC" resume-queue mail >/dev/null
 mail_done() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'mail' AND status <> 'completed'") == 0 ]]; }
 wait_for 20 mail_done || fail "the paused queue's job did not run once resumed"

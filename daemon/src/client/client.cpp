@@ -457,7 +457,7 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   co_return co_await report_job(s, std::stoll(r.get(0, 0).value_or("0")), a);
 }
 
-// Before --wait or --follow waits for job `id`: a note on stderr when it
+// Before --wait, --follow or tail waits for job `id`: a note on stderr when it
 // is queued where nothing will claim it, its queue paused or no live
 // worker's (a typo in --queue, the workers down), so the wait does not
 // look like a hang.  It waits anyway: a worker may come.  The job may be
@@ -611,7 +611,9 @@ asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
   int from = 0;
   if (auto it = a.options.find("--from"); it != a.options.end() && !it->second.empty())
     from = static_cast<int>(int_option("--from", it->second.back(), 0, INT32_MAX));
-  co_return co_await follow(s, parse_id(a.positional[0]), from, true);
+  const std::int64_t id = parse_id(a.positional[0]);
+  co_await note_unclaimed(s, id);
+  co_return co_await follow(s, id, from, true);
 }
 
 asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
