@@ -102,4 +102,12 @@ psql -qX -c "CREATE ROLE e2e_tenant LOGIN; GRANT bgexec_client TO e2e_tenant" >/
 expect 3 'permission denied for function configure_queue (SQLSTATE 42501)' \
   resume-queue mail --db "host=$PGHOST port=$PGPORT dbname=postgres user=e2e_tenant"
 [[ $(settings) == "$before" ]] || fail "a client changed the queue: $(settings)"
+# a client's submit --wait gets the note too (it reads queue_stats, not the
+# worker table, which clients may not read)
+set +e
+timeout 2 "$BGEXEC" submit noop --queue nobody2 --wait --db "host=$PGHOST port=$PGPORT dbname=postgres user=e2e_tenant" \
+  >/dev/null 2>"$E2E_DIR/err"; rc=$?
+set -e
+((rc == 124)) && grep -qE '^note: no live worker claims from queue nobody2 \(bgexec workers lists them\); waiting for job [0-9]+ anyway$' "$E2E_DIR/err" \
+  || fail "a client's submit --wait to a queue no worker has: exit $rc, stderr $(cat "$E2E_DIR/err")"
 ok

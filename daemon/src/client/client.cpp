@@ -330,6 +330,34 @@ json row_event(const pg::Result& r, int i) {
   return e;
 }
 
+// Before follow waits for job `id` (submit and run-schedule with --wait or
+// --follow, tail): a note on stderr when the job is queued where nothing
+// will claim it, its queue paused or no live worker's (a typo in --queue,
+// the workers down), so the wait does not look like a hang.  It waits
+// anyway: a worker may come.  Live as queue_stats.workers counts them.  A
+// job running already gets no note, nor one the role cannot see.
+asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id) {
+  pg::Params ip = {std::to_string(id)};
+  std::optional<pg::Result> r;
+  try {
+    // queue_stats, not the worker table: clients may read the view only.
+    r = co_await s.conn.query(
+        "SELECT s.queue, s.paused, s.workers FROM bgexec.queue_stats s"
+        " WHERE s.queue = (SELECT j.queue FROM bgexec.job j WHERE j.id = $1 AND j.status = 'queued')",
+        ip);
+  } catch (const pg::Error&) {
+    co_return;  // only a note: the wait reports what is wrong with the connection
+  }
+  if (r->rows() == 0) co_return;
+  const std::string queue = r->get(0, 0).value_or("");
+  if (r->get(0, 1) == "t")
+    std::cerr << "note: queue " << queue << " is paused (bgexec resume-queue " << queue
+              << "); waiting for job " << id << " anyway" << std::endl;
+  else if (r->get(0, 2) == "0")
+    std::cerr << "note: no live worker claims from queue " << queue << " (bgexec workers lists them); waiting for job "
+              << id << " anyway" << std::endl;
+}
+
 // Follows a job's events after `from`: LISTEN first, then replay, then live
 // (notifications, with a 1 s poll as a fallback); filtering by seq makes the
 // seam gapless and duplicate-free.  Returns the exit code of the ending event.
@@ -364,6 +392,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
         throw Usage("--from " + std::to_string(last) + " is past job " + std::to_string(id) + "'s last event (" +
                     std::to_string(last_seq) + ")");
       if ((terminal(status) || status == "suspended") && last_seq <= last) co_return exit_for(status);
+      co_await note_unclaimed(s, id);
     }
     asio::steady_timer poll(co_await asio::this_coro::executor, std::chrono::seconds(1));
     // Wake on our job's notification or after the poll interval.
@@ -457,30 +486,6 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   co_return co_await report_job(s, std::stoll(r.get(0, 0).value_or("0")), a);
 }
 
-// Before --wait, --follow or tail waits for job `id`: a note on stderr when it
-// is queued where nothing will claim it, its queue paused or no live
-// worker's (a typo in --queue, the workers down), so the wait does not
-// look like a hang.  It waits anyway: a worker may come.  The job may be
-// running already (no note); a role that cannot see the job (its own
-// jobs only) gets none either.
-asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id) {
-  pg::Params ip = {std::to_string(id)};
-  auto r = co_await s.conn.query(
-      "SELECT j.queue, coalesce(q.paused, false),"
-      " EXISTS (SELECT 1 FROM bgexec.worker_stats w WHERE w.alive AND j.queue = ANY (w.queues))"
-      " FROM bgexec.job j LEFT JOIN bgexec.queue q ON q.name = j.queue"
-      " WHERE j.id = $1 AND j.status = 'queued'",
-      ip);
-  if (r.rows() == 0) co_return;
-  const std::string queue = r.get(0, 0).value_or("");
-  if (r.get(0, 1) == "t")
-    std::cerr << "note: queue " << queue << " is paused (bgexec resume-queue " << queue
-              << "); waiting for job " << id << " anyway" << std::endl;
-  else if (r.get(0, 2) != "t")
-    std::cerr << "note: no live worker claims from queue " << queue << " (bgexec workers lists them); waiting for job "
-              << id << " anyway" << std::endl;
-}
-
 // What submit and run-schedule print for the job they submitted, `id`, and
 // with --wait or --follow the wait for its end; returns the exit code.
 asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a) {
@@ -493,7 +498,6 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
     std::cout << id << std::endl;
   }
   if (!wait && !follow_flag) co_return ok;
-  co_await note_unclaimed(s, id);
   int code = co_await follow(s, id, 0, follow_flag);
   if (wait && !follow_flag) {
     pg::Params ip = {std::to_string(id)};
@@ -611,9 +615,7 @@ asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
   int from = 0;
   if (auto it = a.options.find("--from"); it != a.options.end() && !it->second.empty())
     from = static_cast<int>(int_option("--from", it->second.back(), 0, INT32_MAX));
-  const std::int64_t id = parse_id(a.positional[0]);
-  co_await note_unclaimed(s, id);
-  co_return co_await follow(s, id, from, true);
+  co_return co_await follow(s, parse_id(a.positional[0]), from, true);
 }
 
 asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
