@@ -49,7 +49,11 @@ set +e; timeout 2 "$BGEXEC" submit noop --queue nobody --wait >/dev/null 2>"$E2E
 set +e; timeout 2 "$BGEXEC" submit noop --queue mail --follow >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 124)) && grep -qE '^note: queue mail is paused \(bgexec resume-queue mail\); waiting for job [0-9]+ anyway$' "$E2E_DIR/err" \
   || fail "submit --follow to a paused queue: exit $rc, stderr $(cat "$E2E_DIR/err")"
-# tail of that job notes it as well
+# status and tail of that job note it as well
+id=$(sql "SELECT max(id) FROM bgexec.job WHERE queue = 'mail'")
+"$BGEXEC" status "$id" >/dev/null 2>"$E2E_DIR/err" || fail "status of a queued job: exit $?"
+[[ $(cat "$E2E_DIR/err") == "note: queue mail is paused (bgexec resume-queue mail)" ]] \
+  || fail "status of a job in a paused queue: stderr $(cat "$E2E_DIR/err")"
 id=$(sql "SELECT max(id) FROM bgexec.job WHERE queue = 'mail'")
 set +e; timeout 2 "$BGEXEC" tail "$id" >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 124)) && [[ $(cat "$E2E_DIR/err") == "note: queue mail is paused (bgexec resume-queue mail); waiting for job $id anyway" ]] \

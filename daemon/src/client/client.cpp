@@ -331,12 +331,13 @@ json row_event(const pg::Result& r, int i) {
 }
 
 // Before follow waits for job `id` (submit and run-schedule with --wait or
-// --follow, tail): a note on stderr when the job is queued where nothing
+// --follow, tail), and after status shows it (waiting false, no "waiting
+// anyway"): a note on stderr when the job is queued where nothing
 // will claim it, its queue paused or no live worker's (a typo in --queue,
 // the workers down), so the wait does not look like a hang.  It waits
 // anyway: a worker may come.  Live as queue_stats.workers counts them.  A
 // job running already gets no note, nor one the role cannot see.
-asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id) {
+asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id, bool waiting = true) {
   pg::Params ip = {std::to_string(id)};
   std::optional<pg::Result> r;
   try {
@@ -350,12 +351,12 @@ asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id) {
   }
   if (r->rows() == 0) co_return;
   const std::string queue = r->get(0, 0).value_or("");
+  const std::string tail = waiting ? "; waiting for job " + std::to_string(id) + " anyway" : "";
   if (r->get(0, 1) == "t")
-    std::cerr << "note: queue " << queue << " is paused (bgexec resume-queue " << queue
-              << "); waiting for job " << id << " anyway" << std::endl;
+    std::cerr << "note: queue " << queue << " is paused (bgexec resume-queue " << queue << ")" << tail << std::endl;
   else if (r->get(0, 2) == "0")
-    std::cerr << "note: no live worker claims from queue " << queue << " (bgexec workers lists them); waiting for job "
-              << id << " anyway" << std::endl;
+    std::cerr << "note: no live worker claims from queue " << queue << " (bgexec workers lists them)" << tail
+              << std::endl;
 }
 
 // Follows a job's events after `from`: LISTEN first, then replay, then live
@@ -550,6 +551,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
     }
     std::cout << std::flush;
   }
+  if (row.value("status", "") == "queued") co_await note_unclaimed(s, id, false);
   co_return exit_for(row.value("status", ""));
 }
 
