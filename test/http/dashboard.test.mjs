@@ -31,7 +31,8 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
     const queue = uniq('ui');
     const { body: { id: live } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'workflow', queue,
       payload: { steps: [{ id: 'build', run: ['true'] }, { id: 'ship', needs: ['build'], run: ['true'] }] } } });
-    const { body: { id: other } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('ui2') } });
+    const otherQueue = uniq('ui2');
+    const { body: { id: other } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: otherQueue } });
 
     // A live worker, its id escaped as text (the table is built as HTML).
     const worker = uniq('ui-worker') + '<i>';
@@ -80,8 +81,12 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
     // The other job: open it and press stop.
     await page.goto(`${BASE}/#/jobs/${other}`);
     await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'queued');
+    // queued where no live worker claims: the page says so, until it is not queued
+    await page.waitForFunction((q) => document.querySelector('#job-note').textContent === `no live worker claims from queue ${q}`
+      && !document.querySelector('#job-note').hidden, otherQueue);
     await page.click('#btn-stop');
     await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'cancelled');
+    await page.waitForFunction(() => document.querySelector('#job-note').hidden);
     await page.waitForSelector('#events li[data-kind="cancelled"]');
     assert.equal((await api('GET', `/v1/jobs/${other}`, { token: A })).body.status, 'cancelled');
     // and retry it from the page

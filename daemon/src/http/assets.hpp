@@ -65,6 +65,7 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
   </section>
   <section id="job" hidden>
     <h2>Job <span id="job-id"></span> <span id="job-status" class="status"></span></h2>
+    <p id="job-note" class="error" hidden></p>
     <div class="actions">
       <button id="btn-stop">stop</button>
       <button id="btn-resume">resume</button>
@@ -296,6 +297,25 @@ function renderJob(j) {
   $('#btn-stop').disabled = !['queued', 'running', 'suspended'].includes(j.status);
   $('#btn-resume').disabled = j.status !== 'suspended';
   $('#btn-retry').disabled = !['failed', 'cancelled', 'timed_out'].includes(j.status);
+  noteJob(j);
+}
+// A queued job nothing will claim (its queue paused, or no live worker's)
+// says so, as the CLI's status does; any other status hides the note.  Only
+// the latest render's answer is shown (an older one may come back later).
+let noteSeq = 0;
+async function noteJob(j) {
+  const mine = ++noteSeq;
+  let text = '';
+  if (j.status === 'queued') {
+    try {
+      const q = (await api('GET', '/v1/queues')).queues.find((x) => x.queue === j.queue);
+      if (q && q.paused) text = `queue ${j.queue} is paused: no worker claims its jobs until it is resumed`;
+      else if (q && q.workers === 0) text = `no live worker claims from queue ${j.queue}`;
+    } catch { /* only a note */ }
+    if (mine !== noteSeq) return;
+  }
+  $('#job-note').textContent = text;
+  $('#job-note').hidden = !text;
 }
 const steps = new Map();
 function renderSteps() {
