@@ -34,6 +34,16 @@ for n in 1 2; do
   pids+=($!)
 done
 
+# The workers register before the job is submitted, so the submit finds
+# them live (else it notes, rightly, that no worker claims from the queue).
+for _ in $(seq 1 300); do
+  [[ $(psql -X -qAt -c "SELECT count(*) FROM bgexec.worker_stats WHERE alive AND id LIKE 'demo-%'" postgres) == 2 ]] && break
+  for pid in "${pids[@]}"; do
+    kill -0 "$pid" 2>/dev/null || { echo "a worker exited:" >&2; cat "$WORK"/worker-*.log >&2; exit 1; }
+  done
+  sleep 0.1
+done
+
 echo "== submitting demo/workflow.json and following it live"
 echo
 rc=0
