@@ -152,11 +152,13 @@ async function api(method, path, body) {
 
 async function loadQueues() {
   const {queues} = await api('GET', '/v1/queues');
+  // jobs queued and no live worker to claim them: the workers cell in red
+  const unserved = (q) => q.workers === 0 && q.queued > 0;
   $('#queues tbody').innerHTML = queues.map((q) => `<tr data-queue="${esc(q.queue)}"><td>${esc(q.queue)}</td><td>${q.paused ? 'yes' : ''}</td>
     <td class="c-queued">${q.queued}</td><td class="c-running">${q.running}</td><td>${q.suspended}</td><td class="c-completed">${q.completed}</td>
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
     <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td>
-    <td class="c-workers${q.workers === 0 && q.queued > 0 ? ' error' : ''}"${q.workers === 0 && q.queued > 0 ? ' title="no live worker claims from this queue"' : ''}>${esc(q.workers ?? '')}</td>
+    ${unserved(q) ? '<td class="c-workers error" title="no live worker claims from this queue">' : '<td class="c-workers">'}${esc(q.workers ?? '')}</td>
     <td><button data-act="${q.paused ? 'resume' : 'pause'}">${q.paused ? 'resume' : 'pause'}</button></td></tr>`).join('');
 }
 // POST /v1/queues/{name}/pause|resume: an administrator's token may (the
