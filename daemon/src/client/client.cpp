@@ -47,11 +47,11 @@ const std::map<std::string, std::set<std::string>> command_options = {
      {"--queue", "--priority", "--max-attempts", "--timeout", "--run-after", "--idempotency-key",
       "--concurrency-key", "--wait", "--follow"}},
     {"status", {}},
-    {"jobs", {"--queue", "--status", "--limit", "--before"}},
+    {"jobs", {"--queue", "--kind", "--status", "--limit", "--before"}},
     {"tail", {"--from"}},
-    {"stop", {}},
+    {"stop", {"--queue", "--kind", "--status", "--limit"}},
     {"resume", {}},
-    {"retry", {}},
+    {"retry", {"--queue", "--kind", "--status", "--limit"}},
     {"queues", {}},
     {"pause-queue", {}},
     {"resume-queue", {}},
@@ -71,11 +71,13 @@ constexpr const char* usage_text = R"(usage:
                 [--timeout DUR] [--run-after TIMESTAMP|+DUR] [--idempotency-key K]
                 [--concurrency-key K] [--wait | --follow]
   bgexec status ID
-  bgexec jobs [--queue Q] [--status S] [--limit N] [--before ID]
+  bgexec jobs [--queue Q] [--kind K] [--status S] [--limit N] [--before ID]
   bgexec tail ID [--from SEQ]
   bgexec stop ID
+  bgexec stop [--queue Q] [--kind K] [--status S[,S...]] [--limit N]
   bgexec resume ID [JSON|@FILE]
   bgexec retry ID
+  bgexec retry [--queue Q] [--kind K] [--status S[,S...]] [--limit N]
   bgexec queues
   bgexec pause-queue NAME
   bgexec resume-queue NAME
@@ -94,7 +96,12 @@ Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
 end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
 first (--limit 1-500, default 50); when there are more, the last line says
-which --before shows the next ones.  pause-queue stops workers claiming a
+which --before shows the next ones.  stop and retry with --queue, --kind
+or --status instead of an ID act on every one of your jobs that matches
+(at least one of the three; --limit N: at most N, oldest first), in
+transactions of 500 jobs, and print how many: stop on queued, suspended
+and running jobs by default, retry on failed and timed_out ones (name
+cancelled in --status to re-run cancelled jobs too).  pause-queue stops workers claiming a
 queue's jobs (submits still queue them), resume-queue lets them claim again,
 configure-queue sets its caps and retry backoff (none removes a cap); each
 prints the queue's settings, and needs an administrator (configure_queue is
@@ -111,7 +118,9 @@ submit does.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
 exits 0 whenever the job exists and prints what it found: "stop requested"
-for a running job (its worker ends it as cancelled), else the job's status.
+for a running job (its worker ends it as cancelled), else the job's status;
+stop and retry of many exit 0 when each batch went through, however many
+jobs matched.
 unschedule, pause-schedule, resume-schedule and run-schedule exit 4 when
 there is no such schedule.
 )";
@@ -567,9 +576,10 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
   if (auto v = option(a, "--limit")) limit = int_option("--limit", *v, 1, 500);
   std::optional<std::string> before;
   if (auto v = option(a, "--before")) before = std::to_string(int_option("--before", *v, 1, INT64_MAX));
-  s.arg_names = {"--queue", "--status", "--before", "--limit"};
+  s.arg_names = {"--queue", "--status", "--before", "--limit", "--kind"};
   // (a job read past the page says whether there is a next one)
-  pg::Params p = {option(a, "--queue"), option(a, "--status"), before, std::to_string(limit + 1)};
+  pg::Params p = {option(a, "--queue"), option(a, "--status"), before, std::to_string(limit + 1),
+                  option(a, "--kind")};
   const std::string when = s.json_out ? "created_at, started_at, finished_at"
                                       : pg::utc_iso("created_at") + " AS created_at, " +
                                             pg::utc_iso("finished_at") + " AS finished_at";
@@ -578,7 +588,8 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
           ", error FROM bgexec.job"
           " WHERE ($1::text IS NULL OR queue = $1::text)"
           " AND ($2::bgexec.job_status IS NULL OR status = $2::bgexec.job_status)"
-          " AND ($3::bigint IS NULL OR id < $3::bigint) ORDER BY id DESC LIMIT $4::int",
+          " AND ($3::bigint IS NULL OR id < $3::bigint) AND ($5::text IS NULL OR kind = $5::text)"
+          " ORDER BY id DESC LIMIT $4::int",
       p);
   json rows = r.to_json(true);
   json next = nullptr;
@@ -620,7 +631,91 @@ asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
   co_return co_await follow(s, parse_id(a.positional[0]), from, true);
 }
 
+void report_many(std::ostream& out, bool as_json, bool retry, long long done, long long requested,
+                 long long matched) {
+  if (as_json) {
+    json j = retry ? json{{"retried", done}, {"matched", matched}}
+                   : json{{"cancelled", done}, {"stop_requested", requested}, {"matched", matched}};
+    out << j.dump() << std::endl;
+  } else if (retry) {
+    out << "queued again: " << done << " of " << matched << " matching jobs" << std::endl;
+  } else {
+    out << "cancelled: " << done << ", stop requested: " << requested << " (running), of " << matched
+        << " matching jobs" << std::endl;
+  }
+}
+
+// stop or retry of many: every job of the caller's (row-level security: a
+// client sees its own, a superuser every role's) that matches the filters,
+// oldest first, in batches of 500, each its own transaction, so a long run
+// holds no lock for long and a failure (a full queue's 53400 on retry) keeps
+// the batches before it.  Keyset by id: a job acted on is never met again,
+// even when it fails again meanwhile.
+asio::awaitable<int> cmd_many(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
+  const bool retry = cmd == "retry";
+  const std::set<std::string> allowed = retry ? std::set<std::string>{"failed", "cancelled", "timed_out"}
+                                              : std::set<std::string>{"queued", "suspended", "running"};
+  std::string statuses = retry ? "failed,timed_out" : "queued,suspended,running";
+  if (auto v = option(a, "--status")) {
+    statuses.clear();
+    std::set<std::string> seen;
+    std::stringstream in(*v);
+    for (std::string st; std::getline(in, st, ',');) {
+      if (!allowed.count(st))
+        throw Usage("--status: " + cmd + " acts on " +
+                    (retry ? std::string("failed, cancelled or timed_out") : std::string("queued, suspended or running")) +
+                    " jobs, got \"" + st + "\"");
+      if (seen.insert(st).second) statuses += (statuses.empty() ? "" : ",") + st;
+    }
+    if (statuses.empty() || v->back() == ',') throw Usage("--status: expected a status, got \"" + *v + "\"");
+  }
+  long long left = INT64_MAX;
+  if (auto v = option(a, "--limit")) left = int_option("--limit", *v, 1, INT64_MAX);
+  s.arg_names = {"--queue", "--kind"};
+  const std::string act = retry ? "bgexec.retry(id)::text" : "bgexec.stop(id)::text";
+  const std::string sql =
+      "SELECT count(*) FILTER (WHERE r IN ('true', 'cancelled')), count(*) FILTER (WHERE r = 'running'),"
+      " count(*), max(id) FROM (SELECT id, " + act + " AS r FROM (SELECT id FROM bgexec.job"
+      " WHERE ($1::text IS NULL OR queue = $1::text) AND ($2::text IS NULL OR kind = $2::text)"
+      " AND status = ANY(string_to_array($3, ',')::bgexec.job_status[]) AND id > $4::bigint"
+      " ORDER BY id LIMIT $5::int) c) x";
+  long long done = 0, requested = 0, matched = 0;
+  std::string last = "0";
+  try {
+    while (left > 0) {
+      const long long batch = std::min<long long>(left, 500);
+      pg::Params p = {option(a, "--queue"), option(a, "--kind"), statuses, last, std::to_string(batch)};
+      auto r = co_await s.conn.query(sql, p);
+      const long long n = std::stoll(r.get(0, 2).value_or("0"));
+      if (n == 0) break;
+      done += std::stoll(r.get(0, 0).value_or("0"));
+      requested += std::stoll(r.get(0, 1).value_or("0"));
+      matched += n;
+      left -= n;
+      last = r.get(0, 3).value_or(last);
+      if (n < batch) break;
+    }
+  } catch (const pg::Error&) {
+    // The batches before the error stay done: say how far it got.
+    if (matched > 0) {
+      std::cerr << "bgexec " << cmd << ": before the error below, ";
+      report_many(std::cerr, false, retry, done, requested, matched);
+    }
+    throw;
+  }
+  report_many(std::cout, s.json_out, retry, done, requested, matched);
+  co_return ok;
+}
+
 asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
+  if ((cmd == "stop" || cmd == "retry") && a.positional.empty() &&
+      (option(a, "--queue") || option(a, "--kind") || option(a, "--status")))
+    co_return co_await cmd_many(s, cmd, a);
+  if ((cmd == "stop" || cmd == "retry") && !a.options.empty())
+    for (auto& [name, values] : a.options)
+      if (name != "--db")
+        throw Usage(a.positional.empty() ? name + " goes with --queue, --kind or --status (the jobs to " + cmd + ")"
+                                         : cmd + " takes an ID or --queue, --kind and --status, not both");
   if (cmd == "resume" ? (a.positional.empty() || a.positional.size() > 2) : a.positional.size() != 1)
     throw Usage(cmd + (cmd == "resume" ? " takes ID [JSON|@FILE]" : " takes ID"));
   std::int64_t id = parse_id(a.positional[0]);
@@ -879,7 +974,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     parsed = core::parse_args(args,
                               {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
                                "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone",
-                               "--status", "--limit", "--before", "--max-queued", "--max-running",
+                               "--status", "--kind", "--limit", "--before", "--max-queued", "--max-running",
                                "--max-running-per-key", "--retry-base", "--retry-cap"},
                               {"--json", "--wait", "--follow", "--no-overlap", "--all"});
   } catch (const std::exception& e) {

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# bgexec stop and retry of many (--queue, --kind, --status): every matching
+# job of the caller's, oldest first, at most --limit, in transactions of 500.
+# A real worker's running jobs are asked to stop and end cancelled; queued
+# ones are cancelled at once; a retry puts failed and timed-out ones (and
+# cancelled ones when asked) back in the queue.  A tenant acts on its own
+# jobs only.  A full queue stops a retry at the batch that overflows it:
+# exit 3, the batches before it kept and counted.  Bad filters are usage
+# errors and change nothing.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57992
+start_worker w1 --allow-run --queue run --concurrency 4
+
+sleeper='{"steps": [{"id": "s", "run": ["sleep", "60"]}]}'
+run_ids=$(for i in 1 2 3; do "$BGEXEC" submit workflow "$sleeper" --queue run; done) || fail "submit to run"
+held_ids=$(for i in 1 2 3 4 5; do "$BGEXEC" submit noop --queue held; done) || fail "submit to held"
+other=$("$BGEXEC" submit other --queue held) || fail "submit of another kind"
+running() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'run' AND status = 'running'") == 3 ]]; }
+wait_for 20 running || fail "the sleepers did not start: $(sql "SELECT id, status FROM bgexec.job")"
+
+# --kind and --limit: the two oldest noop jobs of held, nothing else
+out=$("$BGEXEC" stop --queue held --kind noop --limit 2) || fail "stop of many: exit $?"
+[[ $out == "cancelled: 2, stop requested: 0 (running), of 2 matching jobs" ]] || fail "stop of many printed: $out"
+[[ $(sql "SELECT string_agg(id::text, ' ' ORDER BY id) FROM bgexec.job WHERE status = 'cancelled'") == \
+   "$(head -2 <<<"$held_ids" | tr '\n' ' ' | sed 's/ $//')" ]] \
+  || fail "stop --limit 2 cancelled: $(sql "SELECT id, queue, kind, status FROM bgexec.job ORDER BY id")"
+# jobs --kind lists that kind only
+out=$("$BGEXEC" jobs --kind other) || fail "jobs --kind: exit $?"
+[[ $(tail -n +2 <<<"$out" | cut -f1) == "$other" ]] || fail "jobs --kind other: $out"
+
+# the running jobs: stop requested, and the worker ends them cancelled
+out=$("$BGEXEC" stop --queue run --json) || fail "stop of running jobs: exit $?"
+[[ $out == '{"cancelled":0,"matched":3,"stop_requested":3}' ]] || fail "stop of running jobs printed: $out"
+for id in $run_ids; do wait_status "$id" cancelled 20; done
+
+# retry: failed and timed_out by default (none here), cancelled when named
+out=$("$BGEXEC" retry --queue run) || fail "retry of many: exit $?"
+[[ $out == "queued again: 0 of 0 matching jobs" ]] || fail "retry without cancelled printed: $out"
+out=$("$BGEXEC" retry --queue held --status cancelled,failed --json) || fail "retry --status cancelled: exit $?"
+[[ $out == '{"matched":2,"retried":2}' ]] || fail "retry --status cancelled printed: $out"
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'held' AND status = 'queued'") == 6 ]] \
+  || fail "held after the retry: $(sql "SELECT id, status FROM bgexec.job WHERE queue = 'held'")"
+
+# a tenant's stop of many acts on its own jobs only (row-level security)
+psql -qX -c "CREATE ROLE e2e_tenant LOGIN; GRANT bgexec_client TO e2e_tenant" >/dev/null
+T="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_tenant"
+mine=$("$BGEXEC" submit noop --queue held --db "$T") || fail "a tenant's submit"
+out=$("$BGEXEC" stop --queue held --db "$T") || fail "a tenant's stop of many: exit $?"
+[[ $out == "cancelled: 1, stop requested: 0 (running), of 1 matching jobs" ]] || fail "a tenant's stop of many printed: $out"
+[[ $(sql "SELECT string_agg(id::text, ' ') FROM bgexec.job WHERE status = 'cancelled' AND queue = 'held'") == "$mine" ]] \
+  || fail "a tenant's stop touched others' jobs: $(sql "SELECT id, owner, status FROM bgexec.job WHERE queue = 'held'")"
+
+# 600 cancelled jobs, a queue that takes 550 more: the first batch of 500
+# goes back, the second overflows the cap, is refused whole, and stops it
+sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'big')) FROM generate_series(1, 600)))" >/dev/null
+"$BGEXEC" stop --queue big >/dev/null || fail "stop of 600"
+sql "SELECT bgexec.configure_queue('big', max_queued => 550)" >/dev/null
+set +e; "$BGEXEC" retry --queue big --status cancelled >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 3)) && [[ ! -s $E2E_DIR/out ]] \
+  && [[ $(head -1 "$E2E_DIR/err") == "bgexec retry: before the error below, queued again: 500 of 500 matching jobs" ]] \
+  && grep -qF '(SQLSTATE 53400)' "$E2E_DIR/err" \
+  || fail "retry past the cap: exit $rc, out $(cat "$E2E_DIR/out"), err $(cat "$E2E_DIR/err")"
+[[ $(sql "SELECT count(*) FILTER (WHERE status = 'queued') || ' ' || (max(id) FILTER (WHERE status = 'queued') = min(id) + 499) FROM bgexec.job WHERE queue = 'big'") == "500 true" ]] \
+  || fail "after the refused batch: $(sql "SELECT status, count(*), min(id), max(id) FROM bgexec.job WHERE queue = 'big' GROUP BY 1")"
+
+# Bad filters: named, nothing changes.
+before=$(sql "SELECT string_agg(id || status::text, ',' ORDER BY id) FROM bgexec.job")
+expect() {  # expect MESSAGE ARGS...: exit 2, the message on stderr, nothing on stdout
+  local msg=$1; shift
+  set +e; "$BGEXEC" "$@" >"$E2E_DIR/out" 2>"$E2E_DIR/err"; local rc=$?; set -e
+  ((rc == 2)) || fail "bgexec $*: exit $rc (expected 2): $(cat "$E2E_DIR/err")"
+  grep -qF -- "$msg" "$E2E_DIR/err" || fail "bgexec $*: $(cat "$E2E_DIR/err")"
+  [[ ! -s $E2E_DIR/out ]] || fail "bgexec $* printed: $(cat "$E2E_DIR/out")"
+}
+expect '--status: retry acts on failed, cancelled or timed_out jobs, got "queued"' retry --status queued
+expect '--status: stop acts on queued, suspended or running jobs, got "failed"' stop --queue held --status queued,failed
+expect '--status: expected a status, got "cancelled,"' retry --queue big --status cancelled,
+expect 'stop takes an ID or --queue, --kind and --status, not both' stop "$mine" --queue held
+expect '--limit goes with --queue, --kind or --status (the jobs to retry)' retry --limit 3
+expect '--limit: expected an integer from 1 to' stop --queue held --limit 0
+expect '--from is not an option of stop' stop --queue held --from 3
+[[ $(sql "SELECT string_agg(id || status::text, ',' ORDER BY id) FROM bgexec.job") == "$before" ]] \
+  || fail "a refused call changed jobs"
+ok
