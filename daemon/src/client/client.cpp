@@ -7,6 +7,7 @@
 #include "core/config.hpp"
 #include "core/duration.hpp"
 #include "core/json_input.hpp"
+#include "core/many.hpp"
 #include "core/number.hpp"
 #include "core/utf8.hpp"
 #include "pg/connection.hpp"
@@ -653,18 +654,15 @@ void report_many(std::ostream& out, bool as_json, bool retry, long long done, lo
 // even when it fails again meanwhile.
 asio::awaitable<int> cmd_many(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
   const bool retry = cmd == "retry";
-  const std::set<std::string> allowed = retry ? std::set<std::string>{"failed", "cancelled", "timed_out"}
-                                              : std::set<std::string>{"queued", "suspended", "running"};
-  std::string statuses = retry ? "failed,timed_out" : "queued,suspended,running";
+  const auto& allowed = core::many_statuses(retry);
+  std::string statuses = core::many_default_statuses(retry);
   if (auto v = option(a, "--status")) {
     statuses.clear();
     std::set<std::string> seen;
     std::stringstream in(*v);
     for (std::string st; std::getline(in, st, ',');) {
       if (!allowed.count(st))
-        throw Usage("--status: " + cmd + " acts on " +
-                    (retry ? std::string("failed, cancelled or timed_out") : std::string("queued, suspended or running")) +
-                    " jobs, got \"" + st + "\"");
+        throw Usage("--status: " + cmd + " acts on " + core::many_statuses_text(retry) + " jobs, got \"" + st + "\"");
       if (seen.insert(st).second) statuses += (statuses.empty() ? "" : ",") + st;
     }
     if (statuses.empty() || v->back() == ',') throw Usage("--status: expected a status, got \"" + *v + "\"");
@@ -672,13 +670,7 @@ asio::awaitable<int> cmd_many(Session& s, const std::string& cmd, const core::Pa
   long long left = INT64_MAX;
   if (auto v = option(a, "--limit")) left = int_option("--limit", *v, 1, INT64_MAX);
   s.arg_names = {"--queue", "--kind"};
-  const std::string act = retry ? "bgexec.retry(id)::text" : "bgexec.stop(id)::text";
-  const std::string sql =
-      "SELECT count(*) FILTER (WHERE r IN ('true', 'cancelled')), count(*) FILTER (WHERE r = 'running'),"
-      " count(*), max(id) FROM (SELECT id, " + act + " AS r FROM (SELECT id FROM bgexec.job"
-      " WHERE ($1::text IS NULL OR queue = $1::text) AND ($2::text IS NULL OR kind = $2::text)"
-      " AND status = ANY(string_to_array($3, ',')::bgexec.job_status[]) AND id > $4::bigint"
-      " ORDER BY id LIMIT $5::int) c) x";
+  const std::string sql = core::many_sql(retry);
   long long done = 0, requested = 0, matched = 0;
   std::string last = "0";
   try {

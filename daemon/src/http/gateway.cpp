@@ -3,6 +3,7 @@
 
 #include "core/json_input.hpp"
 #include "core/logfmt.hpp"
+#include "core/many.hpp"
 #include "core/number.hpp"
 #include "core/utf8.hpp"
 #include "http/assets.hpp"
@@ -387,6 +388,8 @@ const std::vector<std::string> list_fields = {"queue", "status", "before", "limi
 // The most bytes of payloads, results and errors one page of GET /v1/jobs
 // holds (its first job whatever its size; next_before continues it).
 constexpr std::int64_t list_page_bytes = 4 * 1024 * 1024;
+// POST /v1/jobs/stop|retry's (core::many_sql).
+const std::vector<std::string> many_fields = {"queue", "kind", "status", "after", "limit"};
 // POST /v1/jobs/{id}/resume's.
 const std::vector<std::string> resume_fields = {"id", "resume input"};
 
@@ -416,6 +419,110 @@ bool whole_number_text(std::string_view t) {
   for (long long i = std::max(point, 0LL); i < static_cast<long long>(digits.size()); ++i)
     if (digits[static_cast<std::size_t>(i)] != '0') return false;
   return true;
+}
+
+// POST /v1/jobs/stop|retry's body: {"queue", "kind", "status", "after",
+// "limit"}, at least one of the first three; the statement's parameters
+// (core::many_sql) and the batch's limit.
+struct Many {
+  pg::Params params;
+  std::int64_t limit = 500;
+};
+Many parse_many(const std::string& body_text, bool retry) {
+  // (an empty body is an object without fields, as for the routes that take none)
+  const std::string text = body_text.find_first_not_of(" \t\r\n") == std::string::npos ? "{}" : body_text;
+  auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse, core::Numbers::exact);
+  if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the request body");
+  if (in.error == core::JsonInput::Error::too_deep) {
+    if (in.field.empty()) throw bad_request("request body must be a JSON object");
+    throw too_deep(in.field);
+  }
+  if (!in) throw bad_request("request body is not valid JSON: " + in.message);
+  const auto& body = in.value;
+  if (!body.is_object()) throw bad_request("request body must be a JSON object");
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (it.key() != "queue" && it.key() != "kind" && it.key() != "status" && it.key() != "after" &&
+        it.key() != "limit")
+      throw bad_request("unknown field \"" + it.key() + "\"");
+  auto str = [&](const char* f) -> std::optional<std::string> {
+    if (!body.contains(f) || body[f].is_null()) return std::nullopt;
+    if (!body[f].is_string()) throw invalid(std::string(f) + " must be a string");
+    auto v = body[f].get<std::string>();
+    if (v.find('\0') != std::string::npos) throw nul_in(f);
+    return v;
+  };
+  // A whole number (2, 2.0, 1e2) from lo to hi, as submit's int fields.
+  auto integer = [&](const char* f, std::int64_t lo, std::int64_t hi, std::int64_t dflt) -> std::int64_t {
+    if (!body.contains(f) || body[f].is_null()) return dflt;
+    const auto& v = body[f];
+    const std::string range = std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
+                              std::to_string(hi);
+    const bool raw = core::is_raw_number(v);
+    const auto d = core::number_of(v);
+    const bool whole = raw ? whole_number_text(core::raw_number_text(v))
+                           : v.is_number_integer() || (v.is_number_float() && d && std::isfinite(*d) && std::trunc(*d) == *d);
+    if (!whole) throw invalid(range);
+    const auto out_of_range = [&] { return http_error(bhttp::status::unprocessable_entity, "22003", range); };
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(hi) || static_cast<std::int64_t>(u) < lo) throw out_of_range();
+      return static_cast<std::int64_t>(v.get<std::uint64_t>());
+    }
+    if (v.is_number_integer()) {
+      if (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) throw out_of_range();
+      return v.get<std::int64_t>();
+    }
+    // a double, or a raw number (1e400: none), checked as a double
+    if (!d || !(*d >= static_cast<double>(lo) && *d <= static_cast<double>(hi))) throw out_of_range();
+    return static_cast<std::int64_t>(*d);
+  };
+  Many m;
+  auto queue = str("queue"), kind = str("kind");
+  std::string statuses;
+  if (body.contains("status") && !body["status"].is_null()) {
+    const auto& st = body["status"];
+    std::vector<std::string> named;
+    if (st.is_string()) {
+      named.push_back(st.get<std::string>());
+    } else if (st.is_array() && !st.empty()) {
+      for (const auto& e : st) {
+        if (!e.is_string()) throw invalid("status must be a string or an array of strings");
+        named.push_back(e.get<std::string>());
+      }
+    } else {
+      throw invalid("status must be a string or a non-empty array of strings");
+    }
+    std::set<std::string> seen;
+    for (const auto& n : named) {
+      if (!core::many_statuses(retry).count(n))
+        throw invalid(std::string("status: ") + (retry ? "retry" : "stop") + " acts on " +
+                      core::many_statuses_text(retry) + " jobs, got " + core::dump(json(n)));
+      if (seen.insert(n).second) statuses += (statuses.empty() ? "" : ",") + n;
+    }
+  }
+  if (!queue && !kind && statuses.empty())
+    throw invalid("give at least one of queue, kind and status: the jobs to " + std::string(retry ? "retry" : "stop"));
+  if (statuses.empty()) statuses = core::many_default_statuses(retry);
+  const auto after = integer("after", 0, std::numeric_limits<std::int64_t>::max(), 0);
+  m.limit = integer("limit", 1, 500, 500);
+  m.params = {queue, kind, statuses, std::to_string(after), std::to_string(m.limit)};
+  return m;
+}
+
+// POST /v1/jobs/stop|retry's answer from core::many_sql's row: next_after
+// when the batch was full (there may be more), else null.
+json many_answer(const pg::Result& r, bool retry, std::int64_t limit) {
+  const auto count = [&](int col) { return std::stoll(r.get(0, col).value_or("0")); };
+  json o = json::object();
+  o["matched"] = count(2);
+  if (retry) {
+    o["retried"] = count(0);
+  } else {
+    o["cancelled"] = count(0);
+    o["stop_requested"] = count(1);
+  }
+  o["next_after"] = count(2) == limit ? json(std::stoll(r.get(0, 3).value_or("0"))) : json(nullptr);
+  return o;
 }
 
 struct Submit {
@@ -934,6 +1041,22 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     for (auto& j : jobs)
       for (const char* k : {"bytes", "before_bytes", "more"}) j.erase(k);
     co_return make_json(v, bhttp::status::ok, kv("jobs", jobs, "next_before", next));
+  }
+
+  // POST /v1/jobs/stop, POST /v1/jobs/retry: one batch of the caller's
+  // matching jobs (core/many.hpp), oldest first; next_after continues it.
+  if (seg.size() == 3 && (seg[2] == "stop" || seg[2] == "retry")) {
+    if (method != bhttp::verb::post) throw method_not_allowed("POST");
+    check_params(qs, no_params);
+    const bool retry = seg[2] == "retry";
+    auto m = parse_many(req.body(), retry);
+    pg::Result r;
+    try {
+      r = co_await pool_.query(*role, core::many_sql(retry), m.params);
+    } catch (const pg::Error& e) {
+      throw from_pg(e, many_fields);
+    }
+    co_return make_json(v, bhttp::status::ok, many_answer(r, retry, m.limit));
   }
 
   auto id = parse_int(seg[2]);
