@@ -42,6 +42,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "pgtime.h"
 #include "utils/datetime.h"
@@ -53,6 +54,8 @@ PG_FUNCTION_INFO_V1(bgexec_cron_next);
 
 #define CRON_MAX_LEN	200
 #define CRON_MAX_YEARS	12
+/* the most hourly looks past a clock change (cron_next) */
+#define CRON_MAX_LOOKS	48
 
 typedef struct CronSpec
 {
@@ -453,7 +456,8 @@ wall_instant(const WallMinute *w, pg_tz *zone, TimestampTz *first)
  * repeated minute once, at its first showing.
  */
 static TimestampTz
-cron_next(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char *expr)
+cron_next_from(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char *expr,
+			   TimestampTz *second_pass_out)
 {
 	bool		every_hour = spec->hour == (1U << 24) - 1;
 	TimestampTz start;
@@ -519,13 +523,52 @@ cron_next(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char *expr
 		break;
 	}
 
-	/*
-	 * A skipped minute read on the new clock can land at or before `after`
-	 * (the search started in the skipped hour): look again from an hour on.
-	 */
-	if (result <= after)
-		result = cron_next(spec, after + USECS_PER_HOUR, zone, expr);
-	return Min(result, second_pass);
+	*second_pass_out = second_pass;
+	return result;
+}
+
+/*
+ * A skipped minute read on the new clock can land at or before `after` (the
+ * search started in the skipped hour): look again from an hour on, keeping
+ * each look's second showing.  A clock change skips an hour or two, so a few
+ * looks find the run; the bound turns a zone the search cannot read (it was
+ * a recursion without end, a backend's crash) into an error.
+ */
+static TimestampTz
+cron_next(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char *expr)
+{
+	TimestampTz best = DT_NOEND;
+	TimestampTz second_pass;
+	TimestampTz result;
+	int			look;
+
+	for (look = 0; look < CRON_MAX_LOOKS; look++)
+	{
+		TimestampTz from = after + look * USECS_PER_HOUR;
+
+		CHECK_FOR_INTERRUPTS();
+		result = cron_next_from(spec, from, zone, expr, &second_pass);
+		best = Min(best, second_pass);
+		if (result > from)
+			return Min(result, best);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("cron \"%s\" finds no run after %s on its time zone's clock", expr,
+					timestamptz_to_str(after))));
+	return DT_NOEND;			/* keep the compiler quiet */
+}
+
+/*
+ * The offset from UTC of zone at t, in seconds.
+ */
+static long int
+gmtoff_at(TimestampTz t, pg_tz *zone)
+{
+	pg_time_t	tt = timestamptz_to_time_t(t);
+	struct pg_tm *tm = pg_localtime(&tt, zone);
+
+	return tm ? tm->tm_gmtoff : 0;
 }
 
 /*
@@ -551,6 +594,25 @@ bgexec_cron_next(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("time_zone \"%s\" is not known", zone_name),
 				 errhint("a name of the IANA time zone database, such as UTC or Europe/Paris")));
+	/*
+	 * As SET timezone refuses them: a clock with leap seconds ("right/UTC")
+	 * or one whose offset is not whole minutes ("UTC+0:00:01") has minutes
+	 * that are not 60 seconds after each other on the UTC clock, which a
+	 * schedule's whole minutes cannot be read against (the search went on
+	 * for ever: a backend crash, the watchdog's at every tick).
+	 */
+	if (!pg_tz_acceptable(zone))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time_zone \"%s\" does not keep whole minutes of UTC (it counts leap seconds, or is seconds off UTC)",
+						zone_name),
+				 errhint("a zone such as UTC or Europe/Paris; not right/..., not an offset with seconds")));
+	if (gmtoff_at(after, zone) % SECS_PER_MINUTE != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time_zone \"%s\" is %ld seconds off UTC at %s, not a whole number of minutes",
+						zone_name, gmtoff_at(after, zone), timestamptz_to_str(after)),
+				 errhint("schedules read whole minutes; such an offset is a local mean time of the past")));
 	parse_cron(expr, &spec);
 	PG_RETURN_TIMESTAMPTZ(cron_next(&spec, after, zone, expr));
 }

@@ -59,6 +59,9 @@ SELECT bgexec._cron_next('*/20 1 * * *', '2026-11-01 05:40+00', 'America/New_Yor
 SELECT bgexec._cron_next('0 * * * *', '2026-10-25 00:30+00', 'Europe/Paris') AS second_02h,
        bgexec._cron_next('0 * * * *', '2026-10-25 01:00+00', 'Europe/Paris') AS then_03h;
 SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', now(), 'Mars/Olympus')$$);
+-- Paris was 561 seconds off UTC (local mean time) until 1911: no whole minutes
+SELECT * FROM try($$SELECT bgexec._cron_next('0 2 * * *', '1900-03-01 00:00+00', 'Europe/Paris')$$);
+SELECT bgexec._cron_next('0 2 * * *', '1912-03-01 00:00+00', 'Europe/Paris') AS after_local_mean_time;
 -- schedule(): a client's recurring job, visible to its owner only
 SET ROLE regress_alice;
 SELECT bgexec.schedule('nightly', '0 3 * * *', 'noop', '{"a": 1}', queue => 'sch') AS first_run \gset
@@ -216,6 +219,12 @@ SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'workflow', '{"step
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', max_attempts => 0)$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', timeout => '200 years')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'Nowhere/Special')$$);
+-- clocks whose minutes are not whole minutes of UTC: leap seconds, an
+-- offset in seconds (each crashed the backend, searching for ever; the
+-- last was stored, and crashed the watchdog in each minute's last second)
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'right/UTC')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'UTC+0:00:01')$$);
+SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'UTC-0:00:01')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => NULL)$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', overlap => NULL)$$);
 SELECT count(*) AS stored FROM bgexec.schedule WHERE name = 'x';
