@@ -55,6 +55,13 @@ done
 sql_step_fails "WITH w AS (INSERT INTO e2e_sink VALUES (7)) SELECT repeat('x', 1048576) AS big FROM generate_series(1, 64)" \
   '*over 16777216 bytes*54000*'
 [[ $(sql "SELECT count(*) FROM e2e_sink WHERE n = 7") == 0 ]] || fail "the oversized step's insert was committed"
+# ... counted as JSON text: a million one-byte rows are 11 MB of output,
+# not 1 MB (the worker held them in 2.9 GB before failing another way)
+sql_step_fails "SELECT NULL::int AS a FROM generate_series(1, 2000000)" '*over 16777216 bytes as JSON*54000*'
+# A value nested past 510 levels fails the step, named (its rows, an array
+# of objects, nest past 512); 100 000 deep crashed the worker copying it.
+sql_step_fails "SELECT (repeat('[', 511) || repeat(']', 511))::json AS deep" \
+  '*column "deep" nests deeper than 510 levels*54000*'
 # and the worker goes on
 after=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "sql": "SELECT 1 AS one"}]}' --db "$as_alice")
 wait_status "$after" completed 20

@@ -413,3 +413,23 @@ test('payloads and resume inputs are stored as sent: numbers beyond a double exa
   assert.ok(stream.includes(`"input":${compact}`), stream);
   assert.ok(stream.includes(`"result":{"n":${compact},"r":2.50}`), stream);
 });
+
+test('a stored value nested 50 000 deep is answered as its text; the gateway does not crash', async () => {
+  const queue = uniq('deep');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  // Written past the functions (a superuser; PostgreSQL's default stack
+  // refuses such jsonb past about 13 000 levels).  Copied or written out
+  // by the gateway, it overflowed its stack: signal 11, for every tenant.
+  psql(`SET max_stack_depth = '7MB'; UPDATE bgexec.job SET result = (repeat('[', 50000) || repeat(']', 50000))::jsonb WHERE id = ${id}`);
+  const one = await api('GET', `/v1/jobs/${id}`, { token: A });
+  assert.equal(one.status, 200, one.text.slice(0, 200));
+  assert.equal(typeof one.body.result, 'string');
+  assert.ok(one.body.result.startsWith('[[[['));
+  const list = await api('GET', `/v1/jobs?queue=${queue}`, { token: A });
+  assert.equal(list.status, 200, list.text.slice(0, 200));
+  assert.equal(typeof list.body.jobs[0].result, 'string');
+  // nested 1024 levels, the most read back as JSON, it stays JSON
+  psql(`UPDATE bgexec.job SET result = (repeat('[', 1024) || repeat(']', 1024))::jsonb WHERE id = ${id}`);
+  assert.ok(Array.isArray((await api('GET', `/v1/jobs/${id}`, { token: A })).body.result));
+  assert.equal((await api('GET', '/metrics')).status, 200);
+});

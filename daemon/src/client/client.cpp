@@ -204,8 +204,9 @@ long long int_option(const std::string& option, const std::string& value, long l
 // SQL_ASCII database) is kept as a string rather than thrown.
 json db_json(const std::optional<std::string>& text) {
   if (!text) return nullptr;
-  auto j = json::parse(*text, nullptr, false);
-  return j.is_discarded() ? json(*text) : j;
+  // (nested past core::max_stored_json_depth: the text, as Result::to_json keeps it)
+  auto in = core::parse_json_input(*text, core::max_stored_json_depth);
+  return in ? std::move(in.value) : json(*text);
 }
 
 // A json/jsonb column's text, exactly as the database wrote it, without the
@@ -329,12 +330,12 @@ json row_event(const pg::Result& r, int i) {
             {"seq", std::stoi(r.get(i, "seq").value_or("0"))},
             {"kind", r.get(i, "kind").value_or("")},
             {"created_at", r.get(i, "created_at").value_or("")}};
-  // Numbers as stored (core::dump writes them back so), at any depth.  Data
-  // no double reads (1e400, appended by a worker role of the user's own)
-  // is the string of its text, as status prints such a result; it was
-  // replaced by {}.
+  // Numbers as stored (core::dump writes them back so).  Data no double
+  // reads (1e400, appended by a worker role of the user's own), or nested
+  // past core::max_stored_json_depth, is the string of its text, as status
+  // prints such a result; it was replaced by {}.
   const std::string text = r.get(i, "data").value_or("{}");
-  auto d = core::parse_json_input(text, std::numeric_limits<std::size_t>::max(), core::DuplicateKeys::last_wins,
+  auto d = core::parse_json_input(text, core::max_stored_json_depth, core::DuplicateKeys::last_wins,
                                   core::Numbers::exact);
   e["data"] = d ? std::move(d.value) : json(text);
   return e;

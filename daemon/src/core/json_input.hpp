@@ -20,6 +20,12 @@ namespace bgexec::core {
 // The deepest nesting of arrays and objects accepted from outside: far more
 // than any job payload needs, far less than what overflows a thread's stack.
 inline constexpr std::size_t max_json_depth = 512;
+// The deepest nesting read back from the database as JSON: a stored value
+// wraps an input of max_json_depth in a level or two (an event's data around
+// a step's output).  Deeper (a worker role's own event data, a row written
+// past the functions) is kept as its text, a JSON string: a value nested
+// 50 000 deep crashed the gateway and the worker, copying or writing it out.
+inline constexpr std::size_t max_stored_json_depth = 2 * max_json_depth;
 
 // What parse_json_input does with an object key given twice: keep the last
 // value (nlohmann's and jsonb's rule), or refuse the document, so that of

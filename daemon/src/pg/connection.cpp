@@ -112,7 +112,7 @@ std::optional<std::string> Result::get(int r, std::string_view name) const {
   return get(r, column(name));
 }
 
-nlohmann::json Result::to_json(bool exact_numbers) const {
+nlohmann::json Result::to_json(bool exact_numbers, std::size_t max_depth, std::string* too_deep) const {
   auto out = nlohmann::json::array();
   for (int r = 0; r < rows(); ++r) {
     auto row = nlohmann::json::object();
@@ -132,15 +132,13 @@ nlohmann::json Result::to_json(bool exact_numbers) const {
         }
         case oid_float4: case oid_float8: case oid_numeric:
         case oid_json: case oid_jsonb: {
-          if (exact_numbers) {
-            // As nlohmann::json::parse: any depth, the last of two keys.
-            auto in = core::parse_json_input(v, std::numeric_limits<std::size_t>::max(),
-                                             core::DuplicateKeys::last_wins, core::Numbers::exact);
-            cell = in ? std::move(in.value) : nlohmann::json(v);
-            break;
-          }
-          auto j = nlohmann::json::parse(v, nullptr, false);
-          cell = j.is_discarded() ? nlohmann::json(v) : j;
+          // As nlohmann::json::parse, the last of two keys; past max_depth
+          // (or not JSON to this parser) the text.
+          auto in = core::parse_json_input(v, max_depth, core::DuplicateKeys::last_wins,
+                                           exact_numbers ? core::Numbers::exact : core::Numbers::doubles);
+          if (in.error == core::JsonInput::Error::too_deep && too_deep && too_deep->empty())
+            *too_deep = column_name(c);
+          cell = in ? std::move(in.value) : nlohmann::json(v);
           break;
         }
         default: cell = v;
@@ -578,13 +576,25 @@ asio::awaitable<nlohmann::json> Connection::query_rows_locked(const std::string&
   std::size_t bytes = 0;
   std::optional<Error> err;
   co_await read_results(err, [&](Result row) {
-    for (int c = 0; c < row.columns(); ++c) bytes += row.value(0, c).size() + row.column_name(c).size();
+    // As JSON text: {"name":value,...}, a comma; a null is `null`.  Counted
+    // so, a million one-byte rows are 10 MB, not 1 (they held 2.9 GB).
+    bytes += 3;
+    for (int c = 0; c < row.columns(); ++c)
+      bytes += (row.is_null(0, c) ? 4 : row.value(0, c).size()) + row.column_name(c).size() + 4;
     if (bytes > max_bytes) {
       close();  // the server rolls the statement's transaction back
       throw Error("54000", name_ + ": the result is over " + std::to_string(max_bytes) +
-                               " bytes, the limit of a sql step's rows");
+                               " bytes as JSON, the limit of a sql step's rows");
     }
-    for (auto& r : row.to_json(true)) rows.push_back(std::move(r));
+    std::string too_deep;
+    auto json_rows = row.to_json(true, core::max_json_depth - 2, &too_deep);
+    if (!too_deep.empty()) {
+      close();
+      throw Error("54000", name_ + ": column \"" + too_deep + "\" nests deeper than " +
+                               std::to_string(core::max_json_depth - 2) + " levels, past what a step's output holds (" +
+                               std::to_string(core::max_json_depth) + " with its rows)");
+    }
+    for (auto& r : json_rows) rows.push_back(std::move(r));
   });
   if (err) throw *err;
   co_return rows;

@@ -7,6 +7,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/json_input.hpp"
 #include "core/sqlstate.hpp"
 #include "util/fifo_lock.hpp"
 #include <nlohmann/json.hpp>
@@ -100,8 +101,11 @@ class Result {
   // exact_numbers: a number a double would round (numeric and json/jsonb
   // hold any precision) is a raw number (core/json_input.hpp), which
   // core::dump writes as stored; for answers to clients.  Without it, a
-  // double, as a worker reads JSON.
-  nlohmann::json to_json(bool exact_numbers = false) const;
+  // double, as a worker reads JSON.  A json/jsonb value nested deeper than
+  // max_depth is its text (a string), and *too_deep, when given, names its
+  // column.
+  nlohmann::json to_json(bool exact_numbers = false, std::size_t max_depth = core::max_stored_json_depth,
+                         std::string* too_deep = nullptr) const;
 
  private:
   struct Deleter {
@@ -217,9 +221,12 @@ class Connection {
   // Runs one statement as text in single-row mode and returns its rows as
   // Result::to_json(true) does (numbers as the server printed them: a sql
   // step's output), never holding more than max_bytes of them: past
-  // that (values and column names counted) the connection is closed, so the
-  // server rolls the transaction back, and Error 54000 is thrown (not
-  // connection_lost(): the statement's error; the next call reconnects).
+  // that (the rows' size as JSON text: values, column names, punctuation)
+  // the connection is closed, so the server rolls the transaction back, and
+  // Error 54000 is thrown (not connection_lost(): the statement's error; the
+  // next call reconnects).  So is a json/jsonb value nested deeper than
+  // max_json_depth - 2 levels (the rows, an array of objects, would nest
+  // past max_json_depth).
   asio::awaitable<nlohmann::json> query_rows(const std::string& sql, const Params& params,
                                              std::size_t max_bytes);
   // Waits until notifications arrive (after LISTEN); throws Error when the connection breaks.
