@@ -25,6 +25,22 @@ TEST(JsonInput, ParsesDocuments) {
 // nlohmann ends its input at a NUL and skips a leading byte order mark:
 // {"kind": "t"}\0garbage was a valid request body, and a body after a BOM
 // was passed on to the server with it.  JSON text holds neither.
+// The parser's message quotes the text it last read: a long malformed
+// token is cut to 60 bytes (a 1 MiB body came back whole in its 400),
+// before a character, not inside one.
+TEST(JsonInput, SyntaxErrorQuotesAtMostSixtyBytesOfTheToken) {
+  auto r = parse_json_input("{\"kind\": \"" + std::string(1000000, 'y'));
+  ASSERT_FALSE(r);
+  EXPECT_LT(r.message.size(), 300u) << r.message.substr(0, 300);
+  EXPECT_NE(r.message.find("last read: '\"" + std::string(59, 'y') + "...'"), std::string::npos) << r.message;
+  auto u = parse_json_input("\"" + std::string(58, 'a') + "\xC3\xA9" + std::string(100, 'b'));
+  ASSERT_FALSE(u);
+  EXPECT_NE(u.message.find("last read: '\"" + std::string(58, 'a') + "...'"), std::string::npos) << u.message;
+  auto s = parse_json_input("[1, x]");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message.find("last read: '1, x'"), std::string::npos) << s.message;
+}
+
 TEST(JsonInput, RawNulAndByteOrderMarkAreSyntaxErrors) {
   using namespace std::string_literals;
   auto nul = parse_json_input("{\"kind\": \"t\"}\0garbage"s);

@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { readFileSync } from 'node:fs';
 import { api, psql, uniq, claim, finish, rawRequest, A, BASE } from './lib.mjs';
 
 const count = () => Number(psql('SELECT count(*) FROM bgexec.job'));
@@ -354,4 +355,61 @@ test('?token= is no token outside the event stream: 401 on every other /v1 route
     assert.equal(r.body.error.sqlstate, '28000', `${method} ${path}`);
   }
   assert.equal(psql(`SELECT count(*) || ' ' || min(status::text) FROM bgexec.job WHERE queue = '${queue}'`), '1 queued');
+});
+
+test('a Transfer-Encoding not ending in chunked is 400 and closes: what follows is never served (no smuggled request)', async () => {
+  const queue = uniq('smuggled');
+  const inner = JSON.stringify({ kind: 'smuggled', queue });
+  const smuggled = `POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\nContent-Type: application/json\r\n`
+    + `Content-Length: ${Buffer.byteLength(inner)}\r\n\r\n${inner}`;
+  for (const coding of ['gzip', 'identity', 'chunked, gzip']) {
+    const out = await rawRequest(`GET /v1/queues HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n`
+      + `Transfer-Encoding: ${coding}\r\n\r\n${smuggled}`);
+    assert.match(out, /^HTTP\/1\.1 400 /, `${coding}: ${out}`);
+    assert.equal(out.match(/HTTP\/1\.1 /g).length, 1, `${coding}: ${out}`);
+    assert.match(out, /Transfer-Encoding must end in chunked/);
+  }
+  // a coding before chunked is one the gateway does not decode: 501
+  const gz = await rawRequest(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n`
+    + `Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n${smuggled}`);
+  assert.match(gz, /^HTTP\/1\.1 501 /, gz);
+  assert.equal(gz.match(/HTTP\/1\.1 /g).length, 1, gz);
+  assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${queue}'`), '0');
+  // chunked alone is read as before
+  const ok = await rawRequest(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n`
+    + `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${Buffer.byteLength(inner).toString(16)}\r\n${inner}\r\n0\r\n\r\n`);
+  assert.match(ok, /^HTTP\/1\.1 201 /, ok);
+  assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${queue}'`), '1');
+});
+
+test('a chunk size line or trailer section without end is 400 at 64 KiB, not held in memory', async () => {
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${process.env.BGEXEC_GW_PID}/status`, 'utf8'))[1]);
+  const before = rss();
+  for (const [name, start, unit] of [
+    ['a chunk extension', '1;', 'a=b;'.repeat(256)],
+    ['a chunk size of zeros', '', '0'.repeat(1024)],
+    ['a trailer section', '0\r\n', `X-T: ${'a'.repeat(1000)}\r\n`],
+  ]) {
+    const sock = net.connect(Number(new URL(BASE).port), '127.0.0.1');
+    let got = '';
+    let failed = false;
+    sock.on('data', (d) => { got += d; });
+    sock.on('error', () => { failed = true; });  // EPIPE once it closed
+    const closed = new Promise((resolve) => sock.on('close', resolve));
+    sock.write(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${start}`);
+    // Up to 100 MB, a write at a time with the answer read between them:
+    // past 64 KiB the gateway answers and closes, and bytes still arriving
+    // then reset the connection, which drops an answer not read yet.
+    for (let sent = 0; sent < 100 * 1024 * 1024 && !got && !failed; sent += unit.length) {
+      if (!sock.write(unit)) await new Promise((r) => sock.once('drain', r));
+      await new Promise((r) => setImmediate(r));
+    }
+    if (!failed) sock.end();
+    await closed;
+    const out = got;
+    assert.match(out, /^HTTP\/1\.1 400 /, `${name}: ${out.slice(0, 200)}`);
+    assert.match(out, /buffer overflow/, name);
+  }
+  assert.ok(rss() - before < 50 * 1024, `the gateway grew from ${before} to ${rss()} KiB`);
+  assert.equal((await api('GET', '/v1/queues', { token: A })).status, 200);
 });

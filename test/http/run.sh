@@ -48,7 +48,7 @@ for _ in $(seq 1 100); do
   kill -0 "$gw_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
   sleep 0.1
 done
-export BGEXEC_URL=http://$listen
+export BGEXEC_URL=http://$listen BGEXEC_GW_PID=$gw_pid
 
 cd "$here"
 [[ -d node_modules/eventsource && -d node_modules/playwright-core ]] || npm ci --no-audit --no-fund >/dev/null

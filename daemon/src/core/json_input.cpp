@@ -13,10 +13,21 @@ using json = nlohmann::json;
 
 // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
 // without its bracketed prefix.
+// The text it last read is cut to 60 bytes: it quoted a malformed token
+// whole, and a 1 MiB request body came back in its 400.
 std::string parser_message(const std::string& what) {
-  if (auto p = what.find("] "); what.rfind("[json.exception.", 0) == 0 && p != std::string::npos)
-    return what.substr(p + 2);
-  return what;
+  std::string m = what;
+  if (auto p = m.find("] "); m.rfind("[json.exception.", 0) == 0 && p != std::string::npos) m = m.substr(p + 2);
+  constexpr std::string_view marker = "last read: '";
+  constexpr std::size_t keep = 60;
+  const auto start = m.find(marker);
+  const auto end = m.rfind('\'');
+  if (start != std::string::npos && end != std::string::npos && end > start + marker.size() + keep) {
+    std::size_t cut = start + marker.size() + keep;
+    while (cut > start + marker.size() && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) --cut;
+    m = m.substr(0, cut) + "..." + m.substr(end);
+  }
+  return m;
 }
 
 bool plain_name(const std::string& k) {

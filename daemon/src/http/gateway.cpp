@@ -749,9 +749,37 @@ const std::string* Gateway::authenticate(const Request& req,
   return it == cfg_.tokens.end() ? nullptr : &it->second;
 }
 
+// A request's Transfer-Encoding other than chunked alone (RFC 9112 6.1,
+// 6.3): one whose last coding is not chunked has no length this server
+// can know, and Beast read it as bodiless, so what followed its headers
+// (another request, smuggled past a proxy that framed it otherwise) was
+// served as the next request: 400.  A coding before chunked (gzip,
+// chunked) is one it does not decode: 501.  Either closes the connection.
+std::optional<HttpError> transfer_coding_error(const Request& req, bool chunked) {
+  if (req.count(bhttp::field::transfer_encoding) == 0) return std::nullopt;
+  if (!chunked)
+    return bad_request("Transfer-Encoding must end in chunked (its body's length is unknown otherwise)");
+  std::string codings;
+  const auto [first, last] = req.equal_range(bhttp::field::transfer_encoding);
+  for (auto f = first; f != last; ++f) {
+    for (char c : f->value())
+      if (c != ' ' && c != '\t') codings += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    codings += ',';
+  }
+  while (!codings.empty() && codings.back() == ',') codings.pop_back();
+  if (codings != "chunked")
+    return http_error(bhttp::status::not_implemented, "0A000",
+                      "Transfer-Encoding \"" + codings + "\" is not supported: chunked alone is");
+  return std::nullopt;
+}
+
 asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
   beast::tcp_stream stream(std::move(sock));
-  beast::flat_buffer buf;
+  // At most 64 KiB unparsed: a chunk's size line (a chunk extension, or
+  // zeros, without end) or a trailer section is held in it whole until it
+  // ends, and one connection without a token grew the process by 500 MB.
+  // Past it the read fails (buffer_overflow): 400, and the connection closed.
+  beast::flat_buffer buf(64 * 1024);
   Counted counted{connections_};
   // Listed in waiting_ while it reads a request, unlisted (if shed_waiting
   // has not already) once it has it or the read failed.
@@ -763,6 +791,7 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
   try {
     for (;;) {
       bhttp::request_parser<bhttp::string_body> parser;
+      std::optional<HttpError> framing;
       parser.body_limit(max_body);
       parser.header_limit(16 * 1024);
       stream.expires_after(idle_timeout);
@@ -772,7 +801,8 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
         waiting_.emplace(waiting.key, &stream);
         std::size_t n = 0;
         std::tie(ec, n) = co_await bhttp::async_read_header(stream, buf, parser, use_tuple);
-        if (!ec && !parser.is_done()) {
+        if (!ec) framing = transfer_coding_error(parser.get(), parser.chunked());
+        if (!ec && !framing && !parser.is_done()) {
           // A client that asked to be invited waits for it before sending the
           // body (curl: 1 s).  A Content-Length over the limit never gets here:
           // the header read already failed with body_limit (413 below).
@@ -789,13 +819,13 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       if (!stream.socket().is_open() || ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
           ec == asio::error::connection_reset || ec == asio::error::eof)
         break;
-      if (ec) {
+      if (ec || framing) {
         // Malformed or oversized request: answer once, then close (the rest of
         // the byte stream cannot be trusted).
-        HttpError e = ec == bhttp::error::body_limit
-                          ? http_error(bhttp::status::payload_too_large, "54000",
-                                      "request body is larger than 1 MiB")
-                          : bad_request("malformed HTTP request: " + ec.message());
+        HttpError e = framing                           ? *framing
+                      : ec == bhttp::error::body_limit ? http_error(bhttp::status::payload_too_large, "54000",
+                                                                    "request body is larger than 1 MiB")
+                                                       : bad_request("malformed HTTP request: " + ec.message());
         auto res = make_error(11, e);
         res.keep_alive(false);
         res.prepare_payload();
