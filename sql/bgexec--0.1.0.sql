@@ -1169,7 +1169,7 @@ COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
  * checked (a claim by hand, an older daemon).  worker_id NULL: the shape of
  * process alone (heartbeat).  A missing row is no one
  * else's: heartbeat asks its process to register again. */
-CREATE FUNCTION bgexec._check_process(worker_id text, process jsonb) RETURNS void
+CREATE FUNCTION bgexec._check_process(worker_id text, process jsonb, holder boolean DEFAULT true) RETURNS void
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
@@ -1188,6 +1188,9 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('process was %s', process);
 	END IF;
+	IF NOT holder THEN
+		RETURN;
+	END IF;
 	SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = _check_process.worker_id;
 	IF FOUND AND (v_holder.host IS DISTINCT FROM process->>'host'
 	              OR v_holder.pid IS DISTINCT FROM bgexec._pid(process->'pid')) THEN
@@ -1200,8 +1203,8 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION bgexec._check_process(text, jsonb) IS
-	'55006 when the worker row names another process than the caller (claim, unclaim)';
+COMMENT ON FUNCTION bgexec._check_process(text, jsonb, boolean) IS
+	'22023 for a malformed process; with holder, 55006 when the worker row names another process than the caller (claim, unclaim)';
 
 /* claim: up to max_jobs runnable jobs, each leased to worker_id.
  *
@@ -1458,10 +1461,9 @@ BEGIN
 	END IF;
 	max_jobs := coalesce(max_jobs, least(free, 10000));
 	-- Before the wait too, so a process that lost its id is not picked for
-	-- wakes it would not claim for (claim checks again).
-	IF max_jobs > 0 THEN
-		PERFORM bgexec._check_process(worker_id, process);
-	END IF;
+	-- wakes it would not claim for (claim checks again); its shape whatever
+	-- max_jobs is (it was not checked at 0).
+	PERFORM bgexec._check_process(worker_id, process, max_jobs > 0);
 	SELECT a.jobs, a.stop INTO w
 	  FROM bgexec.await_work(worker_id, queues, free, timeout, pass_on) a;
 	IF w.jobs AND max_jobs > 0 THEN
@@ -1607,7 +1609,7 @@ BEGIN
 		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
-	PERFORM bgexec._check_process(NULL, process);  -- its shape only
+	PERFORM bgexec._check_process(NULL, process, false);  -- its shape only
 	-- A NULL lease was answered (NULL, 'lost'), and a NULL lease's row
 	-- means 'register'.
 	IF pg_catalog.array_ndims(leases) > 1 OR pg_catalog.array_position(leases, NULL) IS NOT NULL THEN
@@ -2561,7 +2563,9 @@ DECLARE
 	j bgexec.job := bgexec._visible_job(job_id);
 	v_seq int;
 	v_step text;
-	v_size int := pg_catalog.pg_column_size(input);
+	-- its size as the worker reads it, not as stored: a value from a table
+	-- is compressed (20 MB of one repeated letter passed as 229 kB)
+	v_size bigint := bgexec._raw_bytes(input);
 	v_limit bigint := coalesce(pg_catalog.pg_size_bytes(
 		current_setting('bgexec.max_payload_bytes', true)), 1048576);
 BEGIN

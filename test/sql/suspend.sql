@@ -16,6 +16,11 @@ SELECT bgexec.reconcile();
 -- every later run failed), changes nothing
 SET bgexec.max_payload_bytes = 1024;
 SELECT bgexec.resume(:j, jsonb_build_object('big', repeat('x', 2000)));
+-- ... counted as the worker reads it, not as stored: from a table it is
+-- compressed (about 250 bytes here), and passed
+CREATE TEMP TABLE big_input AS SELECT jsonb_build_object('big', repeat('x', 20000)) AS j;
+SELECT pg_column_size(j) < 1024 AS compressed FROM big_input;
+SELECT bgexec.resume(:j, j) FROM big_input;
 RESET bgexec.max_payload_bytes;
 SELECT bgexec.resume(:j, '{"v": [1, {"w": 1e400}]}');
 SELECT bgexec.resume(:j, '-1e309');

@@ -66,6 +66,10 @@ SELECT * FROM try($$SELECT bgexec.unclaim('uw', 0, '{}', '{"host": "h", "pid": "
 SELECT * FROM try($$SELECT bgexec.claim('uw', '{uc}', 1, '30 s', '{"host": 1, "pid": 1}')$$);
 SELECT * FROM try($$SELECT bgexec.claim('uw', '{uc}', 1, '30 s', '{"host": "h", "pid": 1.5}')$$);
 SELECT * FROM try($$SELECT bgexec.await_claim('uw', '{uc}', 1, '0 s', '30 s', false, NULL, '{"host": "h"}')$$);
+-- ... whatever max_jobs is (0: a worker busy with a backlog waits without
+-- claiming; its process was not checked then)
+SELECT * FROM try($$SELECT bgexec.await_claim('uw', '{uc}', 1, '0 s', '30 s', false, 0, '"garbage"')$$);
+SELECT * FROM try($$SELECT bgexec.await_claim('uw', '{uc}', 0, '0 s', '30 s', false, NULL, '[1, 2]')$$);
 SELECT bgexec.register_worker('up', '{up}', 1, '{"host": "h", "pid": 7}');
 SELECT bgexec.submit('noop', queue => 'up') IS NOT NULL AS submitted;
 SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 8}')$$);
