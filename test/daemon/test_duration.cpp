@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/duration.hpp"
+#include "util/event.hpp"
 
 namespace bgexec::core {
 namespace {
@@ -53,6 +54,19 @@ TEST(ToPgInterval, RoundsToMicroseconds) {
 TEST(ToPgInterval, RejectsNonFinite) {
   EXPECT_THROW(to_pg_interval(std::numeric_limits<double>::infinity()), std::invalid_argument);
   EXPECT_THROW(to_pg_interval(std::numeric_limits<double>::quiet_NaN()), std::invalid_argument);
+}
+
+// A deadline's seconds as a steady_clock duration: a timeout past 292
+// years overflowed int64 nanoseconds (negative: the job timed out at once).
+TEST(Seconds, BoundedNotOverflowed) {
+  using namespace std::chrono;
+  EXPECT_EQ(bgexec::seconds(1.5), milliseconds(1500));
+  const auto year = duration_cast<steady_clock::duration>(duration<double>(365.25 * 86400));
+  EXPECT_GT(bgexec::seconds(300.0 * 365.25 * 86400), 199 * year);
+  EXPECT_GT(bgexec::seconds(1e300), 199 * year);
+  EXPECT_LT(bgexec::seconds(-1e300), -199 * year);
+  EXPECT_EQ(bgexec::seconds(std::numeric_limits<double>::quiet_NaN()), steady_clock::duration::zero());
+  EXPECT_GT(bgexec::seconds(std::numeric_limits<double>::infinity()), 199 * year);
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ expect_usage '--wait is not an option of status' status 1 --wait
 expect_usage '--from is not an option of status' status 1 --from abc
 expect_usage '--time-zone is not an option of submit' submit noop --time-zone Europe/Paris
 expect_usage '--no-overlap is not an option of submit' submit noop --no-overlap
+# an option given twice is refused: one value would win unnoticed
+expect_usage '--queue is given more than once' submit noop --queue a --queue b
+expect_usage '--max-queued is given more than once' configure-queue q --max-queued none --max-queued 5
+expect_usage '--from is given more than once' tail 1 --from 1 --from 2
 expect_usage '--run-after is not an option of schedule' schedule s '0 0 * * *' noop --run-after +1h
 expect_usage '--idempotency-key is not an option of schedule' schedule s '0 0 * * *' noop --idempotency-key k
 expect_usage '--run-after is not an option of stop' stop 1 --run-after +1h
@@ -61,6 +65,9 @@ expect_usage 'duplicate key "b" in the JSON argument at x' resume 4 '{"x": {"b":
 # (it read as nothing: "invalid JSON:")
 expect_usage "invalid JSON: number overflow parsing '1e400'" submit noop '{"a": 1e400}'
 expect_usage "cannot read $E2E_DIR: it is a directory" submit noop @"$E2E_DIR"
+expect_usage "cannot read $E2E_DIR/none.json: No such file or directory" submit noop @"$E2E_DIR/none.json"
+# a read that fails part way is that failure, not "invalid JSON" of nothing
+expect_usage "cannot read /proc/self/mem: Input/output error" submit noop @/proc/self/mem
 # A duration past what an interval literal holds names its option (exit 3, unnamed)
 n70=$(printf '9%.0s' {1..70})
 expect_usage "--timeout: interval field value out of range: \"$n70\"" submit noop --timeout "$n70"

@@ -74,6 +74,10 @@ for cmd in run-schedule pause-schedule resume-schedule unschedule; do
   set +e; "$BGEXEC" $cmd nope 2>"$E2E_DIR/err"; rc=$?; set -e
   ((rc == 4)) || fail "$cmd of no schedule: exit $rc (expected 4)"
   [[ $(cat "$E2E_DIR/err") == "bgexec $cmd: schedule nope not found" ]] || fail "$cmd of no schedule: $(cat "$E2E_DIR/err")"
+  # a NAME that is not UTF-8 is the argument's fault, named (exit 2)
+  set +e; "$BGEXEC" $cmd $'\xff' 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 2)) && [[ $(cat "$E2E_DIR/err") == "bgexec $cmd: NAME: invalid byte sequence for encoding \"UTF8\": 0xff" ]] \
+    || fail "$cmd of a name that is not UTF-8: exit $rc, $(cat "$E2E_DIR/err")"
 done
 
 "$BGEXEC" unschedule hello >/dev/null || fail "unschedule"

@@ -293,6 +293,13 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   assert.equal(whole3.status, 201, whole3.text);
   const wj3 = (await api('GET', `/v1/jobs/${whole3.body.id}`, { token: A })).body;
   assert.deepEqual([wj3.priority, wj3.max_attempts, wj3.timeout], [25, 3, '00:00:02.5']);
+  // an exponent at long long's end: zero is whole (the digit count plus
+  // the exponent overflowed, undefined behaviour)
+  const zero = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","queue":"${uniq('whole')}","priority":0e9223372036854775807,"max_attempts":1.5e-9223372036854775807}` });
+  assert.equal(zero.status, 422, zero.text);
+  assert.match(zero.body.error.message, /^max_attempts must be an integer/);
+  const zero2 = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","queue":"${uniq('whole')}","priority":0e9223372036854775807}` });
+  assert.equal(zero2.status, 201, zero2.text);
   // A fraction a double rounds to a whole number is still a fraction: it
   // was stored as that whole number (priority 1, max_attempts 3).
   for (const raw of ['{"kind":"noop","priority":1.0000000000000001}', '{"kind":"noop","max_attempts":2.9999999999999999}',

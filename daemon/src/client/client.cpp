@@ -28,6 +28,8 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <cerrno>
+#include <cstring>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -157,9 +159,15 @@ std::string json_arg(const std::string& arg) {
       std::error_code ec;
       // (a directory opens, and reads as nothing: "invalid JSON:")
       if (std::filesystem::is_directory(path, ec)) throw Usage("cannot read " + path + ": it is a directory");
-      std::ifstream f(path);
-      if (!f) throw Usage("cannot read " + path);
+      errno = 0;
+      std::ifstream f(path, std::ios::binary);
+      if (!f) throw Usage("cannot read " + path + (errno ? ": " + std::string(std::strerror(errno)) : ""));
+      errno = 0;
       ss << f.rdbuf();
+      // a read that failed part way (EIO, /proc/self/mem's EIO) is that
+      // failure, not the JSON error of what was read before it
+      if (f.bad() || errno == EIO)
+        throw Usage("cannot read " + path + (errno ? ": " + std::string(std::strerror(errno)) : ""));
     }
     text = ss.str();
     // A file saved with a UTF-8 byte order mark (RFC 8259 lets a reader
@@ -885,6 +893,7 @@ asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
 asio::awaitable<int> cmd_unschedule(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("unschedule takes NAME");
   pg::Params p = {a.positional[0]};
+  s.arg_names = {"NAME"};  // (a name that is not UTF-8: its fault, exit 2)
   auto r = co_await s.conn.query("SELECT bgexec.unschedule($1)", p);
   bool deleted = r.get(0, 0) == "t";
   if (s.json_out) std::cout << json{{"name", a.positional[0]}, {"deleted", deleted}}.dump() << std::endl;
@@ -901,6 +910,7 @@ asio::awaitable<int> cmd_pause_schedule(Session& s, const std::string& cmd, cons
   std::string sql = pause ? std::string("SELECT bgexec.pause_schedule($1)::text, NULL")
                           : "SELECT 'true', " + pg::utc_iso("bgexec.resume_schedule($1)");
   pg::Params p = {name};
+  s.arg_names = {"NAME"};
   auto r = co_await s.conn.query(sql, p);
   std::optional<std::string> next = r.get(0, 1);
   bool found = pause ? r.get(0, 0) == "true" : next.has_value();
@@ -924,6 +934,7 @@ asio::awaitable<int> cmd_pause_schedule(Session& s, const std::string& cmd, cons
 asio::awaitable<int> cmd_run_schedule(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("run-schedule takes NAME");
   pg::Params p = {a.positional[0]};
+  s.arg_names = {"NAME"};
   auto r = co_await s.conn.query("SELECT bgexec.run_schedule($1)", p);
   auto id = r.get(0, 0);
   if (!id) {
@@ -982,6 +993,13 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     for (auto& name : given)
       if (name != "--db" && name != "--json" && !takes.count(name)) {
         std::cerr << "bgexec " << cmd << ": " << name << " is not an option of " << cmd << "\n";
+        return usage;
+      }
+    // One value each: of two, one would win unnoticed (submit --queue a
+    // --queue b went to b), as the gateway refuses a repeated parameter.
+    for (auto& [name, values] : parsed.options)
+      if (values.size() > 1) {
+        std::cerr << "bgexec " << cmd << ": " << name << " is given more than once\n";
         return usage;
       }
   }

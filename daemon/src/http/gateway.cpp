@@ -410,6 +410,8 @@ bool whole_number_text(std::string_view t) {
     if (!x.empty() && x[0] == '+') x.remove_prefix(1);
     const auto [end, ec] = std::from_chars(x.data(), x.data() + x.size(), exp);
     if (ec != std::errc{} || end != x.data() + x.size()) return false;  // past long long: no int field's
+    // (a JSON number's text is far shorter: bounded, point's sum below cannot overflow)
+    exp = std::clamp(exp, -1000000LL, 1000000LL);
     t = t.substr(0, e);
   }
   const auto dot = t.find('.');

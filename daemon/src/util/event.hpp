@@ -53,7 +53,13 @@ inline boost::asio::awaitable<void> sleep_for(std::chrono::steady_clock::duratio
   co_await t.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
 }
 
+// Seconds as a steady_clock duration, within +-200 years (NaN: 0): past
+// about 292 years the cast to int64 nanoseconds overflowed, and a job whose
+// timeout a superuser had set to 300 years was timed out as it was claimed.
 inline std::chrono::steady_clock::duration seconds(double s) {
+  constexpr double bound = 200.0 * 365.25 * 86400;
+  if (!(s == s)) s = 0;
+  s = s > bound ? bound : s < -bound ? -bound : s;
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(s));
 }
