@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, psql, claim, appendEvent, finish, sleep, uniq, startGateway, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, sleep, uniq, startGateway, A, B, BASE } from './lib.mjs';
 
 // Headless Chromium on a fresh profile directory per run (Playwright passes
 // it as --user-data-dir); `options` adds context options.
@@ -313,7 +313,7 @@ test('dashboard: schedule form creates, refuses bad input, edits, pauses, resume
   }
 });
 
-test('dashboard: a queue\'s pause and resume buttons; a tenant\'s token is refused and changes nothing', { timeout: 90000 }, async (t) => {
+test('dashboard: a queue\'s pause and resume buttons (a tenant\'s token refused, nothing changed) and its retry failed button (the token\'s own jobs)', { timeout: 90000 }, async (t) => {
   const tokens = `${process.env.BGEXEC_WORK}/${uniq('ui-admin-tokens')}.json`;
   writeFileSync(tokens, JSON.stringify({ 'token-a': 'tenant_a', 'token-admin': 'postgres' }));
   const gw = await startGateway(0, ['--tokens', tokens]);
@@ -360,6 +360,34 @@ test('dashboard: a queue\'s pause and resume buttons; a tenant\'s token is refus
     assert.deepEqual(await msg(`paused ${queue}`), { text: `resumed ${queue}`, error: false });
     assert.equal(await page.textContent(`${row} td:nth-child(2)`), '');
     assert.equal(paused(), 'false');
+
+    // retry failed: the token's failed jobs of the queue queued again, a
+    // batch at a time; another tenant's stay failed
+    const failedQueue = uniq('ui-rq');
+    const ids = [];
+    for (const token of [A, A, B]) {
+      ids.push((await api('POST', '/v1/jobs', { token, body: { kind: 'noop', queue: failedQueue } })).body.id);
+      const c = claim(failedQueue);
+      finish(c.job, c.lease, 'failed', { error: { message: 'broke' } });
+    }
+    const statuses = () => psql(`SELECT string_agg(owner || ':' || status, ' ' ORDER BY id) FROM bgexec.job WHERE queue = '${failedQueue}'`);
+    assert.equal(statuses(), 'tenant_a:failed tenant_a:failed tenant_b:failed');
+    const frow = `#queues tr[data-queue="${failedQueue}"]`;
+    await useToken(A);
+    await page.waitForSelector(`${frow} button[data-act="retry-failed"]`);
+    // no button on a queue without failed or timed-out jobs
+    assert.equal(await page.$(`${row} button[data-act="retry-failed"]`), null);
+    let asked = '';
+    page.once('dialog', (d) => { asked = d.message(); d.dismiss(); });
+    const shown = await page.textContent('#q-msg');
+    await page.click(`${frow} button[data-act="retry-failed"]`);
+    await sleep(300);
+    assert.equal(asked, `Queue the failed and timed-out jobs of ${failedQueue} again?`);
+    assert.equal(statuses(), 'tenant_a:failed tenant_a:failed tenant_b:failed');  // declined: nothing
+    page.once('dialog', (d) => d.accept());
+    await page.click(`${frow} button[data-act="retry-failed"]`);
+    assert.deepEqual(await msg(shown), { text: `queued again 2 of 2 failed or timed-out jobs of ${failedQueue}`, error: false });
+    assert.equal(statuses(), 'tenant_a:queued tenant_a:queued tenant_b:failed');
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });

@@ -159,7 +159,32 @@ async function loadQueues() {
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
     <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td>
     ${unserved(q) ? '<td class="c-workers error" title="no live worker claims from this queue">' : '<td class="c-workers">'}${esc(q.workers ?? '')}</td>
-    <td><button data-act="${q.paused ? 'resume' : 'pause'}">${q.paused ? 'resume' : 'pause'}</button></td></tr>`).join('');
+    <td><button data-act="${q.paused ? 'resume' : 'pause'}">${q.paused ? 'resume' : 'pause'}</button>${q.failed + q.timed_out > 0
+      ? ` <button data-act="retry-failed" title="queue your failed and timed-out jobs of this queue again">retry failed</button>` : ''}</td></tr>`).join('');
+}
+// POST /v1/jobs/retry, batch after batch (next_after): the token's failed
+// and timed-out jobs of the queue queued again (a tenant's own: the counts
+// are every tenant's, so it may be fewer).  A batch the queue's max_queued
+// refuses ends it, the batches before it kept and counted.
+async function retryQueue(name) {
+  if (!confirm(`Queue the failed and timed-out jobs of ${name} again?`)) return;
+  const el = $('#q-msg');
+  let retried = 0, matched = 0, after = 0;
+  try {
+    for (;;) {
+      const r = await api('POST', '/v1/jobs/retry', {queue: name, after});
+      retried += r.retried;
+      matched += r.matched;
+      if (r.next_after == null) break;
+      after = r.next_after;
+    }
+    el.textContent = `queued again ${retried} of ${matched} failed or timed-out jobs of ${name}`;
+    el.className = '';
+  } catch (e) {
+    el.textContent = `retry ${name}: ${e.message}` + (retried ? ` (queued again ${retried} before it)` : '');
+    el.className = 'error';
+  }
+  await loadQueues().catch((e) => say(e.message, true));
 }
 // POST /v1/queues/{name}/pause|resume: an administrator's token may (the
 // server refuses a tenant's, 403, and its message is shown as it came).
@@ -428,7 +453,10 @@ $('#schedule-form').addEventListener('submit', (e) => { e.preventDefault(); save
 $('#s-clear').addEventListener('click', () => { resetScheduleForm(); scheduleMsg(''); });
 $('#queues tbody').addEventListener('click', (e) => {
   const b = e.target.closest('button[data-act]');
-  if (b) queueAction(b.closest('tr').dataset.queue, b.dataset.act);
+  if (!b) return;
+  const name = b.closest('tr').dataset.queue;
+  if (b.dataset.act === 'retry-failed') retryQueue(name);
+  else queueAction(name, b.dataset.act);
 });
 $('#schedules tbody').addEventListener('click', (e) => {
   const b = e.target.closest('button[data-act]');
