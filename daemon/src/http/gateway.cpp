@@ -423,6 +423,24 @@ bool whole_number_text(std::string_view t) {
   return true;
 }
 
+// A request body that must be a JSON object, else the 400 (or 422 for a
+// member nested too deep) saying why.  One level more than the limit: the
+// body object itself, so a payload may nest max_json_depth levels of its
+// own.  Numbers exact: an int field's 1.0000000000000001 is no integer,
+// though a double reads it as 1.
+json body_object(const std::string& text) {
+  auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse, core::Numbers::exact);
+  if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the request body");
+  if (in.error == core::JsonInput::Error::too_deep) {
+    // Unnamed: the limit was hit outside any member, so the body is an array.
+    if (in.field.empty()) throw bad_request("request body must be a JSON object");
+    throw too_deep(in.field);
+  }
+  if (!in) throw bad_request("request body is not valid JSON: " + in.message);
+  if (!in.value.is_object()) throw bad_request("request body must be a JSON object");
+  return std::move(in.value);
+}
+
 // POST /v1/jobs/stop|retry's body: {"queue", "kind", "status", "after",
 // "limit"}, at least one of the first three; the statement's parameters
 // (core::many_sql) and the batch's limit.
@@ -433,15 +451,7 @@ struct Many {
 Many parse_many(const std::string& body_text, bool retry) {
   // (an empty body is an object without fields, as for the routes that take none)
   const std::string text = body_text.find_first_not_of(" \t\r\n") == std::string::npos ? "{}" : body_text;
-  auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse, core::Numbers::exact);
-  if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the request body");
-  if (in.error == core::JsonInput::Error::too_deep) {
-    if (in.field.empty()) throw bad_request("request body must be a JSON object");
-    throw too_deep(in.field);
-  }
-  if (!in) throw bad_request("request body is not valid JSON: " + in.message);
-  const auto& body = in.value;
-  if (!body.is_object()) throw bad_request("request body must be a JSON object");
+  const json body = body_object(text);
   for (auto it = body.begin(); it != body.end(); ++it)
     if (it.key() != "queue" && it.key() != "kind" && it.key() != "status" && it.key() != "after" &&
         it.key() != "limit")
@@ -538,19 +548,7 @@ struct Submit {
 // schedule name, a PUT /v1/schedules/{name} body into one calling
 // bgexec.schedule (cron instead of run_after and idempotency_key).
 Submit build_submit(const std::string& text, const std::optional<std::string>& schedule = std::nullopt) {
-  // One level more than the limit: the body object itself, so payload may
-  // nest max_json_depth levels of its own.  Numbers exact: an int field's
-  // 1.0000000000000001 is no integer, though a double reads it as 1.
-  auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse, core::Numbers::exact);
-  if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the request body");
-  if (in.error == core::JsonInput::Error::too_deep) {
-    // Unnamed: the limit was hit outside any member, so the body is an array.
-    if (in.field.empty()) throw bad_request("request body must be a JSON object");
-    throw too_deep(in.field);
-  }
-  if (!in) throw bad_request("request body is not valid JSON: " + in.message);
-  auto& body = in.value;
-  if (!body.is_object()) throw bad_request("request body must be a JSON object");
+  json body = body_object(text);
   static const std::set<std::string> known = {"kind", "payload", "queue", "priority",
                                               "run_after", "max_attempts", "timeout",
                                               "idempotency_key", "concurrency_key"};
