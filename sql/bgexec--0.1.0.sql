@@ -1166,8 +1166,9 @@ COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
  * queue while the first ran them: two runs at once.  process is the caller
  * as register_worker's info names it ({"host", "pid"}); when the worker row
  * names another process (or none), 55006 and nothing changes.  NULL: not
- * checked (a claim by hand, an older daemon).  worker_id NULL: the shape of
- * process alone (heartbeat).  A missing row is no one
+ * checked (a claim by hand, an older daemon).  holder false: the shape of
+ * process alone (heartbeat; await_claim at max_jobs 0, which claims
+ * nothing).  A missing row is no one
  * else's: heartbeat asks its process to register again. */
 CREATE FUNCTION bgexec._check_process(worker_id text, process jsonb, holder boolean DEFAULT true) RETURNS void
 	LANGUAGE plpgsql VOLATILE

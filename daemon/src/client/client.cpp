@@ -21,15 +21,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <set>
 #include <sstream>
-#include <cerrno>
-#include <cstring>
 #include <string_view>
 #include <system_error>
 #include <utility>
