@@ -86,6 +86,30 @@ test('a queued job with run_after -infinity does not break a scrape', async (t) 
   }
 });
 
+test('a finished job with started_at -infinity does not break a scrape; its duration is left out', { timeout: 30000 }, async (t) => {
+  const gw = await startGateway(0, [], '/');  // its window: from its start
+  try {
+    const queue = uniq('inf-start');
+    const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+    const a = claim(queue); finish(a.job, a.lease, 'completed', { ok: 1 });
+    try {
+      psql(`UPDATE bgexec.job SET started_at = '-infinity' WHERE id = ${r.body.id}`);
+    } catch {
+      t.skip('the job table refuses a non-finite started_at');
+      return;
+    }
+    await sleep(5500);  // past the commit margin
+    const m = await api('GET', '/metrics', { base: gw.url });
+    // (every scrape was 422, "cannot subtract infinite timestamps", while the row was in its window)
+    assert.equal(m.status, 200, m.text);
+    assert.equal(value(m.text, `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`), 1);
+    assert.equal(value(m.text, 'bgexec_job_duration_seconds_count'), 0);
+  } finally {
+    gw.kill();
+    psql(`DELETE FROM bgexec.job WHERE queue LIKE 'inf-start-%'`);
+  }
+});
+
 test('a queue\'s gauges drop to 0 when its last active job ends, rather than vanish', async () => {
   // No bgexec.queue row: the queue is known from its jobs only.
   const queue = uniq('gauge0');

@@ -37,12 +37,14 @@ constexpr const char* commit_margin = "5 seconds";
 // the gateway started (its uptime on the host's clock), so the counters
 // count from there, not from the first scrape.  A
 // run_after of -infinity (runnable since forever) has no age: now() minus it
-// raises 22008 and would fail every scrape, so the oldest age skips it.
+// raises 22008 and would fail every scrape, so the oldest age skips it; so
+// does a job's duration skip an infinite started_at (a row written past the
+// functions: every scrape was 422 until it was mended).
 const char* metrics_sql = R"SQL(
 WITH w AS (SELECT now() - $2::interval AS cur),
 fin AS (
   SELECT j.queue, j.status::text AS status, j.attempt, j.error->>'reason' AS reason,
-         extract(epoch FROM j.finished_at - j.started_at)::float8 AS s
+         CASE WHEN isfinite(j.started_at) THEN extract(epoch FROM j.finished_at - j.started_at)::float8 END AS s
     FROM bgexec.job j, w
    WHERE j.finished_at > coalesce($1::timestamptz, now() - $3::interval) AND j.finished_at <= w.cur),
 active AS (
