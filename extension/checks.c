@@ -145,10 +145,20 @@ bgexec_job_valid(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(8))
 	{
 		Interval	zero = {0};
+		Interval   *t = PG_GETARG_INTERVAL_P(8);
 
 		if (!DatumGetBool(DirectFunctionCall2(interval_gt, PG_GETARG_DATUM(8),
 											  IntervalPGetDatum(&zero))))
 			violated("job_timeout_positive", "timeout must be positive");
+		/*
+		 * Each part within 100 years, as submit's _interval_within bounds it:
+		 * claim adds it to now() part by part, and a row written past the
+		 * functions with '1000000 years' made every claim of its queue fail
+		 * (22008, timestamp out of range).
+		 */
+		if (t->month > 1200 || t->month < -1200 || t->day > 36500 || t->day < -36500 ||
+			t->time > INT64CONST(36500) * USECS_PER_DAY || t->time < -INT64CONST(36500) * USECS_PER_DAY)
+			violated("job_timeout_positive", "timeout must be positive, each of its parts at most 100 years");
 	}
 
 	PG_RETURN_BOOL(true);

@@ -253,7 +253,8 @@ CREATE TABLE bgexec.job (
 	--   job_kind_valid     kind: 1 to 128 of [A-Za-z0-9_.:-]
 	--   job_queue_valid    queue: 1 to 63 of [A-Za-z0-9_.:-]
 	--   job_attempts_valid max_attempts >= 1 AND attempt >= 0
-	--   job_timeout_positive  timeout IS NULL OR timeout > interval '0'
+	--   job_timeout_positive  timeout IS NULL OR timeout > interval '0', each
+	--     of its parts (months, days, time) within 100 years
 	--   job_running_has_lease (invariant 2) a running job holds exactly one
 	--     lease: (status = 'running') = (lease IS NOT NULL), and lease,
 	--     lease_owner and lease_expires_at are all set or all NULL

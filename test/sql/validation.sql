@@ -64,7 +64,13 @@ SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.job (kind, owner, status, lea
 	('max_attempts 0',           $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL$$),
 	('timeout 0',                $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '0 s'$$),
 	('timeout -1 s',             $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '-1 s'$$),
-	('timeout 1 mon -31 days',   $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '1 mon -31 days'$$)) AS c(t, v);
+	('timeout 1 mon -31 days',   $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '1 mon -31 days'$$),
+	-- each part at most 100 years: claim adds it to now() (22008 past the
+	-- end of time, for every claim of its queue)
+	('timeout 1000000 years',    $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '1000000 years'$$),
+	('timeout 36501 days',       $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '36501 days'$$),
+	('timeout 876025 hours',     $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '876025 hours'$$),
+	('timeout 100 years',        $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '100 years'$$)) AS c(t, v);
 -- the terminal statuses, and only they, carry finished_at: every status both ways
 SELECT s, (pg_temp.rule(format($f$INSERT INTO bgexec.job (kind, owner, status, finished_at, result, lease, lease_owner, lease_expires_at)
                                  VALUES ('noop', 'x', %L, %s, '{}', %s)$f$, s,
