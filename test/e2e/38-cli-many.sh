@@ -63,6 +63,24 @@ set +e; "$BGEXEC" retry --queue big --status cancelled >"$E2E_DIR/out" 2>"$E2E_D
 [[ $(sql "SELECT count(*) FILTER (WHERE status = 'queued') || ' ' || (max(id) FILTER (WHERE status = 'queued') = min(id) + 499) FROM bgexec.job WHERE queue = 'big'") == "500 true" ]] \
   || fail "after the refused batch: $(sql "SELECT status, count(*), min(id), max(id) FROM bgexec.job WHERE queue = 'big' GROUP BY 1")"
 
+# Two retries over the same capped queues at once (by kind: each batch
+# spans both queues) take the queues' admission locks in one order, so
+# neither deadlocks: in id order, each took them as its jobs came, and one
+# died with 40P01 in every round.
+sql "SELECT bgexec.configure_queue('da', max_queued => 100000), bgexec.configure_queue('db', max_queued => 100000)" >/dev/null
+for round in 1 2 3; do
+  sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', k, 'queue', q))
+         FROM (VALUES ('k1-$round', 'da'), ('k2-$round', 'db'), ('k1-$round', 'db'), ('k2-$round', 'da')) v(k, q),
+              generate_series(1, 200)))" >/dev/null
+  "$BGEXEC" stop --queue da >/dev/null && "$BGEXEC" stop --queue db >/dev/null || fail "stop da, db"
+  "$BGEXEC" retry --kind "k1-$round" --status cancelled >"$E2E_DIR/r1" 2>&1 & r1=$!
+  "$BGEXEC" retry --kind "k2-$round" --status cancelled >"$E2E_DIR/r2" 2>&1 & r2=$!
+  wait "$r1" || fail "round $round: retry --kind k1: $(cat "$E2E_DIR/r1")"
+  wait "$r2" || fail "round $round: retry --kind k2: $(cat "$E2E_DIR/r2")"
+  [[ $(cat "$E2E_DIR/r1") == "queued again: 400 of 400 matching jobs" && $(cat "$E2E_DIR/r2") == "queued again: 400 of 400 matching jobs" ]] \
+    || fail "round $round: $(cat "$E2E_DIR/r1") / $(cat "$E2E_DIR/r2")"
+done
+
 # Bad filters: named, nothing changes.
 before=$(sql "SELECT string_agg(id || status::text, ',' ORDER BY id) FROM bgexec.job")
 expect() {  # expect MESSAGE ARGS...: exit 2, the message on stderr, nothing on stdout
