@@ -428,7 +428,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
   }
 }
 
-// An option's last value, if given and not empty.
+// An option's value, if given and not empty (given at most once: run() refuses two).
 std::optional<std::string> option(const core::ParsedArgs& a, const std::string& k) {
   auto it = a.options.find(k);
   if (it == a.options.end() || it->second.empty()) return std::nullopt;

@@ -423,6 +423,34 @@ bool whole_number_text(std::string_view t) {
   return true;
 }
 
+// A JSON number that is a whole number (2, 2.0, 1e3; a raw number by its
+// text; 1e20, which JavaScript writes as 100000000000000000000, arrives as a
+// double): `whole`, and its value when it lies in [min, max].  Not whole
+// (1.5, a string): `whole` false.
+struct WholeNumber {
+  bool whole = false;
+  std::optional<std::int64_t> value;  // none: whole, but out of [min, max]
+};
+WholeNumber whole_number(const json& v, std::int64_t min, std::int64_t max) {
+  const bool raw = core::is_raw_number(v);
+  const auto d = core::number_of(v);
+  WholeNumber w;
+  w.whole = raw ? whole_number_text(core::raw_number_text(v))
+                : v.is_number_integer() || (v.is_number_float() && d && std::isfinite(*d) && std::trunc(*d) == *d);
+  if (!w.whole) return w;
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) &&
+        static_cast<std::int64_t>(u) >= min && static_cast<std::int64_t>(u) <= max)
+      w.value = static_cast<std::int64_t>(u);
+  } else if (v.is_number_integer()) {
+    if (v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max) w.value = v.get<std::int64_t>();
+  } else if (d && *d >= static_cast<double>(min) && *d <= static_cast<double>(max) && *d < 0x1p63) {
+    w.value = static_cast<std::int64_t>(*d);  // a double, or a raw number (1e400: none)
+  }
+  return w;
+}
+
 // A request body that must be a JSON object, else the 400 (or 422 for a
 // member nested too deep) saying why.  One level more than the limit: the
 // body object itself, so a payload may nest max_json_depth levels of its
@@ -466,27 +494,12 @@ Many parse_many(const std::string& body_text, bool retry) {
   // A whole number (2, 2.0, 1e2) from lo to hi, as submit's int fields.
   auto integer = [&](const char* f, std::int64_t lo, std::int64_t hi, std::int64_t dflt) -> std::int64_t {
     if (!body.contains(f) || body[f].is_null()) return dflt;
-    const auto& v = body[f];
     const std::string range = std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
                               std::to_string(hi);
-    const bool raw = core::is_raw_number(v);
-    const auto d = core::number_of(v);
-    const bool whole = raw ? whole_number_text(core::raw_number_text(v))
-                           : v.is_number_integer() || (v.is_number_float() && d && std::isfinite(*d) && std::trunc(*d) == *d);
-    if (!whole) throw invalid(range);
-    const auto out_of_range = [&] { return http_error(bhttp::status::unprocessable_entity, "22003", range); };
-    if (v.is_number_unsigned()) {
-      const auto u = v.get<std::uint64_t>();
-      if (u > static_cast<std::uint64_t>(hi) || static_cast<std::int64_t>(u) < lo) throw out_of_range();
-      return static_cast<std::int64_t>(v.get<std::uint64_t>());
-    }
-    if (v.is_number_integer()) {
-      if (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) throw out_of_range();
-      return v.get<std::int64_t>();
-    }
-    // a double, or a raw number (1e400: none), checked as a double
-    if (!d || !(*d >= static_cast<double>(lo) && *d <= static_cast<double>(hi))) throw out_of_range();
-    return static_cast<std::int64_t>(*d);
+    const auto w = whole_number(body[f], lo, hi);
+    if (!w.whole) throw invalid(range);
+    if (!w.value) throw http_error(bhttp::status::unprocessable_entity, "22003", range);
+    return *w.value;
   };
   Many m;
   auto queue = str("queue"), kind = str("kind");
@@ -581,22 +594,14 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   // a value under it but in an int's range is left to the database's check).
   auto integer = [&](const char* f, std::int32_t lo) -> std::optional<std::string> {
     if (!body.contains(f) || body[f].is_null()) return std::nullopt;
-    const auto& v = body[f];
-    // A raw number (core::Numbers::exact) is whole by its text, then read as a double.
-    const bool raw = core::is_raw_number(v);
-    const double d = raw ? core::number_of(v).value_or(0.5) : v.is_number() ? v.get<double>() : 0.5;
-    if (raw ? !whole_number_text(core::raw_number_text(v))
-            : !v.is_number_integer() && !(v.is_number_float() && std::isfinite(d) && std::trunc(d) == d))
-      throw invalid(std::string(f) + " must be an integer");
     constexpr auto min = std::numeric_limits<std::int32_t>::min(), max = std::numeric_limits<std::int32_t>::max();
-    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
-                      : v.is_number_integer() ? v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max
-                                              : d >= min && d <= max;
-    if (!fits)
+    const auto w = whole_number(body[f], min, max);
+    if (!w.whole) throw invalid(std::string(f) + " must be an integer");
+    if (!w.value)
       throw http_error(bhttp::status::unprocessable_entity, "22003",
                        std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
                            std::to_string(max));
-    return v.is_number_float() || raw ? std::to_string(static_cast<std::int64_t>(d)) : v.dump();
+    return std::to_string(*w.value);
   };
   if (schedule) {
     arg("name", *schedule, "?::text");
