@@ -62,6 +62,7 @@
 #include "common/hashfn.h"
 #include "common/int.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "pgstat.h"
@@ -770,10 +771,13 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	bool		nulls[2] = {false, false};
 	bool		xmin_checked = false;
 
-	if (PG_ARGISNULL(0) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)) == 0)
+	/* As register_worker, claim and heartbeat bound it. */
+	if (PG_ARGISNULL(0) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)) == 0 ||
+		pg_mbstrlen_with_len(VARDATA_ANY(PG_GETARG_TEXT_PP(0)),
+							 VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0))) > 200)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("worker_id must not be empty")));
+				 errmsg("worker_id must be 1-200 characters")));
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

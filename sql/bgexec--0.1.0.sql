@@ -1148,8 +1148,8 @@ CREATE FUNCTION bgexec.deregister_worker(worker_id text) RETURNS void
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
-	IF worker_id IS NULL OR worker_id = '' THEN
-		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
+		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	UPDATE bgexec.worker SET stopped_at = now() WHERE id = worker_id;
 END
@@ -1260,8 +1260,8 @@ DECLARE
 	-- a job submitted since is due after that transaction's start.
 	v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-	IF worker_id IS NULL OR worker_id = '' THEN
-		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
+		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	-- Bounded: the capped path's candidate scan reads max_jobs * 4 + 100 rows.
 	IF max_jobs IS NULL OR max_jobs NOT BETWEEN 1 AND 10000 THEN
@@ -1522,8 +1522,8 @@ DECLARE
 	v_seq int;
 	v_err jsonb;
 BEGIN
-	IF worker_id IS NULL OR worker_id = '' THEN
-		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
+		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	IF after_lease IS NULL THEN
 		RAISE EXCEPTION 'after_lease must not be null'
@@ -1607,8 +1607,8 @@ DECLARE
 	v_registered boolean;
 BEGIN
 	-- Not a register row for an id register_worker refuses.
-	IF worker_id IS NULL OR worker_id = '' THEN
-		RAISE EXCEPTION 'worker_id must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
+		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
 	PERFORM bgexec._check_process(NULL, process, false);  -- its shape only

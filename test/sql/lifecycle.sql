@@ -118,6 +118,12 @@ SELECT bgexec.register_worker('w1', '{default}', 4, '{"host": {"a": 1}}');
 -- an id register_worker refuses; deregister did nothing)
 SELECT * FROM bgexec.heartbeat('', '{}');
 SELECT * FROM bgexec.heartbeat(NULL, '{1}');
+-- nor one longer than register_worker takes, counted in characters (claim
+-- stored it in each job's lease_owner, at any length)
+SELECT * FROM bgexec.heartbeat(repeat('w', 201), '{}');
+SELECT * FROM bgexec.claim('', '{default}', 1);
+SELECT * FROM bgexec.claim(repeat('é', 201), '{nosuch}', 1);
+SELECT count(*) FROM bgexec.claim(repeat('é', 200), '{nosuch}', 1);
 SELECT bgexec.deregister_worker('');
 -- a null or absent pid is no pid
 SELECT bgexec.register_worker('w2', '{default}', 1, '{"pid": null}'), bgexec.register_worker('w3', '{default}', 1);

@@ -6,6 +6,7 @@
 -- bad input: 22023 naming the field (and nothing registered)
 SELECT * FROM try($$SELECT bgexec.await_work('', '{wq}', 1, '0')$$);
 SELECT * FROM try($$SELECT bgexec.await_work(NULL, '{wq}', 1, '0')$$);
+SELECT * FROM try($$SELECT bgexec.await_work(repeat('é', 201), '{wq}', 1, '0')$$);
 SELECT * FROM try($$SELECT bgexec.await_work('ww', NULL, 1, '0')$$);
 SELECT * FROM try($$SELECT bgexec.await_work('ww', '{{wq}}', 1, '0')$$);
 SELECT * FROM try($$SELECT bgexec.await_work('ww', '{wq}', -1, '0')$$);
