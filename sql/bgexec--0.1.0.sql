@@ -206,10 +206,22 @@ CREATE TABLE bgexec.queue (
 	max_running_per_key  int,
 	retry_base           interval NOT NULL DEFAULT '1 second',
 	retry_cap            interval NOT NULL DEFAULT '10 minutes',
+	-- At most rate_limit claims per rate_period, fleet-wide: a token bucket
+	-- of rate_limit tokens, refilled at rate_limit per rate_period.
+	-- rate_tokens as of rate_at (NULL: full) is claim's, under the queue's
+	-- claim lock.
+	rate_limit           int,
+	rate_period          interval NOT NULL DEFAULT '1 second',
+	rate_tokens          float8,
+	rate_at              timestamptz,
 	CONSTRAINT queue_name_valid CHECK (bgexec._valid_name(name, 63)),
 	CONSTRAINT queue_caps_positive CHECK (
 		coalesce(max_queued, 1) >= 0 AND coalesce(max_running, 1) >= 0
-		AND coalesce(max_running_per_key, 1) >= 0),
+		AND coalesce(max_running_per_key, 1) >= 0 AND coalesce(rate_limit, 1) >= 0),
+	-- at least a millisecond (no part negative, as below), at most a day
+	CONSTRAINT queue_rate_sane CHECK (
+		rate_period >= interval '1 millisecond' AND bgexec._interval_positive(rate_period)
+		AND bgexec._interval_within(rate_period, interval '1 day')),
 	-- the backoff adds at most retry_cap to now()
 	-- (no part negative: '1 mon -29 days' compares as a day, yet added to
 	-- 31 January it ends on 30 January, and the backoff is computed with it)
@@ -1255,6 +1267,12 @@ DECLARE
 	v_caps jsonb := '{}';
 	v_c record;
 	v_k text;
+	-- Rate-limited queues: tokens left (as of their rate_at), those this
+	-- claim drew on, those with candidates the limit held back.
+	v_tokens jsonb := '{}';
+	v_tok float8;
+	v_drawn text[] := '{}';
+	v_held text[] := '{}';
 	-- The claim's time, read once.  Not now(): await_claim claims in the
 	-- transaction that waited for the wake, begun up to its timeout ago, and
 	-- a job submitted since is due after that transaction's start.
@@ -1291,7 +1309,8 @@ BEGIN
 	SELECT coalesce(array_agg(DISTINCT qn) FILTER (WHERE NOT coalesce(q.paused, false)), '{}'),
 	       coalesce(array_agg(DISTINCT qn ORDER BY qn)
 	                FILTER (WHERE NOT coalesce(q.paused, false)
-	                        AND (q.max_running IS NOT NULL OR q.max_running_per_key IS NOT NULL)), '{}')
+	                        AND (q.max_running IS NOT NULL OR q.max_running_per_key IS NOT NULL
+	                             OR q.rate_limit IS NOT NULL)), '{}')
 	  INTO v_active, v_capped
 	  FROM unnest(claim.queues) AS qn
 	  LEFT JOIN bgexec.queue q ON q.name = qn;
@@ -1326,13 +1345,25 @@ BEGIN
 		-- committed while we waited for the lock.
 		FOR v_q IN
 			SELECT q.name, q.max_running, q.max_running_per_key,
-			       (SELECT count(*) FROM bgexec.job r
-			         WHERE r.queue = q.name AND r.status = 'running')::int AS running
+			       CASE WHEN q.max_running IS NOT NULL OR q.max_running_per_key IS NOT NULL THEN
+			            (SELECT count(*) FROM bgexec.job r
+			              WHERE r.queue = q.name AND r.status = 'running')::int END AS running,
+			       -- The bucket refilled up to now (the later of the claim's
+			       -- clock and the last claim's: the clock was read before
+			       -- the lock), full at rate_limit.
+			       CASE WHEN q.rate_limit IS NOT NULL THEN
+			            least(q.rate_limit::float8,
+			                  coalesce(q.rate_tokens, q.rate_limit::float8)
+			                  + q.rate_limit * greatest(0, extract(epoch FROM v_now - coalesce(q.rate_at, v_now))::float8)
+			                    / extract(epoch FROM q.rate_period)::float8) END AS tokens
 			  FROM bgexec.queue q WHERE q.name = ANY (v_capped)
 		LOOP
 			v_caps := v_caps || jsonb_build_object(v_q.name, jsonb_build_object(
 				'max_running', v_q.max_running, 'per_key', v_q.max_running_per_key));
-			v_queue_counts := v_queue_counts || jsonb_build_object(v_q.name, v_q.running);
+			v_queue_counts := v_queue_counts || jsonb_build_object(v_q.name, coalesce(v_q.running, 0));
+			IF v_q.tokens IS NOT NULL THEN
+				v_tokens := v_tokens || jsonb_build_object(v_q.name, v_q.tokens);
+			END IF;
 		END LOOP;
 		FOR v_q IN
 			SELECT r.queue, r.concurrency_key, count(*)::int AS n FROM bgexec.job r
@@ -1361,6 +1392,13 @@ BEGIN
 				v_running := (v_queue_counts->>v_c.q)::int;
 				v_budget := (v_caps->v_c.q->>'max_running')::int;
 				CONTINUE WHEN v_budget IS NOT NULL AND v_running >= v_budget;
+				-- Not a whole token left: held back, and counted, so that a
+				-- waiting worker is woken when the next one is (below).
+				v_tok := (v_tokens->>v_c.q)::float8;
+				IF v_tok < 1 THEN
+					v_held := v_held || v_c.q;
+					CONTINUE;
+				END IF;
 				IF v_c.k IS NOT NULL AND v_caps->v_c.q->>'per_key' IS NOT NULL THEN
 					v_k := v_c.q || E'\x1f' || v_c.k;
 					CONTINUE WHEN coalesce((v_key_counts->>v_k)::int, 0)
@@ -1369,10 +1407,42 @@ BEGIN
 						|| jsonb_build_object(v_k, coalesce((v_key_counts->>v_k)::int, 0) + 1);
 				END IF;
 				v_queue_counts := v_queue_counts || jsonb_build_object(v_c.q, v_running + 1);
+				IF v_tok IS NOT NULL THEN
+					v_tokens := v_tokens || jsonb_build_object(v_c.q, v_tok - 1);
+					v_drawn := v_drawn || v_c.q;
+				END IF;
 			END IF;
 			v_ids := v_ids || v_c.id;
 			EXIT WHEN cardinality(v_ids) >= max_jobs;
 		END LOOP;
+
+		-- The rate-limited queues' buckets as this claim leaves them (a
+		-- queue whose bucket was not drawn on is not written: the same
+		-- tokens follow from its row), under the claim lock, visible to
+		-- the next claimer once this claim commits.  A queue with jobs held
+		-- back wakes one waiting worker when its next token is due
+		-- (_jobs_due; never at a rate_limit of 0): one, since one token is
+		-- what it will find (a wake per held job would wake them all, and
+		-- all but one would find nothing).
+		IF v_tokens <> '{}' THEN
+			UPDATE bgexec.queue q
+			   SET rate_tokens = t.value::float8,
+			       rate_at = greatest(v_now, coalesce(q.rate_at, v_now))
+			  FROM jsonb_each_text(v_tokens) t
+			 WHERE q.name = t.key AND t.key = ANY (v_drawn);
+			-- (rate_at is now the time the tokens are counted at, drawn on
+			-- or not.)
+			FOR v_q IN
+				SELECT q.name, q.rate_at, q.rate_limit, q.rate_period, (v_tokens->>q.name)::float8 AS tokens
+				  FROM bgexec.queue q
+				 WHERE q.name = ANY (v_held) AND q.rate_limit > 0
+			LOOP
+				PERFORM bgexec._jobs_due(v_q.name,
+					greatest(v_now, coalesce(v_q.rate_at, v_now))
+					+ v_q.rate_period * ((1 - v_q.tokens) / v_q.rate_limit) + interval '1 microsecond',
+					1);
+			END LOOP;
+		END IF;
 	END IF;
 
 	IF cardinality(v_ids) = 0 THEN
@@ -2923,7 +2993,8 @@ COMMENT ON FUNCTION bgexec._recount() IS
 CREATE FUNCTION bgexec.configure_queue(
 	name text, paused boolean DEFAULT NULL, max_queued int DEFAULT NULL,
 	max_running int DEFAULT NULL, max_running_per_key int DEFAULT NULL,
-	retry_base interval DEFAULT NULL, retry_cap interval DEFAULT NULL)
+	retry_base interval DEFAULT NULL, retry_cap interval DEFAULT NULL,
+	rate_limit int DEFAULT NULL, rate_period interval DEFAULT NULL)
 	RETURNS bgexec.queue
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -2949,25 +3020,37 @@ BEGIN
 	       max_running_per_key = CASE WHEN configure_queue.max_running_per_key < 0 THEN NULL
 	                          ELSE coalesce(configure_queue.max_running_per_key, x.max_running_per_key) END,
 	       retry_base = coalesce(configure_queue.retry_base, x.retry_base),
-	       retry_cap = coalesce(configure_queue.retry_cap, x.retry_cap)
+	       retry_cap = coalesce(configure_queue.retry_cap, x.retry_cap),
+	       rate_limit = CASE WHEN configure_queue.rate_limit < 0 THEN NULL
+	                         ELSE coalesce(configure_queue.rate_limit, x.rate_limit) END,
+	       rate_period = coalesce(configure_queue.rate_period, x.rate_period),
+	       -- A limit removed forgets its bucket; a new one starts full.  A
+	       -- changed limit or period keeps the tokens left (claim reads
+	       -- them capped at the limit).
+	       rate_tokens = CASE WHEN configure_queue.rate_limit < 0 THEN NULL ELSE x.rate_tokens END,
+	       rate_at = CASE WHEN configure_queue.rate_limit < 0 THEN NULL ELSE x.rate_at END
 	 WHERE x.name = configure_queue.name
 	RETURNING x.* INTO q;
-	-- Unpaused, or a running cap raised or removed: its queued jobs may be
-	-- claimable now, and nothing else would say so; wake every waiting
-	-- worker of the queue.  Nothing else a call changes makes a job
-	-- claimable (max_queued and the backoff concern submits and retries).
+	-- Unpaused, or a running cap or the rate limit raised or removed (or
+	-- its period shortened): its queued jobs may be claimable now, and
+	-- nothing else would say so; wake every waiting worker of the queue.
+	-- Nothing else a call changes makes a job claimable (max_queued and the
+	-- backoff concern submits and retries).
 	IF NOT q.paused
 	   AND (o.paused
 	        OR (o.max_running IS NOT NULL
 	            AND (q.max_running IS NULL OR q.max_running > o.max_running))
 	        OR (o.max_running_per_key IS NOT NULL
-	            AND (q.max_running_per_key IS NULL OR q.max_running_per_key > o.max_running_per_key))) THEN
+	            AND (q.max_running_per_key IS NULL OR q.max_running_per_key > o.max_running_per_key))
+	        OR (o.rate_limit IS NOT NULL
+	            AND (q.rate_limit IS NULL OR q.rate_limit > o.rate_limit
+	                 OR q.rate_period < o.rate_period))) THEN
 		PERFORM bgexec._jobs_ready(q.name, 2147483647);
 	END IF;
 	RETURN q;
 END
 $$;
-COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interval, interval) IS
+COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interval, interval, int, interval) IS
 	'creates or changes a queue''s settings (NULL keeps a setting; a negative cap removes it); administrators only';
 
 /* ---------------------------------------------------------------- views */
@@ -3025,7 +3108,8 @@ CREATE VIEW bgexec.queue_stats AS
 	       coalesce(f.timed_out, 0) AS timed_out,
 	       qd.oldest_queued_age,
 	       q.max_queued, q.max_running, q.max_running_per_key,
-	       coalesce(cl.workers, 0) AS workers
+	       coalesce(cl.workers, 0) AS workers,
+	       q.rate_limit, CASE WHEN q.rate_limit IS NOT NULL THEN q.rate_period END AS rate_period
 	  FROM names n
 	  LEFT JOIN bgexec.queue q ON q.name = n.name
 	  LEFT JOIN fin f ON f.queue = n.name

@@ -44,7 +44,7 @@ Commands:
   pause-queue NAME       stop workers claiming a queue's jobs (administrators)
   resume-queue NAME      let workers claim a paused queue's jobs again
   configure-queue NAME [--max-queued N|none] [--max-running N|none] [...]
-                         set a queue's caps and retry backoff (administrators)
+                         set a queue's caps, rate limit and retry backoff (administrators)
   workers [--all]        the live workers (--all: every one registered) and their jobs in flight
   schedule NAME CRON KIND [JSON|@FILE] [options]
                          create or replace a recurring job (cron; --time-zone, UTC by default)

@@ -22,7 +22,8 @@ test('queues: an administrator pauses and resumes a queue; a tenant is refused',
   const paused = await admin('POST', `/v1/queues/${queue}/pause`);
   assert.equal(paused.status, 200, paused.text);
   assert.deepEqual(paused.body, { name: queue, paused: true, max_queued: null, max_running: null,
-    max_running_per_key: null, retry_base: '00:00:01', retry_cap: '00:10:00' });
+    max_running_per_key: null, retry_base: '00:00:01', retry_cap: '00:10:00', rate_limit: null,
+    rate_period: null });
   // paused: the queue's job is not claimed, and GET /v1/queues says so
   assert.equal(psql(`SELECT count(*) FROM bgexec.claim('http-q', '{${queue}}', 1)`), '0');
   const listed = (await tenant('GET', '/v1/queues')).body.queues.find((q) => q.queue === queue);

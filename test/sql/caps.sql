@@ -66,3 +66,51 @@ SELECT bgexec.configure_queue('q2', retry_cap => '4000000 mons -119999000 days')
 -- added to a date by the calendar: from 31 January it ended on 30 January)
 SELECT bgexec.configure_queue('q2', retry_cap => '1 mon -29 days');
 SELECT bgexec.configure_queue('q2', retry_base => '-1 mon +31 days 1 second', retry_cap => '2 days');
+-- rate_limit: at most rate_limit claims per rate_period, a bucket of
+-- rate_limit tokens that refills at that rate.  The time passed is written
+-- into the bucket's row (rate_at moved back) rather than waited for.
+SELECT name, rate_limit, rate_period FROM bgexec.configure_queue('rateq', rate_limit => 3, rate_period => '1 hour');
+SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'rateq') FROM generate_series(1, 10)) s;
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+SELECT rate_tokens FROM bgexec.queue WHERE name = 'rateq';
+-- twenty minutes is one token
+UPDATE bgexec.queue SET rate_at = rate_at - interval '20 minutes' WHERE name = 'rateq';
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+-- a day refills the bucket to its size, no more
+UPDATE bgexec.queue SET rate_at = rate_at - interval '1 day' WHERE name = 'rateq';
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 2);
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+SELECT queue, queued, running, rate_limit, rate_period FROM bgexec.queue_stats WHERE queue = 'rateq';
+-- a job a running cap holds back spends no token: at max_running (7
+-- running) nothing is claimed, and once the cap is gone the bucket is full
+SELECT (bgexec.configure_queue('rateq', max_running => 7)).name;
+UPDATE bgexec.queue SET rate_at = rate_at - interval '1 day' WHERE name = 'rateq';
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+SELECT (bgexec.configure_queue('rateq', max_running => -1)).name;
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+-- a limit of 0 starts nothing; removing the limit forgets the bucket
+SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'rateq') FROM generate_series(1, 3)) s;
+SELECT name, rate_limit FROM bgexec.configure_queue('rateq', rate_limit => 0);
+UPDATE bgexec.queue SET rate_at = rate_at - interval '1 day' WHERE name = 'rateq';
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+SELECT name, rate_limit, rate_tokens, rate_at FROM bgexec.configure_queue('rateq', rate_limit => -1);
+SELECT count(*) FROM bgexec.claim('w', '{rateq}', 10);
+-- a job held back by the limit wakes a waiting worker when the next token
+-- is due, not at its poll: one token per 300 ms, the bucket spent, and the
+-- worker's wait (5 s) ends at the token
+SELECT (bgexec.configure_queue('rateq', rate_limit => 1, rate_period => '300 ms')).name;
+SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'rateq') FROM generate_series(1, 3)) s;
+SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
+SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
+SELECT clock_timestamp() AS t0 \gset
+SELECT jobs FROM bgexec.await_work('rw', '{rateq}', 10, '5 s');
+SELECT clock_timestamp() - :'t0' < interval '4 s' AS woken_at_the_token;
+SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
+-- negative: a period under a millisecond or over a day, or with a negative
+-- part (23514, the table's queue_rate_sane); nothing changed
+SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '0')$$);
+SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '2 days')$$);
+SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '1 day -1 hour')$$);
+SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '1 mon')$$);
+SELECT rate_limit, rate_period FROM bgexec.queue WHERE name = 'rateq';

@@ -59,7 +59,8 @@ const std::map<std::string, std::set<std::string>> command_options = {
     {"pause-queue", {}},
     {"resume-queue", {}},
     {"configure-queue",
-     {"--max-queued", "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap"}},
+     {"--max-queued", "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
+      "--rate-period"}},
     {"workers", {"--all"}},
     {"schedule",
      {"--queue", "--priority", "--max-attempts", "--timeout", "--concurrency-key", "--time-zone", "--no-overlap"}},
@@ -86,6 +87,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume-queue NAME
   bgexec configure-queue NAME [--max-queued N|none] [--max-running N|none]
                   [--max-running-per-key N|none] [--retry-base DUR] [--retry-cap DUR]
+                  [--rate-limit N|none] [--rate-period DUR]
   bgexec workers [--all]
   bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
                   [--max-attempts N] [--timeout DUR] [--concurrency-key K]
@@ -106,7 +108,8 @@ transactions of 500 jobs, and print how many: stop on queued, suspended
 and running jobs by default, retry on failed and timed_out ones (name
 cancelled in --status to re-run cancelled jobs too).  pause-queue stops workers claiming a
 queue's jobs (submits still queue them), resume-queue lets them claim again,
-configure-queue sets its caps and retry backoff (none removes a cap); each
+configure-queue sets its caps, rate limit (at most N jobs started per
+--rate-period, default 1s) and retry backoff (none removes a cap); each
 prints the queue's settings, and needs an administrator (configure_queue is
 not granted to bgexec_client).  workers lists the live workers (--all:
 the stopped and silent ones too) with their jobs in flight.  tail exits after a terminal or
@@ -784,7 +787,8 @@ asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
     co_return ok;
   }
   print_table(rows, {"queue", "paused", "queued", "running", "suspended", "completed", "failed", "cancelled",
-                    "timed_out", "oldest_queued_age", "max_queued", "max_running", "max_running_per_key", "workers"});
+                    "timed_out", "oldest_queued_age", "max_queued", "max_running", "max_running_per_key", "workers",
+                    "rate_limit", "rate_period"});
   co_return ok;
 }
 
@@ -812,12 +816,16 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
   std::optional<std::string> paused;
   if (cmd == "pause-queue") paused = "true";
   if (cmd == "resume-queue") paused = "false";
-  s.arg_names = {"NAME", cmd, "--max-queued", "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap"};
-  pg::Params p = {a.positional[0], paused, cap("--max-queued"), cap("--max-running"), cap("--max-running-per-key"),
-                  duration("--retry-base"), duration("--retry-cap")};
+  s.arg_names = {"NAME",        cmd,          "--max-queued", "--max-running", "--max-running-per-key",
+                 "--retry-base", "--retry-cap", "--rate-limit", "--rate-period"};
+  pg::Params p = {a.positional[0],         paused,
+                  cap("--max-queued"),     cap("--max-running"),
+                  cap("--max-running-per-key"), duration("--retry-base"),
+                  duration("--retry-cap"), cap("--rate-limit"),
+                  duration("--rate-period")};
   if (cmd == "configure-queue" && std::all_of(p.begin() + 2, p.end(), [](auto& v) { return !v; }))
     throw Usage("configure-queue takes NAME and at least one of --max-queued, --max-running, "
-                "--max-running-per-key, --retry-base, --retry-cap");
+                "--max-running-per-key, --retry-base, --retry-cap, --rate-limit, --rate-period");
   // known: whether the queue had settings or jobs before the call.  The
   // subquery reads the statement's snapshot, taken before configure_queue
   // ran, so its own insert is not seen.  A name no job uses is most often
@@ -826,9 +834,11 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
   // before its first job is legitimate.
   auto r = co_await s.conn.query(
       "SELECT q.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key,"
-      " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap,"
+      " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap, q.rate_limit,"
+      " CASE WHEN q.rate_limit IS NOT NULL THEN q.rate_period::text END AS rate_period,"
       " EXISTS (SELECT 1 FROM bgexec.queue_stats k WHERE k.queue = $1) AS known"
-      " FROM bgexec.configure_queue($1, $2::boolean, $3::int, $4::int, $5::int, $6::interval, $7::interval) q",
+      " FROM bgexec.configure_queue($1, $2::boolean, $3::int, $4::int, $5::int, $6::interval, $7::interval,"
+      " $8::int, $9::interval) q",
       p);
   json row = r.to_json(true).at(0);
   if (!member(row, "known").is_boolean() || !row["known"].get<bool>())
@@ -840,7 +850,8 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
     co_return ok;
   }
   std::cout << "queue " << a.positional[0] << ":";
-  for (const char* c : {"paused", "max_queued", "max_running", "max_running_per_key", "retry_base", "retry_cap"})
+  for (const char* c :
+       {"paused", "max_queued", "max_running", "max_running_per_key", "retry_base", "retry_cap", "rate_limit", "rate_period"})
     std::cout << " " << c << "=" << text_of(member(row, c), "none");
   std::cout << std::endl;
   co_return ok;
@@ -979,7 +990,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
                               {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
                                "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone",
                                "--status", "--kind", "--limit", "--before", "--max-queued", "--max-running",
-                               "--max-running-per-key", "--retry-base", "--retry-cap"},
+                               "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
+                               "--rate-period"},
                               {"--json", "--wait", "--follow", "--no-overlap", "--all"});
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;

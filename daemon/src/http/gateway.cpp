@@ -956,7 +956,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     const std::string name = path_name(seg[2], "queue");
     auto r = co_await pool_.query(*role,
                                   "SELECT q.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key,"
-                                  " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap"
+                                  " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap, q.rate_limit,"
+                                  " CASE WHEN q.rate_limit IS NOT NULL THEN q.rate_period::text END AS rate_period"
                                   " FROM bgexec.configure_queue($1, paused => $2::boolean) q",
                                   args(name, seg[3] == "pause" ? "true" : "false"), true);
     co_return make_json(v, bhttp::status::ok, r.to_json(true).at(0));
