@@ -70,6 +70,30 @@ TEST(Masker, MaskJsonRecursesIncludingKeys) {
   EXPECT_EQ(out.dump().find("s3cret"), std::string::npos);
 }
 
+// In place, as mask_json (which is a copy masked in place): keys holding a
+// secret move to the masked key, nested ones too, and a value masks as a
+// copy would.
+TEST(Masker, MaskJsonInPlace) {
+  Masker m;
+  m.add("s3cret");
+  m.add("4242");
+  json v = {
+      {"s3cret", {{"k-s3cret", "s3cret"}, {"n", 4242}}},
+      {"list", {"a s3cret b", 2, nullptr, {{"s3cret", true}}}},
+      {"keep", "plain"},
+  };
+  const json copy = m.mask_json(v);
+  m.mask_json_in_place(v);
+  EXPECT_EQ(v, copy);
+  EXPECT_EQ(v, json::parse(R"({"***": {"k-***": "***", "n": "***"},
+                               "list": ["a *** b", 2, null, {"***": true}], "keep": "plain"})"));
+  // Without secrets, nothing changes.
+  Masker none;
+  json w = {{"s3cret", 1}};
+  none.mask_json_in_place(w);
+  EXPECT_EQ(w, json({{"s3cret", 1}}));
+}
+
 TEST(Masker, MaskJsonNumericSecret) {
   Masker m;
   m.add("4242");

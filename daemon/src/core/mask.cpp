@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <vector>
 
 namespace bgexec::core {
 
@@ -121,20 +122,38 @@ std::string Masker::mask(std::string_view text) const {
 // Recurses through objects and arrays; scalars other than strings are only
 // rewritten when their JSON text actually contains a secret.
 nlohmann::json Masker::mask_json(const nlohmann::json& value) const {
-  if (secrets_.empty()) return value;
+  nlohmann::json out = value;
+  mask_json_in_place(out);
+  return out;
+}
+
+void Masker::mask_json_in_place(nlohmann::json& value) const {
+  if (secrets_.empty()) return;
   switch (value.type()) {
-    case nlohmann::json::value_t::string:
-      return mask(value.get_ref<const std::string&>());
+    case nlohmann::json::value_t::string: {
+      auto& text = value.get_ref<std::string&>();
+      std::string masked = mask(text);
+      if (masked != text) text = std::move(masked);
+      return;
+    }
     case nlohmann::json::value_t::object: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& [key, item] : value.items()) out[mask(key)] = mask_json(item);
-      return out;
+      // A key holding a secret is masked too: its item moves to the masked
+      // key (where two keys mask alike, one of their items is kept).
+      std::vector<std::string> renamed;
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        mask_json_in_place(it.value());
+        if (mask(it.key()) != it.key()) renamed.push_back(it.key());
+      }
+      for (const auto& key : renamed) {
+        nlohmann::json item = std::move(value[key]);
+        value.erase(key);
+        value[mask(key)] = std::move(item);
+      }
+      return;
     }
-    case nlohmann::json::value_t::array: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : value) out.push_back(mask_json(item));
-      return out;
-    }
+    case nlohmann::json::value_t::array:
+      for (auto& item : value) mask_json_in_place(item);
+      return;
     case nlohmann::json::value_t::number_integer:
     case nlohmann::json::value_t::number_unsigned:
     case nlohmann::json::value_t::number_float:
@@ -142,11 +161,11 @@ nlohmann::json Masker::mask_json(const nlohmann::json& value) const {
     case nlohmann::json::value_t::boolean: {
       const std::string text = dump(value);
       std::string masked = mask(text);
-      if (masked != text) return masked;
-      return value;
+      if (masked != text) value = std::move(masked);
+      return;
     }
     default:
-      return value;
+      return;
   }
 }
 

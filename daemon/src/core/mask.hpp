@@ -30,6 +30,9 @@ class Masker {
   // A number or boolean whose text contains a secret becomes the masked
   // string, so a numeric secret (a PIN, an account number) cannot leak.
   nlohmann::json mask_json(const nlohmann::json& value) const;
+  // The same, in place: no copy of a value that may be a step's 16 MiB of
+  // rows (each copy of them as nlohmann values is hundreds of MB).
+  void mask_json_in_place(nlohmann::json& value) const;
 
   // True when no secret has been registered (mask() is then the identity).
   bool empty() const;

@@ -153,15 +153,21 @@ void Completer::complete(Item& item) {
 
 // One finish_many for the batch; fills each item's result.  Throws pg::Error.
 asio::awaitable<void> Completer::write(std::vector<Item>& batch) {
-  json items = json::array();
+  // The array's text, item by item: an array of the items would copy each
+  // body, which may hold a step's 16 MiB of rows (hundreds of MB as
+  // nlohmann values).  Never throws on a body holding invalid UTF-8, which
+  // would fail the whole batch.
+  std::string items = "[";
   auto until = Clock::time_point::min();
   for (auto& item : batch) {
-    items.push_back(item.json);
+    if (items.size() > 1) items += ',';
+    items += core::dump(item.json);
     until = std::max(until, item.until);
   }
+  items += ']';
   bool retried = false;
-  // Never throws on a body holding invalid UTF-8, which would fail the whole batch.
-  pg::Params params = {core::dump(items)};
+  pg::Params params;
+  params.push_back(std::move(items));
   const std::string sql = "SELECT job_id, lease, status FROM bgexec.finish_many($1::jsonb)";
   auto r = co_await w_.fin_exec(sql, params, until, &retried);
   std::map<std::pair<std::int64_t, std::int64_t>, std::optional<std::string>> status;

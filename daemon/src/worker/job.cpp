@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -192,11 +193,22 @@ Job::Job(Worker& w, Claim c)
     : w_(w), c_(std::move(c)), wake_(w.executor()), deadline_timer_(w.executor()),
       flush_timer_(w.executor()), known_seq_(c_.started_seq), append_order_(w.executor()),
       over_event_(w.executor()) {
+  outputs_ = json::object();
+  tctx_.secret = [this](const std::string& name) -> std::optional<std::string> {
+    auto v = w_.secret(name);
+    if (v) masker_.add(*v);
+    return v;
+  };
   fence_steps();
 }
 
 Job::~Job() {
   if (!superseded_) proc::guard::forget(id_str(id()));
+  // A step's 16 MiB of rows are a few hundred MB as nlohmann values, in
+  // small blocks glibc keeps once freed: without a trim the worker stayed
+  // at that size after the job.  Only after such a job: the trim walks the
+  // heap.
+  if (held_large_) malloc_trim(0);
 }
 
 // Where the lease guard gives the job up, unless renewed: the step guard
@@ -280,21 +292,9 @@ void Job::on_step_deadline(const std::string& sid, double secs) {
   }
 }
 
-core::TemplateContext Job::context() {
-  core::TemplateContext ctx;
-  ctx.input = input_;
-  ctx.steps = outputs_;
-  ctx.secret = [this](const std::string& name) -> std::optional<std::string> {
-    auto v = w_.secret(name);
-    if (v) masker_.add(*v);
-    return v;
-  };
-  return ctx;
-}
-
 json Job::render(const json& v) {
   std::vector<std::string> used;
-  json out = core::render(v, context(), &used);
+  json out = core::render(v, tctx_, &used);
   for (auto& s : used) masker_.add(s);
   return out;
 }
@@ -349,9 +349,16 @@ asio::awaitable<std::optional<std::string>> Job::append_write(const std::string&
   co_return seq;
 }
 
-asio::awaitable<void> Job::append(const std::string& kind, const json& data) {
+asio::awaitable<void> Job::append(const std::string& kind, json data) {
+  co_await append_kept(kind, data);
+}
+
+asio::awaitable<void> Job::append_kept(const std::string& kind, json& data) {
   co_await flush_logs();
-  pg::Params arg1_ = {id_str(id()), id_str(lease()), kind, core::dump(mask(data))};
+  masker_.mask_json_in_place(data);
+  pg::Params arg1_ = {id_str(id()), id_str(lease()), kind};
+  arg1_.push_back(core::dump(data));  // not through the initializer list, which copies
+  if (arg1_.back()->size() > (1u << 20)) held_large_ = true;
   auto seq = co_await append_write("SELECT bgexec.append_event($1, $2, $3, $4::jsonb, $5)", std::move(arg1_));
   if (!seq) {
     abandon("append_event refused: lease no longer current");
@@ -459,14 +466,14 @@ asio::awaitable<void> Job::flush_logs() {
 // events are all written before (flush_logs, and any timer-driven flush still
 // in flight on the control connection), so the terminal event stays last.
 // Fenced by the lease like every write.
-asio::awaitable<void> Job::finish(const std::string& outcome, const json& body) {
+asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   co_await flush_logs();
   while (log_flushes_ > 0) co_await wake_.wait();
   check_lease();
   FinishResult r;
   try {
     // Waiting on a dropped connection after the lease would have expired is pointless.
-    r = co_await w_.completer().finish(id(), lease(), outcome, mask(body), c_.lease_expiry);
+    r = co_await w_.completer().finish(id(), lease(), outcome, mask(std::move(body)), c_.lease_expiry);
   } catch (const pg::Error& e) {
     on_write_error(e);
     throw;
@@ -690,8 +697,12 @@ asio::awaitable<void> Job::execute() {
     }
   }
   json result = json::object();
-  for (const auto& sid : dag_->sinks()) result[sid] = outputs_[sid].value("output", json());
-  co_await finish("completed", result);
+  // Moved out: the job is over, and nothing renders them again.
+  for (const auto& sid : dag_->sinks()) {
+    auto& entry = outputs_[sid];
+    result[sid] = entry.contains("output") ? std::move(entry["output"]) : json();
+  }
+  co_await finish("completed", std::move(result));
 }
 
 // ---------------------------------------------------------------- steps
@@ -759,9 +770,11 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       co_await step_ended(sid);
       co_return;
     }
-    output = mask(output);
-    json data = {{"step", sid}, {"output", output}};
-    json entry = {{"output", output}};
+    // Masked, written and kept without a copy: a step's output may be
+    // 16 MiB of rows, hundreds of MB as nlohmann values.
+    output = mask(std::move(output));
+    json entry = json::object();
+    json data = {{"step", sid}};
     if (has_stdout) {
       std::string trimmed = masker_.mask(trim_newline(out_text));
       // Text, or JSON printed compact, is its own output: the event carries
@@ -769,7 +782,9 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       if (!renders_stdout(output, trimmed)) data["stdout"] = trimmed;
       entry["stdout"] = std::move(trimmed);
     }
-    co_await append("step_completed", data);
+    data["output"] = std::move(output);
+    co_await append_kept("step_completed", data);
+    entry["output"] = std::move(data["output"]);
     outputs_[sid] = std::move(entry);
     done_.insert(sid);
     core::log("info", "step completed", {{"job_id", id_str(id())}, {"step", sid}});

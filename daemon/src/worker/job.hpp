@@ -153,28 +153,38 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::awaitable<std::optional<std::string>> write(const std::string& sql, const pg::Params& params);
   // Abandons the run (throws Abandoned) on a connection/retry-class error of a write.
   void on_write_error(const pg::Error& e);
-  asio::awaitable<void> append(const std::string& kind, const nlohmann::json& data);
+  asio::awaitable<void> append(const std::string& kind, nlohmann::json data);
+  // append's write of data masked in place, for a caller that keeps data:
+  // a step's output, which may be 16 MiB of rows, is not copied.
+  asio::awaitable<void> append_kept(const std::string& kind, nlohmann::json& data);
   // One append_event(s) call: one at a time per job, with the last seq the
   // job knows as after_seq, so a batch re-sent after a lost reply is written
   // once.  `sql` takes after_seq as its last parameter.
   asio::awaitable<std::optional<std::string>> append_write(const std::string& sql, pg::Params params);
   asio::awaitable<void> flush_logs();
-  asio::awaitable<void> finish(const std::string& outcome, const nlohmann::json& body);
+  asio::awaitable<void> finish(const std::string& outcome, nlohmann::json body);
   void log_line(const std::string& id, const char* stream, std::string line);
   void arm_flush();
   void kill_steps();
   // A step's deadline passed: ends it through its killer (TERM then KILL, a
   // cancel, the end of a sleep).
   void on_step_deadline(const std::string& id, double seconds);
-  core::TemplateContext context();
   nlohmann::json render(const nlohmann::json& v);
   nlohmann::json mask(const nlohmann::json& v) const { return masker_.mask_json(v); }
+  nlohmann::json mask(nlohmann::json&& v) const {
+    masker_.mask_json_in_place(v);
+    return std::move(v);
+  }
 
   Worker& w_;
   Claim c_;
-  nlohmann::json input_;
+  // What templates read: the job's input and its completed steps' outputs,
+  // {id: {"output", "stdout"}}, read in place by every render (a copy of
+  // them per render was a copy of every step's output, up to 16 MiB each).
+  core::TemplateContext tctx_;
+  nlohmann::json& input_ = tctx_.input;
+  nlohmann::json& outputs_ = tctx_.steps;
   std::optional<core::Dag> dag_;
-  nlohmann::json outputs_ = nlohmann::json::object();  // {id: {"output", "stdout"}}
   std::set<std::string> done_, running_, waiting_;
   std::optional<nlohmann::json> failure_;
   // The job's steps are being ended: a stop (or timeout, shutdown), a lost
@@ -200,6 +210,9 @@ class Job : public std::enable_shared_from_this<Job> {
   bool over_ = false;
   Event over_event_;  // notified when over_ becomes true
   bool superseded_ = false;
+  // An event of over a MiB was written: the job held large values (a
+  // step's rows, its output), whose memory is handed back when it ends.
+  bool held_large_ = false;
 };
 
 }  // namespace bgexec::worker
