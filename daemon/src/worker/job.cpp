@@ -969,7 +969,43 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   conn->set_notice_sink([self = weak_from_this(), sid](std::string text) {
     if (auto job = self.lock()) job->log_line(sid, "notice", std::move(text));
   });
-  killers_[sid] = [conn] { conn->cancel(); };
+  // A cancel is the TERM of a sql step; its KILL, after --kill-grace, is
+  // the session closed while the statement still runs.  A cancel can fail
+  // to end it: a statement may catch it (PL/pgSQL's EXCEPTION WHEN
+  // query_canceled, in a loop), and one that reaches the backend before
+  // the statement does is dropped by the server.  The step then ran on,
+  // past its timeout and a stop, its job running for ever.  With the
+  // session closed the server ends the statement (its connection check,
+  // client_connection_check_interval below, within a second) and rolls
+  // its transaction back: the step fails, as a timed out one does.  Only
+  // while the statement runs: a COMMIT sent may have made it.
+  struct Escalation {
+    explicit Escalation(asio::any_io_executor ex) : timer(ex) {}
+    asio::steady_timer timer;
+    bool armed = false;
+    bool in_statement = false;
+  };
+  auto escalation = std::make_shared<Escalation>(w_.executor());
+  killers_[sid] = [conn, escalation, grace = w_.config().kill_grace_s, job_id = id_str(id()), sid] {
+    conn->cancel();
+    if (escalation->armed) return;
+    escalation->armed = true;
+    escalation->timer.expires_after(seconds(grace));
+    escalation->timer.async_wait([conn, escalation, job_id, sid](const boost::system::error_code& ec) {
+      if (ec || !escalation->in_statement) return;
+      core::log("warn", "sql step statement still running after its cancel; session closed",
+                {{"job_id", job_id}, {"step", sid}});
+      conn->close();
+    });
+  };
+  // Disarmed however the step ends (the timer's handler holds the connection).
+  struct Disarm {
+    std::shared_ptr<Escalation> e;
+    ~Disarm() {
+      e->in_statement = false;
+      e->timer.cancel();
+    }
+  } disarm{escalation};
   // A cancel reaches only a statement in flight: a stop, a sibling's
   // failure or the deadline that came while connecting or between
   // statements is seen here, and the transaction is rolled back (closed
@@ -1022,7 +1058,9 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
         std::move(settings));
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
+    escalation->in_statement = true;
     auto result = co_await conn->query_rows(text, p, capture_cap);
+    escalation->in_statement = false;
     // A SQL_ASCII database (or a client_encoding other than UTF8) can return
     // bytes that are not UTF-8: they become U+FFFD rather than fail the step,
     // after masking, so no secret is missed because one of its bytes was
