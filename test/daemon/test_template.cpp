@@ -172,5 +172,57 @@ TEST(Template, ReferencedSteps) {
   EXPECT_EQ(referenced_secrets(v), std::vector<std::string>{"token"});
 }
 
+
+// A budget bounds what a render produces, charged as it is built: a
+// template repeated in a string, an array or an object copied its value
+// each time (1 MiB of payload rendered to gigabytes on the worker).
+TEST(Template, BudgetBoundsRepeats) {
+  auto ctx = make_ctx();
+  ctx.input["big"] = std::string(1000, 'x');
+  std::string spliced;
+  for (int i = 0; i < 100; ++i) spliced += "{{input.big}}";
+  json lone = json::array();
+  for (int i = 0; i < 100; ++i) lone.push_back("{{input.big}}");
+  json keyed = json::object();
+  for (int i = 0; i < 100; ++i) keyed["k" + std::to_string(i)] = "{{input.big}}";
+  for (const json& v : {json(spliced), lone, keyed}) {
+    RenderBudget small{50000, 50000, ""};
+    try {
+      render(v, ctx, nullptr, &small);
+      ADD_FAILURE() << "rendered past its budget: " << v.dump().substr(0, 40);
+    } catch (const TemplateError& e) {
+      EXPECT_EQ(std::string(e.what()), "template {{input.big}}: the rendered value would be over 50000 bytes");
+    }
+    RenderBudget named{50000, 50000, "the job's bound"};
+    try {
+      render(v, ctx, nullptr, &named);
+    } catch (const TemplateError& e) {
+      EXPECT_EQ(std::string(e.what()), "template {{input.big}}: the rendered value would be over the job's bound");
+    }
+    RenderBudget enough{200000, 200000, ""};
+    EXPECT_EQ(render(v, ctx, nullptr, &enough), render(v, ctx));
+    EXPECT_GT(200000 - enough.left, 100000u);  // what it holds is charged
+    EXPECT_LT(200000 - enough.left, 110000u);
+  }
+  // literal text counts too, and what is left is shared by later renders
+  RenderBudget shared{30, 30, ""};
+  EXPECT_EQ(render("0123456789", ctx, nullptr, &shared), json("0123456789"));
+  EXPECT_EQ(shared.left, 18u);
+  try {
+    render("0123456789012345678", ctx, nullptr, &shared);
+    ADD_FAILURE() << "rendered past what was left";
+  } catch (const TemplateError& e) {
+    EXPECT_EQ(std::string(e.what()), "template: the rendered value would be over 30 bytes");
+  }
+  // a lone template of a structured value is charged its size
+  RenderBudget tiny{20, 20, ""};
+  try {
+    render("{{steps.extract.output}}", ctx, nullptr, &tiny);
+    ADD_FAILURE() << "a structured value past the budget";
+  } catch (const TemplateError& e) {
+    EXPECT_EQ(std::string(e.what()), "template {{steps.extract.output}}: the rendered value would be over 20 bytes");
+  }
+}
+
 }  // namespace
 }  // namespace bgexec::core

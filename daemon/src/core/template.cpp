@@ -168,27 +168,87 @@ nlohmann::json evaluate(const std::string& expr, const TemplateContext& ctx,
   throw error_for(expr, "unknown root \"" + root + "\" (expected input, steps or secrets)");
 }
 
+// Takes n bytes from the budget (none given: no bound); throws naming the
+// expression being rendered (empty: literal text) when they are not left.
+void charge(RenderBudget* budget, std::size_t n, const std::string& expr) {
+  if (budget == nullptr) return;
+  if (n > budget->left) {
+    std::string what = "the rendered value would be over " +
+                       (budget->bound.empty() ? std::to_string(budget->cap) + " bytes" : budget->bound);
+    throw TemplateError(expr.empty() ? "template: " + what : "template {{" + expr + "}}: " + what);
+  }
+  budget->left -= n;
+}
+
+// The bytes charged for a value: strings as their text (and quotes), other
+// scalars as about their JSON, containers as their items, keys and
+// punctuation.  Iterative: an output nests up to max_json_depth levels.
+std::size_t rendered_size(const nlohmann::json& value) {
+  std::size_t n = 0;
+  std::vector<const nlohmann::json*> todo{&value};
+  while (!todo.empty()) {
+    const nlohmann::json* v = todo.back();
+    todo.pop_back();
+    switch (v->type()) {
+      case nlohmann::json::value_t::string:
+        n += v->get_ref<const std::string&>().size() + 2;
+        break;
+      case nlohmann::json::value_t::object:
+        n += 2;
+        for (auto it = v->begin(); it != v->end(); ++it) {
+          n += it.key().size() + 4;
+          todo.push_back(&it.value());
+        }
+        break;
+      case nlohmann::json::value_t::array:
+        n += 2;
+        for (const auto& item : *v) {
+          n += 1;
+          todo.push_back(&item);
+        }
+        break;
+      case nlohmann::json::value_t::binary:  // a raw number: its text
+        n += v->get_binary().size();
+        break;
+      default:
+        n += 8;
+    }
+  }
+  return n;
+}
+
 // Renders one string: a lone placeholder keeps its value's type; otherwise
 // the placeholders are spliced into the surrounding text.
 nlohmann::json render_string(const std::string& text, const TemplateContext& ctx,
-                             std::vector<std::string>* secrets_used) {
+                             std::vector<std::string>* secrets_used, RenderBudget* budget) {
   const std::vector<Placeholder> found = scan(text);
-  if (found.empty()) return text;
-  if (found.size() == 1 && found[0].begin == 0 && found[0].end == text.size()) {
-    return evaluate(found[0].expr, ctx, secrets_used);
+  if (found.empty()) {
+    charge(budget, text.size() + 2, "");
+    return text;
   }
+  if (found.size() == 1 && found[0].begin == 0 && found[0].end == text.size()) {
+    nlohmann::json v = evaluate(found[0].expr, ctx, secrets_used);
+    charge(budget, rendered_size(v), found[0].expr);
+    return v;
+  }
+  charge(budget, 2, "");
   std::string out;
   std::size_t pos = 0;
   for (const auto& ph : found) {
+    charge(budget, ph.begin - pos, "");
     out.append(text, pos, ph.begin - pos);
     const nlohmann::json v = evaluate(ph.expr, ctx, secrets_used);
     if (v.is_string()) {
+      charge(budget, v.get_ref<const std::string&>().size(), ph.expr);
       out += v.get_ref<const std::string&>();
     } else {
-      out += dump(v);
+      std::string text_of = dump(v);
+      charge(budget, text_of.size(), ph.expr);
+      out += text_of;
     }
     pos = ph.end;
   }
+  charge(budget, text.size() - pos, "");
   out.append(text, pos, std::string::npos);
   return out;
 }
@@ -212,21 +272,30 @@ void add_unique(std::vector<std::string>& out, const std::string& s) {
 
 // Recurses through containers, copying keys and rendering string leaves.
 nlohmann::json render(const nlohmann::json& value, const TemplateContext& ctx,
-                      std::vector<std::string>* secrets_used) {
+                      std::vector<std::string>* secrets_used, RenderBudget* budget) {
   switch (value.type()) {
     case nlohmann::json::value_t::string:
-      return render_string(value.get_ref<const std::string&>(), ctx, secrets_used);
+      return render_string(value.get_ref<const std::string&>(), ctx, secrets_used, budget);
     case nlohmann::json::value_t::object: {
+      charge(budget, 2, "");
       nlohmann::json out = nlohmann::json::object();
-      for (const auto& [key, item] : value.items()) out[key] = render(item, ctx, secrets_used);
+      for (const auto& [key, item] : value.items()) {
+        charge(budget, key.size() + 4, "");
+        out[key] = render(item, ctx, secrets_used, budget);
+      }
       return out;
     }
     case nlohmann::json::value_t::array: {
+      charge(budget, 2, "");
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& item : value) out.push_back(render(item, ctx, secrets_used));
+      for (const auto& item : value) {
+        charge(budget, 1, "");
+        out.push_back(render(item, ctx, secrets_used, budget));
+      }
       return out;
     }
     default:
+      charge(budget, rendered_size(value), "");
       return value;
   }
 }

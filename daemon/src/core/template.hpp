@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -26,6 +27,17 @@ class TemplateError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What a render may still produce, in bytes (strings as their text,
+// numbers, keys and punctuation roughly as JSON): a template repeated in a
+// string or an array copies its value each time, so a payload of 1 MiB
+// rendered to gigabytes.  Charged as the value is built, so a render over
+// the bound throws before it holds more than one value past it.
+struct RenderBudget {
+  std::size_t cap = 0;   // the bound
+  std::size_t left = 0;  // what is left of it; decreased by each render
+  std::string bound;     // the bound as the error names it (empty: "N bytes")
+};
+
 // Renders every string inside `value` (recursing into objects and arrays;
 // keys are left alone). Supported expressions, whitespace inside the braces
 // allowed:
@@ -37,9 +49,10 @@ class TemplateError : public std::runtime_error {
 // a larger string, strings are inserted as-is and other values as compact
 // JSON. `{{` without a closing `}}` is literal text. Each secret value used is
 // appended to *secrets_used (when given) so the caller can mask it.
-// Throws TemplateError for an unknown root, a missing step, path or secret.
+// Throws TemplateError for an unknown root, a missing step, path or secret,
+// and when the rendered value is over what `budget` (when given) has left.
 nlohmann::json render(const nlohmann::json& value, const TemplateContext& ctx,
-                      std::vector<std::string>* secrets_used = nullptr);
+                      std::vector<std::string>* secrets_used = nullptr, RenderBudget* budget = nullptr);
 
 // The step ids referenced by `steps.ID...` expressions anywhere in `value`,
 // unique, in order of first appearance. Never throws on malformed templates

@@ -41,6 +41,12 @@ namespace {
 constexpr std::size_t capture_cap = 16 << 20;  // stdout kept for a step's output; a sql step's rows
 constexpr std::size_t batch_lines = 200;        // log lines per append_events batch
 constexpr auto flush_delay = std::chrono::milliseconds(250);
+// Most bytes the rendered fields (with, params, run, env, sleep, an
+// approval's prompt) of a job's running steps hold at once: room for four
+// step outputs of the most a step's output may be.  A template repeated in
+// a string or an array copies its value each time: a payload of 1 MiB
+// rendered to gigabytes, on a worker serving every tenant.
+constexpr std::size_t render_cap = 64 << 20;
 // Longest wait a step's sleep or timeout arms: a timer beyond ten years is as
 // good as forever, and the cast to the clock's nanoseconds stays in range.
 constexpr double max_step_wait_s = 10 * 365.25 * 86400;
@@ -292,10 +298,17 @@ void Job::on_step_deadline(const std::string& sid, double secs) {
   }
 }
 
-json Job::render(const json& v) {
+json Job::render(const json& v, const std::string& sid) {
   std::vector<std::string> used;
-  json out = core::render(v, tctx_, &used);
+  core::RenderBudget budget;
+  budget.cap = render_cap;
+  budget.left = render_cap - std::min(render_cap, render_held_);
+  budget.bound = std::to_string(render_cap) + " bytes, the most the rendered fields of a job's running steps hold";
+  const std::size_t before = budget.left;
+  json out = core::render(v, tctx_, &used, &budget);
   for (auto& s : used) masker_.add(s);
+  render_held_ += before - budget.left;
+  rendered_[sid] += before - budget.left;
   return out;
 }
 
@@ -682,7 +695,7 @@ asio::awaitable<void> Job::execute() {
       json prompt = appr.is_object() ? appr.value("prompt", json("")) : json("");
       std::optional<std::string> bad_prompt;
       try {
-        prompt = render(prompt);
+        prompt = render(prompt, sid);
       } catch (const std::exception& e) {
         bad_prompt = e.what();
       }
@@ -709,6 +722,17 @@ asio::awaitable<void> Job::execute() {
 
 asio::awaitable<void> Job::run_step(std::string sid) {
   const json& step = dag_->step(sid);
+  // What the step's rendered fields held is free again once it ends.
+  struct Rendered {
+    Job& job;
+    std::string sid;
+    ~Rendered() {
+      if (auto it = job.rendered_.find(sid); it != job.rendered_.end()) {
+        job.render_held_ -= std::min(job.render_held_, it->second);
+        job.rendered_.erase(it);
+      }
+    }
+  } rendered{*this, sid};
   std::string kind = step_kind(step);
   std::optional<json> err;
   try {
@@ -856,8 +880,8 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
   auto it = w_.config().actions.find(name);
   if (it == w_.config().actions.end())
     throw StepFailure{"unknown action \"" + name + "\" on worker " + w_.config().id, false};
-  json with = render(step.value("with", json::object()));
-  EnvVars env = step_env(step);
+  json with = render(step.value("with", json::object()), sid);
+  EnvVars env = step_env(sid, step);
   if (auto allowed = w_.config().action_env.find(name); allowed != w_.config().action_env.end()) {
     // The administrator's list for this action is the whole rule, with or
     // without --allow-run: what it names may be set, nothing else.
@@ -896,12 +920,12 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
   if (!run.is_array() || run.empty() ||
       std::any_of(run.begin(), run.end(), [](const json& a) { return !a.is_string(); }))
     throw StepFailure{"run must be a non-empty array of strings (argv, no shell)", false};
-  json argv = render(run);
+  json argv = render(run, sid);
   std::vector<std::string> args;
   for (auto& a : argv) args.push_back(a.is_string() ? a.get<std::string>() : core::dump(a));
-  json in = step.contains("with") ? render(step["with"]) : json();
+  json in = step.contains("with") ? render(step["with"], sid) : json();
   std::string in_text = in.is_null() ? "" : core::dump(in);
-  EnvVars env = step_env(step);
+  EnvVars env = step_env(sid, step);
   auto out = co_await run_process(sid, args, in_text, true, env);
   stdout_text = std::move(out.stdout_text);
   auto output = parse_output(stdout_text);
@@ -915,12 +939,12 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
 // that renders to a non-string is passed as its compact JSON.  Submit checked
 // names and values; the worker checks again, so bad data from the database
 // fails the step, never the process.
-Job::EnvVars Job::step_env(const json& step) {
+Job::EnvVars Job::step_env(const std::string& sid, const json& step) {
   EnvVars out;
   auto it = step.find("env");
   if (it == step.end()) return out;
   if (!it->is_object()) throw StepFailure{"env must be an object of strings", false};
-  json env = render(*it);
+  json env = render(*it, sid);
   for (auto& [name, v] : env.items()) {
     // execve() splits "NAME=value" at the first '=' and ends it at a NUL.
     if (name.empty() || name.find_first_of(std::string_view("=\0", 2)) != std::string::npos)
@@ -937,7 +961,7 @@ Job::EnvVars Job::step_env(const json& step) {
 
 asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, const StepDeadline& deadline) {
   if (!step["sql"].is_string()) throw StepFailure{"sql must be a string", false};
-  json params = render(step.value("params", json::array()));
+  json params = render(step.value("params", json::array()), sid);
   if (!params.is_array()) throw StepFailure{"params must be an array", false};
   pg::Params p;
   bool secret_param = false;  // a parameter holds a secret (or part of one)
@@ -1089,7 +1113,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
 }
 
 asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) {
-  json v = render(step["sleep"]);
+  json v = render(step["sleep"], sid);
   std::optional<double> secs;
   if (v.is_string()) secs = core::parse_seconds(v.get<std::string>());
   else secs = core::number_of(v);  // a raw number too (numbers as stored)

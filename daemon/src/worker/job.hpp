@@ -137,7 +137,7 @@ class Job : public std::enable_shared_from_this<Job> {
                                           const std::string& stdin_data, bool log_stdout, const EnvVars& env);
   // A run/action step's "env", rendered like its arguments; StepFailure naming
   // the variable when one cannot be passed.
-  EnvVars step_env(const nlohmann::json& step);
+  EnvVars step_env(const std::string& sid, const nlohmann::json& step);
   asio::awaitable<void> read_stream(asio::posix::stream_descriptor& sd, const std::string& id,
                                     const char* stream, bool log, std::string* capture);
   // Both of a process's outputs until they end (read_outputs), and the
@@ -169,7 +169,9 @@ class Job : public std::enable_shared_from_this<Job> {
   // A step's deadline passed: ends it through its killer (TERM then KILL, a
   // cancel, the end of a sleep).
   void on_step_deadline(const std::string& id, double seconds);
-  nlohmann::json render(const nlohmann::json& v);
+  // Renders a field of step `sid` (its templates: core::render), within
+  // the job's render budget (render_cap, held until the step ends).
+  nlohmann::json render(const nlohmann::json& v, const std::string& sid);
   nlohmann::json mask(const nlohmann::json& v) const { return masker_.mask_json(v); }
   nlohmann::json mask(nlohmann::json&& v) const {
     masker_.mask_json_in_place(v);
@@ -184,6 +186,9 @@ class Job : public std::enable_shared_from_this<Job> {
   core::TemplateContext tctx_;
   nlohmann::json& input_ = tctx_.input;
   nlohmann::json& outputs_ = tctx_.steps;
+  // Bytes the rendered fields of the running steps hold, in all and by step.
+  std::size_t render_held_ = 0;
+  std::map<std::string, std::size_t> rendered_;
   std::optional<core::Dag> dag_;
   std::set<std::string> done_, running_, waiting_;
   std::optional<nlohmann::json> failure_;
