@@ -805,6 +805,12 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       // it once, and a re-run gets it back from the output.
       if (!renders_stdout(output, trimmed)) data["stdout"] = trimmed;
       entry["stdout"] = std::move(trimmed);
+    } else if (kind == "sql") {
+      // A sql step prints nothing: its rows, as compact JSON, stand in, as
+      // they do when a re-run (retry, resume) reads the step back.  Its
+      // {{steps.ID.stdout}} failed in the run that ran it ("has no
+      // stdout") and rendered the rows in every later one.
+      entry["stdout"] = stdout_of(output);
     }
     data["output"] = std::move(output);
     co_await append_kept("step_completed", data);
