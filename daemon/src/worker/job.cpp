@@ -600,6 +600,14 @@ asio::awaitable<void> Job::execute() {
     co_await finish("failed", std::move(body));
     co_return;
   }
+  // Every secret the steps name is masked from the start, whichever steps
+  // this run runs: the masker learnt a secret only as a step rendered it,
+  // so after a resume or a retry, the step that named it done and skipped,
+  // a later step printing it (from a file that one wrote) stored it as is;
+  // and a step beside it was masked or not as their renders fell.  One
+  // that cannot be read fails only the step that renders it.
+  for (const auto& name : core::referenced_secrets(steps))
+    if (auto v = w_.secret(name)) masker_.add(*v);
   // Steps completed by earlier runs (retry, resume) are not run again.  What
   // cannot be read (a resume input holding 1e400) fails the job: read as
   // nothing, it would run the completed steps again.
