@@ -2242,11 +2242,17 @@ COMMENT ON FUNCTION bgexec.reconcile() IS
  * (step_completed events), plus the approval step answered by resume.
  * Events whose data.step is not a string are left out: append_events
  * refuses them, and one written around it must not fail every claim of
- * its queue (a null step was a null key for jsonb_object_agg). */
+ * its queue (a null step was a null key for jsonb_object_agg).
+ * Nor may outputs past what one jsonb holds (256 MiB: 17 steps of 16 MiB,
+ * or many resumes) fail every claim of its queue, the job queued at its
+ * head for ever: a JSON string in place of the object says why, and the
+ * worker fails the job with it (_completed_stdout the same). */
 CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
-	LANGUAGE sql STABLE
+	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
+BEGIN
+	RETURN (
 	SELECT coalesce(jsonb_object_agg(s.step, s.output), '{}')
 	  FROM (SELECT DISTINCT ON (step) step, output FROM (
 	          SELECT e.data->>'step' AS step,
@@ -2259,7 +2265,10 @@ CREATE FUNCTION bgexec._completed_steps(p_job bigint) RETURNS jsonb
 	            FROM bgexec.job_event e
 	           WHERE e.job_id = p_job AND e.kind = 'resumed'
 	             AND jsonb_typeof(e.data->'step') = 'string') all_steps
-	         ORDER BY step, seq DESC) s
+	         ORDER BY step, seq DESC) s);
+EXCEPTION WHEN program_limit_exceeded THEN
+	RETURN to_jsonb('the outputs of its completed steps are over what one JSON value holds: ' || SQLERRM);
+END
 $$;
 
 /* _completed_stdout: step id → captured stdout of the steps completed in
@@ -2268,16 +2277,21 @@ $$;
  * itself (or its compact JSON): the output then stands in, so an older event's
  * stdout must not. */
 CREATE FUNCTION bgexec._completed_stdout(p_job bigint) RETURNS jsonb
-	LANGUAGE sql STABLE
+	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
+BEGIN
+	RETURN (
 	SELECT coalesce(jsonb_object_agg(s.step, s.stdout)
 	                  FILTER (WHERE jsonb_typeof(s.stdout) = 'string'), '{}')
 	  FROM (SELECT DISTINCT ON (e.data->>'step') e.data->>'step' AS step, e.data->'stdout' AS stdout
 	          FROM bgexec.job_event e
 	         WHERE e.job_id = p_job AND e.kind = 'step_completed'
 	           AND jsonb_typeof(e.data->'step') = 'string'
-	         ORDER BY e.data->>'step', e.seq DESC) s
+	         ORDER BY e.data->>'step', e.seq DESC) s);
+EXCEPTION WHEN program_limit_exceeded THEN
+	RETURN to_jsonb('the stdout of its completed steps is over what one JSON value holds: ' || SQLERRM);
+END
 $$;
 
 /* ----------------------------------------------------- client functions */

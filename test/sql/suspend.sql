@@ -76,6 +76,21 @@ UPDATE bgexec.job SET last_seq = last_seq + 2 WHERE id = :m;
 SELECT bgexec.finish(:m, :l, 'failed', '{"message": "retry"}');
 UPDATE bgexec.job SET run_after = now() WHERE id = :m;
 SELECT attempt, completed_steps, completed_stdout FROM bgexec.claim('w', '{sus}', 1);
+-- completed steps past what one jsonb holds (17 outputs of 16 MB: 256 MiB)
+-- made every claim of the queue fail, the job queued at its head for ever
+-- and the jobs behind it never claimed: the claim now gives the job a
+-- string saying why (the worker fails the job with it) and goes on
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}]}', queue => 'sus-big', max_attempts => 2) AS m \gset
+SELECT lease AS l FROM bgexec.claim('w', '{sus-big}', 1) \gset
+SELECT count(bgexec.append_event(:m, :l, 'step_completed',
+                                 jsonb_build_object('step', 's' || i, 'output', repeat('x', 16000000))))
+  FROM generate_series(1, 17) i;
+SELECT bgexec.finish(:m, :l, 'failed', '{"message": "retry"}');
+UPDATE bgexec.job SET run_after = now() WHERE id = :m;
+SELECT bgexec.submit('noop', queue => 'sus-big') AS behind \gset
+SELECT job_id = :m AS poisoned, jsonb_typeof(completed_steps) AS steps, left(completed_steps #>> '{}', 70) AS why,
+       completed_stdout
+  FROM bgexec.claim('w', '{sus-big}', 10) ORDER BY job_id;
 -- negative: resume of a job that does not exist
 SELECT bgexec.resume(-1);
 -- negative: a null job id names no job (22023)

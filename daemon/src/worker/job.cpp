@@ -619,6 +619,9 @@ asio::awaitable<void> Job::execute() {
                                        core::DuplicateKeys::last_wins, core::Numbers::exact);
     if (done.error == core::JsonInput::Error::too_deep) unread = too_deep_text("a step's output is");
     else if (!done) unread = done.message;
+    // A string in place of the object: claim could not build it (outputs
+    // past what one jsonb holds), and says why.
+    else if (done.value.is_string()) unread = done.value.get<std::string>();
     else *into = std::move(done.value);
     if (!unread.empty()) break;
   }
