@@ -25,6 +25,7 @@
 #include "access/detoast.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "catalog/pg_type_d.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -128,6 +129,7 @@ static void validate_workflow(JsonbContainer *root);
 static void validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps,
 						  Numeric zero, Numeric most);
 static void check_no_cycle(WorkflowStep *steps, int nsteps);
+static void check_template_steps(WorkflowStep *steps, int nsteps, HTAB *ids);
 static StepEntry *lookup_step(HTAB *ids, const char *name, int len);
 static const char *closest_step_id(WorkflowStep *steps, int nsteps,
 								   const char *name, int len);
@@ -603,6 +605,7 @@ validate_workflow(JsonbContainer *root)
 		validate_step(steps, i, ids, nsteps, zero, most);
 
 	check_no_cycle(steps, nsteps);
+	check_template_steps(steps, nsteps, ids);
 
 	hash_destroy(ids);
 }
@@ -1037,6 +1040,191 @@ check_no_cycle(WorkflowStep *steps, int nsteps)
 					   steps[path[lowest]].id,
 					   cycle_len),
 			 errhint("Remove one of the \"needs\" entries on the cycle.")));
+}
+
+/*
+ * Pass 3, after the cycle check: every step a step's templates name
+ * ({{steps.ID...}} in the fields the worker renders: "with", "run",
+ * "params", "env", "sleep" and an approval's "prompt") is among its needs,
+ * directly or through theirs.  The worker renders a field as the step
+ * starts, and a step it names that was not done by then failed the step
+ * ("has not completed"), or did not, as the steps' timing fell; its retry
+ * failed again.  Templates are found as the worker finds them
+ * (core/template.cpp: "{{" to the next "}}", trimmed, split on '.').
+ */
+typedef struct TemplateCheck
+{
+	WorkflowStep *steps;
+	int			nsteps;
+	HTAB	   *ids;
+	int			step;			/* the step whose fields are checked */
+	bool	   *needed;			/* the steps it needs, directly or not */
+} TemplateCheck;
+
+static void
+check_template_text(TemplateCheck *tc, const char *text, int len)
+{
+	int			pos = 0;
+
+	for (;;)
+	{
+		const char *open = NULL;
+		const char *close = NULL;
+		const char *e;
+		const char *end;
+		const char *id;
+		const char *dot;
+		StepEntry  *entry;
+		char	   *expr;
+		int			idlen;
+
+		for (int k = pos; k + 1 < len; k++)
+			if (text[k] == '{' && text[k + 1] == '{')
+			{
+				open = text + k;
+				break;
+			}
+		if (open == NULL)
+			return;
+		for (const char *k = open + 2; k + 1 < text + len; k++)
+			if (k[0] == '}' && k[1] == '}')
+			{
+				close = k;
+				break;
+			}
+		if (close == NULL)
+			return;
+		pos = (close - text) + 2;
+
+		e = open + 2;
+		end = close;
+		while (e < end && (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r'))
+			e++;
+		while (end > e && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
+			end--;
+		if (end - e < 7 || strncmp(e, "steps.", 6) != 0)
+			continue;
+		id = e + 6;
+		dot = memchr(id, '.', end - id);
+		idlen = (dot ? dot : end) - id;
+		if (idlen == 0)
+			continue;			/* the worker's error: empty path segment */
+		expr = pnstrdup(e, end - e);
+		entry = lookup_step(tc->ids, id, idlen);
+		if (entry == NULL)
+		{
+			const char *near = closest_step_id(tc->steps, tc->nsteps, id, idlen);
+
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\": template {{%s}} names unknown step \"%s\"",
+							tc->steps[tc->step].id, expr, pnstrdup(id, idlen)),
+					 near ? errhint("Did you mean \"%s\"?", near) : 0));
+		}
+		if (entry->index == tc->step)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\": template {{%s}} names the step itself",
+							tc->steps[tc->step].id, expr),
+					 errdetail("A step's fields are rendered as it starts, before it has an output.")));
+		if (!tc->needed[entry->index])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("workflow step \"%s\": template {{%s}} names step \"%s\", which it does not need",
+							tc->steps[tc->step].id, expr, entry->id),
+					 errdetail("A step's fields are rendered as it starts; only the steps in its \"needs\", "
+							   "or in theirs, are done by then."),
+					 errhint("Add \"%s\" to the \"needs\" of step \"%s\".",
+							 entry->id, tc->steps[tc->step].id)));
+	}
+}
+
+/* Checks every string of a rendered field (object keys are not rendered). */
+static void
+check_template_value(TemplateCheck *tc, const JsonbValue *v)
+{
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	JsonbValue	item;
+
+	if (v->type == jbvString)
+	{
+		check_template_text(tc, v->val.string.val, v->val.string.len);
+		return;
+	}
+	if (v->type != jbvBinary)
+		return;
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &item, false)) != WJB_DONE)
+		if ((tok == WJB_VALUE || tok == WJB_ELEM) && item.type == jbvString)
+			check_template_text(tc, item.val.string.val, item.val.string.len);
+}
+
+/* Sets needed[i * nsteps + j] for every step j that step i needs, directly or not. */
+static void
+collect_needed(WorkflowStep *steps, int nsteps, int i, bool *needed, bool *done)
+{
+	check_stack_depth();
+	if (done[i])
+		return;
+	done[i] = true;				/* no cycle: checked before */
+	for (int k = 0; k < steps[i].nneeds; k++)
+	{
+		int			j = steps[i].needs[k];
+
+		collect_needed(steps, nsteps, j, needed, done);
+		needed[(Size) i * nsteps + j] = true;
+		for (int m = 0; m < nsteps; m++)
+			if (needed[(Size) j * nsteps + m])
+				needed[(Size) i * nsteps + m] = true;
+	}
+}
+
+static void
+check_template_steps(WorkflowStep *steps, int nsteps, HTAB *ids)
+{
+	bool	   *needed = NULL;
+	bool	   *done = NULL;
+	TemplateCheck tc;
+	static const StepKey rendered[] = {SK_WITH, SK_RUN, SK_PARAMS, SK_ENV, SK_SLEEP};
+
+	tc.steps = steps;
+	tc.nsteps = nsteps;
+	tc.ids = ids;
+	for (int i = 0; i < nsteps; i++)
+	{
+		tc.step = i;
+		for (int r = 0; r < lengthof(rendered) + 1; r++)
+		{
+			JsonbValue	prompt;
+			const JsonbValue *v;
+
+			if (r < lengthof(rendered))
+			{
+				if (!steps[i].has[rendered[r]])
+					continue;
+				v = &steps[i].val[rendered[r]];
+			}
+			else
+			{
+				/* an approval's prompt */
+				if (!steps[i].has[SK_APPROVAL] || !jbv_is_object(&steps[i].val[SK_APPROVAL]) ||
+					getKeyJsonValueFromContainer(steps[i].val[SK_APPROVAL].val.binary.data,
+												 "prompt", 6, &prompt) == NULL)
+					continue;
+				v = &prompt;
+			}
+			/* the needs are worked out once, for the first template met */
+			if (needed == NULL)
+			{
+				needed = (bool *) palloc0((Size) nsteps * nsteps);
+				done = (bool *) palloc0(nsteps);
+			}
+			collect_needed(steps, nsteps, i, needed, done);
+			tc.needed = needed + (Size) i * nsteps;
+			check_template_value(&tc, v);
+		}
+	}
 }
 
 /* Returns the hash entry of the step named by a (not NUL-terminated) string, or NULL. */

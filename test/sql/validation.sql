@@ -176,6 +176,25 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "n
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "needs": "b", "sleep": 1}, {"id": "b", "sleep": 1}]}')$q$);
 -- workflow: a cycle
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "needs": ["c"], "sleep": 1}, {"id": "b", "needs": ["a"], "sleep": 1}, {"id": "c", "needs": ["b"], "sleep": 1}]}')$q$);
+-- workflow: a template names a step the step does not need, directly or
+-- through its needs' needs (the worker rendered it before that step was
+-- done and failed the step, or did not, as the timing fell), an unknown
+-- step, or the step itself; in each field the worker renders (with, run,
+-- params, env, an approval's prompt)
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "b", "sql": "select $1", "params": ["{{steps.a.output}}"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "b", "needs": ["a"], "sleep": 0}, {"id": "c", "run": ["echo", "x {{ steps.a.stdout }} y"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "c", "action": "x", "with": {"k": [1, {"v": "{{steps.a.output.x}}"}]}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "c", "run": ["env"], "env": {"X": "{{steps.a.output}}"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "g", "approval": {"prompt": "ok {{steps.a.output}}?"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "fetch", "sql": "select 1"}, {"id": "b", "needs": ["fetch"], "run": ["echo", "{{steps.fech.output}}"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["echo", "{{steps.a.output}}"]}]}')$q$);
+-- ... through a need's need, it is a need; a name no field renders, object
+-- keys, an unclosed "{{" and other roots are not templates of steps
+BEGIN;
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "b", "needs": ["a"], "sleep": 0},
+  {"id": "c", "needs": ["b"], "name": "{{steps.zz}}", "run": ["echo", "{{steps.a.stdout}} {{ input.x }} {{steps.b.output"],
+   "env": {"{{steps.zz.output}}": "1"}}]}') > 0 AS ok;
+ROLLBACK;
 -- workflow: over 1000 steps is a program limit (54000), as the payload size
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', jsonb_build_object('steps',
   (SELECT jsonb_agg(jsonb_build_object('id', 's' || i, 'sleep', 0)) FROM generate_series(1, 1001) i)))$q$);
