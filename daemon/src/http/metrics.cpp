@@ -202,6 +202,7 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
   Response res{bhttp::status::ok, req.version()};
   res.set(bhttp::field::server, "bgexec");
   res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  res.set("X-Content-Type-Options", "nosniff");
   res.body() = o.str();
   co_return res;
 }

@@ -1,0 +1,97 @@
+// The dashboard against a hostile or hurried user: another site framing it
+// (its buttons act with the token the page keeps), the headers of every
+// file and answer, older pages of the job list kept through the 3 s
+// refresh, and a slow answer for a job the page has left never rendered
+// into the next job's page.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { api, psql, claim, appendEvent, sleep, uniq, A, BASE } from './lib.mjs';
+
+async function launch() {
+  const profile = mkdtempSync(join(tmpdir(), 'bgexec-chromium-'));
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  return { browser, profile };
+}
+
+async function login(page) {
+  await page.goto(BASE + '/');
+  await page.fill('#token', A);
+  await page.click('#save-token');
+  await page.waitForSelector('#jobs tbody tr');
+}
+
+test('dashboard headers: no framing by another site, a script policy, nosniff on every answer', async () => {
+  const csp = (await fetch(BASE + '/')).headers.get('content-security-policy') ?? '';
+  for (const path of ['/', '/index.html', '/app.js', '/app.css']) {
+    const res = await fetch(BASE + path);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/, path);
+    assert.match(res.headers.get('content-security-policy') ?? '', /script-src 'self'/, path);
+    assert.equal(res.headers.get('x-frame-options'), 'DENY', path);
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff', path);
+  }
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  // API answers (errors too), metrics and the event stream
+  for (const [path, token] of [['/v1/queues', A], ['/v1/jobs/999999999', A], ['/v1/queues', undefined], ['/metrics', undefined]]) {
+    const res = await api('GET', path, { token });
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff', `${path} ${res.status}`);
+  }
+  const queue = uniq('hdr');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const ac = new AbortController();
+  const res = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: { Authorization: `Bearer ${A}` }, signal: ac.signal });
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+  ac.abort();
+});
+
+test('dashboard: a page of another origin cannot frame it, and it runs under its own policy', { timeout: 60000 }, async () => {
+  // The attacker's page: the dashboard in a frame, where a click could land
+  // on its stop, delete or pause buttons.
+  const evil = http.createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/html' });
+    res.end(`<!doctype html><iframe id="f" src="${BASE}/" width="800" height="600"></iframe>`);
+  });
+  evil.listen(0, '127.0.0.1');
+  await once(evil, 'listening');
+  const { browser, profile } = await launch();
+  try {
+    const page = await browser.newPage();
+    const violations = [];
+    page.on('console', (m) => { if (/Content Security Policy|Refused to/i.test(m.text())) violations.push(m.text()); });
+    // localhost and 127.0.0.1 are two origins
+    await page.goto(`http://localhost:${evil.address().port}/`);
+    await sleep(1500);
+    const framed = page.frames().filter((f) => f !== page.mainFrame());
+    for (const f of framed) {
+      const hasDashboard = await f.evaluate(() => !!document.querySelector('#token')).catch(() => false);
+      assert.equal(hasDashboard, false, `the dashboard rendered in a frame of another origin (${f.url()})`);
+    }
+    violations.length = 0;  // the frame's refusal is reported too
+
+    // The page itself works under the policy: home, a job page and its stream.
+    await login(page);
+    const queue = uniq('csp');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+    const { lease } = claim(queue);
+    appendEvent(id, lease, 'log', { line: 'under the policy' });
+    await page.goto(`${BASE}/#/jobs/${id}`);
+    await page.waitForSelector('#events li[data-kind="log"]');
+    assert.deepEqual(violations, []);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+    evil.close();
+  }
+});
