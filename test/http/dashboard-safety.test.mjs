@@ -95,3 +95,34 @@ test('dashboard: a page of another origin cannot frame it, and it runs under its
     evil.close();
   }
 });
+
+test('dashboard: older pages of the job list stay through the 3 s refresh, and the next older click goes on', { timeout: 60000 }, async () => {
+  const queue = uniq('paging');
+  psql(`SET ROLE tenant_a; SELECT count(bgexec.submit('noop', '{}', '${queue}')) FROM generate_series(1, 120)`);
+  assert.equal((await api('GET', `/v1/jobs?queue=${queue}&limit=500`, { token: A })).body.jobs.length, 120);
+  const { browser, profile } = await launch();
+  try {
+    const page = await browser.newPage();
+    await login(page);
+    await page.fill('#f-queue', queue);
+    await page.click('#filters button');
+    const rows = () => page.$$eval('#jobs tbody tr', (t) => t.map((r) => Number(r.dataset.id)));
+    await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 50);
+    await page.click('#more');
+    await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 100);
+    await sleep(4000);  // a refresh or more
+    assert.equal((await rows()).length, 100, 'the refresh put the first page back');
+    await page.click('#more');
+    await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 120);
+    const ids = await rows();
+    assert.equal(new Set(ids).size, 120);
+    assert.deepEqual(ids, [...ids].sort((x, y) => y - x));
+    assert.equal(await page.isHidden('#more'), true);
+    // filter starts over from the newest
+    await page.click('#filters button');
+    await page.waitForFunction(() => document.querySelectorAll('#jobs tbody tr').length === 50);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});

@@ -300,19 +300,40 @@ function jobRow(j) {
     <td><span class="status s-${esc(j.status)}">${esc(j.status)}</span></td><td>${j.attempt}/${j.max_attempts}</td>
     <td>${esc(j.created_at)}</td></tr>`;
 }
-async function loadJobs(append) {
-  const q = new URLSearchParams({limit: '50'});
-  if ($('#f-queue').value) q.set('queue', $('#f-queue').value);
-  if ($('#f-status').value) q.set('status', $('#f-status').value);
-  if (append && beforeCursor) q.set('before', beforeCursor);
-  const {jobs, next_before} = await api('GET', '/v1/jobs?' + q);
-  const html = jobs.map(jobRow).join('');
-  if (append) $('#jobs tbody').insertAdjacentHTML('beforeend', html); else $('#jobs tbody').innerHTML = html;
-  beforeCursor = next_before;
-  $('#more').hidden = next_before == null;
+// The list of recent jobs.  Once older pages are shown (the older button),
+// the 3 s refresh (auto) leaves the list alone: it replaced them with the
+// first page, and the next older click fetched page two again; filter
+// starts over.  Only the newest load renders (an older answer is dropped),
+// and the refresh does not start one while another is on its way.
+let jobsSeq = 0, jobsLoading = 0, jobsPaged = false;
+async function loadJobs(append, auto) {
+  if (auto && (jobsPaged || jobsLoading)) return;
+  const mine = ++jobsSeq;
+  jobsLoading++;
+  try {
+    const q = new URLSearchParams({limit: '50'});
+    if ($('#f-queue').value) q.set('queue', $('#f-queue').value);
+    if ($('#f-status').value) q.set('status', $('#f-status').value);
+    if (append && beforeCursor) q.set('before', beforeCursor);
+    const {jobs, next_before} = await api('GET', '/v1/jobs?' + q);
+    if (mine !== jobsSeq) return;
+    const html = jobs.map(jobRow).join('');
+    if (append) $('#jobs tbody').insertAdjacentHTML('beforeend', html); else $('#jobs tbody').innerHTML = html;
+    jobsPaged = !!append;
+    beforeCursor = next_before;
+    $('#more').hidden = next_before == null;
+  } finally {
+    jobsLoading--;
+  }
 }
+// One refresh at a time: with slow answers (a long schedule list, a busy
+// database) a refresh every 3 s otherwise piled requests up.
+let homeBusy = false;
 async function refreshHome() {
-  try { await Promise.all([loadQueues(), loadWorkers(), loadSchedules(), loadJobs(false)]); say(''); } catch (e) { say(e.message, true); }
+  if (homeBusy) return;
+  homeBusy = true;
+  try { await Promise.all([loadQueues(), loadWorkers(), loadSchedules(), loadJobs(false, true)]); say(''); } catch (e) { say(e.message, true); }
+  finally { homeBusy = false; }
 }
 
 function renderJob(j) {
