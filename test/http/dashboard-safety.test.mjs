@@ -126,3 +126,43 @@ test('dashboard: older pages of the job list stay through the 3 s refresh, and t
     rmSync(profile, { recursive: true, force: true });
   }
 });
+
+test('dashboard: a slow answer for a job the page has left never renders into the next job\'s page', { timeout: 60000 }, async () => {
+  const qa = uniq('nav-a');
+  const qb = uniq('nav-b');
+  const { body: { id: a } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: qa } });
+  const { body: { id: b } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: qb } });
+  const { lease } = claim(qa);
+  appendEvent(a, lease, 'log', { line: 'job a only' });
+  const { browser, profile } = await launch();
+  try {
+    const page = await browser.newPage();
+    await login(page);
+    // Job a's answer is held until the page has moved on to job b.
+    let release;
+    const held = new Promise((r) => { release = r; });
+    await page.route(`**/v1/jobs/${a}`, async (route) => { await held; await route.continue(); });
+    await page.evaluate((id) => { location.hash = `#/jobs/${id}`; }, a);
+    await sleep(300);
+    await page.evaluate((id) => { location.hash = `#/jobs/${id}`; }, b);
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'queued');
+    release();
+    await sleep(1500);
+    assert.equal(await page.textContent('#job-id'), String(b));
+    assert.equal(await page.textContent('#job-status'), 'queued');
+    assert.equal(await page.textContent('#job-fields dd#f-queue'), qb);
+    assert.deepEqual(await page.$$eval('#events li', (l) => l.map((x) => x.textContent)), []);
+    assert.match(await page.evaluate(() => source && source.url), new RegExp(`/v1/jobs/${b}/events`));
+    // and home: a job answer that comes after it opens no stream
+    await page.route(`**/v1/jobs/${b}`, async (route) => { await sleep(1000); await route.continue(); });
+    await page.evaluate((id) => { location.hash = `#/jobs/${id}`; }, a);
+    await page.evaluate((id) => { location.hash = `#/jobs/${id}`; }, b);
+    await page.evaluate(() => { location.hash = '#/'; });
+    await sleep(2000);
+    assert.equal(await page.evaluate(() => source), null);
+    assert.equal(await page.isHidden('#job'), true);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});

@@ -117,6 +117,10 @@ let token = localStorage.getItem('bgexec.token') || '';
 let source = null;      // EventSource of the open job page
 let beforeCursor = null;
 let refreshTimer = null;
+// Bumped by every route(): what a job page asked for before the page moved
+// on (another job, home) is dropped when it answers, so a slow answer for
+// one job never renders into, or opens its event stream on, another's page.
+let view = 0;
 
 function esc(v) {
   return String(v ?? '').replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
@@ -385,11 +389,15 @@ function onEvent(ev) {
 }
 const endKinds = ['completed', 'failed', 'cancelled', 'timed_out', 'suspended'];
 async function showJob(id) {
+  const mine = view;
   $('#home').hidden = true; $('#job').hidden = false;
   $('#job-id').textContent = id;
   $('#events').innerHTML = ''; steps.clear(); renderSteps();
   if (source) { source.close(); source = null; }
-  try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); return; }
+  let j;
+  try { j = await api('GET', '/v1/jobs/' + id); } catch (e) { if (mine === view) say(e.message, true); return; }
+  if (mine !== view) return;  // the page moved on meanwhile
+  renderJob(j);
   follow(id, 0);
 }
 // The server decides where the stream ends: after the job's newest event,
@@ -413,7 +421,10 @@ function follow(id, after) {
     refreshing = true;
     do {
       again = false;
-      try { renderJob(await api('GET', '/v1/jobs/' + id)); } catch (e) { say(e.message, true); }
+      try {
+        const j = await api('GET', '/v1/jobs/' + id);
+        if (source === es) renderJob(j);
+      } catch (e) { say(e.message, true); }
     } while (again && source === es);
     refreshing = false;
   };
@@ -437,6 +448,7 @@ function lastSeq() {
   return items.length ? Number(items[items.length - 1].dataset.seq) : 0;
 }
 async function act(what) {
+  const mine = view;
   const id = $('#job-id').textContent;
   let body;
   if (what === 'resume' && $('#resume-input').value.trim()) {
@@ -445,12 +457,15 @@ async function act(what) {
   try {
     const r = await api('POST', `/v1/jobs/${id}/${what}`, body);
     say(`${what}: ${JSON.stringify(r)}`);
-    renderJob(await api('GET', '/v1/jobs/' + id));
+    const j = await api('GET', '/v1/jobs/' + id);
+    if (mine !== view) return;
+    renderJob(j);
     if ((!source || source.readyState === EventSource.CLOSED) && (what === 'resume' || what === 'retry')) follow(id, lastSeq());
   } catch (e) { say(`${what}: ${e.message}`, true); }
 }
 
 function route() {
+  view++;
   clearInterval(refreshTimer);
   const m = location.hash.match(/^#\/jobs\/(\d+)$/);
   if (m) { showJob(m[1]); return; }
