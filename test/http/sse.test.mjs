@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
-import { api, psql, claim, appendEvent, finish, startGateway, sleep, uniq, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, startGateway, sleep, uniq, A, B, BASE } from './lib.mjs';
 
 const KINDS = ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
   'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out'];
@@ -272,4 +272,26 @@ test('Last-Event-ID wins over ?after= (an EventSource reconnecting to a URL that
   // At the end already: 204, whatever ?after= says.
   const r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=1`, { headers: { 'Last-Event-ID': '4' } });
   assert.equal(r.status, 204);
+});
+
+test('a stream whose role loses access to the job ends, and the reconnect is refused', { timeout: 30000 }, async () => {
+  const queue = uniq('sse-revoke');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: B, body: { kind: 'noop', queue } });
+  const ac = new AbortController();
+  const res = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: { Authorization: `Bearer ${B}` }, signal: ac.signal });
+  assert.equal(res.status, 200);
+  const t0 = Date.now();
+  const body = res.text().catch(() => {});  // resolves when the gateway ends the stream
+  await sleep(300);
+  psql('REVOKE bgexec_client FROM tenant_b');
+  try {
+    const ended = await Promise.race([body.then(() => true), sleep(10000).then(() => false)]);
+    assert.ok(ended, 'the stream stayed open (polling in vain every 3 s) after its role lost access');
+    assert.ok(Date.now() - t0 < 8000);
+    const again = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: { Authorization: `Bearer ${B}` } });
+    assert.equal(again.status, 403);
+  } finally {
+    ac.abort();
+    psql('GRANT bgexec_client TO tenant_b');
+  }
 });

@@ -1405,7 +1405,12 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
         co_await fetch();
       } catch (const pg::Error& e) {
         more = false;  // retried at the next poll
-        if (e.sqlstate() == "P0002") break;  // purged meanwhile
+        // Purged meanwhile, or the token's role may no longer read it (its
+        // bgexec_client or its membership in the gateway's login revoked):
+        // every later poll would fail the same way, a warning every 3 s for
+        // as long as the reader stayed, and the reader never heard.  The
+        // stream ends; EventSource's reconnect then gets the 404 or 403.
+        if (e.sqlstate() == "P0002" || e.sqlstate() == "42501") break;
         core::log("warn", "event fetch failed", {{"job_id", id_s}, {"error", e.what()}});
       } catch (const ClientGone&) {
         co_return;
