@@ -3,7 +3,8 @@
 // its own; bad input is 422 naming the field.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, psql, uniq, A, B } from './lib.mjs';
+import { writeFileSync } from 'node:fs';
+import { api, psql, uniq, startGateway, A, B } from './lib.mjs';
 
 // Makes the schedule due and runs reconcile().  The in-server watchdog runs
 // reconcile() every second too, and each skips the schedule rows the other
@@ -182,4 +183,41 @@ test('schedules: a NUL in the path\'s name is 422 on every route, never a name c
   assert.equal(s.body.last_job_id, null);
   assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 0, 'not run');
   assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 200);
+});
+
+test('schedules: a superuser\'s token reads its own schedules too, not every role\'s', async (t) => {
+  const tokens = `${process.env.BGEXEC_WORK}/${uniq('admin-tokens')}.json`;
+  writeFileSync(tokens, JSON.stringify({ 'token-a': 'tenant_a', 'token-admin': 'postgres' }));
+  const gw = await startGateway(0, ['--tokens', tokens]);
+  t.after(() => gw.kill());
+  const admin = (method, path, opts = {}) => api(method, path, { token: 'token-admin', base: gw.url, ...opts });
+  const name = uniq('shared-name');
+  const mine = uniq('admin-own');
+  // tenant_a's schedule, and the administrator's own of the same name and another
+  assert.equal((await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '0 3 * * *', kind: 'tenant-kind' } })).status, 200);
+  assert.equal((await admin('PUT', `/v1/schedules/${mine}`, { body: { cron: '0 5 * * *', kind: 'admin-kind' } })).status, 200);
+  try {
+    // tenant_a's is none of the administrator's: not listed, 404 by name
+    // (as DELETE, pause and run answer for it)
+    const list = await admin('GET', '/v1/schedules');
+    assert.equal(list.status, 200);
+    assert.deepEqual(list.body.schedules.map((s) => [s.owner, s.name]).filter(([, n]) => n === name || n === mine),
+      [['postgres', mine]]);
+    assert.ok(list.body.schedules.every((s) => s.owner === 'postgres'), JSON.stringify(list.body.schedules.map((s) => s.owner)));
+    assert.equal((await admin('GET', `/v1/schedules/${name}`)).status, 404);
+    assert.equal((await admin('POST', `/v1/schedules/${name}/pause`)).status, 404);
+    // the same name of its own is its own, whoever else uses that name
+    assert.equal((await admin('PUT', `/v1/schedules/${name}`, { body: { cron: '0 4 * * *', kind: 'admin-kind' } })).status, 200);
+    for (let i = 0; i < 5; i++) {
+      const one = await admin('GET', `/v1/schedules/${name}`);
+      assert.equal(one.status, 200);
+      assert.equal(one.body.owner, 'postgres');
+      assert.equal(one.body.cron, '0 4 * * *');
+    }
+    const a = await api('GET', `/v1/schedules/${name}`, { token: A });
+    assert.equal(a.body.owner, 'tenant_a');
+    assert.equal(a.body.kind, 'tenant-kind');
+  } finally {
+    psql(`DELETE FROM bgexec.schedule WHERE name IN ('${name}', '${mine}')`);
+  }
 });

@@ -1170,6 +1170,15 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
 // GET /v1/schedules, PUT and DELETE /v1/schedules/{name}, POST
 // /v1/schedules/{name}/pause|resume|run: the caller's recurring jobs
 // (bgexec.schedule under row-level security).
+// The token's own schedules, as every schedule route acts on them
+// (schedule, pause_schedule, run_schedule... take the caller's): row-level
+// security alone shows a superuser's token everyone's, so GET of a name
+// two roles use answered an arbitrary one of them, and the dashboard
+// listed other roles' schedules whose edit saved a copy owned by the
+// superuser (its sql steps then ran as the superuser) and whose other
+// buttons acted on the token's own schedule of that name, or answered 404.
+const std::string own_schedule = "owner = current_user";
+
 asio::awaitable<Response> Gateway::schedules(const Request& req, const std::string& role,
                                              const std::vector<std::string>& seg,
                                              const std::map<std::string, std::string>& qs) {
@@ -1181,7 +1190,8 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD");
     check_params(qs, no_params);
     check_no_body(req.body());
-    auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule ORDER BY name", {}, true);
+    auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE " + own_schedule + " ORDER BY name",
+                                  {}, true);
     co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json(true)));
   }
   const bool action = seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume" || seg[3] == "run");
@@ -1230,7 +1240,8 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     co_return make_json(v, bhttp::status::ok, kv("name", name, "deleted", true));
   }
   check_no_body(req.body());  // GET, HEAD
-  auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE name = $1", args(name), true);
+  auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE " + own_schedule + " AND name = $1",
+                                args(name), true);
   if (r.rows() == 0) throw not_found("schedule " + name + " does not exist");
   co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
 }
