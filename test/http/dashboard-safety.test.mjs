@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, psql, claim, appendEvent, sleep, uniq, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
 
 async function launch() {
   const profile = mkdtempSync(join(tmpdir(), 'bgexec-chromium-'));
@@ -161,6 +161,34 @@ test('dashboard: a slow answer for a job the page has left never renders into th
     await sleep(2000);
     assert.equal(await page.evaluate(() => source), null);
     assert.equal(await page.isHidden('#job'), true);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});
+
+test('dashboard: a workflow of 2000 steps is replayed in seconds, its steps table whole', { timeout: 90000 }, async () => {
+  const queue = uniq('ui-steps');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease } = claim(queue);
+  // 4000 step events (seq 2..4001), then completed
+  psql(`SELECT bgexec.append_events(${id}, ${lease}, (SELECT jsonb_agg(jsonb_build_object(
+          'kind', CASE WHEN i % 2 = 0 THEN 'step_started' ELSE 'step_completed' END,
+          'data', jsonb_build_object('step', 'step-' || (i / 2), 'output', '{}'::jsonb)) ORDER BY i)
+          FROM generate_series(0, 3999) i))`);
+  finish(id, lease, 'completed', {});
+  const { browser, profile } = await launch();
+  try {
+    const page = await browser.newPage();
+    await login(page);
+    const t0 = Date.now();
+    await page.evaluate((j) => { location.hash = `#/jobs/${j}`; }, id);
+    // a render of the whole table per step event took 30 s here
+    await page.waitForSelector('#events li[data-kind="completed"]', { timeout: 15000 });
+    await page.waitForFunction(() => document.querySelectorAll('#steps tbody tr').length === 2000, null, { timeout: 5000 });
+    assert.ok(Date.now() - t0 < 15000);
+    assert.equal(await page.textContent('#steps tr[data-step="step-1999"] td:nth-child(2)'), 'completed');
+    assert.equal(await page.$$eval('#events li', (l) => l.length), 4002);
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });

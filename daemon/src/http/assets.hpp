@@ -370,6 +370,13 @@ async function noteJob(j) {
   $('#job-note').hidden = !text;
 }
 const steps = new Map();
+// The steps table is built whole, so a render per step event was quadratic:
+// a replay of a 2000-step workflow took the page 30 s.  Step events mark it
+// stale; it is rebuilt at most every 100 ms, and once after the last.
+let stepsTimer = null;
+function stepsChanged() {
+  if (!stepsTimer) stepsTimer = setTimeout(() => { stepsTimer = null; renderSteps(); }, 100);
+}
 function renderSteps() {
   $('#steps tbody').innerHTML = [...steps.entries()].map(([id, s]) =>
     `<tr data-step="${esc(id)}"><td>${esc(id)}</td><td>${esc(s.state)}</td><td>${esc(s.detail ? JSON.stringify(s.detail) : '')}</td></tr>`).join('');
@@ -384,7 +391,7 @@ function onEvent(ev) {
   if (ev.kind.startsWith('step_') && d.step) {
     const state = ev.kind.slice(5);
     steps.set(d.step, {state, detail: d.output ?? d.error ?? null});
-    renderSteps();
+    stepsChanged();
   }
 }
 const endKinds = ['completed', 'failed', 'cancelled', 'timed_out', 'suspended'];
