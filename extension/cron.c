@@ -504,6 +504,52 @@ cron_next_from(const CronSpec *spec, TimestampTz after, pg_tz *zone, const char 
 		}
 	}
 
+	/*
+	 * `start` within a jump forward of the clock (07:00Z when New York jumps
+	 * from 02:00 to 03:00): the search from w, on the new clock (03:00),
+	 * never comes back to the wall minutes the jump skipped that follow
+	 * start's reading on the old clock (02:00-02:59), though they run late
+	 * (02:30 at 03:30), after `after`.  Search them too, from that reading;
+	 * a match still inside the jump runs at its late instant.
+	 */
+	{
+		pg_time_t	st = timestamptz_to_time_t(start);
+		pg_time_t	t = st - 26 * SECS_PER_HOUR;	/* a jump is at most a day (Apia, 2011) */
+		pg_time_t	boundary;
+		long int	before_gmtoff,
+					after_gmtoff;
+		int			before_isdst,
+					after_isdst;
+
+		for (int n = 0; n < 8 &&
+			 pg_next_dst_boundary(&t, &before_gmtoff, &before_isdst, &boundary,
+								  &after_gmtoff, &after_isdst, zone) == 1 &&
+			 boundary <= st; n++)
+		{
+			if (after_gmtoff > before_gmtoff && st < boundary + (after_gmtoff - before_gmtoff))
+			{
+				struct pg_tm tm;
+				fsec_t		fsec;
+				WallMinute	w3;
+				TimestampTz late;
+
+				if (timestamp2tm(start + before_gmtoff * USECS_PER_SEC, NULL, &tm, &fsec, NULL, NULL) == 0)
+				{
+					w3.y = tm.tm_year;
+					w3.m = tm.tm_mon;
+					w3.d = tm.tm_mday;
+					w3.h = tm.tm_hour;
+					w3.mi = tm.tm_min;
+					wall_search(spec, &w3, limit, expr);
+					late = instant_at(&w3, (int) -before_gmtoff);
+					if (late < time_t_to_timestamptz(boundary) + (after_gmtoff - before_gmtoff) * USECS_PER_SEC)
+						second_pass = Min(second_pass, late);
+				}
+			}
+			t = boundary + 1;
+		}
+	}
+
 	for (;;)
 	{
 		wall_search(spec, &w, limit, expr);

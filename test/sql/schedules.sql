@@ -48,6 +48,14 @@ SELECT bgexec._cron_next('30 2 * * *', '2027-03-13 07:30+00', 'America/New_York'
        bgexec._cron_next('30 1 * * *', '2026-10-31 05:30+00', 'America/New_York') AS repeated_runs_once,
        bgexec._cron_next('30 1 * * *', '2026-11-01 05:30+00', 'America/New_York') AS and_next_day,
        bgexec._cron_next('30 1 * * *', '2026-11-01 06:10+00', 'America/New_York') AS from_the_second;
+-- ... and every skipped time runs late, not only the first: after 02:00 ran
+-- (at 03:00 EDT), 02:30 runs at 03:30; a search from just before the jump
+-- finds 02:00 (at 03:00), not the next day; London's 01:20 and 01:40 run
+-- at 02:20 and 02:40 BST.  The search started on the new clock (03:01) and
+-- never came back to the skipped minutes after it.
+SELECT bgexec._cron_next('0,30 2 * * *', '2027-03-14 03:00:05-04', 'America/New_York') AS second_skipped,
+       bgexec._cron_next('0 2 * * *', '2027-03-14 01:59:30-05', 'America/New_York') AS from_before_the_jump,
+       bgexec._cron_next('*/20 1 * * *', '2027-03-28 02:00:05+01', 'Europe/London') AS london_next_20;
 -- every hour in the hour field: both showings of the repeated hour run, at
 -- their pace (05:xx UTC is EDT's 01:xx, 06:xx EST's)
 SELECT after, bgexec._cron_next('*/20 * * * *', after, 'America/New_York') AS every_20_min
