@@ -7,22 +7,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { rmSync } from 'node:fs';
+import { launch } from './browser.mjs';
 import { api, psql, claim, appendEvent, finish, sleep, uniq, A, BASE } from './lib.mjs';
-
-async function launch() {
-  const profile = mkdtempSync(join(tmpdir(), 'bgexec-chromium-'));
-  const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  return { browser, profile };
-}
 
 async function login(page) {
   await page.goto(BASE + '/');

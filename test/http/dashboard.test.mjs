@@ -4,25 +4,9 @@
 // tenant's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { rmSync, writeFileSync } from 'node:fs';
+import { launch } from './browser.mjs';
 import { api, psql, claim, appendEvent, finish, sleep, uniq, startGateway, A, B, BASE } from './lib.mjs';
-
-// Headless Chromium on a fresh profile directory per run (Playwright passes
-// it as --user-data-dir); `options` adds context options.
-async function launch(options = {}) {
-  const profile = mkdtempSync(join(tmpdir(), 'bgexec-chromium-'));
-  const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    ...options,
-  });
-  return { browser, profile };
-}
 
 test('dashboard: live job page, the stop button, a job past an old terminal event', { timeout: 90000 }, async () => {
   const { browser, profile } = await launch();
