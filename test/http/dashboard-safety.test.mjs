@@ -181,3 +181,36 @@ test('dashboard: a workflow of 2000 steps is replayed in seconds, its steps tabl
     rmSync(profile, { recursive: true, force: true });
   }
 });
+
+test('dashboard: a job page whose stream is refused (503) follows it again, not left "(closed)"', { timeout: 60000 }, async () => {
+  const queue = uniq('refused');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { browser, profile } = await launch();
+  try {
+    const page = await browser.newPage();
+    await login(page);
+    // The job's first two streams are refused, as a gateway whose database
+    // is away refuses them; EventSource does not try again after a 503.
+    let refused = 0;
+    await page.route(`**/v1/jobs/${id}/events*`, async (route) => {
+      if (refused < 2) {
+        refused++;
+        await route.fulfill({ status: 503, contentType: 'application/json',
+          body: '{"error": {"sqlstate": "57P03", "message": "the database is not answering"}}' });
+      } else {
+        await route.continue();
+      }
+    });
+    await page.evaluate((j) => { location.hash = `#/jobs/${j}`; }, id);
+    await page.waitForFunction(() => document.querySelector('#stream-state').textContent === '(closed)');
+    const { lease } = claim(queue);
+    appendEvent(id, lease, 'log', { line: 'after the outage' });
+    await page.waitForSelector('#events li[data-kind="log"]', { timeout: 20000 });
+    assert.equal(refused, 2);
+    assert.deepEqual(await page.$$eval('#events li', (l) => l.map((x) => x.dataset.kind)), ['started', 'log']);
+    assert.equal(await page.textContent('#stream-state'), '(live)');
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});

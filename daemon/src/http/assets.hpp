@@ -412,8 +412,12 @@ async function showJob(id) {
 // suspended, then resumed) is followed by more, so the page never closes the
 // stream itself.  When the server closes it, EventSource reconnects once
 // with Last-Event-ID: new events if the job went on meanwhile, else 204,
-// which leaves it CLOSED.
-function follow(id, after) {
+// which leaves it CLOSED.  Closed any other way before an ending event (a
+// 503 while the database is away, a gateway restarting), EventSource does
+// not try again, and the page stayed "(closed)" until reloaded: it follows
+// again from its last event while it shows the job, 1 s later, then 2, 4,
+// up to 30 s apart.
+function follow(id, after, attempt = 0) {
   if (source) source.close();
   const es = new EventSource(`/v1/jobs/${id}/events?token=${encodeURIComponent(token)}&after=${after}`);
   source = es;
@@ -446,8 +450,11 @@ function follow(id, after) {
     'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out']) {
     es.addEventListener(k, handler);
   }
+  es.onopen = () => { attempt = 0; };
   es.onerror = () => {
-    if (es.readyState === EventSource.CLOSED && !endKinds.includes(lastKind)) $('#stream-state').textContent = '(closed)';
+    if (es.readyState !== EventSource.CLOSED || endKinds.includes(lastKind)) return;
+    $('#stream-state').textContent = '(closed)';
+    setTimeout(() => { if (source === es) follow(id, lastSeq(), attempt + 1); }, Math.min(30000, 1000 * 2 ** attempt));
   };
 }
 function lastSeq() {
