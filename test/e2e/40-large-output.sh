@@ -9,11 +9,10 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57994
 
-# A lease of 30 s (start_worker's 2 s is for tests of lost leases): the
+# A lease of 30 s (past start_worker's 2 s, for tests of lost leases): the
 # event and the finish carry 15 MB each.
-"$BGEXEC" worker --id w1 --lease 30 --queue big --concurrency 2 >>"$E2E_DIR/w1.log" 2>&1 &
-pid=$!
-E2E_PIDS+=("$pid")
+start_worker w1 --queue big --concurrency 2 --lease 30
+pid=$WORKER_PID
 id=$("$BGEXEC" submit workflow '{"steps": [{"id": "rows", "sql": "SELECT 1 AS a FROM generate_series(1, 1500000)"}]}' --queue big) \
   || fail "submit"
 wait_status "$id" completed 120
