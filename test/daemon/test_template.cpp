@@ -224,5 +224,15 @@ TEST(Template, BudgetBoundsRepeats) {
   }
 }
 
+// A step with no stdout recorded (a sql step, an approval's resume input):
+// its output stands in, as text or compact JSON; a null one does not.
+TEST(Template, OutputStandsInForStdout) {
+  TemplateContext ctx;
+  ctx.steps = json::parse(R"({"q": {"output": [{"a": 1}]}, "gate": {"output": "yes"}, "nap": {"output": null}})");
+  EXPECT_EQ(render("{{steps.q.stdout}}", ctx), json(R"([{"a":1}])"));
+  EXPECT_EQ(render("ok {{steps.gate.stdout}}", ctx), json("ok yes"));
+  EXPECT_NE(error_of("{{steps.nap.stdout}}", ctx).find("step \"nap\" has no stdout"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bgexec::core

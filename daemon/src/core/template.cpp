@@ -146,11 +146,14 @@ nlohmann::json evaluate(const std::string& expr, const TemplateContext& ctx,
     if (parts[2] == "stdout") {
       if (parts.size() > 3) throw error_for(expr, "steps.ID.stdout takes no path");
       const auto it = step->find("stdout");
-      if (it == step->end() || !it->is_string()) {
-        throw error_for(expr, "step \"" + id + "\" has no stdout");
-      }
       // As the worker recorded it: one trailing newline already trimmed.
-      return it->get<std::string>();
+      if (it != step->end() && it->is_string()) return it->get<std::string>();
+      // None recorded (a sql step's rows, an approval's resume input, a
+      // stdout its output renders exactly): the output stands in, its text
+      // if a string, else its compact JSON; in every run alike.
+      const auto out = step->find("output");
+      if (out == step->end() || out->is_null()) throw error_for(expr, "step \"" + id + "\" has no stdout");
+      return out->is_string() ? *out : nlohmann::json(dump(*out));
     }
     throw error_for(expr, "unknown step field \"" + parts[2] + "\" (expected output or stdout)");
   }

@@ -15,7 +15,8 @@ namespace bgexec::core {
 struct TemplateContext {
   nlohmann::json input;  // the job payload's "input"
   nlohmann::json steps;  // {id: {"output": ..., "stdout": "..."}} for completed steps;
-                        // stdout as the worker records it (one trailing newline trimmed)
+                        // stdout as the worker records it (one trailing newline trimmed);
+                        // without one, a non-null output stands in (text, else compact JSON)
   // Resolves secrets.NAME; nullopt (or an empty function) means unavailable.
   std::function<std::optional<std::string>(const std::string&)> secret;
 };

@@ -67,15 +67,9 @@ std::string trim_newline(std::string s) {
   return s;
 }
 
-// The stdout an output stands in for when a step's event recorded none (an
-// approval's resume input, or a stdout the output renders exactly): the text
-// itself, else the compact JSON.
-std::string stdout_of(const json& output) {
-  return output.is_string() ? output.get<std::string>() : core::dump(output);
-}
-
-// Whether the output stands in for `text` exactly (stdout_of(output) ==
-// text), without copying a text output (up to 16 MiB) to compare it.
+// Whether the output stands in for `text` exactly (its text if a string,
+// else its compact JSON, as core::render reads a stdout not recorded),
+// without copying a text output (up to 16 MiB) to compare it.
 bool renders_stdout(const json& output, const std::string& text) {
   if (output.is_string()) return output.get_ref<const std::string&>() == text;
   return !output.is_null() && core::dump(output) == text;
@@ -637,12 +631,9 @@ asio::awaitable<void> Job::execute() {
       done_.insert(sid);
       outputs_[sid] = {{"output", out}};
       // The stdout recorded by the earlier run; without one (an approval's
-      // resume input), the output stands in (compact JSON unless text).
-      if (auto it = stdouts.find(sid); it != stdouts.end() && it->is_string()) {
+      // resume input), the output stands in (core::render).
+      if (auto it = stdouts.find(sid); it != stdouts.end() && it->is_string())
         outputs_[sid]["stdout"] = it->get<std::string>();
-      } else if (!out.is_null()) {
-        outputs_[sid]["stdout"] = stdout_of(out);
-      }
     }
   }
 
@@ -816,12 +807,6 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       // it once, and a re-run gets it back from the output.
       if (!renders_stdout(output, trimmed)) data["stdout"] = trimmed;
       entry["stdout"] = std::move(trimmed);
-    } else if (kind == "sql") {
-      // A sql step prints nothing: its rows, as compact JSON, stand in, as
-      // they do when a re-run (retry, resume) reads the step back.  Its
-      // {{steps.ID.stdout}} failed in the run that ran it ("has no
-      // stdout") and rendered the rows in every later one.
-      entry["stdout"] = stdout_of(output);
     }
     data["output"] = std::move(output);
     co_await append_kept("step_completed", data);
