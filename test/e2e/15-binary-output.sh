@@ -172,6 +172,16 @@ wait_status "$nul" completed 20
 [[ $(sql "SELECT data->'progress'->>'p' FROM bgexec.job_event WHERE job_id = $nul AND kind = 'progress'") \
    == "a${fffd}b" ]] || fail "NUL in a progress event"
 
+# Binary output in bulk: 4 MB of NUL bytes (a step that cats a gzip file,
+# `find -print0` over a tree).  The repair replaced one NUL at a time,
+# moving the rest of the text each time: the worker's event loop was held
+# for hours (no heartbeat; the job reconciled, its lease lost).
+bin=$("$BGEXEC" submit workflow --max-attempts 1 '{"steps": [{"id": "bin", "run": ["head", "-c", "4000000", "/dev/zero"]}]}') \
+  || fail submit
+wait_status "$bin" completed 60
+[[ $(sql "SELECT length(result->>'bin') FROM bgexec.job WHERE id = $bin") == 4000000 ]] \
+  || fail "4 MB of NUL: $(sql "SELECT status, length(result->>'bin'), left(error::text, 200) FROM bgexec.job WHERE id = $bin")"
+
 # stdout of 16 MiB or more fails the step, which read the first 16 MiB of
 # a larger JSON output as a string output; progress lines count against
 # the log cap (1 MiB by default) like log lines

@@ -63,15 +63,20 @@ bool valid_utf8(std::string_view text) {
   return true;
 }
 
+namespace {
+
 // One pass: well-formed sequences are copied, each maximal ill-formed
-// subpart becomes one U+FFFD.
-std::string to_valid_utf8(std::string_view text) {
+// subpart (and with `nul`, each U+0000) becomes one U+FFFD.  One pass, not
+// a replace per bad byte: each replace moved the rest of the text, so a
+// step printing 2 MB of NUL bytes (binary output) held the worker's event
+// loop for hours, its heartbeats with it.
+std::string repaired(std::string_view text, bool nul) {
   std::string out;
   out.reserve(text.size() + 8);
   std::size_t i = 0;
   while (i < text.size()) {
     std::size_t bad = 0;
-    const std::size_t n = sequence_at(text, i, &bad);
+    const std::size_t n = nul && text[i] == '\0' ? (bad = 1, 0) : sequence_at(text, i, &bad);
     if (n == 0) {
       out += replacement;
       i += bad;
@@ -83,16 +88,15 @@ std::string to_valid_utf8(std::string_view text) {
   return out;
 }
 
+}  // namespace
+
+std::string to_valid_utf8(std::string_view text) { return repaired(text, false); }
+
 bool storable(std::string_view text) {
   return text.find('\0') == std::string_view::npos && valid_utf8(text);
 }
 
-std::string to_storable(std::string_view text) {
-  std::string out = to_valid_utf8(text);
-  for (std::size_t i = out.find('\0'); i != std::string::npos; i = out.find('\0', i))
-    out.replace(i, 1, replacement), i += replacement.size();
-  return out;
-}
+std::string to_storable(std::string_view text) { return repaired(text, true); }
 
 // Strings in place; an object is rebuilt only when one of its keys is bad.
 bool sanitize_utf8(nlohmann::json& value) {
