@@ -292,6 +292,37 @@ void Job::on_step_deadline(const std::string& sid, double secs) {
   }
 }
 
+void Job::count_readers() {
+  for (const auto& sid : dag_->sinks()) readers_[sid] = 1;
+  for (const auto& sid : dag_->ids()) {
+    if (done_.count(sid)) continue;
+    auto& names = reads_[sid];
+    names = core::referenced_steps(dag_->step(sid));
+    for (const auto& x : names) ++readers_[x];
+  }
+  for (auto it = outputs_.begin(); it != outputs_.end();) {
+    if (has_readers(it.key())) ++it;
+    else it = outputs_.erase(it);
+  }
+}
+
+void Job::release_reads(const std::string& sid) {
+  auto r = reads_.find(sid);
+  if (r == reads_.end()) return;
+  for (const auto& x : r->second) {
+    auto n = readers_.find(x);
+    if (n == readers_.end() || --n->second > 0) continue;
+    readers_.erase(n);
+    if (done_.count(x)) outputs_.erase(x);
+  }
+  reads_.erase(r);
+}
+
+bool Job::has_readers(const std::string& sid) const {
+  auto n = readers_.find(sid);
+  return n != readers_.end() && n->second > 0;
+}
+
 json Job::render(const json& v, const std::string& sid) {
   std::vector<std::string> used;
   core::RenderBudget budget;
@@ -629,13 +660,16 @@ asio::awaitable<void> Job::execute() {
     for (auto& [sid, out] : completed.items()) {
       if (!dag_->contains(sid)) continue;
       done_.insert(sid);
-      outputs_[sid] = {{"output", out}};
+      json entry = json::object();
+      entry["output"] = std::move(out);  // not copied: it may be 16 MiB of rows
       // The stdout recorded by the earlier run; without one (an approval's
       // resume input), the output stands in (core::render).
       if (auto it = stdouts.find(sid); it != stdouts.end() && it->is_string())
-        outputs_[sid]["stdout"] = it->get<std::string>();
+        entry["stdout"] = std::move(it->get_ref<std::string&>());
+      outputs_[sid] = std::move(entry);
     }
   }
+  count_readers();
 
   for (;;) {
     if (stop_ != StopReason::none || abandoned_) break;
@@ -733,6 +767,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
         job.render_held_ -= std::min(job.render_held_, it->second);
         job.rendered_.erase(it);
       }
+      job.release_reads(sid);
     }
   } rendered{*this, sid};
   std::string kind = step_kind(step);
@@ -804,14 +839,20 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     if (has_stdout) {
       std::string trimmed = masker_.mask(trim_newline(out_text));
       // Text, or JSON printed compact, is its own output: the event carries
-      // it once, and a re-run gets it back from the output.
-      if (!renders_stdout(output, trimmed)) data["stdout"] = trimmed;
-      entry["stdout"] = std::move(trimmed);
+      // it once, a re-run gets it back from the output, and so does a
+      // template of this run (core::render), so it is held once.
+      if (!renders_stdout(output, trimmed)) {
+        data["stdout"] = trimmed;
+        entry["stdout"] = std::move(trimmed);
+      }
     }
     data["output"] = std::move(output);
     co_await append_kept("step_completed", data);
-    entry["output"] = std::move(data["output"]);
-    outputs_[sid] = std::move(entry);
+    // Kept only for a step still to read it, or the job's result.
+    if (has_readers(sid)) {
+      entry["output"] = std::move(data["output"]);
+      outputs_[sid] = std::move(entry);
+    }
     done_.insert(sid);
     core::log("info", "step completed", {{"job_id", id_str(id())}, {"step", sid}});
   } catch (const Abandoned&) {
