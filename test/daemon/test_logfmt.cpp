@@ -160,5 +160,22 @@ TEST_F(LogLevelTest, ConcurrentLinesDoNotInterleave) {
   EXPECT_EQ(lines, threads * per_thread);
 }
 
+// The first line is written, the rest within the period counted, and the
+// next line written carries the count.
+TEST(LogThrottle, OneLinePerPeriodWithTheCount) {
+  using namespace std::chrono_literals;
+  LogThrottle t(10s);
+  const std::chrono::steady_clock::time_point t0{};
+  std::size_t skipped = 99;
+  EXPECT_TRUE(t.allow(t0 + 1s, &skipped));
+  EXPECT_EQ(skipped, 0u);
+  for (int i = 0; i < 500; ++i) EXPECT_FALSE(t.allow(t0 + 2s + i * 1ms, &skipped));
+  EXPECT_FALSE(t.allow(t0 + 10s, &skipped));
+  EXPECT_TRUE(t.allow(t0 + 11s, &skipped));
+  EXPECT_EQ(skipped, 501u);
+  EXPECT_TRUE(t.allow(t0 + 60s, &skipped));
+  EXPECT_EQ(skipped, 0u);
+}
+
 }  // namespace
 }  // namespace bgexec::core

@@ -138,4 +138,16 @@ bool level_enabled(std::string_view level) {
   return rank < 0 || rank >= g_min_level.load(std::memory_order_relaxed);
 }
 
+bool LogThrottle::allow(std::chrono::steady_clock::time_point now, std::size_t* skipped) {
+  std::lock_guard lock(mutex_);
+  if (last_ && now - *last_ < every_) {
+    ++skipped_;
+    return false;
+  }
+  last_ = now;
+  *skipped = skipped_;
+  skipped_ = 0;
+  return true;
+}
+
 }  // namespace bgexec::core

@@ -1,7 +1,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <initializer_list>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,5 +39,25 @@ bool set_level(std::string_view level);
 // Whether a line at `level` would be written now. Unknown level names are
 // always written (never hide a message because of a typo in its level).
 bool level_enabled(std::string_view level);
+
+// One line per period for a failure that repeats from many places at once:
+// every open event stream polls every 3 s, so while the database is away a
+// gateway with a thousand streams wrote hundreds of identical warnings a
+// second.  The first is written; the rest within `every` are counted, and
+// the next line written carries the count.  Thread-safe.
+class LogThrottle {
+ public:
+  explicit LogThrottle(std::chrono::steady_clock::duration every) : every_(every) {}
+  // Whether to write the line now; when it is, *skipped is how many were
+  // held back since the last one written.
+  bool allow(std::size_t* skipped) { return allow(std::chrono::steady_clock::now(), skipped); }
+  bool allow(std::chrono::steady_clock::time_point now, std::size_t* skipped);
+
+ private:
+  std::chrono::steady_clock::duration every_;
+  std::optional<std::chrono::steady_clock::time_point> last_;
+  std::size_t skipped_ = 0;
+  std::mutex mutex_;
+};
 
 }  // namespace bgexec::core

@@ -131,7 +131,12 @@ HttpError from_pg(const pg::Error& e, const std::vector<std::string>& params = {
   if (status == bhttp::status::service_unavailable && f.primary.empty()) {
     // libpq's own text names the server's socket path or address and the
     // pool connection: the operator's to read in the log, not a tenant's.
-    core::log("warn", "database unavailable", {{"error", msg}, {"sqlstate", e.sqlstate()}});
+    // One line per 10 s: a dashboard refreshes every 3 s, each of its
+    // requests failing while the database is away.
+    static core::LogThrottle throttle(std::chrono::seconds(10));
+    if (std::size_t skipped = 0; throttle.allow(&skipped))
+      core::log("warn", "database unavailable",
+                {{"error", msg}, {"sqlstate", e.sqlstate()}, {"skipped", std::to_string(skipped)}});
     msg = "the gateway cannot reach the database (its log says why); try again";
   }
   if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;
@@ -1422,7 +1427,12 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
         // as long as the reader stayed, and the reader never heard.  The
         // stream ends; EventSource's reconnect then gets the 404 or 403.
         if (e.sqlstate() == "P0002" || e.sqlstate() == "42501") break;
-        core::log("warn", "event fetch failed", {{"job_id", id_s}, {"error", e.what()}});
+        // Every stream polls: while the database is away, one line per
+        // 10 s for them all, not one per stream per poll.
+        static core::LogThrottle throttle(std::chrono::seconds(10));
+        if (std::size_t skipped = 0; throttle.allow(&skipped))
+          core::log("warn", "event fetch failed",
+                    {{"job_id", id_s}, {"error", e.what()}, {"skipped", std::to_string(skipped)}});
       } catch (const ClientGone&) {
         co_return;
       }
