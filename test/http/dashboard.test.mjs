@@ -344,6 +344,11 @@ test('dashboard: a queue\'s pause and resume buttons (a tenant\'s token refused,
     assert.deepEqual(await msg(`paused ${queue}`), { text: `resumed ${queue}`, error: false });
     assert.equal(await page.textContent(`${row} td:nth-child(2)`), '');
     assert.equal(paused(), 'false');
+    // Its caps, those set, in the limits cell.
+    assert.equal(await page.textContent(`${row} td.c-limits`), '');
+    psql(`SELECT bgexec.configure_queue('${queue}', max_running => 4, max_running_per_key => 1, rate_limit => 10, rate_period => '2 s')`);
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent !== '', `${row} td.c-limits`);
+    assert.equal(await page.textContent(`${row} td.c-limits`), 'running ≤ 4, per key ≤ 1, 10 per 00:00:02');
 
     // retry failed: the token's failed jobs of the queue queued again, a
     // batch at a time; another tenant's stay failed

@@ -28,7 +28,7 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
   <section id="home">
     <h2>Queues</h2>
     <table id="queues"><thead><tr><th>queue</th><th>paused</th><th>queued</th><th>running</th><th>suspended</th>
-      <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>max queued</th><th>workers</th><th></th></tr></thead>
+      <th>completed</th><th>failed</th><th>cancelled</th><th>timed out</th><th>oldest queued (s)</th><th>limits</th><th>workers</th><th></th></tr></thead>
       <tbody></tbody></table>
     <p id="q-msg"></p>
     <h2>Workers</h2>
@@ -158,10 +158,15 @@ async function loadQueues() {
   const {queues} = await api('GET', '/v1/queues');
   // jobs queued and no live worker to claim them: the workers cell in red
   const unserved = (q) => q.workers === 0 && q.queued > 0;
+  // configure_queue's caps, those set: what holds its jobs back
+  const limits = (q) => [q.max_queued != null && `queued ≤ ${q.max_queued}`,
+    q.max_running != null && `running ≤ ${q.max_running}`,
+    q.max_running_per_key != null && `per key ≤ ${q.max_running_per_key}`,
+    q.rate_limit != null && `${q.rate_limit} per ${q.rate_period}`].filter(Boolean).join(', ');
   $('#queues tbody').innerHTML = queues.map((q) => `<tr data-queue="${esc(q.queue)}"><td>${esc(q.queue)}</td><td>${q.paused ? 'yes' : ''}</td>
     <td class="c-queued">${q.queued}</td><td class="c-running">${q.running}</td><td>${q.suspended}</td><td class="c-completed">${q.completed}</td>
     <td>${q.failed}</td><td>${q.cancelled}</td><td>${q.timed_out}</td>
-    <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td>${esc(q.max_queued ?? '')}</td>
+    <td>${q.oldest_queued_seconds == null ? '' : Math.round(q.oldest_queued_seconds)}</td><td class="c-limits">${esc(limits(q))}</td>
     ${unserved(q) ? '<td class="c-workers error" title="no live worker claims from this queue">' : '<td class="c-workers">'}${esc(q.workers ?? '')}</td>
     <td><button data-act="${q.paused ? 'resume' : 'pause'}">${q.paused ? 'resume' : 'pause'}</button>${q.failed + q.timed_out > 0
       ? ` <button data-act="retry-failed" title="queue your failed and timed-out jobs of this queue again">retry failed</button>` : ''}</td></tr>`).join('');
