@@ -59,12 +59,13 @@ typedef enum StepKey
 	SK_TIMEOUT,
 	SK_ENV,
 	SK_NAME,
+	SK_IF,
 	SK_COUNT
 } StepKey;
 
 static const char *const step_key_names[SK_COUNT] = {
 	"id", "needs", "action", "with", "run", "sql", "params",
-	"sleep", "approval", "timeout", "env", "name"
+	"sleep", "approval", "timeout", "env", "name", "if"
 };
 
 /* The step kinds: a step has exactly one of these keys. */
@@ -75,7 +76,7 @@ static const StepKey step_kinds[] = {
 #define STEP_KEYS_HINT \
 	"A step may have the keys \"id\", \"needs\", \"action\", \"with\", " \
 	"\"run\", \"sql\", \"params\", \"sleep\", \"approval\", \"timeout\", " \
-	"\"env\" and \"name\"."
+	"\"env\", \"name\" and \"if\"."
 #define STEP_KIND_HINT \
 	"Give the step exactly one of \"action\", \"run\", \"sql\", \"sleep\" " \
 	"or \"approval\"."
@@ -137,6 +138,7 @@ static bool is_valid_step_id(const char *s, int len);
 static bool jbv_is_object(const JsonbValue *v);
 static bool jbv_is_array(const JsonbValue *v);
 static bool jbv_is_nonempty_string(const JsonbValue *v);
+static bool if_is_valid(const JsonbValue *v);
 static int	jbv_numeric_cmp(const JsonbValue *v, Numeric zero);
 static char *jbv_cstring(const JsonbValue *v);
 static bool key_equals(const JsonbValue *key, const char *name);
@@ -807,6 +809,12 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("workflow step \"%s\": \"timeout\" must be a number of seconds > 0 and at most %lld",
 						s->id, (long long) MAX_STEP_SECONDS)));
+	if (s->has[SK_IF] && !if_is_valid(&s->val[SK_IF]))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workflow step \"%s\": \"if\" must be true, false or one template",
+						s->id),
+				 errhint("Use a template whose value is true or false, such as \"{{steps.check.output.go}}\", or \"!{{steps.check.output.go}}\" for its negation.")));
 	if (s->has[SK_NAME] && s->val[SK_NAME].type != jbvString)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1045,7 +1053,7 @@ check_no_cycle(WorkflowStep *steps, int nsteps)
 /*
  * Pass 3, after the cycle check: every step a step's templates name
  * ({{steps.ID...}} in the fields the worker renders: "with", "run",
- * "params", "env", "sleep" and an approval's "prompt") is among its needs,
+ * "params", "env", "sleep", "if" and an approval's "prompt") is among its needs,
  * directly or through theirs.  The worker renders a field as the step
  * starts, and a step it names that was not done by then failed the step
  * ("has not completed"), or did not, as the steps' timing fell; its retry
@@ -1186,7 +1194,7 @@ check_template_steps(WorkflowStep *steps, int nsteps, HTAB *ids)
 	bool	   *needed = NULL;
 	bool	   *done = NULL;
 	TemplateCheck tc;
-	static const StepKey rendered[] = {SK_WITH, SK_RUN, SK_PARAMS, SK_ENV, SK_SLEEP};
+	static const StepKey rendered[] = {SK_WITH, SK_RUN, SK_PARAMS, SK_ENV, SK_SLEEP, SK_IF};
 
 	tc.steps = steps;
 	tc.nsteps = nsteps;
@@ -1295,6 +1303,36 @@ jbv_is_array(const JsonbValue *v)
 }
 
 /* True if v is a JSON string of at least one byte. */
+/*
+ * A step's "if": true, false, or a string that is one template and nothing
+ * else ("{{steps.check.output.go}}"), with an optional "!" before it for
+ * its negation.  The worker renders it as the step starts and runs the step
+ * when it is true; a value that is not a boolean fails the step then.  Text
+ * around the template would make the value a string, never a boolean.
+ */
+static bool
+if_is_valid(const JsonbValue *v)
+{
+	const char *t;
+	int			len;
+
+	if (v->type == jbvBool)
+		return true;
+	if (v->type != jbvString)
+		return false;
+	t = v->val.string.val;
+	len = v->val.string.len;
+	if (len > 0 && t[0] == '!')
+		t++, len--;
+	if (len < 4 || strncmp(t, "{{", 2) != 0 || strncmp(t + len - 2, "}}", 2) != 0)
+		return false;
+	/* the first "}}" closes the template at the end */
+	for (int k = 2; k + 1 < len - 2; k++)
+		if (t[k] == '}' && t[k + 1] == '}')
+			return false;
+	return true;
+}
+
 static bool
 jbv_is_nonempty_string(const JsonbValue *v)
 {

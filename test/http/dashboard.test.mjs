@@ -53,13 +53,19 @@ test('dashboard: live job page, the stop button, a job past an old terminal even
     await sleep(200);
     appendEvent(live, lease, 'step_started', { step: 'ship' });
     appendEvent(live, lease, 'step_completed', { step: 'ship', output: {} });
+    // a step whose "if" was false: skipped, not completed
+    appendEvent(live, lease, 'step_started', { step: 'notify' });
+    appendEvent(live, lease, 'step_completed', { step: 'notify', output: null, skipped: true });
     finish(live, lease, 'completed', { shipped: true });
     await page.waitForSelector('#events li[data-kind="completed"]');
     await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'completed');
     const kinds = await page.$$eval('#events li', (lis) => lis.map((li) => li.dataset.kind));
-    assert.deepEqual(kinds, ['started', 'step_started', 'log', 'step_completed', 'step_started', 'step_completed', 'completed']);
+    assert.deepEqual(kinds, ['started', 'step_started', 'log', 'step_completed', 'step_started', 'step_completed',
+      'step_started', 'step_completed', 'completed']);
+    // the steps table is rebuilt at most every 100 ms: wait for its last rebuild
+    await page.waitForFunction(() => document.querySelector('#steps tr[data-step="notify"] td:nth-child(2)')?.textContent === 'skipped');
     const steps = await page.$$eval('#steps tbody tr', (trs) => trs.map((tr) => [tr.dataset.step, tr.children[1].textContent]));
-    assert.deepEqual(steps, [['build', 'completed'], ['ship', 'completed']]);
+    assert.deepEqual(steps, [['build', 'completed'], ['ship', 'completed'], ['notify', 'skipped']]);
     assert.equal(await page.textContent('#stream-state'), '(ended)');
 
     // The other job: open it and press stop.

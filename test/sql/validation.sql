@@ -169,6 +169,22 @@ SELECT count(*) FROM (SELECT bgexec.submit('workflow', '{"steps": [
   {"id": "b", "action": "x", "env": {}, "timeout": 2}, {"id": "c", "sql": "select 1", "timeout": 1},
   {"id": "d", "sleep": 3110400000, "timeout": 3110400000}]}')) s;
 ROLLBACK;
+-- workflow: a step's "if" is true, false or one template ("!" negating it);
+-- text around the template, two templates, another type: 22023 naming it
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": 1}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "yes"}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "go: {{input.go}}"}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "{{input.a}}{{input.b}}"}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "!!{{input.a}}"}]}')$q$);
+-- its templates name only steps it needs, as every rendered field's
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1}, {"id": "b", "sleep": 1, "if": "{{steps.a.output.go}}"}]}')$q$);
+BEGIN;  -- accepted
+SELECT count(*) FROM (SELECT bgexec.submit('workflow', '{"steps": [
+  {"id": "a", "run": ["true"], "if": true}, {"id": "b", "sleep": 1, "if": false},
+  {"id": "c", "needs": ["a"], "sleep": 0, "if": "{{ steps.a.output.go }}"},
+  {"id": "d", "needs": ["c"], "approval": true, "if": "!{{steps.a.output.go}}"},
+  {"id": "e", "sleep": 0, "if": "{{input.go}}"}]}')) s;
+ROLLBACK;
 -- workflow: needs names a step that does not exist (dangling)
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1}, {"id": "b", "needs": ["c"], "sleep": 1}]}')$q$);
 -- workflow: needs itself / needs not an array of strings

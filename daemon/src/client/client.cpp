@@ -292,6 +292,8 @@ void print_event(const json& e, bool as_json) {
        << ")";
   } else if (kind == "step_started") {
     os << "> " << step;
+  } else if (kind == "step_completed" && member(d, "skipped") == true) {
+    os << "skipped " << step << " (its if was false)";
   } else if (kind == "step_completed") {
     os << "ok " << step << " " << short_json(member(d, "output"));
   } else if (kind == "step_failed") {

@@ -394,7 +394,7 @@ function onEvent(ev) {
   $('#events').appendChild(li);
   const d = ev.data || {};
   if (ev.kind.startsWith('step_') && d.step) {
-    const state = ev.kind.slice(5);
+    const state = ev.kind === 'step_completed' && d.skipped === true ? 'skipped' : ev.kind.slice(5);
     steps.set(d.step, {state, detail: d.output ?? d.error ?? null});
     stepsChanged();
   }

@@ -292,6 +292,27 @@ void Job::on_step_deadline(const std::string& sid, double secs) {
   }
 }
 
+void Job::release_render(const std::string& sid) {
+  if (auto it = rendered_.find(sid); it != rendered_.end()) {
+    render_held_ -= std::min(render_held_, it->second);
+    rendered_.erase(it);
+  }
+}
+
+bool Job::condition(const std::string& sid, const json& c) {
+  if (c.is_boolean()) return c.get<bool>();
+  if (!c.is_string()) throw StepFailure{"step " + sid + ": \"if\" must be true, false or one template", false};
+  std::string text = c.get<std::string>();
+  const bool negate = !text.empty() && text[0] == '!';
+  if (negate) text.erase(0, 1);
+  json v = render(json(std::move(text)), sid);
+  if (v.is_boolean()) return v.get<bool>() != negate;
+  std::string shown = core::dump(v);
+  if (shown.size() > 100) shown = core::to_valid_utf8(shown.substr(0, 100)) + "…";
+  throw StepFailure{"step " + sid + ": \"if\" " + c.get<std::string>() + " is " + shown + ", not true or false",
+                    false};
+}
+
 void Job::count_readers() {
   for (const auto& sid : dag_->sinks()) readers_[sid] = 1;
   for (const auto& sid : dag_->ids()) {
@@ -678,8 +699,21 @@ asio::awaitable<void> Job::execute() {
       busy.insert(waiting_.begin(), waiting_.end());
       for (const auto& sid : dag_->ready(done_, busy)) {
         if (dag_->step(sid).contains("approval")) {
-          waiting_.insert(sid);
-          continue;
+          // One whose "if" is false (or cannot be read) goes to run_step,
+          // which skips it (or fails it, saying why).
+          bool ask = true;
+          if (auto c = dag_->step(sid).find("if"); c != dag_->step(sid).end()) {
+            try {
+              ask = condition(sid, *c);
+            } catch (...) {
+              ask = false;
+            }
+            release_render(sid);
+          }
+          if (ask) {
+            waiting_.insert(sid);
+            continue;
+          }
         }
         running_.insert(sid);
         asio::co_spawn(w_.executor(),
@@ -763,10 +797,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     Job& job;
     std::string sid;
     ~Rendered() {
-      if (auto it = job.rendered_.find(sid); it != job.rendered_.end()) {
-        job.render_held_ -= std::min(job.render_held_, it->second);
-        job.rendered_.erase(it);
-      }
+      job.release_render(sid);
       job.release_reads(sid);
     }
   } rendered{*this, sid};
@@ -781,6 +812,18 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       co_await step_ended(sid);
       co_return;
     }
+    // "if" false: the step is skipped, done with a null output, and the
+    // steps that need it run as usual.
+    if (auto c = step.find("if"); c != step.end() && !condition(sid, *c)) {
+      json data = {{"step", sid}, {"output", nullptr}, {"skipped", true}};
+      co_await append("step_completed", std::move(data));
+      if (has_readers(sid)) outputs_[sid] = json{{"output", nullptr}};
+      done_.insert(sid);
+      core::log("info", "step skipped", {{"job_id", id_str(id())}, {"step", sid}});
+      co_return;
+    }
+    if (kind == "approval")  // its "if" was false when the job looked; true now
+      throw StepFailure{"step " + sid + ": its \"if\" changed while the job ran", true};
     // The step's own deadline, from here (submit checked it; checked again
     // so bad data from the database fails the step only).
     std::optional<double> limit;

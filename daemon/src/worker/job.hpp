@@ -204,6 +204,12 @@ class Job : public std::enable_shared_from_this<Job> {
   void release_reads(const std::string& sid);
   // Whether step `sid`'s output will be read (so is worth keeping).
   bool has_readers(const std::string& sid) const;
+  // What step `sid`'s rendered fields held is free again.
+  void release_render(const std::string& sid);
+  // A step's "if" (true, false, or one template, "!" before it negating
+  // it), rendered: whether the step runs.  StepFailure, not retryable, when
+  // its value is not a boolean.
+  bool condition(const std::string& sid, const nlohmann::json& c);
   std::optional<core::Dag> dag_;
   std::set<std::string> done_, running_, waiting_;
   std::optional<nlohmann::json> failure_;
