@@ -38,28 +38,44 @@ Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, lon
   }
 }
 
-// Takes a free connection, waiting in FIFO order when all are checked out.
-asio::awaitable<Pool::Slot*> Pool::acquire() {
-  for (;;) {
-    for (auto& s : slots_)
-      if (!s->busy) {
-        s->busy = true;
-        co_return s.get();
-      }
-    auto t = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
-    waiters_.push_back(t);
-    co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
+// Takes a free connection; when all are checked out, waits in the role's
+// queue until release() hands it one.  A connection is free only while no
+// request waits, as release() hands each one over.
+asio::awaitable<Pool::Slot*> Pool::acquire(const std::string& role) {
+  for (auto& s : slots_)
+    if (!s->busy) {
+      s->busy = true;
+      co_return s.get();
+    }
+  auto& queue = waiting_[role];
+  if (queue.size() >= max_waiting) {
+    auto msg = std::to_string(max_waiting) + " requests of this role are already waiting for a database connection";
+    throw pg::Error("53400", msg, {msg, "", "Send fewer requests at once, or try again shortly.", ""});
   }
+  auto w = std::make_shared<Waiter>(ex_);
+  if (queue.empty()) turns_.push_back(role);
+  queue.push_back(w);
+  co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (!w->slot) throw std::runtime_error("the gateway is stopping");  // woken by the executor's end
+  co_return w->slot;
 }
 
-// Returns a connection and wakes the longest waiter.
+// Hands the connection to the oldest request of the role whose turn it is
+// (that role goes to the back of the turns if it has more), or frees it.
 void Pool::release(Slot* s) {
-  s->busy = false;
-  if (!waiters_.empty()) {
-    auto t = waiters_.front();
-    waiters_.pop_front();
-    t->cancel();
+  if (turns_.empty()) {
+    s->busy = false;
+    return;
   }
+  std::string role = std::move(turns_.front());
+  turns_.pop_front();
+  auto it = waiting_.find(role);
+  auto w = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) waiting_.erase(it);
+  else turns_.push_back(std::move(role));
+  w->slot = s;
+  w->timer.cancel();
 }
 
 // Sets the role and runs the statement, in one round trip (pool.hpp: why
@@ -80,7 +96,7 @@ asio::awaitable<pg::Result> Pool::run(Slot& s, const std::string& role, const st
 
 asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql, pg::Params params,
                                         bool idempotent, const std::function<bool()>& abandoned) {
-  Slot* s = co_await acquire();
+  Slot* s = co_await acquire(role);
   struct Release {
     Pool* p;
     Slot* s;

@@ -29,6 +29,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,15 +56,30 @@ class Pool {
   // backend that runs) drops the connection and throws Error 08006.
   // With `abandoned`, it is asked once a connection is free, before anything
   // runs: true (the request's client has gone) throws ClientGone instead.
+  // While every connection is busy, requests wait in one queue per role,
+  // and a freed connection goes to the roles in turn (the oldest request of
+  // each): one tenant's thousand requests, or a flood of token-less
+  // /metrics scrapes, delay another tenant's by one statement per role
+  // ahead of it, not by the whole queue.  A role with max_waiting requests
+  // waiting gets pg::Error 53400 for the next (429).
   asio::awaitable<pg::Result> query(const std::string& role, std::string sql, pg::Params params = {},
                                     bool idempotent = false, const std::function<bool()>& abandoned = {});
+
+  static constexpr std::size_t max_waiting = 256;
 
  private:
   struct Slot {
     std::unique_ptr<pg::Connection> conn;
     bool busy = false;
   };
-  asio::awaitable<Slot*> acquire();
+  // A request waiting for a connection: release() hands it one (still
+  // busy) and wakes it.
+  struct Waiter {
+    explicit Waiter(asio::any_io_executor ex) : timer(ex, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer timer;
+    Slot* slot = nullptr;
+  };
+  asio::awaitable<Slot*> acquire(const std::string& role);
   void release(Slot* s);
   asio::awaitable<pg::Result> run(Slot& s, const std::string& role, const std::string& sql,
                                   const pg::Params& params);
@@ -72,7 +88,8 @@ class Pool {
   long statement_timeout_ms_;
   std::string statement_timeout_;  // milliseconds, as set_config takes it
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
+  std::map<std::string, std::deque<std::shared_ptr<Waiter>>> waiting_;  // by role
+  std::deque<std::string> turns_;  // the roles with requests waiting, in the order they are served
 };
 
 }  // namespace bgexec::http
