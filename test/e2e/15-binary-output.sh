@@ -199,6 +199,18 @@ bytes=$(sql "SELECT sum(length(data::text)) FROM bgexec.job_event WHERE job_id =
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $prog AND kind = 'log' AND data::text LIKE '%log cap of%'") == 1 ]] \
   || fail "no log cap marker after progress lines"
 
+# Empty lines count against the cap too (8 bytes each besides their own):
+# they were free, so `yes "" >&2` stored lines without end, 4.8 million in
+# 45 s, the worker at 100 % CPU.  Here 4 million empty stderr lines: at
+# most 1 MiB / 8 of them are stored, then the marker.
+empty=$("$BGEXEC" submit workflow '{"steps": [{"id": "e", "run": ["sh", "-c", "head -c 4000000 /dev/zero | tr \"\\\\0\" \"\\\\n\" >&2"]}]}') \
+  || fail submit
+wait_status "$empty" completed 120
+lines=$(sql "SELECT sum(jsonb_array_length(data->'lines')) FROM bgexec.job_event WHERE job_id = $empty AND kind = 'log'")
+((lines > 1000 && lines <= 1048576 / 8 + 1)) || fail "$lines empty lines stored against a 1 MiB log cap"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $empty AND kind = 'log' AND data::text LIKE '%log cap of%'") == 1 ]] \
+  || fail "no log cap marker after empty lines"
+
 # The worker reads numbers as stored (it read doubles: 19.9 and
 # 1.2345678901234568e+29 reached a step): a template, a step's JSON output,
 # a sql step's rows, a progress event, and sleep and timeout given as

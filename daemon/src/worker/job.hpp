@@ -222,6 +222,7 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::steady_timer deadline_timer_;
   asio::steady_timer flush_timer_;
   bool flush_armed_ = false;
+  bool flush_now_ = false;  // the armed flush is for now (a batch's worth of lines waits)
   int log_flushes_ = 0;  // append_events in flight (finish waits for them: the terminal event stays last)
   int known_seq_ = 0;    // the job's last seq as of our latest append (or the claim)
   FifoLock append_order_;  // one append_event(s) call at a time
