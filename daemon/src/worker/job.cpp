@@ -420,10 +420,18 @@ asio::awaitable<void> Job::append(const std::string& kind, json data) {
 asio::awaitable<void> Job::append_kept(const std::string& kind, json& data) {
   co_await flush_logs();
   masker_.mask_json_in_place(data);
-  pg::Params arg1_ = {id_str(id()), id_str(lease()), kind};
-  arg1_.push_back(core::dump(data));  // not through the initializer list, which copies
-  if (arg1_.back()->size() > (1u << 20)) held_large_ = true;
-  auto seq = co_await append_write("SELECT bgexec.append_event($1, $2, $3, $4::jsonb, $5)", std::move(arg1_));
+  // The one-event array append_events takes, built here as text: with
+  // append_event, the server built it with jsonb_build_array and
+  // jsonb_build_object, each taking the data apart node by node, and a
+  // step output of 5 million empty objects (15 MB) took its backend to
+  // 10 GB and 28 s.
+  std::string events = core::dump(data);
+  if (events.size() > (1u << 20)) held_large_ = true;
+  events.insert(0, "[{\"kind\":\"" + kind + "\",\"data\":");
+  events += "}]";
+  pg::Params arg1_ = {id_str(id()), id_str(lease())};
+  arg1_.push_back(std::move(events));  // not through the initializer list, which copies
+  auto seq = co_await append_write("SELECT bgexec.append_events($1, $2, $3::jsonb, $4)", std::move(arg1_));
   if (!seq) {
     abandon("append_event refused: lease no longer current");
     throw Abandoned{};
