@@ -86,11 +86,28 @@ void Masker::add(std::string secret) {
 // order) so mask() tries the longest candidate first at each offset.
 void Masker::insert(std::string secret) {
   if (std::find(secrets_.begin(), secrets_.end(), secret) != secrets_.end()) return;
-  starts_[static_cast<unsigned char>(secret[0])] = true;
+  const auto b0 = static_cast<unsigned char>(secret[0]);
+  starts_[b0] = true;
+  for (unsigned b1 = 0; b1 < 256; ++b1)
+    if (secret.size() == 1 || b1 == static_cast<unsigned char>(secret[1])) {
+      const unsigned k = (b0 << 8) | b1;
+      pairs_[k >> 6] |= std::uint64_t{1} << (k & 63);
+    }
   secrets_.push_back(std::move(secret));
   std::sort(secrets_.begin(), secrets_.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() > b.size() : a < b;
   });
+  for (auto& bucket : by_first_) bucket.clear();
+  for (std::uint32_t k = 0; k < secrets_.size(); ++k)
+    by_first_[static_cast<unsigned char>(secrets_[k][0])].push_back(k);
+}
+
+bool Masker::may_start(std::string_view text, std::size_t i) const {
+  const auto b0 = static_cast<unsigned char>(text[i]);
+  if (!starts_[b0]) return false;
+  if (i + 1 >= text.size()) return true;
+  const unsigned k = (unsigned{b0} << 8) | static_cast<unsigned char>(text[i + 1]);
+  return (pairs_[k >> 6] >> (k & 63)) & 1;
 }
 
 // Single left-to-right pass: at each offset the longest matching secret is
@@ -101,12 +118,13 @@ std::string Masker::mask(std::string_view text) const {
   out.reserve(text.size());
   std::size_t i = 0;
   while (i < text.size()) {
-    if (!starts_[static_cast<unsigned char>(text[i])]) {  // no secret starts here: the common case
+    if (!may_start(text, i)) {  // no secret starts here: the common case
       out.push_back(text[i++]);
       continue;
     }
     bool matched = false;
-    for (const auto& secret : secrets_) {
+    for (const std::uint32_t k : by_first_[static_cast<unsigned char>(text[i])]) {
+      const std::string& secret = secrets_[k];
       if (secret.size() <= text.size() - i && text.compare(i, secret.size(), secret) == 0) {
         out += mask_text;
         i += secret.size();
@@ -178,13 +196,14 @@ bool Masker::empty() const { return secrets_.empty(); }
 std::size_t Masker::mask_decided(std::string_view text, std::string& out) const {
   std::size_t i = 0;
   while (i < text.size()) {
-    if (!starts_[static_cast<unsigned char>(text[i])]) {
+    if (!may_start(text, i)) {
       out.push_back(text[i++]);
       continue;
     }
     const std::size_t rest = text.size() - i;
     const std::string* hit = nullptr;
-    for (const auto& secret : secrets_) {
+    for (const std::uint32_t k : by_first_[static_cast<unsigned char>(text[i])]) {
+      const std::string& secret = secrets_[k];
       if (secret.size() > rest) {
         if (text.compare(i, rest, secret, 0, rest) == 0) return i;
       } else if (text.compare(i, secret.size(), secret) == 0) {
