@@ -295,3 +295,25 @@ test('a stream whose role loses access to the job ends, and the reconnect is ref
     psql('GRANT bgexec_client TO tenant_b');
   }
 });
+
+test('a stream whose client keeps sending after its request is ended, not read for ever', { timeout: 30000 }, async () => {
+  const queue = uniq('sse-junk');
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { hostname, port } = new URL(BASE);
+  const s = net.connect({ port: Number(port), host: hostname });
+  await once(s, 'connect');
+  s.on('data', () => {});
+  s.on('error', () => {});
+  s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+  // A reader sends nothing after its request; this one sends 1 KiB every
+  // 10 ms.  The gateway read and dropped it 512 bytes a turn, for ever.
+  let closed = false;
+  s.on('close', () => { closed = true; });
+  const junk = 'x'.repeat(1024);
+  for (let i = 0; i < 1500 && !closed; i++) {
+    s.write(junk);
+    await sleep(10);
+  }
+  s.destroy();
+  assert.ok(closed, 'the stream was still open after 1.5 MB sent after its request');
+});

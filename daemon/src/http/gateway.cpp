@@ -397,11 +397,12 @@ const std::string events_sql =
 // so its socket at end of file, or in error (reset), means it closed.
 // Bytes it sent anyway are read and dropped (the stream owns the connection
 // to its end).  Never waits.
-bool reader_left(beast::tcp_stream& stream) {
+bool reader_left(beast::tcp_stream& stream, std::size_t* dropped = nullptr) {
   std::array<char, 512> sink{};
   beast::error_code ec;
   stream.socket().non_blocking(true, ec);
   const auto n = stream.socket().read_some(asio::buffer(sink), ec);
+  if (dropped && !ec) *dropped += n;
   return ec != asio::error::would_block && (ec || n == 0);
 }
 
@@ -1405,12 +1406,16 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nX-Accel-Buffering: no\r\n"
       "Connection: close\r\n\r\n"
       "retry: 2000\n\n";
-  if (!co_await write(head + pending)) co_return;
+  // Two writes, not head + pending: that copied a first batch of up to
+  // one event's size (any size) while the batch was still held.
+  if (!co_await write(std::move(head))) co_return;
+  if (!pending.empty() && !co_await write(std::move(pending))) co_return;
   pending.clear();
   core::log("debug", "event stream", {{"job_id", id_s}, {"after", std::to_string(cursor)},
                                       {"streams", std::to_string(notifier_.subscribers())}});
   auto last_write = std::chrono::steady_clock::now();
   auto last_fetch = last_write;
+  std::size_t junk = 0;  // bytes the reader sent after its request
   while (!ended) {
     auto now = std::chrono::steady_clock::now();
     if (more || sub.seen() > cursor || now - last_fetch >= poll_every) {
@@ -1456,7 +1461,9 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       using namespace asio::experimental::awaitable_operators;
       auto woke = co_await (sub.wait(until - now) ||
                             stream.socket().async_wait(asio::socket_base::wait_read, use_tuple));
-      if (woke.index() == 1 && reader_left(stream)) co_return;
+      // What it sends instead is read and dropped, up to 16 KiB: a client
+      // sending without end kept the loop reading 512 bytes a turn.
+      if (woke.index() == 1 && (reader_left(stream, &junk) || junk > 16 * 1024)) co_return;
     }
   }
   co_return;
