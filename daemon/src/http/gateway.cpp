@@ -1272,6 +1272,21 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     co_await reply_error(*e);
     co_return;
   }
+  const std::size_t most_streams = std::max<std::size_t>(1, cfg_.max_connections / 2);
+  if (streams_[*role] >= most_streams) {
+    co_await reply_error(http_error(bhttp::status::too_many_requests, "53400",
+                                    std::to_string(most_streams) +
+                                        " event streams of this role are open, half the gateway's connection limit"));
+    co_return;
+  }
+  struct Open {
+    std::map<std::string, std::size_t>& m;
+    std::string role;
+    ~Open() {
+      if (auto it = m.find(role); it != m.end() && --it->second == 0) m.erase(it);
+    }
+  } open{streams_, *role};
+  ++streams_[*role];
   // A body is refused as on every route that takes none: a client's
   // {"after": 5} would otherwise be ignored and the stream start at 0.
   std::optional<HttpError> body_error;

@@ -87,6 +87,11 @@ class Gateway {
   // a new connection may take the place of.
   std::map<std::uint64_t, beast::tcp_stream*> waiting_;
   std::uint64_t next_waiting_ = 0;
+  // Open event streams by role: a role holds at most half the connection
+  // limit in them.  Streams are never shed for a new connection, so one
+  // tenant's streams could take every connection, and every other tenant's
+  // request got 503.
+  std::map<std::string, std::size_t> streams_;
 };
 
 }  // namespace bgexec::http
