@@ -2,7 +2,8 @@
 # `make demo`: a workflow end to end, watched live.  Installs missing packages,
 # builds the extension and the daemon, starts a throwaway PostgreSQL cluster
 # and two workers, submits demo/workflow.json (an action, parallel branches, a
-# step that logs, an sql step writing a table), follows it to completion,
+# step that logs, a step its "if" skips, an sql step writing a table),
+# follows it to completion,
 # prints the result, and stops exactly what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
