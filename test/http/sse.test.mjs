@@ -317,3 +317,47 @@ test('a stream whose client keeps sending after its request is ended, not read f
   s.destroy();
   assert.ok(closed, 'the stream was still open after 1.5 MB sent after its request');
 });
+
+test('the streams of one job share its events query: one per announcement, not one per stream', { timeout: 60000 }, async () => {
+  // This gateway's sessions log their statements, so the events queries
+  // can be counted in the server's log.
+  const conninfo = `host=${process.env.PGHOST} port=${process.env.PGPORT} user=postgres dbname=postgres options=-clog_statement=all`;
+  const gw = await startGateway(0, ['--db', conninfo]);
+  const socks = [];
+  try {
+    const queue = uniq('sse-shared');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    const { lease } = claim(queue); // seq 1
+    const { hostname, port } = new URL(gw.url);
+    const got = [];
+    for (let i = 0; i < 30; i++) {
+      const s = net.connect({ port: Number(port), host: hostname });
+      await once(s, 'connect');
+      got.push('');
+      s.on('data', (d) => { got[i] += d; });
+      s.on('error', () => {});
+      s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+      socks.push(s);
+    }
+    const all = async (text) => {
+      for (let i = 0; i < 100 && !got.every((g) => g.includes(text)); i++) await sleep(100);
+      assert.ok(got.every((g) => g.includes(text)), `not every stream got ${text}`);
+    };
+    await all('event: started');
+    const logFile = `${process.env.BGEXEC_WORK}/pg/postgres.log`;
+    const from = readFileSync(logFile).length;
+    appendEvent(id, lease, 'log', { line: 'shared' });
+    await all('shared');
+    // Each events query's line, then its parameters: $1 the job.
+    const lines = readFileSync(logFile).subarray(from).toString().split('\n');
+    let queries = 0;
+    for (let i = 0; i + 1 < lines.length; i++)
+      if (lines[i].includes('bgexec.events(') && lines[i + 1].includes(`$1 = '${id}'`)) queries++;
+    // One for the announcement; a stream's own 3 s poll may add one or two.
+    assert.ok(queries >= 1 && queries <= 6, `${queries} events queries for 30 streams`);
+    finish(id, lease, 'completed');
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});

@@ -1252,6 +1252,42 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
 }
 
+asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::fetch_events(const std::string& role, std::int64_t job_id,
+                                                 std::int64_t cursor, std::int64_t ask,
+                                                 const std::function<bool()>& left) {
+  const FetchKey key{role, job_id, cursor, ask};
+  for (;;) {
+    if (auto it = fetches_.find(key); it != fetches_.end()) {
+      auto f = it->second;  // held: the leader erases its entry when over
+      if (!f->done) co_await f->over.async_wait(use_tuple);
+      if (!f->leader_gone) {
+        if (f->error) std::rethrow_exception(f->error);
+        co_return f->result;
+      }
+      if (left()) throw ClientGone();
+      continue;  // its reader left before it was sent: this stream sends it
+    }
+    auto f = std::make_shared<SharedFetch>(co_await asio::this_coro::executor);
+    fetches_.emplace(key, f);
+    try {
+      pg::Params params = args(std::to_string(job_id), std::to_string(cursor));
+      params.push_back(std::to_string(ask));
+      f->result = std::make_shared<const pg::Result>(
+          co_await pool_.query(role, events_sql, std::move(params), true, left));
+    } catch (const ClientGone&) {
+      f->leader_gone = true;
+    } catch (...) {
+      f->error = std::current_exception();
+    }
+    f->done = true;
+    fetches_.erase(key);
+    f->over.cancel();
+    if (f->leader_gone) throw ClientGone();
+    if (f->error) std::rethrow_exception(f->error);
+    co_return f->result;
+  }
+}
+
 asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Request& req,
                                              std::int64_t job_id,
                                              const std::map<std::string, std::string>& qs) {
@@ -1348,10 +1384,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // time for the few each batch sends.
   std::int64_t ask = replay_batch;
   auto fetch = [&]() -> asio::awaitable<void> {
-    pg::Params params = args(id_s, std::to_string(cursor));
-    params.push_back(std::to_string(ask));
-    auto r = co_await pool_.query(*role, events_sql, std::move(params), true, left);
-    auto rows = r.to_json(true);
+    auto r = co_await fetch_events(*role, job_id, cursor, ask, left);
+    auto rows = r->to_json(true);
     std::int64_t fetched = 0;
     for (auto& ev : rows) {
       fetched = ev.at("fetched").get<std::int64_t>();

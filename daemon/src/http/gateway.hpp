@@ -13,6 +13,9 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <map>
+#include <exception>
+#include <tuple>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -92,6 +95,26 @@ class Gateway {
   // tenant's streams could take every connection, and every other tenant's
   // request got 503.
   std::map<std::string, std::size_t> streams_;
+  // An events query in flight, which the streams asking the same (role,
+  // job, cursor, batch) await instead of each sending it: every
+  // announcement of a job's event woke all its streams, and each queried
+  // the shared pool (3000 streams on one job kept other requests waiting a
+  // second and more).
+  struct SharedFetch {
+    explicit SharedFetch(asio::any_io_executor ex) : over(ex, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer over;  // cancelled when the query is over: wakes every waiter
+    bool done = false;
+    bool leader_gone = false;  // the query was not sent: its stream's reader left
+    std::shared_ptr<const pg::Result> result;
+    std::exception_ptr error;
+  };
+  using FetchKey = std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>;
+  std::map<FetchKey, std::shared_ptr<SharedFetch>> fetches_;
+  // The events after `cursor` (at most `ask`) of job_id as role, shared
+  // with the streams asking the same at the same time.  ClientGone when
+  // `left` says this stream's reader has gone.
+  asio::awaitable<std::shared_ptr<const pg::Result>> fetch_events(const std::string& role, std::int64_t job_id, std::int64_t cursor,
+                                           std::int64_t ask, const std::function<bool()>& left);
 };
 
 }  // namespace bgexec::http
