@@ -100,3 +100,16 @@ export async function startGateway(port = 0, args = [], probe = '/metrics', { wr
     kill: (sig = 'SIGKILL') => { try { proc.kill(sig); } catch { /* gone */ } },
   };
 }
+
+// Holds the row lock of job `id` for `seconds` in another session; resolves
+// once it is held.  Returns the psql process.
+export async function holdRow(id, seconds) {
+  const p = spawn('psql', ['-X', '-q', '-d', 'postgres', '-c',
+    `BEGIN; SELECT 1 FROM bgexec.job WHERE id = ${id} FOR UPDATE; SELECT pg_sleep(${seconds}); COMMIT;`],
+  { stdio: 'ignore' });
+  for (let i = 0; i < 50 && psql(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                                    WHERE c.relname = 'job' AND l.mode = 'RowShareLock' AND l.granted`) === '0'; i++) {
+    await sleep(100);
+  }
+  return p;
+}

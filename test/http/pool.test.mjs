@@ -7,22 +7,7 @@
 // waiting: the next gets 429 (53400).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { api, psql, startGateway, sleep, uniq, A, B } from './lib.mjs';
-
-// Holds the row lock of job `id` for `seconds` in another session; resolves
-// once it is held.  Returns the psql process.
-async function holdRow(id, seconds) {
-  const p = spawn('psql', ['-X', '-q', '-d', 'postgres', '-c',
-    `BEGIN; SELECT 1 FROM bgexec.job WHERE id = ${id} FOR UPDATE; SELECT pg_sleep(${seconds}); COMMIT;`],
-  { stdio: 'ignore' });
-  for (let i = 0; i < 50 && psql(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-                                    WHERE c.relname = 'job' AND l.mode = 'RowShareLock' AND l.granted`) === '0'; i++) {
-    await sleep(100);
-  }
-  return p;
-}
+import { api, holdRow, psql, startGateway, sleep, uniq, A, B } from './lib.mjs';
 
 // Until the gateway's only connection waits on the lock (its stop blocked).
 async function untilBlocked() {

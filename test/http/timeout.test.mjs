@@ -3,9 +3,8 @@
 // instead of holding a pool connection for as long as the lock lasts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { api, psql, startGateway, sleep, uniq, A } from './lib.mjs';
+import { api, holdRow, psql, startGateway, uniq, A } from './lib.mjs';
 
 test('a statement blocked past --statement-timeout answers 504 and writes nothing', async () => {
   const gw = await startGateway(0, ['--statement-timeout', '1', '--pool', '1']);
@@ -16,14 +15,8 @@ test('a statement blocked past --statement-timeout answers 504 and writes nothin
     assert.equal(sub.status, 201);
     const id = sub.body.id;
     // Another session holds the job's row lock for 3 s; stop() must wait for it.
-    const p = spawn('psql', ['-X', '-q', '-d', 'postgres', '-c',
-      `BEGIN; SELECT 1 FROM bgexec.job WHERE id = ${id} FOR UPDATE; SELECT pg_sleep(3); COMMIT;`],
-    { stdio: 'ignore' });
+    const p = await holdRow(id, 3);
     locker.kill = () => { try { p.kill('SIGKILL'); } catch { /* gone */ } };
-    for (let i = 0; i < 50 && psql(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-                                      WHERE c.relname = 'job' AND l.mode = 'RowShareLock' AND l.granted`) === '0'; i++) {
-      await sleep(100);
-    }
     const t0 = Date.now();
     const r = await api('POST', `/v1/jobs/${id}/stop`, { token: A, base: gw.url });
     const waited = Date.now() - t0;
