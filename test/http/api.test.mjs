@@ -107,6 +107,28 @@ test('a list page ends once its payloads, results and errors pass 4 MiB', async 
   assert.equal(p2.body.next_before, null);
 });
 
+test('a list page ends once its text passes 4 MiB too (control characters are six bytes written, one stored)', async () => {
+  // 600 jobs of 8000 control characters: 4.8 MB stored, under the cap as
+  // the jobs are sized stored, and 29 MB of text (\u0001 each).
+  const queue = uniq('ctl');
+  psql(`SET ROLE tenant_a; SELECT count(bgexec.submit('noop', jsonb_build_object('x', repeat(chr(1), 8000)), queue => '${queue}'))
+        FROM generate_series(1, 600)`);
+  const p1 = await api('GET', `/v1/jobs?queue=${queue}&limit=500`, { token: A });
+  assert.equal(p1.status, 200);
+  assert.ok(p1.text.length < 4.5 * 1024 * 1024, `a page of ${p1.text.length} bytes`);
+  assert.ok(p1.body.jobs.length > 50 && p1.body.jobs.length < 100, `${p1.body.jobs.length} jobs`);
+  assert.equal(p1.body.next_before, p1.body.jobs.at(-1).id);
+  assert.equal(p1.body.jobs[0].payload.x, '\u0001'.repeat(8000));
+  // next_before continues it, every job once.
+  let seen = p1.body.jobs.length;
+  for (let before = p1.body.next_before; before !== null;) {
+    const p = await api('GET', `/v1/jobs?queue=${queue}&limit=500&before=${before}`, { token: A });
+    seen += p.body.jobs.length;
+    before = p.body.next_before;
+  }
+  assert.equal(seen, 600);
+});
+
 test('list pages by id desc with a before cursor and filters', async () => {
   const queue = uniq('list');
   const ids = [];

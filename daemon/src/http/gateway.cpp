@@ -1100,6 +1100,20 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     }
     for (auto& j : jobs)
       for (const char* k : {"bytes", "before_bytes", "more"}) j.erase(k);
+    // And by their text, with the same rule: a job starts the page or
+    // comes after less than list_page_bytes of it.  Stored bytes can be a
+    // sixth of the text (a control character is one byte stored, \u0001
+    // written): a page of 600 kB stored was 24 MB, 2.6 GB for a hundred
+    // readers that do not read.
+    std::size_t text = 0;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (i > 0 && text >= static_cast<std::size_t>(list_page_bytes)) {
+        jobs.erase(jobs.begin() + static_cast<std::ptrdiff_t>(i), jobs.end());
+        next = jobs.back()["id"];
+        break;
+      }
+      text += core::dump(jobs[i]).size();
+    }
     co_return make_json(v, bhttp::status::ok, kv("jobs", jobs, "next_before", next));
   }
 
