@@ -1329,14 +1329,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
                                         " event streams of this role are open, half the gateway's connection limit"));
     co_return;
   }
-  struct Open {
-    std::map<std::string, std::size_t>& m;
-    std::string role;
-    ~Open() {
-      if (auto it = m.find(role); it != m.end() && --it->second == 0) m.erase(it);
-    }
-  } open{streams_, *role};
-  ++streams_[*role];
+  // The map holds an entry per token's role, a fixed few: none is erased.
+  Counted open{streams_[*role]};
   // A body is refused as on every route that takes none: a client's
   // {"after": 5} would otherwise be ignored and the stream start at 0.
   std::optional<HttpError> body_error;
