@@ -108,7 +108,10 @@ Response make_error(unsigned version, const HttpError& e) {
   if (!e.detail.empty()) err["detail"] = e.detail;
   if (!e.hint.empty()) err["hint"] = e.hint;
   auto res = make_json(version, e.status, json{{"error", err}});
-  if (e.status == bhttp::status::too_many_requests) res.set(bhttp::field::retry_after, "5");
+  // Too many of the caller's own, or the gateway short of a resource (class 53).
+  if (e.status == bhttp::status::too_many_requests ||
+      (e.status == bhttp::status::service_unavailable && e.sqlstate.rfind("53", 0) == 0))
+    res.set(bhttp::field::retry_after, "5");
   if (e.status == bhttp::status::unauthorized)
     res.set(bhttp::field::www_authenticate, "Bearer realm=\"bgexec\"");
   if (!e.allow.empty()) res.set(bhttp::field::allow, e.allow);
@@ -740,6 +743,54 @@ struct Counted {
   Counted& operator=(const Counted&) = delete;
 };
 
+// A response or event batch in memory until it is written (hold()).
+struct Held {
+  std::size_t* total = nullptr;
+  std::size_t* role = nullptr;
+  std::size_t bytes = 0;
+  Held() = default;
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+  ~Held() {
+    if (total) *total -= bytes, *role -= bytes;
+  }
+};
+
+// Counts `bytes` about to be written into `held`, or says why not.  A reader
+// that does not read keeps its response in the gateway until the write
+// deadline (30 s and one more per 16 KiB: over 4 minutes for a 4 MiB page);
+// a hundred such readers held 450 MB, and 500 streams not reading a job's
+// 16 MB event would have held 8 GB.  So what is waiting to be written is
+// bounded: by `limit` (--response-memory) in all, by half of it for one
+// role, so one tenant's readers cannot take it all.  Up to 64 KiB is not
+// counted (the socket's buffer takes it at once), nor refused when the role
+// (or the gateway) holds nothing yet, so a response larger than the limit
+// is still served to one reader at a time.
+std::optional<HttpError> hold(Held& held, std::size_t& total, std::size_t& role, std::size_t limit,
+                              std::size_t bytes) {
+  if (bytes <= 64 * 1024) return std::nullopt;
+  auto mib = [](std::size_t n) { return std::to_string((n + (1 << 20) - 1) >> 20) + " MiB"; };
+  if (role > 0 && role + bytes > limit / 2)
+    return http_error(bhttp::status::too_many_requests, "53400",
+                      "answers to this role's requests hold " + mib(role) +
+                          " waiting to be read, half the gateway's --response-memory; read them first");
+  if (total > 0 && total + bytes > limit)
+    return http_error(bhttp::status::service_unavailable, "53200",
+                      "answers waiting to be read hold " + mib(total) +
+                          " of the gateway's --response-memory; try again");
+  total += bytes;
+  role += bytes;
+  held.total = &total, held.role = &role, held.bytes = bytes;
+  return std::nullopt;
+}
+
+// The gateway's log of refusals by hold(): one line per 10 s.
+void log_held(const HttpError& e, const std::string& what) {
+  static core::LogThrottle throttle(std::chrono::seconds(10));
+  if (std::size_t skipped = 0; throttle.allow(&skipped))
+    core::log("warn", what, {{"error", e.message}, {"skipped", std::to_string(skipped)}});
+}
+
 asio::awaitable<void> Gateway::refuse(asio::ip::tcp::socket sock) {
   Counted counted{refusing_};
   beast::tcp_stream stream(std::move(sock));
@@ -901,6 +952,15 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       } catch (const std::exception& e) {
         core::log("error", "request failed", {{"path", path}, {"error", e.what()}});
         res = make_error(req.version(), http_error(bhttp::status::internal_server_error, "XX000", e.what()));
+      }
+      Held held;  // until the response is written
+      if (req.method() != bhttp::verb::head) {
+        const std::string* who = authenticate(req, qs, false);
+        if (auto e = hold(held, held_, held_by_role_[who ? *who : std::string()], cfg_.response_memory,
+                          res.body().size())) {
+          log_held(*e, "answer refused");
+          res = make_error(req.version(), *e);
+        }
       }
       res.version(req.version());
       res.keep_alive(req.keep_alive());
@@ -1452,21 +1512,42 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     co_return;
   }
 
-  auto write = [&](std::string data) -> asio::awaitable<bool> {
+  auto send = [&](std::string data) -> asio::awaitable<bool> {
     stream.expires_after(write_deadline(data.size()));
     auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data), use_tuple);
     stream.expires_never();
     co_return !ec;
+  };
+  // A batch the gateway has no room for (hold()) ends the stream: the
+  // reader reconnects from its last event once there is room again.
+  auto write = [&](std::string data) -> asio::awaitable<bool> {
+    Held held;
+    if (auto e = hold(held, held_, held_by_role_[*role], cfg_.response_memory, data.size())) {
+      log_held(*e, "event stream ended");
+      co_return false;
+    }
+    co_return co_await send(std::move(data));
   };
   std::string head =
       "HTTP/1.1 200 OK\r\nServer: bgexec\r\nContent-Type: text/event-stream\r\n"
       "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nX-Accel-Buffering: no\r\n"
       "Connection: close\r\n\r\n"
       "retry: 2000\n\n";
-  // Two writes, not head + pending: that copied a first batch of up to
-  // one event's size (any size) while the batch was still held.
-  if (!co_await write(std::move(head))) co_return;
-  if (!pending.empty() && !co_await write(std::move(pending))) co_return;
+  // The first batch is counted before the head is sent, so a stream the
+  // gateway has no room for gets 429 or 503, not an empty 200.
+  {
+    Held first;
+    if (auto e = hold(first, held_, held_by_role_[*role], cfg_.response_memory, pending.size())) {
+      log_held(*e, "event stream refused");
+      pending = std::string();
+      co_await reply_error(*e);
+      co_return;
+    }
+    // Two writes, not head + pending: that copied a first batch of up to
+    // one event's size (any size) while the batch was still held.
+    if (!co_await send(std::move(head))) co_return;
+    if (!pending.empty() && !co_await send(std::move(pending))) co_return;
+  }
   pending.clear();
   core::log("debug", "event stream", {{"job_id", id_s}, {"after", std::to_string(cursor)},
                                       {"streams", std::to_string(notifier_.subscribers())}});

@@ -38,6 +38,9 @@ struct GatewayConfig {
   // the limit a new connection takes the place of the one that has waited
   // longest for its request, else it gets 503.
   std::size_t max_connections = 1000;
+  // Bytes of responses and event batches waiting to be written to their
+  // readers, at most (--response-memory): a role may hold half of it.
+  std::size_t response_memory = std::size_t{256} << 20;
 };
 
 class Gateway {
@@ -95,6 +98,10 @@ class Gateway {
   // tenant's streams could take every connection, and every other tenant's
   // request got 503.
   std::map<std::string, std::size_t> streams_;
+  // Bytes of responses and event batches being written, in all and by
+  // role ("" for requests without a known token): see hold() in gateway.cpp.
+  std::size_t held_ = 0;
+  std::map<std::string, std::size_t> held_by_role_;
   // An events query in flight, which the streams asking the same (role,
   // job, cursor, batch) await instead of each sending it: every
   // announcement of a job's event woke all its streams, and each queried

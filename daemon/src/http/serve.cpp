@@ -31,7 +31,7 @@ namespace bgexec::http {
 namespace {
 
 constexpr const char* usage = R"(usage: bgexec serve [--db CONNINFO] [--listen HOST:PORT] --tokens FILE [--pool N]
-                    [--statement-timeout SECONDS]
+                    [--statement-timeout SECONDS] [--response-memory MIB]
 
 HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
   --db CONNINFO      libpq connection string (else BGEXEC_DB, else PG* variables).
@@ -47,6 +47,11 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
                      waits included); past it the request gets 504.
                      Seconds, or with a unit (500ms, 30s, 5m), 0..86400.
                      Defaults to 30; 0 = no bound.
+  --response-memory MIB
+                     answers and event batches waiting to be read, in MiB,
+                     at most; one role's at most half.  Past it a request
+                     gets 429 (its role's half) or 503, and an event stream
+                     ends (its reader reconnects).  1..1048576, default 256.
 )";
 
 // An error's text as the rest of a one-line message: "address already in use".
@@ -152,6 +157,11 @@ int run_serve(const std::vector<std::string>& args) {
         cfg.statement_timeout_ms = static_cast<long>(*secs * 1000 + 0.5);
         if (*secs > 0 && cfg.statement_timeout_ms == 0) cfg.statement_timeout_ms = 1;
       }
+      else if (flag == "--response-memory") {
+        auto n = core::parse_integer(value(), 1, 1 << 20);
+        if (!n) throw std::runtime_error("--response-memory must be a number of MiB from 1 to 1048576");
+        cfg.response_memory = static_cast<std::size_t>(*n) << 20;
+      }
       else throw std::runtime_error("unknown flag " + a);
     } catch (const std::exception& e) {
       std::cerr << "bgexec serve: " << e.what() << "\n\n" << usage;
@@ -231,7 +241,8 @@ int run_serve(const std::vector<std::string>& args) {
     io.stop();
   });
   core::log("info", "serving", {{"listen", bound}, {"tokens", std::to_string(cfg.tokens.size())},
-                                 {"max_connections", std::to_string(cfg.max_connections)}});
+                                 {"max_connections", std::to_string(cfg.max_connections)},
+                                 {"response_memory_mib", std::to_string(cfg.response_memory >> 20)}});
   io.run();
   std::fflush(stdout);
   std::fflush(stderr);

@@ -1,0 +1,110 @@
+// Answers waiting for readers that do not read are bounded by
+// --response-memory: one role's at most half of it, the gateway's all of
+// it.  Past it a request gets 429 (its role's half) or 503 at once, not an
+// answer held for as long as its write deadline (over 30 minutes for 30 MB),
+// and the memory is free again when the reader goes.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import net from 'node:net';
+import { api, claim, finish, psql, sleep, startGateway, uniq, A, B } from './lib.mjs';
+
+const MB = 1000000;
+
+// A job of `token`'s role whose result is `mb` MB of JSON text (set by SQL:
+// a job's result, unlike a step's output, has no bound of its own).
+async function bigJob(gw, token, mb) {
+  const r = await api('POST', '/v1/jobs', { token, base: gw.url, body: { kind: 'noop', queue: uniq('mem') } });
+  assert.equal(r.status, 201, r.text);
+  psql(`UPDATE bgexec.job SET result = to_jsonb(repeat('x', ${mb * MB})) WHERE id = ${r.body.id}`);
+  return r.body.id;
+}
+
+// A connection that sends a request and reads no more than the answer's
+// status line, once it has come (the answer is then being written).
+async function unread(gw, path, token) {
+  const s = net.connect(gw.port, '127.0.0.1');
+  s.on('error', () => {});
+  await once(s, 'connect');
+  s.pause();
+  s.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+  for (let i = 0; i < 200 && s.readableLength < 15; i++) await sleep(50);
+  const status = String(s.read(15));
+  assert.equal(status, 'HTTP/1.1 200 OK', 'the unread answer is served');
+  return s;
+}
+
+// The request's status once it is `want`, polling for 10 s at most (the
+// unread answer before it is being computed meanwhile).
+async function statusOnce(want, request) {
+  let r;
+  for (let i = 0; i < 40; i++) {
+    r = await request();
+    if (r.status === want) break;
+    await sleep(250);
+  }
+  return r;
+}
+
+test('answers nobody reads are bounded per role and in all, and freed when the reader goes', { timeout: 60000 }, async () => {
+  const gw = await startGateway(0, ['--response-memory', '32']);
+  const socks = [];
+  try {
+    const a = await bigJob(gw, A, 30);
+    const b = await bigJob(gw, B, 30);
+    // 30 MB to a reader that does not read: more than the role's half, but
+    // the first answer of a role holding none is served.
+    socks.push(await unread(gw, `/v1/jobs/${a}`, A));
+    const again = await statusOnce(429, () => api('GET', `/v1/jobs/${a}`, { token: A, base: gw.url }));
+    assert.equal(again.status, 429, `a second answer of the role is refused: ${again.status}`);
+    assert.equal(again.body.error.sqlstate, '53400');
+    assert.match(again.body.error.message, /this role's requests hold 29 MiB waiting to be read, half the gateway's --response-memory/);
+    assert.equal(again.headers.get('retry-after'), '5');
+    // Another role's answer would take the gateway past its 32 MiB: 503.
+    const other = await api('GET', `/v1/jobs/${b}`, { token: B, base: gw.url });
+    assert.equal(other.status, 503, other.text.slice(0, 200));
+    assert.equal(other.body.error.sqlstate, '53200');
+    assert.equal(other.headers.get('retry-after'), '5');
+    // Small answers are not counted: the role and the gateway still answer them.
+    assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 200);
+    assert.equal((await api('GET', '/metrics', { base: gw.url })).status, 200);
+    assert.match(gw.log(), /msg="answer refused"/);
+    // The reader goes: its 30 MB are free, and B's answer is served whole.
+    socks.shift().destroy();
+    const served = await statusOnce(200, () => api('GET', `/v1/jobs/${b}`, { token: B, base: gw.url }));
+    assert.equal(served.status, 200, served.text.slice(0, 200));
+    assert.equal(served.body.result.length, 30 * MB);
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});
+
+test('an event stream the gateway has no room for is refused before it starts', { timeout: 60000 }, async () => {
+  const gw = await startGateway(0, ['--response-memory', '32']);
+  const socks = [];
+  try {
+    const queue = uniq('mem-sse');
+    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    const { job, lease } = claim(queue);
+    assert.equal(job, r.body.id);
+    psql(`SELECT bgexec.append_event(${job}, ${lease}, 'log', jsonb_build_object('line', repeat('y', ${30 * MB})))`);
+    // One stream not reading its 30 MB first batch; the role's next stream
+    // is refused with 429 rather than given an empty 200.
+    socks.push(await unread(gw, `/v1/jobs/${job}/events`, A));
+    const second = await statusOnce(429, () => api('GET', `/v1/jobs/${job}/events`, { token: A, base: gw.url }));
+    assert.equal(second.status, 429);
+    assert.equal(second.body.error.sqlstate, '53400');
+    assert.match(gw.log(), /msg="event stream refused"/);
+    // Gone, and the next stream gets the event (the job finished, so the
+    // stream ends after it).
+    socks.shift().destroy();
+    finish(job, lease, 'completed');
+    const ok = await statusOnce(200, () => api('GET', `/v1/jobs/${job}/events`, { token: A, base: gw.url, headers: { 'Last-Event-ID': '1' } }));
+    assert.equal(ok.status, 200);
+    assert.ok(ok.text.length > 30 * MB, `the stream carried ${ok.text.length} bytes`);
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});
