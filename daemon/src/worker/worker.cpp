@@ -359,8 +359,14 @@ asio::awaitable<void> Worker::listen_for_work(std::function<void(core::LogFields
           fetch_wake_.notify();
         }
       } else if (n.channel == "bgexec_stop") {
+        // A hint only: any role that can connect may NOTIFY on any channel
+        // (PostgreSQL has no privileges on them), and a bare
+        // `NOTIFY bgexec_stop, '<id>'` from a role with no access to bgexec
+        // cancelled another tenant's running job.  The heartbeat, sent now,
+        // reads the job's stop_requested_at and says `stop` when it is set,
+        // as the await_claim wake does.
         std::int64_t id = std::strtoll(n.payload.c_str(), nullptr, 10);
-        if (auto it = jobs_.find(id); it != jobs_.end()) it->second->request_stop(StopReason::stop);
+        if (jobs_.count(id)) hb_wake_.notify();
       }
     }
   }
