@@ -8,10 +8,13 @@ e2e_cluster 57948
 cat >"$E2E_DIR/bash-act.sh" <<'SH'
 #!/bin/bash
 input=$(cat)
-printf '{"color": "%s"}\n' "${COLOR:-none}"
+printf '{"color": "%s", "pw": "%s", "db": "%s"}\n' "${COLOR:-none}" "${PGPASSWORD:-none}" "${BGEXEC_DB:-none}"
 SH
 chmod +x "$E2E_DIR/bash-act.sh"
-start_worker w1 --action "bash-act=$E2E_DIR/bash-act.sh"
+# The worker's own credentials (trust authentication here ignores them)
+# are not its steps'.
+PGPASSWORD=worker-pw BGEXEC_DB="$(sql "SELECT 'host=' || current_setting('unix_socket_directories') || ' port=' || current_setting('port') || ' dbname=postgres password=worker-pw'")" \
+  start_worker w1 --action "bash-act=$E2E_DIR/bash-act.sh"
 
 id=$("$BGEXEC" submit workflow --max-attempts 3 '{"steps": [{"id": "r", "run": ["echo", "hi"]}]}')
 wait_status "$id" failed 20
@@ -28,7 +31,9 @@ wait_status "$u" failed 20
 # run other code: a BASH_FUNC_cat%% would run the tenant's shell code in
 # place of the script's `cat`, LD_PRELOAD a library of its choosing.  The
 # step fails, not retryable; other variables still reach the action.
-for var in 'BASH_FUNC_cat%%' LD_PRELOAD PATH GIT_SSH_COMMAND; do
+# PGHOST would send the action's password (the worker's, before it was kept
+# from steps) to the tenant's server.
+for var in 'BASH_FUNC_cat%%' LD_PRELOAD PATH GIT_SSH_COMMAND PGHOST PGOPTIONS; do
   b=$("$BGEXEC" submit workflow --max-attempts 3 "{\"steps\": [{\"id\": \"a\", \"action\": \"bash-act\",
      \"env\": {\"$var\": \"() { touch $E2E_DIR/injected; }\"}}]}")
   wait_status "$b" failed 20
@@ -40,6 +45,8 @@ done
 b=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "action": "bash-act", "env": {"COLOR": "blue"}}]}')
 wait_status "$b" completed 20
 [[ $(sql "SELECT result->'a'->>'color' FROM bgexec.job WHERE id = $b") == blue ]] || fail "action env"
+[[ $(sql "SELECT result->'a'->>'pw' || ' ' || (result->'a'->>'db') FROM bgexec.job WHERE id = $b") == "none none" ]] \
+  || fail "the worker's credentials reached the action: $(sql "SELECT result FROM bgexec.job WHERE id = $b")"
 
 # An action whose config file entry lists its env ({"path", "env"}) takes
 # those variables only, with --allow-run too: a variable no denylist names

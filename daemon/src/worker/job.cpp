@@ -156,7 +156,10 @@ bool is_worker_var(std::string_view name) {
 // dynamic loader's, glibc's, the shells' (a BASH_FUNC_x%% replaces a
 // command x in every bash script), the interpreters' module paths and
 // option variables, PATH and HOME (where commands and start-up files are
-// found), git's (GIT_SSH_COMMAND, GIT_CONFIG_*), pagers and editors.
+// found), git's (GIT_SSH_COMMAND, GIT_CONFIG_*), pagers and editors, and
+// libpq's (PGHOST sends a program's password, a .pgpass entry for any host,
+// to a server of the tenant's choosing; PGOPTIONS sets its session's
+// search_path).
 // sudo's list of variables it removes (env.c, initial_badenv_table), glibc's
 // for set-user-ID programs (unsecvars.h), and the runtimes and tools most
 // actions call.  A worker without --allow-run refuses them in an action
@@ -168,7 +171,7 @@ bool changes_what_runs(std::string_view name) {
   static constexpr std::string_view prefixes[] = {
       "LD_",   "BASH_FUNC_", "_RLD",  "GLIBC_", "MALLOC_", "PYTHON",     "PERL",       "RUBY",
       "NODE_", "JAVA_",      "_JAVA_", "JDK_JAVA_", "GIT_", "LUA_INIT", "LUA_PATH", "LUA_CPATH",
-      "ERL_",  "npm_config_", "NPM_CONFIG_", "KRB5", "PHP"};
+      "ERL_",  "npm_config_", "NPM_CONFIG_", "KRB5", "PHP", "PG"};
   static constexpr std::string_view names[] = {
       "PATH", "HOME", "ENV", "BASH_ENV", "BASHOPTS", "SHELLOPTS", "PS4", "IFS", "CDPATH",
       "GLOBIGNORE", "FPATH", "NULLCMD", "READNULLCMD", "ZDOTDIR", "TMPPREFIX", "GCONV_PATH",

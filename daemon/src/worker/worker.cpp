@@ -128,8 +128,17 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
   fin_.set_call_timeout(seconds(std::max(cfg_.lease_s / 4, 2.0)));
   ctl_.set_call_timeout(seconds(std::max(cfg_.lease_s, 5.0)));
   listen_.set_call_timeout(seconds(std::max(cfg_.lease_s, 5.0)));
-  for (char** e = environ; e && *e; ++e)
-    if (std::string_view(*e).rfind("BGEXEC_SECRET_", 0) != 0) child_env_.emplace_back(*e);
+  // Step processes get the worker's environment but for its secrets and
+  // its own database credentials: an action's program that runs psql, its
+  // PGHOST set by a tenant's step env, sent the worker's PGPASSWORD to the
+  // tenant's server.
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view var(*e);
+    if (var.rfind("BGEXEC_SECRET_", 0) == 0 || var.rfind("BGEXEC_DB=", 0) == 0 ||
+        var.rfind("PGPASSWORD=", 0) == 0)
+      continue;
+    child_env_.emplace_back(var);
+  }
 }
 
 Worker::~Worker() = default;
