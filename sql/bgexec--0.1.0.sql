@@ -2101,12 +2101,20 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * so is a tick whose owner is no longer a member of bgexec_client, and,
  * with overlap false, one whose last job is still queued, running or
  * suspended.  A paused schedule fires nothing.
+ * A tick waits for no lock: reconcile() calls this in the transaction that
+ * has taken back expired leases, so a client's open transaction holding
+ * the tick's idempotency key, or the admission lock of a capped queue (a
+ * submit in a transaction not yet committed), held those jobs locked and
+ * kept every other reconciler from them for as long as it stayed open.
+ * Past 10 ms (lock_timeout) the tick is left due, its last_error saying
+ * why, and fired by a later call.
  * Returns how many ticks it fired. */
 CREATE FUNCTION bgexec._fire_schedules() RETURNS int
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
+	SET lock_timeout = '10ms'
 	AS $$
 DECLARE
 	s record;
@@ -2144,7 +2152,14 @@ BEGIN
 				  || to_char(s.next_run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"'),
 				s.concurrency_key);
 			v_n := v_n + 1;
-		EXCEPTION WHEN OTHERS THEN
+		EXCEPTION WHEN lock_not_available THEN
+			UPDATE bgexec.schedule x
+			   SET last_error = format('not fired yet: another transaction holds a lock the tick''s submit needs'
+			                           ' (its idempotency key, or its queue''s max_queued); tried again'
+			                           ' at the next reconcile (SQLSTATE %s)', SQLSTATE)
+			 WHERE x.owner = s.owner AND x.name = s.name;
+			CONTINUE;
+		WHEN OTHERS THEN
 			v_err := format('%s (SQLSTATE %s)', SQLERRM, SQLSTATE);
 		END;
 		BEGIN
