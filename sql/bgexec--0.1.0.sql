@@ -1435,7 +1435,11 @@ BEGIN
 			   SET rate_tokens = t.value::float8,
 			       rate_at = greatest(v_now, coalesce(q.rate_at, v_now))
 			  FROM jsonb_each_text(v_tokens) t
-			 WHERE q.name = t.key AND t.key = ANY (v_drawn);
+			 -- Not once the limit is gone: a configure_queue() that removed
+			 -- it while this claim waited for the row (it reads the queue
+			 -- unlocked) had its bucket written back, and a new limit then
+			 -- started from it, not full.
+			 WHERE q.name = t.key AND t.key = ANY (v_drawn) AND q.rate_limit IS NOT NULL;
 			-- (rate_at is now the time the tokens are counted at, drawn on
 			-- or not.)
 			FOR v_q IN
