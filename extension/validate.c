@@ -1069,6 +1069,51 @@ typedef struct TemplateCheck
 	bool	   *needed;			/* the steps it needs, directly or not */
 } TemplateCheck;
 
+/*
+ * What the worker's evaluate() (core/template.cpp) refuses in a template
+ * whatever the data: an empty expression or path segment, a root other than
+ * input, steps and secrets, steps.ID without .output or .stdout (which takes
+ * no path), secrets without a name.  NULL when it reads.  The job failed
+ * with it at run time, after its earlier steps had run.
+ */
+static char *
+template_syntax_error(const char *e, int n)
+{
+	const char *dot = memchr(e, '.', n);
+	int			rootlen = (dot ? dot : e + n) - e;
+	int			segments = 1;
+	const char *seg = e;		/* the current segment's start */
+	const char *field = NULL;	/* steps.ID.FIELD */
+	int			fieldlen = 0;
+
+	if (n == 0)
+		return "empty expression";
+	if (rootlen == 7 && strncmp(e, "secrets", 7) == 0)
+		return n <= 8 ? "expected secrets.NAME" : NULL;
+	for (const char *k = e; k <= e + n; k++)
+		if (k == e + n || *k == '.')
+		{
+			if (k == seg)
+				return "empty path segment";
+			if (segments == 3)
+				field = seg, fieldlen = k - seg;
+			segments++;
+			seg = k + 1;
+		}
+	segments--;
+	if (rootlen == 5 && strncmp(e, "input", 5) == 0)
+		return NULL;
+	if (rootlen != 5 || strncmp(e, "steps", 5) != 0)
+		return psprintf("unknown root \"%s\" (expected input, steps or secrets)", pnstrdup(e, rootlen));
+	if (segments < 3)
+		return "expected steps.ID.output or steps.ID.stdout";
+	if (fieldlen == 6 && strncmp(field, "output", 6) == 0)
+		return NULL;
+	if (fieldlen == 6 && strncmp(field, "stdout", 6) == 0)
+		return segments > 3 ? "steps.ID.stdout takes no path" : NULL;
+	return psprintf("unknown step field \"%s\" (expected output or stdout)", pnstrdup(field, fieldlen));
+}
+
 static void
 check_template_text(TemplateCheck *tc, const char *text, int len)
 {
@@ -1110,6 +1155,17 @@ check_template_text(TemplateCheck *tc, const char *text, int len)
 			e++;
 		while (end > e && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
 			end--;
+		{
+			char	   *bad = template_syntax_error(e, end - e);
+
+			if (bad)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("workflow step \"%s\": template {{%s}}: %s",
+								tc->steps[tc->step].id, pnstrdup(e, end - e), bad),
+						 errhint("A template is {{input.PATH}}, {{steps.ID.output[.PATH]}}, "
+								 "{{steps.ID.stdout}} or {{secrets.NAME}}; there is no escape for \"{{\".")));
+		}
 		if (end - e < 7 || strncmp(e, "steps.", 6) != 0)
 			continue;
 		id = e + 6;

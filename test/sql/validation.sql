@@ -211,6 +211,21 @@ SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"i
   {"id": "c", "needs": ["b"], "name": "{{steps.zz}}", "run": ["echo", "{{steps.a.stdout}} {{ input.x }} {{steps.b.output"],
    "env": {"{{steps.zz.output}}": "1"}}]}') > 0 AS ok;
 ROLLBACK;
+-- workflow: a template the worker cannot read whatever the data (it failed
+-- the job at run time, after the steps before it had run): 22023 naming it
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["echo", "{{ }}"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["echo", "x {{ nonsense }}"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["echo", "{{steps.}}"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}, {"id": "b", "needs": ["a"], "run": ["echo", "{{steps.a}}"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}, {"id": "b", "needs": ["a"], "env": {"X": "{{steps.a.out}}"}, "run": ["env"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}, {"id": "b", "needs": ["a"], "run": ["echo", "{{steps.a.stdout.x}}"]}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "action": "x", "with": {"k": "{{secrets.}}"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "{{input..go}}"}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "approval": {"prompt": "ok {{inputs.x}}?"}}]}')$q$);
+BEGIN;  -- accepted: the whole input, a secret's name with dots, an output's path
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0},
+  {"id": "b", "needs": ["a"], "run": ["echo", "{{input}}", "{{ secrets.db.pass }}", "{{steps.a.output.x.0}}", "{{steps.a.stdout}}"]}]}') > 0 AS ok;
+ROLLBACK;
 -- workflow: over 1000 steps is a program limit (54000), as the payload size
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', jsonb_build_object('steps',
   (SELECT jsonb_agg(jsonb_build_object('id', 's' || i, 'sleep', 0)) FROM generate_series(1, 1001) i)))$q$);
