@@ -763,9 +763,9 @@ struct Held {
 // 16 MB event would have held 8 GB.  So what is waiting to be written is
 // bounded: by `limit` (--response-memory) in all, by half of it for one
 // role, so one tenant's readers cannot take it all.  Up to 64 KiB is not
-// counted (the socket's buffer takes it at once), nor refused when the role
-// (or the gateway) holds nothing yet, so a response larger than the limit
-// is still served to one reader at a time.
+// counted (the socket's buffer takes it at once), and a limit refuses only
+// when something else already holds part of it, so a response larger than
+// the limit is still served when nothing else waits.
 std::optional<HttpError> hold(Held& held, std::size_t& total, std::size_t& role, std::size_t limit,
                               std::size_t bytes) {
   if (bytes <= 64 * 1024) return std::nullopt;
