@@ -2228,32 +2228,41 @@ BEGIN
 		 ORDER BY x.id
 		   FOR UPDATE SKIP LOCKED
 	LOOP
-		v_n := v_n + 1;
-		-- The lease is taken back: a sql step its worker could not end
-		-- (stopped, frozen) ends now, rolled back.
-		PERFORM bgexec._end_step_sessions(j.id, j.lease);
-		IF j.deadline < now() THEN
-			PERFORM bgexec._terminal(j.id, 'timed_out', NULL,
-				jsonb_build_object('reason', 'timeout', 'message',
-					format('job exceeded its timeout of %s', j.timeout),
-					'attempt', j.attempt));
-			CONTINUE;
-		END IF;
-		-- The lease expired: the worker is gone (or partitioned away).
-		v_err := jsonb_build_object('reason', 'worker_lost', 'worker', j.lease_owner,
-		                            'attempt', j.attempt,
-		                            'message', format('lease of worker %s expired', j.lease_owner));
-		UPDATE bgexec.job x SET last_seq = x.last_seq + 1 WHERE x.id = j.id
-		RETURNING x.last_seq INTO v_seq;
-		PERFORM bgexec._event(j.id, v_seq, 'worker_lost', v_err);
-		IF j.stop_requested_at IS NOT NULL THEN
-			PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
-				v_err || jsonb_build_object('message', 'stop requested; worker lost'));
-		ELSIF j.attempt < j.max_attempts THEN
-			PERFORM bgexec._requeue(j.id, j.queue, j.attempt, v_err);
-		ELSE
-			PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
-		END IF;
+		-- Each job on its own: a row that cannot be written (one written
+		-- around the API: its last_seq at the int's end, an event row
+		-- already at the next seq) failed the whole call, and with it every
+		-- other lease, deadline and schedule of the database for as long as
+		-- the row stayed.  It is left as it is, and named in a warning.
+		BEGIN
+			-- The lease is taken back: a sql step its worker could not end
+			-- (stopped, frozen) ends now, rolled back.
+			PERFORM bgexec._end_step_sessions(j.id, j.lease);
+			IF j.deadline < now() THEN
+				PERFORM bgexec._terminal(j.id, 'timed_out', NULL,
+					jsonb_build_object('reason', 'timeout', 'message',
+						format('job exceeded its timeout of %s', j.timeout),
+						'attempt', j.attempt));
+			ELSE
+				-- The lease expired: the worker is gone (or partitioned away).
+				v_err := jsonb_build_object('reason', 'worker_lost', 'worker', j.lease_owner,
+				                            'attempt', j.attempt,
+				                            'message', format('lease of worker %s expired', j.lease_owner));
+				UPDATE bgexec.job x SET last_seq = x.last_seq + 1 WHERE x.id = j.id
+				RETURNING x.last_seq INTO v_seq;
+				PERFORM bgexec._event(j.id, v_seq, 'worker_lost', v_err);
+				IF j.stop_requested_at IS NOT NULL THEN
+					PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
+						v_err || jsonb_build_object('message', 'stop requested; worker lost'));
+				ELSIF j.attempt < j.max_attempts THEN
+					PERFORM bgexec._requeue(j.id, j.queue, j.attempt, v_err);
+				ELSE
+					PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
+				END IF;
+			END IF;
+			v_n := v_n + 1;
+		EXCEPTION WHEN OTHERS THEN
+			RAISE WARNING 'bgexec.reconcile: job % left as it is: % (SQLSTATE %)', j.id, SQLERRM, SQLSTATE;
+		END;
 	END LOOP;
 	PERFORM bgexec._fire_schedules();
 	PERFORM bgexec._compact_counts();
