@@ -169,13 +169,16 @@ void Child::kill_all() {
 
 void Child::kill_orphans() {
   if (!subreaping()) return;
-  // A killed orphan's own children come to this process as it dies: kill
-  // again until none is left, for a second at most (one in uninterruptible
-  // sleep dies only when it wakes).
+  // A killed orphan's own children come to this process as it dies, and so
+  // do those of a live child's process killed with its group (kill_all):
+  // kill again until no orphan is left and every child is reaped (poll()
+  // kills its group once more), for a second at most (one in
+  // uninterruptible sleep dies only when it wakes).  Before the children
+  // are reaped, what left their groups may still have its parent there.
   for (int round = 0; round < 100; ++round) {
     reap_exited();
     std::vector<pid_t> strays = orphans();
-    if (strays.empty()) return;
+    if (strays.empty() && registry().empty()) return;
     for (pid_t pid : strays) kill_orphan(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -60,8 +60,10 @@ class Child : public std::enable_shared_from_this<Child> {
   static void init_reaper(asio::any_io_executor ex, bool subreaper);
   // SIGKILLs every live child's group and every orphan (second signal, fatal exit).
   static void kill_all();
-  // SIGKILLs every orphan, and those that come to this process as they die
-  // (the worker's exit, once its jobs have ended).
+  // SIGKILLs every orphan, and those that come to this process as they die,
+  // until none is left and every child is reaped, for a second at most (the
+  // worker's exit, once its jobs have ended; after kill_all, at a second
+  // signal, what left a killed group comes here once its parent dies).
   static void kill_orphans();
 
  private:
