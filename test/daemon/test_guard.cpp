@@ -24,12 +24,13 @@ namespace guard = bgexec::proc::guard;
 
 namespace {
 
-// Starts argv in a process group of its own (as a step's leader is), with env.
-pid_t start(std::vector<std::string> argv, std::vector<std::string> env = {}) {
+// Starts argv in a process group of its own (as a step's leader is), with
+// env; in a session of its own too with `session` (as Child::spawn has it).
+pid_t start(std::vector<std::string> argv, std::vector<std::string> env = {}, bool session = false) {
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr, session ? POSIX_SPAWN_SETSID : POSIX_SPAWN_SETPGROUP);
   std::vector<char*> av, ev;
   for (auto& a : argv) av.push_back(a.data());
   av.push_back(nullptr);
@@ -253,6 +254,31 @@ TEST(Guard, StopsWhatIsInAGroupAMarkedDescendantLeads) {
   ::kill(c[0], SIGKILL);
   ::unlink(led.c_str());
   ::unlink(unmarked.c_str());
+}
+
+// A step leads a session of its own: what it started there in a group of
+// its own (setpgid, a shell's job control), without the marker and its
+// parent gone, is the step's too, even once the leader has exited (a
+// worker killed before it reaped it: the guard still has it live).
+TEST(Guard, StopsWhatIsInAStepsSession) {
+  std::string file = pid_file("session");
+  pid_t g = start_guard(0.2);
+  pid_t leader = start({"sh", "-c", "(env -i perl -e 'setpgrp(0, 0); exec q(sleep), 30' & echo $! >> " + file + ")"},
+                       marker_env("23"), true);
+  std::vector<pid_t> left = pids_in(file, 1, "sleep");
+  ASSERT_EQ(left.size(), 1u) << "the step did not start its sleep";
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, leader, &info, WEXITED | WNOWAIT), 0) << "the leader did not exit";
+  bgexec::proc::ProcStat st;
+  ASSERT_TRUE(bgexec::proc::proc_stat(left[0], st));
+  ASSERT_EQ(st.session, leader) << "the sleep is in the step's session";
+  ASSERT_EQ(st.pgrp, left[0]) << "the sleep leads a group of its own";
+  guard::started(leader, marker("23"));  // exited, not reaped: the worker was killed first
+  release_and_wait(g);
+  EXPECT_TRUE(gone_within(left[0], 5)) << "a process in a step's session outlived its worker";
+  ::kill(left[0], SIGKILL);
+  ::waitpid(leader, nullptr, 0);
+  ::unlink(file.c_str());
 }
 
 TEST(Guard, StopsAStepWhoseWorkerDiedAsItSpawnedIt) {

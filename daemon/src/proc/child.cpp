@@ -213,7 +213,7 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   // Nothing else of the worker's reaches a step: a descriptor opened without
   // O_CLOEXEC (libpq's cancel socket, on its thread) would be inherited.
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  SpawnAttr sa;
+  SpawnAttr sa(Detach::session);
   std::vector<char*> av, ev;
   for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
   av.push_back(nullptr);

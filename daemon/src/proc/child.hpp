@@ -1,6 +1,7 @@
 #pragma once
-// Child processes for step runners: posix_spawn into a new process group, with
-// non-blocking pipes wrapped in Asio descriptors and exit observed via SIGCHLD.
+// Child processes for step runners: posix_spawn into a new session (and so a
+// new process group), with non-blocking pipes wrapped in Asio descriptors and
+// exit observed via SIGCHLD.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -24,7 +25,8 @@ struct Exit {
   std::string describe() const;
 };
 
-// One spawned process, leader of its own process group.  The group is
+// One spawned process, leader of its own session and process group (no
+// controlling terminal: spawn_attr.hpp, Detach::session).  The group is
 // SIGKILLed once the leader exits, so no stray descendant outlives a step;
 // one that left the group is found as an orphan (see init_reaper).
 class Child : public std::enable_shared_from_this<Child> {

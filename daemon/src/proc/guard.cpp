@@ -192,7 +192,7 @@ void deliver() {
 // its marker, announced holds the markers of steps being spawned.  What is
 // the steps' is found anew in each round, as it forks and dies: every live
 // (not zombie) process
-//  - in a step's process group,
+//  - in a step's process group or session (a step leads both),
 //  - carrying a live or announced step's marker,
 //  - whose parent is one of these (a descendant that cleared its
 //    environment, `env -i`, and left the group, `setsid`),
@@ -252,7 +252,7 @@ void stop_steps(const std::map<pid_t, std::string>& live, const std::set<std::st
     for (std::size_t i = 0; i < all.size(); ++i) {
       const auto& [pid, st] = all[i];
       auto k = known.find(pid);
-      if (live.count(st.pgrp) || groups.count(st.pgrp) || sessions.count(st.session) ||
+      if (live.count(st.pgrp) || live.count(st.session) || groups.count(st.pgrp) || sessions.count(st.session) ||
           (k != known.end() && k->second == st.start) ||
           (!markers.empty() && markers.count(marker_of_pid(pid))))
         take(i);
@@ -345,7 +345,7 @@ bool spawn_guard(std::string& error) {
   // A group of its own: a signal to the worker's group (a terminal's ^C, a
   // kill of the group) does not reach it.  SIGPIPE stays ignored: its log
   // line to a reader gone with the worker must not end it mid-stop.
-  SpawnAttr sa(SIGPIPE);
+  SpawnAttr sa(Detach::group, SIGPIPE);
   char grace[32];
   std::snprintf(grace, sizeof grace, "%g", s.grace_s);
   std::string id = s.worker_id;
