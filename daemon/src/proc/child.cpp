@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -75,6 +76,33 @@ std::vector<pid_t> orphans() {
 void kill_orphan(pid_t pid) {
   ::kill(-pid, SIGKILL);
   ::kill(pid, SIGKILL);
+}
+
+// The value of env's PATH, or nullptr when it has none.
+const char* path_of(const std::vector<std::string>& env) {
+  for (const auto& e : env)
+    if (e.starts_with("PATH=")) return e.c_str() + 5;
+  return nullptr;
+}
+
+// Looks `name` (no '/') up in the directories of `path` as execvp does:
+// the first executable regular file of that name (an empty directory is the
+// working directory, which the child shares).  Empty, with the error in
+// `err`, when there is none: EACCES when one was found but cannot be run,
+// else ENOENT.
+std::string search_path(std::string_view path, const std::string& name, int& err) {
+  err = ENOENT;
+  for (std::size_t at = 0;;) {
+    std::size_t end = std::min(path.find(':', at), path.size());
+    std::string file = std::string(end > at ? path.substr(at, end - at) : ".") + "/" + name;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(file.c_str(), X_OK) == 0) return file;
+      err = EACCES;
+    }
+    if (end == path.size()) return {};
+    at = end + 1;
+  }
 }
 
 // Closes both ends of a pipe pair on scope exit unless released.
@@ -204,6 +232,17 @@ Child::~Child() {
 std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env) {
   if (argv.empty()) throw std::system_error(EINVAL, std::generic_category(), "empty argv");
+  // A name without '/' is looked up on the child's PATH, the step's (its
+  // env's over the worker's), as its shell would: posix_spawnp searches the
+  // worker's.  The worker's, as before, only when env has none.
+  std::string program = argv[0];
+  bool search = program.find('/') == std::string::npos;
+  if (const char* path = search ? path_of(env) : nullptr) {
+    int error = 0;
+    program = search_path(path, argv[0], error);
+    if (program.empty()) throw std::system_error(error, std::generic_category(), "spawn " + argv[0]);
+    search = false;
+  }
   Pipe in, out, err;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -224,9 +263,8 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   std::string marker = marker_of(env);
   guard::spawning(marker);
   pid_t pid = -1;
-  int rc = argv[0].find('/') == std::string::npos
-               ? posix_spawnp(&pid, av[0], &fa, &sa.attr, av.data(), ev.data())
-               : posix_spawn(&pid, av[0], &fa, &sa.attr, av.data(), ev.data());
+  int rc = search ? posix_spawnp(&pid, av[0], &fa, &sa.attr, av.data(), ev.data())
+                  : posix_spawn(&pid, program.c_str(), &fa, &sa.attr, av.data(), ev.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     guard::spawn_failed(marker);

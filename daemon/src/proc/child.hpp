@@ -31,8 +31,8 @@ struct Exit {
 // one that left the group is found as an orphan (see init_reaper).
 class Child : public std::enable_shared_from_this<Child> {
  public:
-  // Spawns argv (PATH lookup when argv[0] has no '/') with env; throws
-  // std::system_error.  env's marker_vars (procfs.hpp: BGEXEC_JOB_ID,
+  // Spawns argv with env (argv[0] without '/' looked up on env's PATH, or,
+  // when env has none, on the worker's); throws std::system_error.  env's marker_vars (procfs.hpp: BGEXEC_JOB_ID,
   // BGEXEC_STEP_ID, BGEXEC_ATTEMPT, BGEXEC_WORKER_INSTANCE) are the step's
   // marker, which its descendants inherit.
   static std::shared_ptr<Child> spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
