@@ -24,12 +24,13 @@ namespace guard = bgexec::proc::guard;
 
 namespace {
 
-// Starts argv in a process group of its own (as a step's leader is), with env.
-pid_t start(std::vector<std::string> argv, std::vector<std::string> env = {}) {
+// Starts argv in a process group of its own (as a step's leader is), with
+// env; in a session of its own too with `session` (as Child::spawn has it).
+pid_t start(std::vector<std::string> argv, std::vector<std::string> env = {}, bool session = false) {
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr, session ? POSIX_SPAWN_SETSID : POSIX_SPAWN_SETPGROUP);
   std::vector<char*> av, ev;
   for (auto& a : argv) av.push_back(a.data());
   av.push_back(nullptr);
@@ -119,6 +120,48 @@ bool trap_set(pid_t sh) {
   return false;
 }
 
+// Whether pid runs no more: no such process, or a zombie (a process whose
+// parent died is init's to reap, not the test's).
+bool gone(pid_t pid) {
+  bgexec::proc::ProcStat st;
+  return !bgexec::proc::proc_stat(pid, st) || st.state == 'Z';
+}
+bool gone_within(pid_t pid, double wait_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  while (!gone(pid)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The pids a step's shell wrote to `file`, one a line, once there are `n`
+// and each has exec'd `comm` (a process that cleared its environment shows
+// none only then); up to 10 s.
+std::vector<pid_t> pids_in(const std::string& file, std::size_t n, const std::string& comm) {
+  for (int i = 0; i < 1000; ++i) {
+    std::vector<pid_t> pids;
+    std::string text;
+    if (bgexec::proc::read_proc(file, text))
+      for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+        pids.push_back(static_cast<pid_t>(std::atoi(text.c_str() + at)));
+    std::string seen;
+    if (pids.size() == n && std::all_of(pids.begin(), pids.end(), [&](pid_t p) {
+          return bgexec::proc::read_proc("/proc/" + std::to_string(p) + "/comm", seen) && seen == comm + "\n";
+        }))
+      return pids;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return {};
+}
+
+// A file of this test process's own, for a step's shell to write pids to.
+std::string pid_file(const std::string& name) {
+  std::string path = "/tmp/bgexec-guard-test-" + std::to_string(::getpid()) + "-" + name;
+  ::unlink(path.c_str());
+  return path;
+}
+
 }  // namespace
 
 TEST(Guard, StopsLiveGroupsAndLeavesEndedOnesAlone) {
@@ -160,6 +203,82 @@ TEST(Guard, LeavesTheSameStepOfAnotherWorkerAlone) {
   EXPECT_EQ(ended_by(escaped), SIGTERM);
   EXPECT_EQ(ended_by(theirs, 0.3), 0) << "the guard killed another worker's step of the same job, step and attempt";
   kill_and_reap(theirs);
+}
+
+// A step's descendant that cleared its environment (env -i) and left the
+// step's group (setsid) carries nothing the guard knew: killed by SIGKILL,
+// the worker left it running with init as its parent.  Its parent is the
+// step's: the guard finds it by that, before its TERM ends the parent.
+TEST(Guard, StopsAnUnmarkedDescendantInASessionOfItsOwn) {
+  std::string file = pid_file("unmarked");
+  pid_t g = start_guard(0.2);
+  pid_t leader = start({"sh", "-c", "env -i setsid sleep 30 & echo $! >> " + file + "; exec sleep 30"},
+                       marker_env("21"));
+  pid_t other = start({"sleep", "30"});  // the worker's child, not a step's
+  std::vector<pid_t> left = pids_in(file, 1, "sleep");
+  ASSERT_EQ(left.size(), 1u) << "the step did not start its detached sleep";
+  guard::started(leader, marker("21"));
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(leader), SIGTERM);
+  EXPECT_TRUE(gone_within(left[0], 5)) << "an unmarked descendant in a session of its own outlived its worker";
+  EXPECT_EQ(ended_by(other, 0.3), 0) << "the guard killed a process that is no step's";
+  ::kill(left[0], SIGKILL);
+  kill_and_reap(other);
+  ::unlink(file.c_str());
+}
+
+// The same one level down, its parent gone before the worker: a marked
+// descendant made a session of its own (setsid) and left in it a process
+// without the marker, whose parent (a subshell) has exited.  Its group and
+// session are the marked one's, which leads them.
+TEST(Guard, StopsWhatIsInAGroupAMarkedDescendantLeads) {
+  std::string led = pid_file("led"), unmarked = pid_file("led-unmarked");
+  pid_t g = start_guard(0.2);
+  pid_t leader = start({"sh", "-c",
+                        "setsid sh -c '(env -i sleep 30 & echo $! >> " + unmarked + "); exec sleep 30' & echo $! >> " +
+                            led + "; exec sleep 30"},
+                       marker_env("22"));
+  std::vector<pid_t> b = pids_in(led, 1, "sleep"), c = pids_in(unmarked, 1, "sleep");
+  ASSERT_EQ(b.size(), 1u) << "the step did not start its detached shell";
+  ASSERT_EQ(c.size(), 1u) << "the detached shell did not start its sleep";
+  bgexec::proc::ProcStat st;
+  ASSERT_TRUE(bgexec::proc::proc_stat(c[0], st));
+  ASSERT_EQ(st.pgrp, b[0]) << "the unmarked sleep is in the group the marked one leads";
+  ASSERT_NE(st.ppid, b[0]) << "the unmarked sleep's parent, a subshell, has exited";
+  guard::started(leader, marker("22"));
+  release_and_wait(g);
+  EXPECT_EQ(ended_by(leader), SIGTERM);
+  EXPECT_TRUE(gone_within(b[0], 5)) << "the marked group leader outlived its worker";
+  EXPECT_TRUE(gone_within(c[0], 5)) << "an unmarked process in a marked descendant's group outlived its worker";
+  ::kill(b[0], SIGKILL);
+  ::kill(c[0], SIGKILL);
+  ::unlink(led.c_str());
+  ::unlink(unmarked.c_str());
+}
+
+// A step leads a session of its own: what it started there in a group of
+// its own (setpgid, a shell's job control), without the marker and its
+// parent gone, is the step's too, even once the leader has exited (a
+// worker killed before it reaped it: the guard still has it live).
+TEST(Guard, StopsWhatIsInAStepsSession) {
+  std::string file = pid_file("session");
+  pid_t g = start_guard(0.2);
+  pid_t leader = start({"sh", "-c", "(env -i perl -e 'setpgrp(0, 0); exec q(sleep), 30' & echo $! >> " + file + ")"},
+                       marker_env("23"), true);
+  std::vector<pid_t> left = pids_in(file, 1, "sleep");
+  ASSERT_EQ(left.size(), 1u) << "the step did not start its sleep";
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, leader, &info, WEXITED | WNOWAIT), 0) << "the leader did not exit";
+  bgexec::proc::ProcStat st;
+  ASSERT_TRUE(bgexec::proc::proc_stat(left[0], st));
+  ASSERT_EQ(st.session, leader) << "the sleep is in the step's session";
+  ASSERT_EQ(st.pgrp, left[0]) << "the sleep leads a group of its own";
+  guard::started(leader, marker("23"));  // exited, not reaped: the worker was killed first
+  release_and_wait(g);
+  EXPECT_TRUE(gone_within(left[0], 5)) << "a process in a step's session outlived its worker";
+  ::kill(left[0], SIGKILL);
+  ::waitpid(leader, nullptr, 0);
+  ::unlink(file.c_str());
 }
 
 TEST(Guard, StopsAStepWhoseWorkerDiedAsItSpawnedIt) {

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -75,6 +76,33 @@ std::vector<pid_t> orphans() {
 void kill_orphan(pid_t pid) {
   ::kill(-pid, SIGKILL);
   ::kill(pid, SIGKILL);
+}
+
+// The value of env's PATH, or nullptr when it has none.
+const char* path_of(const std::vector<std::string>& env) {
+  for (const auto& e : env)
+    if (e.starts_with("PATH=")) return e.c_str() + 5;
+  return nullptr;
+}
+
+// Looks `name` (no '/') up in the directories of `path` as execvp does:
+// the first executable regular file of that name (an empty directory is the
+// working directory, which the child shares).  Empty, with the error in
+// `err`, when there is none: EACCES when one was found but cannot be run,
+// else ENOENT.
+std::string search_path(std::string_view path, const std::string& name, int& err) {
+  err = ENOENT;
+  for (std::size_t at = 0;;) {
+    std::size_t end = std::min(path.find(':', at), path.size());
+    std::string file = std::string(end > at ? path.substr(at, end - at) : ".") + "/" + name;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(file.c_str(), X_OK) == 0) return file;
+      err = EACCES;
+    }
+    if (end == path.size()) return {};
+    at = end + 1;
+  }
 }
 
 // Closes both ends of a pipe pair on scope exit unless released.
@@ -169,13 +197,16 @@ void Child::kill_all() {
 
 void Child::kill_orphans() {
   if (!subreaping()) return;
-  // A killed orphan's own children come to this process as it dies: kill
-  // again until none is left, for a second at most (one in uninterruptible
-  // sleep dies only when it wakes).
+  // A killed orphan's own children come to this process as it dies, and so
+  // do those of a live child's process killed with its group (kill_all):
+  // kill again until no orphan is left and every child is reaped (poll()
+  // kills its group once more), for a second at most (one in
+  // uninterruptible sleep dies only when it wakes).  Before the children
+  // are reaped, what left their groups may still have its parent there.
   for (int round = 0; round < 100; ++round) {
     reap_exited();
     std::vector<pid_t> strays = orphans();
-    if (strays.empty()) return;
+    if (strays.empty() && registry().empty()) return;
     for (pid_t pid : strays) kill_orphan(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -201,6 +232,17 @@ Child::~Child() {
 std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env) {
   if (argv.empty()) throw std::system_error(EINVAL, std::generic_category(), "empty argv");
+  // A name without '/' is looked up on the child's PATH, the step's (its
+  // env's over the worker's), as its shell would: posix_spawnp searches the
+  // worker's.  The worker's, as before, only when env has none.
+  std::string program = argv[0];
+  bool search = program.find('/') == std::string::npos;
+  if (const char* path = search ? path_of(env) : nullptr) {
+    int error = 0;
+    program = search_path(path, argv[0], error);
+    if (program.empty()) throw std::system_error(error, std::generic_category(), "spawn " + argv[0]);
+    search = false;
+  }
   Pipe in, out, err;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -210,7 +252,7 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   // Nothing else of the worker's reaches a step: a descriptor opened without
   // O_CLOEXEC (libpq's cancel socket, on its thread) would be inherited.
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  SpawnAttr sa;
+  SpawnAttr sa(Detach::session);
   std::vector<char*> av, ev;
   for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
   av.push_back(nullptr);
@@ -221,9 +263,8 @@ std::shared_ptr<Child> Child::spawn(asio::any_io_executor ex, const std::vector<
   std::string marker = marker_of(env);
   guard::spawning(marker);
   pid_t pid = -1;
-  int rc = argv[0].find('/') == std::string::npos
-               ? posix_spawnp(&pid, av[0], &fa, &sa.attr, av.data(), ev.data())
-               : posix_spawn(&pid, av[0], &fa, &sa.attr, av.data(), ev.data());
+  int rc = search ? posix_spawnp(&pid, av[0], &fa, &sa.attr, av.data(), ev.data())
+                  : posix_spawn(&pid, program.c_str(), &fa, &sa.attr, av.data(), ev.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     guard::spawn_failed(marker);

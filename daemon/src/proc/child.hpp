@@ -1,6 +1,7 @@
 #pragma once
-// Child processes for step runners: posix_spawn into a new process group, with
-// non-blocking pipes wrapped in Asio descriptors and exit observed via SIGCHLD.
+// Child processes for step runners: posix_spawn into a new session (and so a
+// new process group), with non-blocking pipes wrapped in Asio descriptors and
+// exit observed via SIGCHLD.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -24,13 +25,14 @@ struct Exit {
   std::string describe() const;
 };
 
-// One spawned process, leader of its own process group.  The group is
+// One spawned process, leader of its own session and process group (no
+// controlling terminal: spawn_attr.hpp, Detach::session).  The group is
 // SIGKILLed once the leader exits, so no stray descendant outlives a step;
 // one that left the group is found as an orphan (see init_reaper).
 class Child : public std::enable_shared_from_this<Child> {
  public:
-  // Spawns argv (PATH lookup when argv[0] has no '/') with env; throws
-  // std::system_error.  env's marker_vars (procfs.hpp: BGEXEC_JOB_ID,
+  // Spawns argv with env (argv[0] without '/' looked up on env's PATH, or,
+  // when env has none, on the worker's); throws std::system_error.  env's marker_vars (procfs.hpp: BGEXEC_JOB_ID,
   // BGEXEC_STEP_ID, BGEXEC_ATTEMPT, BGEXEC_WORKER_INSTANCE) are the step's
   // marker, which its descendants inherit.
   static std::shared_ptr<Child> spawn(asio::any_io_executor ex, const std::vector<std::string>& argv,
@@ -60,8 +62,10 @@ class Child : public std::enable_shared_from_this<Child> {
   static void init_reaper(asio::any_io_executor ex, bool subreaper);
   // SIGKILLs every live child's group and every orphan (second signal, fatal exit).
   static void kill_all();
-  // SIGKILLs every orphan, and those that come to this process as they die
-  // (the worker's exit, once its jobs have ended).
+  // SIGKILLs every orphan, and those that come to this process as they die,
+  // until none is left and every child is reaped, for a second at most (the
+  // worker's exit, once its jobs have ended; after kill_all, at a second
+  // signal, what left a killed group comes here once its parent dies).
   static void kill_orphans();
 
  private:

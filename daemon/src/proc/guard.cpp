@@ -191,8 +191,21 @@ void deliver() {
 // The guard's work once the worker is gone: live maps each step's group id to
 // its marker, announced holds the markers of steps being spawned.  What is
 // the steps' is found anew in each round, as it forks and dies: every live
-// (not zombie) process in a step's group or carrying a live or announced
-// step's marker.
+// (not zombie) process
+//  - in a step's process group or session (a step leads both),
+//  - carrying a live or announced step's marker,
+//  - whose parent is one of these (a descendant that cleared its
+//    environment, `env -i`, and left the group, `setsid`),
+//  - in a process group or session one of these leads (`setsid` made it,
+//    so every process in it is a descendant of the one that did; a member
+//    whose parent has died came to init and is known by nothing else),
+//  - or found in an earlier round (its parent died since: it came to init).
+// Each is a descendant of a step: nothing else on the host (another
+// worker's steps, another tenant's work) is ever taken for one.  An earlier
+// round's process is known by its pid and start time, which no other
+// process has; a group or session id is kept only while a process is in it
+// (an id goes back to the pool only once its group is empty, and is not
+// handed out again until the pids wrap around).
 void stop_steps(const std::map<pid_t, std::string>& live, const std::set<std::string>& announced,
                 double grace_s, const std::string& worker_id, const char* why) {
   std::set<std::string> markers = announced;
@@ -202,25 +215,73 @@ void stop_steps(const std::map<pid_t, std::string>& live, const std::set<std::st
   for (const auto& marker : markers)
     if (auto job = job_of(marker); !job.empty()) jobs.emplace(job);
   const pid_t self = ::getpid();
+  std::map<pid_t, unsigned long long> known;  // found in the last round: pid, start time
+  std::set<pid_t> groups, sessions;           // led by a process found
   auto ours = [&] {
-    std::vector<pid_t> found;
+    struct Proc {
+      pid_t pid;
+      ProcStat st;
+    };
+    std::vector<Proc> all;
     for_each_pid_entry("/proc", [&](const char* name) {
       pid_t pid = static_cast<pid_t>(std::atoi(name));
       ProcStat st;
       // A zombie is dead already; init (or the next subreaper) reaps it.
-      if (pid == self || !proc_stat(pid, st) || st.state == 'Z') return;
-      if (live.count(st.pgrp) || (!markers.empty() && markers.count(marker_of_pid(pid)))) found.push_back(pid);
+      if (pid != self && proc_stat(pid, st) && st.state != 'Z') all.push_back({pid, st});
     });
-    return found;
+    std::multimap<pid_t, std::size_t> by_parent, by_group, by_session;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      by_parent.emplace(all[i].st.ppid, i);
+      by_group.emplace(all[i].st.pgrp, i);
+      by_session.emplace(all[i].st.session, i);
+    }
+    std::vector<bool> found(all.size());
+    std::vector<std::size_t> todo;
+    auto take = [&](std::size_t i) {
+      if (!found[i]) {
+        found[i] = true;
+        todo.push_back(i);
+      }
+    };
+    auto take_all = [&](const std::multimap<pid_t, std::size_t>& by, pid_t id) {
+      for (auto [it, end] = by.equal_range(id); it != end; ++it) take(it->second);
+    };
+    // Groups and sessions no process is in any more are forgotten: their ids may be reused.
+    std::erase_if(groups, [&](pid_t g) { return !by_group.count(g); });
+    std::erase_if(sessions, [&](pid_t s) { return !by_session.count(s); });
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const auto& [pid, st] = all[i];
+      auto k = known.find(pid);
+      if (live.count(st.pgrp) || live.count(st.session) || groups.count(st.pgrp) || sessions.count(st.session) ||
+          (k != known.end() && k->second == st.start) ||
+          (!markers.empty() && markers.count(marker_of_pid(pid))))
+        take(i);
+    }
+    // Their descendants, and the groups and sessions they lead.
+    for (std::size_t n = 0; n < todo.size(); ++n) {
+      const auto& [pid, st] = all[todo[n]];
+      take_all(by_parent, pid);
+      if (st.pgrp == pid && groups.insert(pid).second) take_all(by_group, pid);
+      if (st.session == pid && sessions.insert(pid).second) take_all(by_session, pid);
+    }
+    known.clear();
+    std::vector<pid_t> pids;
+    for (std::size_t i : todo) {
+      known.emplace(all[i].pid, all[i].st.start);
+      pids.push_back(all[i].pid);
+    }
+    return pids;
   };
-  // The groups first, whole: a process forking now lands in one of them.
+  // Found before any signal: a process whose parent a TERM ends comes to
+  // init at once, and was known as the steps' by that parent alone.
+  auto left = ours();
+  // Then the groups, whole: a process forking now lands in one of them.
   for (const auto& [pgid, marker] : live) ::kill(-pgid, SIGTERM);
   std::set<pid_t> termed;
   auto term = [&](const std::vector<pid_t>& pids) {
     for (pid_t pid : pids)
       if (termed.insert(pid).second) ::kill(pid, SIGTERM);
   };
-  auto left = ours();
   term(left);
   auto now = Clock::now();
   auto deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
@@ -237,6 +298,7 @@ void stop_steps(const std::map<pid_t, std::string>& live, const std::set<std::st
   std::set<pid_t> killed;
   for (int round = 0; round < 100 && !left.empty(); ++round) {
     for (const auto& [pgid, marker] : live) ::kill(-pgid, SIGKILL);
+    for (pid_t pgid : groups) ::kill(-pgid, SIGKILL);
     for (pid_t pid : left) ::kill(pid, SIGKILL);
     killed.insert(left.begin(), left.end());
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -283,7 +345,7 @@ bool spawn_guard(std::string& error) {
   // A group of its own: a signal to the worker's group (a terminal's ^C, a
   // kill of the group) does not reach it.  SIGPIPE stays ignored: its log
   // line to a reader gone with the worker must not end it mid-stop.
-  SpawnAttr sa(SIGPIPE);
+  SpawnAttr sa(Detach::group, SIGPIPE);
   char grace[32];
   std::snprintf(grace, sizeof grace, "%g", s.grace_s);
   std::string id = s.worker_id;

@@ -4,9 +4,11 @@
 // spawns and each it reaps.  When the pipe closes with steps still live, the
 // worker is gone without ending them (SIGKILL, a crash, the OOM killer): the
 // guard stops what it left running, as a stop would (TERM, then KILL after
-// the kill grace): each live step's process group, and every process that
-// carries a live step's marker (a descendant that left the group).  So a step
-// of a vanished worker does not run on beside the job's next attempt.  It
+// the kill grace): each live step's process group, every process that
+// carries a live step's marker (a descendant that left the group), and the
+// descendants of these and what is in a group or session one of them leads
+// (a descendant that left the group and cleared its environment).  So a
+// step of a vanished worker does not run on beside the job's next attempt.  It
 // does the same to a job's steps, the worker alive or not, once the worker
 // has not renewed the job's lease in time (fence): a stopped worker's steps
 // do not run on either.

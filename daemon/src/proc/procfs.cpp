@@ -30,12 +30,18 @@ bool proc_stat(pid_t pid, ProcStat& out) {
   std::string text;
   if (!read_proc("/proc/" + std::to_string(pid) + "/stat", text)) return false;
   std::size_t paren = text.rfind(')');
-  int ppid = 0, pgrp = 0;
+  int ppid = 0, pgrp = 0, session = 0;
+  unsigned long long start = 0;
+  // state ppid pgrp session, fifteen fields (tty_nr … itrealvalue), starttime
   if (paren == std::string::npos ||
-      std::sscanf(text.c_str() + paren + 1, " %c %d %d", &out.state, &ppid, &pgrp) != 3)
+      std::sscanf(text.c_str() + paren + 1,
+                  " %c %d %d %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &out.state,
+                  &ppid, &pgrp, &session, &start) != 5)
     return false;
   out.ppid = ppid;
   out.pgrp = pgrp;
+  out.session = session;
+  out.start = start;
   return true;
 }
 

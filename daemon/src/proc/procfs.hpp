@@ -44,12 +44,15 @@ std::string marker_of(const Entries& env) {
 // zombie.
 std::string marker_of_pid(pid_t pid);
 
-// A process's state, parent and process group, from /proc/PID/stat: "pid
-// (comm) state ppid pgrp …", where comm may hold spaces and parentheses.
-// False when it is gone (or cannot be read).
+// A process's state, parent, process group, session and start time, from
+// /proc/PID/stat: "pid (comm) state ppid pgrp session … starttime …", where
+// comm may hold spaces and parentheses.  False when it is gone (or cannot
+// be read).  A pid and its start time name one process: a pid reused by
+// another has a later start.
 struct ProcStat {
   char state = 0;  // 'Z' for a zombie
-  pid_t ppid = 0, pgrp = 0;
+  pid_t ppid = 0, pgrp = 0, session = 0;
+  unsigned long long start = 0;  // clock ticks after boot
 };
 bool proc_stat(pid_t pid, ProcStat& out);
 

@@ -789,9 +789,14 @@ void Worker::arm_signals() {
 
 void Worker::on_signal(int sig) {
   if (++signals_seen_ >= 2) {
-    // Second signal: exit at once; leave no step process behind.
+    // Second signal: exit at once; leave no step process behind.  A
+    // descendant that left its step's group has its parent in the group
+    // when it is killed: it comes to the worker, their subreaper, only as
+    // that parent dies, and would go to init once the worker is gone.  So
+    // the worker waits for those (a second at most) and kills them.
     core::log("warn", "second signal, exiting now", {{"signal", std::to_string(sig)}});
     proc::Child::kill_all();
+    proc::Child::kill_orphans();
     std::_Exit(130);
   }
   core::log("info", "signal received, draining", {{"signal", std::to_string(sig)},
