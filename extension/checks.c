@@ -101,9 +101,14 @@ violated(const char *rule, const char *detail)
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, rule)));
 }
 
+/* A job's events at most: room left below the int's end for the appends of
+ * one call whatever its size (a call is one statement of at most 1 GB). */
+#define BGEXEC_LAST_SEQ_MAX 2000000000
+
 /*
  * bgexec._job_valid(status, lease, lease_owner, lease_expires_at,
- * finished_at, result, attempt, max_attempts, timeout, kind, queue) ->
+ * finished_at, result, attempt, max_attempts, timeout, kind, queue,
+ * last_seq) ->
  * boolean: true when the row keeps every rule of bgexec.job, else raises
  * check_violation naming the first rule it breaks.  The CHECK constraint
  * job_valid calls it.  Not strict: most columns it reads may be NULL.
@@ -120,11 +125,19 @@ bgexec_job_valid(PG_FUNCTION_ARGS)
 	for (int i = 0; i < lengthof(st->terminal); i++)
 		terminal |= status == st->terminal[i];
 
-	/* In the order of their names, as PostgreSQL checks constraints. */
+	/*
+	 * In the order of their names, as PostgreSQL checks constraints.
+	 * attempt and last_seq short of the int's end: claim adds one to each,
+	 * and a row written past the functions with either at 2147483647 made
+	 * every claim of its queue fail (22003, integer out of range).
+	 */
 	if ((!PG_ARGISNULL(7) && PG_GETARG_INT32(7) < 1) ||
-		(!PG_ARGISNULL(6) && PG_GETARG_INT32(6) < 0))
+		(!PG_ARGISNULL(6) && (PG_GETARG_INT32(6) < 0 || PG_GETARG_INT32(6) == PG_INT32_MAX)))
 		violated("job_attempts_valid",
-				 "max_attempts must be at least 1 and attempt at least 0");
+				 "max_attempts must be at least 1 and attempt from 0 to 2147483646");
+	if (!PG_ARGISNULL(11) && (PG_GETARG_INT32(11) < 0 || PG_GETARG_INT32(11) > BGEXEC_LAST_SEQ_MAX))
+		violated("job_last_seq_valid",
+				 "last_seq must be from 0 to 2000000000");
 	if (status == st->completed && PG_ARGISNULL(5))
 		violated("job_completed_has_result", "a completed job has a result");
 	if (!PG_ARGISNULL(9) && !bgexec_text_name_ok(PG_GETARG_TEXT_PP(9), 128))

@@ -131,11 +131,11 @@ COMMENT ON FUNCTION bgexec._valid_name(text, int) IS
 CREATE FUNCTION bgexec._job_valid(status bgexec.job_status, lease bigint, lease_owner text,
                                   lease_expires_at timestamptz, finished_at timestamptz,
                                   result jsonb, attempt int, max_attempts int,
-                                  timeout interval, kind text, queue text) RETURNS boolean
+                                  timeout interval, kind text, queue text, last_seq int) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'bgexec_job_valid'
 	LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION bgexec._job_valid(bgexec.job_status, bigint, text, timestamptz, timestamptz,
-                                      jsonb, int, int, interval, text, text) IS
+                                      jsonb, int, int, interval, text, text, int) IS
 	'true when a job row keeps the rules of the CHECK constraint job_valid; raises check_violation naming the rule otherwise';
 CREATE FUNCTION bgexec._valid_event_kind(kind text) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'bgexec_valid_event_kind'
@@ -218,6 +218,12 @@ CREATE TABLE bgexec.queue (
 	CONSTRAINT queue_caps_positive CHECK (
 		coalesce(max_queued, 1) >= 0 AND coalesce(max_running, 1) >= 0
 		AND coalesce(max_running_per_key, 1) >= 0 AND coalesce(rate_limit, 1) >= 0),
+	-- The bucket finite (NaN sorts above Infinity): a row written past the
+	-- functions with rate_at at ±infinity failed every claim of the queue,
+	-- and of every other queue its workers claim from with it.
+	CONSTRAINT queue_bucket_finite CHECK (
+		(rate_tokens IS NULL OR (rate_tokens >= 0 AND rate_tokens < 'Infinity'::float8))
+		AND (rate_at IS NULL OR isfinite(rate_at))),
 	-- at least a millisecond (no part negative, as below), at most a day
 	CONSTRAINT queue_rate_sane CHECK (
 		rate_period >= interval '1 millisecond' AND bgexec._interval_positive(rate_period)
@@ -264,7 +270,10 @@ CREATE TABLE bgexec.job (
 	-- it, as a constraint of that name would:
 	--   job_kind_valid     kind: 1 to 128 of [A-Za-z0-9_.:-]
 	--   job_queue_valid    queue: 1 to 63 of [A-Za-z0-9_.:-]
-	--   job_attempts_valid max_attempts >= 1 AND attempt >= 0
+	--   job_attempts_valid max_attempts >= 1 AND attempt from 0 to 2147483646
+	--   job_last_seq_valid last_seq from 0 to 2000000000 (claim and the
+	--     appends add to both: one row at the int's end failed every claim
+	--     of its queue)
 	--   job_timeout_positive  timeout IS NULL OR timeout > interval '0', each
 	--     of its parts (months, days, time) within 100 years
 	--   job_running_has_lease (invariant 2) a running job holds exactly one
@@ -275,7 +284,7 @@ CREATE TABLE bgexec.job (
 	--   job_completed_has_result  status <> 'completed' OR result IS NOT NULL
 	CONSTRAINT job_valid CHECK (bgexec._job_valid(status, lease, lease_owner, lease_expires_at,
 	                                             finished_at, result, attempt, max_attempts,
-	                                             timeout, kind, queue))
+	                                             timeout, kind, queue, last_seq))
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.02,
         autovacuum_vacuum_cost_delay = 0,

@@ -70,7 +70,20 @@ SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.job (kind, owner, status, lea
 	('timeout 1000000 years',    $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '1000000 years'$$),
 	('timeout 36501 days',       $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '36501 days'$$),
 	('timeout 876025 hours',     $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '876025 hours'$$),
-	('timeout 100 years',        $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '100 years'$$)) AS c(t, v);
+	('timeout 100 years',        $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 0, 1, '100 years'$$),
+	-- attempt and last_seq short of the int's end: claim adds one to each
+	-- (22003 for every claim of its queue)
+	('attempt 2147483647',       $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 2147483647, 2147483647, NULL$$),
+	('attempt 2147483646',       $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 2147483646, 2147483647, NULL$$)) AS c(t, v);
+SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.job (kind, owner, last_seq) VALUES (''noop'', ''x'', %s)', v))).*
+  FROM (VALUES ('last_seq 2147483647', '2147483647'), ('last_seq 2000000001', '2000000001'),
+               ('last_seq -1', '-1'), ('last_seq 2000000000', '2000000000')) AS c(t, v);
+-- a queue's rate bucket is finite: claim computes with it (22008 at
+-- infinity, for every claim of the queue and of the others claimed with it)
+SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.queue (name, rate_limit, rate_tokens, rate_at) VALUES (''qb'', 5, %s)', v))).*
+  FROM (VALUES ('rate_at -infinity', $$1, '-infinity'$$), ('rate_at infinity', $$1, 'infinity'$$),
+               ('rate_tokens NaN', $$'NaN', now()$$), ('rate_tokens Infinity', $$'Infinity', now()$$),
+               ('rate_tokens -1', $$-1, now()$$), ('rate_tokens 2.5', $$2.5, now()$$)) AS c(t, v);
 -- the terminal statuses, and only they, carry finished_at: every status both ways
 SELECT s, (pg_temp.rule(format($f$INSERT INTO bgexec.job (kind, owner, status, finished_at, result, lease, lease_owner, lease_expires_at)
                                  VALUES ('noop', 'x', %L, %s, '{}', %s)$f$, s,
