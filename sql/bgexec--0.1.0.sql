@@ -446,15 +446,19 @@ CREATE TRIGGER job_truncated AFTER TRUNCATE ON bgexec.job
 
 /* ---------------------------------------------------------- C functions */
 
+-- _caller, _owner and _can_see are PARALLEL RESTRICTED: a parallel worker
+-- has none of the leader's record of the SECURITY DEFINER calls it is in
+-- (caller.c), and named the session's outer role where the leader named
+-- the function's owner.
 CREATE FUNCTION bgexec._caller() RETURNS name
 	AS 'MODULE_PATHNAME', 'bgexec_caller'
-	LANGUAGE C STABLE PARALLEL SAFE;
+	LANGUAGE C STABLE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION bgexec._caller() IS
 	'the role the session acts as (SET ROLE target or session user), even inside SECURITY DEFINER functions';
 
 CREATE FUNCTION bgexec._owner() RETURNS name
 	AS 'MODULE_PATHNAME', 'bgexec_owner'
-	LANGUAGE C STABLE PARALLEL SAFE;
+	LANGUAGE C STABLE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION bgexec._owner() IS
 	'the owner of a job submitted now: _caller(), refused (42501) when it is the group role bgexec_client or bgexec_worker';
 
@@ -601,7 +605,7 @@ COMMENT ON FUNCTION bgexec.await_work(text, text[], int, interval, boolean) IS
 
 -- _can_see: the caller owns the job, or is a superuser.
 CREATE FUNCTION bgexec._can_see(job_owner name) RETURNS boolean
-	LANGUAGE sql STABLE PARALLEL SAFE
+	LANGUAGE sql STABLE PARALLEL RESTRICTED
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 	SELECT job_owner = bgexec._caller()

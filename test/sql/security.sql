@@ -109,12 +109,24 @@ GRANT EXECUTE ON FUNCTION regress_sdf.act(bigint) TO PUBLIC;
 CREATE FUNCTION regress_sdf.invoker() RETURNS name
 	LANGUAGE sql SET search_path = pg_catalog AS $f$ SELECT bgexec._caller() $f$;
 GRANT EXECUTE ON FUNCTION regress_sdf.invoker() TO PUBLIC;
+-- nor a parallel plan: a parallel worker has none of the leader's record of
+-- the SECURITY DEFINER calls it is in, so _caller() (PARALLEL SAFE then)
+-- named the caller there
+CREATE TABLE regress_sdf.one AS SELECT 1 AS x;
+CREATE FUNCTION regress_sdf.parallel() RETURNS SETOF name
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog SET force_parallel_mode = on AS $f$
+BEGIN
+	RETURN QUERY SELECT bgexec._caller() FROM regress_sdf.one;
+END $f$;
+GRANT EXECUTE ON FUNCTION regress_sdf.parallel() TO PUBLIC;
 RESET ROLE;
 SET ROLE regress_alice;
 SELECT bgexec.submit('noop', queue => 'sdf-alice') AS alice_job \gset
 SELECT regress_sdf.act(:alice_job), regress_sdf.invoker();
+SELECT * FROM regress_sdf.parallel();
 RESET ROLE;
 SELECT regress_sdf.act(:alice_job), regress_sdf.invoker();
+SELECT * FROM regress_sdf.parallel();
 SELECT owner, count(*) FROM bgexec.job WHERE queue LIKE 'sdf%' GROUP BY 1 ORDER BY 1;
 SELECT status FROM bgexec.job WHERE id = :alice_job;
 SET client_min_messages = warning;
