@@ -160,9 +160,9 @@ _PG_init(void)
 	 * postgresql.conf without a warning, and inert, since no watchdog runs.
 	 */
 	DefineCustomStringVariable("bgexec.database",
-							   "Database the watchdog connects to.",
-							   "The extension bgexec must be installed there; "
-							   "the watchdog idles while it is not.",
+							   "Databases the watchdog serves, separated by commas.",
+							   "One watchdog per database; the extension bgexec must be "
+							   "installed there, and its watchdog idles while it is not.",
 							   &bgexec_database,
 							   "postgres",
 							   process_shared_preload_libraries_in_progress ?

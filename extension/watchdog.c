@@ -6,7 +6,8 @@
  *	  deadlines are recovered, and due schedules fired (reconcile() fires
  *	  them), even when no worker host is alive (DESIGN §6).
  *
- * The worker connects to bgexec.database as the bootstrap superuser and,
+ * One worker per database bgexec.database names (a comma-separated list)
+ * connects to it as the bootstrap superuser and,
  * every bgexec.watchdog_interval, runs
  *
  *		SELECT bgexec.reconcile()						-- always
@@ -57,6 +58,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/varlena.h"
 
 #include "bgexec/bgexec.h"
 
@@ -131,8 +133,43 @@ static bool watchdog_vacuum_body(void);
 static void watchdog_recover(MemoryContext caller_cxt);
 static void watchdog_task_done(MemoryContext caller_cxt);
 
+/* The database this watchdog process serves (bgexec_watchdog_main). */
+static const char *watchdog_db = NULL;
+
 /*
- * Registers the watchdog as a static background worker.
+ * The databases bgexec.database names: a comma-separated list, each name
+ * as written (not folded to lower case; double quotes for one with a
+ * comma), a name given twice once.  NIL when the list does not parse.
+ */
+static List *
+watchdog_databases(void)
+{
+	List	   *names = NIL;
+	List	   *unique = NIL;
+	ListCell   *lc;
+
+	if (!SplitGUCList(pstrdup(bgexec_database), ',', &names))
+		return NIL;
+	foreach(lc, names)
+	{
+		char	   *name = (char *) lfirst(lc);
+		bool		seen = false;
+		ListCell   *u;
+
+		foreach(u, unique)
+			seen = seen || strcmp((char *) lfirst(u), name) == 0;
+		if (*name != '\0' && !seen)
+			unique = lappend(unique, name);
+	}
+	return unique;
+}
+
+/*
+ * Registers one watchdog, a static background worker, for each database
+ * bgexec.database names: a tenant given a database of its own (README) had
+ * no watchdog, so nothing took back its expired leases, fired its
+ * schedules or purged its jobs while no worker was alive.  Each takes a
+ * background worker slot (max_worker_processes).
  *
  * Must be called from _PG_init while shared_preload_libraries is being
  * processed (the postmaster is the only process that may register one).
@@ -140,21 +177,33 @@ static void watchdog_task_done(MemoryContext caller_cxt);
 void
 bgexec_watchdog_register(void)
 {
-	BackgroundWorker worker;
+	List	   *dbs = watchdog_databases();
+	int			i = 0;
+	ListCell   *lc;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = WATCHDOG_RESTART_SECS;
-	strlcpy(worker.bgw_library_name, "bgexec", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "bgexec_watchdog_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, WATCHDOG_NAME, BGW_MAXLEN);
-	strlcpy(worker.bgw_type, WATCHDOG_NAME, BGW_MAXLEN);
-	worker.bgw_main_arg = (Datum) 0;
-	worker.bgw_notify_pid = 0;
+	if (dbs == NIL)
+		ereport(WARNING,
+				(errmsg("bgexec.database \"%s\" names no database: no bgexec watchdog runs",
+						bgexec_database),
+				 errhint("Set it to a database name, or to several separated by commas.")));
+	foreach(lc, dbs)
+	{
+		BackgroundWorker worker;
 
-	RegisterBackgroundWorker(&worker);
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+			BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = WATCHDOG_RESTART_SECS;
+		strlcpy(worker.bgw_library_name, "bgexec", BGW_MAXLEN);
+		strlcpy(worker.bgw_function_name, "bgexec_watchdog_main", BGW_MAXLEN);
+		snprintf(worker.bgw_name, BGW_MAXLEN, "%s for %s", WATCHDOG_NAME, (char *) lfirst(lc));
+		strlcpy(worker.bgw_type, WATCHDOG_NAME, BGW_MAXLEN);
+		worker.bgw_main_arg = Int32GetDatum(i++);
+		worker.bgw_notify_pid = 0;
+
+		RegisterBackgroundWorker(&worker);
+	}
 }
 
 /*
@@ -178,7 +227,8 @@ bgexec_watchdog_main(Datum main_arg)
 	pqsignal(SIGINT, StatementCancelHandler);	/* pg_cancel_backend: abort a tick */
 	BackgroundWorkerUnblockSignals();
 
-	BackgroundWorkerInitializeConnection(bgexec_database, NULL, 0);
+	watchdog_db = (const char *) list_nth(watchdog_databases(), DatumGetInt32(main_arg));
+	BackgroundWorkerInitializeConnection(watchdog_db, NULL, 0);
 
 	/*
 	 * The watchdog runs as a superuser: resolve nothing through a schema a
@@ -200,7 +250,7 @@ bgexec_watchdog_main(Datum main_arg)
 
 	ereport(LOG,
 			(errmsg("bgexec watchdog started in database \"%s\"",
-					bgexec_database)));
+					watchdog_db)));
 
 	loop_cxt = AllocSetContextCreate(TopMemoryContext,
 									 "bgexec watchdog loop",
@@ -362,11 +412,11 @@ watchdog_task_body(WatchdogTask task)
 		if (state == EXT_PRESENT)
 			ereport(LOG,
 					(errmsg("bgexec watchdog: extension bgexec found in database \"%s\", reconciling every %d ms",
-							bgexec_database, bgexec_watchdog_interval)));
+							watchdog_db, bgexec_watchdog_interval)));
 		else
 			ereport(extension_state == EXT_UNKNOWN ? DEBUG1 : LOG,
 					(errmsg("bgexec watchdog: extension bgexec is not installed in database \"%s\", idle",
-							bgexec_database)));
+							watchdog_db)));
 		extension_state = state;
 	}
 	if (!present)

@@ -5,9 +5,10 @@
 # background worker alone, a retry-safe one is requeued, a job past its
 # deadline is timed out, a due schedule's job is submitted,
 # bgexec.retention purges old terminal jobs and the rows of workers gone, and
-# bgexec.vacuum_threshold dead rows in bgexec.job get it vacuumed.
+# bgexec.vacuum_threshold dead rows in bgexec.job get it vacuumed; a second
+# database bgexec.database names has a watchdog of its own.
 source "$(dirname "$0")/lib.sh"
-cluster_start "$E2E_DIR/pg" 57949 "$E2E_FSYNC" "bgexec.database = 'jobs'" "bgexec.watchdog_interval = '200ms'" \
+cluster_start "$E2E_DIR/pg" 57949 "$E2E_FSYNC" "bgexec.database = 'jobs, Tenant2'" "bgexec.watchdog_interval = '200ms'" \
   "bgexec.retention = '1h'" "bgexec.vacuum_threshold = 2000" >/dev/null || fail "cluster did not start"
 # Every session of this cluster defaults to REPEATABLE READ (set before the
 # database exists, so before the watchdog connects): the watchdog runs its
@@ -142,4 +143,19 @@ v=$(vacuums)
   for _ in $(seq 1 40); do echo "SELECT pg_sleep(0.1);"; done; } | psql -qXAt >/dev/null
 sleep 3
 [[ $(vacuums) == $((v + 1)) ]] || fail "the watchdog vacuumed for rows already removed ($(vacuums) vacuums, expected $((v + 1)); $(dead) dead rows)"
+
+# bgexec.database names a list: a database of its own (a tenant's, say; the
+# name as written, not folded) has its own watchdog.  With one for the
+# first database only, a job there whose worker vanished stayed running.
+psql -qX -d postgres -c 'CREATE DATABASE "Tenant2"' >/dev/null
+PGDATABASE=Tenant2 sql "CREATE EXTENSION bgexec" >/dev/null
+in_tenant2() {
+  [[ $(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'bgexec watchdog' AND datname = 'Tenant2'") == 1 ]]
+}
+wait_for 30 in_tenant2 || fail "no watchdog in database Tenant2"
+t2=$(PGDATABASE=Tenant2 sql "SELECT bgexec.submit('noop', queue => 'wd')")
+[[ $(PGDATABASE=Tenant2 sql "SELECT count(*) FROM bgexec.claim('ghost', '{wd}', 1, '1 second')") == 1 ]] || fail "claim in Tenant2"
+t2_lost() { [[ $(PGDATABASE=Tenant2 sql "SELECT status || ' ' || (error->>'reason') FROM bgexec.job WHERE id = $t2") == "failed worker_lost" ]]; }
+wait_for 20 t2_lost || fail "the watchdog of Tenant2 did not take the lease back: $(PGDATABASE=Tenant2 sql "SELECT status FROM bgexec.job WHERE id = $t2")"
+watchdog_in_jobs || fail "the watchdog of jobs is gone"
 ok
