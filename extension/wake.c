@@ -104,14 +104,22 @@
 /* Longest await_work timeout: the statement holds a snapshot while it waits. */
 #define WAKE_MAX_TIMEOUT_MS (3600 * 1000)
 
+/*
+ * Queues and workers are known by a 64-bit hash of their names.  With 32
+ * bits, names that collide are found in a second (q22137 and q190411): a
+ * tenant naming its queue so took the wakes of another tenant's queue, whose
+ * worker then slept its whole wait.
+ */
+typedef uint64 NameHash;
+
 typedef struct WakeSlot
 {
 	int			pid;			/* 0: free */
 	int			pgprocno;		/* whose latch to set */
 	Oid			dboid;
-	uint32		worker;			/* hash of the worker id */
+	NameHash	worker;			/* hash of the worker id */
 	int			nqueues;		/* -1: every queue */
-	uint32		queues[WAKE_MAX_QUEUES];
+	NameHash	queues[WAKE_MAX_QUEUES];
 	int			free;			/* jobs it said it could start, less wakes since */
 	bool		sleeping;		/* inside await_work now */
 	TimestampTz sleep_until;	/* when it wakes by itself, while sleeping */
@@ -124,7 +132,7 @@ typedef struct WakeSlot
 typedef struct DueEntry
 {
 	Oid			dboid;			/* InvalidOid: free */
-	uint32		queue;
+	NameHash	queue;
 	TimestampTz at;
 	int64		jobs;
 } DueEntry;
@@ -142,7 +150,7 @@ typedef struct WakeShared
 typedef struct WakeRequest
 {
 	uint8		kind;			/* WAKE_JOBS, WAKE_STOP or WAKE_LATER */
-	uint32		hash;			/* queue or worker */
+	NameHash	hash;			/* queue or worker */
 	int64		jobs;			/* WAKE_JOBS, WAKE_LATER: how many */
 	TimestampTz at;				/* WAKE_LATER: when they become runnable */
 	int			level;			/* subtransaction nesting level */
@@ -193,10 +201,10 @@ bgexec_wake_shmem_startup(void)
 }
 
 /* Hash of a name, as slots and requests keep it. */
-static uint32
+static NameHash
 name_hash(const text *t)
 {
-	return hash_bytes((const unsigned char *) VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), 0);
 }
 
 /* This backend's slot; NULL without shared memory. */
@@ -224,7 +232,7 @@ wake_slot_exit(int code, Datum arg)
 
 /* Whether slot s waits for jobs of the queue with hash q; sets *bit. */
 static bool
-slot_has_queue(const WakeSlot *s, uint32 q, uint32 *bit)
+slot_has_queue(const WakeSlot *s, NameHash q, uint32 *bit)
 {
 	if (s->nqueues < 0)
 	{
@@ -247,7 +255,7 @@ slot_has_queue(const WakeSlot *s, uint32 q, uint32 *bit)
  * left out is found by the workers' poll).  Drops entries nobody took.
  */
 static void
-add_due(uint32 q, TimestampTz at, int64 jobs, TimestampTz now)
+add_due(NameHash q, TimestampTz at, int64 jobs, TimestampTz now)
 {
 	int			free_i = -1;
 	int			latest_i = -1;
@@ -519,7 +527,7 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 /* Records a wake for the commit of the current transaction. */
 static void
-add_request(uint8 kind, uint32 hash, int64 jobs, TimestampTz at)
+add_request(uint8 kind, NameHash hash, int64 jobs, TimestampTz at)
 {
 	int			level = GetCurrentTransactionNestLevel();
 
@@ -645,7 +653,7 @@ extern bool pq_check_connection(void);
 
 /* Wakes the waiting workers of the queues of bits in woken (of queues). */
 static void
-pass_on_wakes(const uint32 *queues, int nqueues, uint32 woken)
+pass_on_wakes(const NameHash *queues, int nqueues, uint32 woken)
 {
 	WakeRequest reqs[WAKE_MAX_QUEUES];
 	int			n = 0;
@@ -904,14 +912,14 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	 */
 	if ((got & WAKE_JOBS) && whereToSendOutput == DestRemote && !pq_check_connection())
 	{
-		uint32		queues[WAKE_MAX_QUEUES];
+		NameHash	queues[WAKE_MAX_QUEUES];
 		int			nqueues;
 		uint32		woken;
 
 		LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
 		nqueues = slot->nqueues;
 		if (nqueues > 0)
-			memcpy(queues, slot->queues, nqueues * sizeof(uint32));
+			memcpy(queues, slot->queues, nqueues * sizeof(NameHash));
 		woken = slot->woken_queues;
 		if (slot->pid == MyProcPid)
 			memset(slot, 0, sizeof(WakeSlot));
