@@ -1163,9 +1163,13 @@ BEGIN
 		SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = register_worker.worker_id;
 		RAISE EXCEPTION 'worker id "%" is in use by a live worker', worker_id
 			USING ERRCODE = 'object_in_use',
-			      DETAIL = format('pid %s on host %s, last heartbeat %s s ago (its lease: %s s)',
+			      -- (a heartbeat_at written at infinity, past the functions,
+			      -- failed this message with 22008 instead)
+			      DETAIL = format('pid %s on host %s, last heartbeat %s (its lease: %s s)',
 			                      v_holder.pid, v_holder.host,
-			                      round(extract(epoch FROM now() - v_holder.heartbeat_at)::numeric, 1),
+			                      CASE WHEN isfinite(v_holder.heartbeat_at)
+			                           THEN round(extract(epoch FROM now() - v_holder.heartbeat_at)::numeric, 1) || ' s ago'
+			                           ELSE 'at ' || v_holder.heartbeat_at END,
 			                      bgexec._lease_s(v_holder.info)::float8),
 			      HINT = 'give each worker process its own id; a worker that is gone frees its id once it misses its lease';
 	END IF;

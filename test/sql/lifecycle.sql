@@ -147,6 +147,19 @@ EXCEPTION WHEN object_in_use THEN
 	RAISE NOTICE '55006: % / %', regexp_replace(d, '[0-9.]+ s ago', 'N s ago'), h;
 END
 $$;
+-- a holder's heartbeat written at infinity (past the functions) is named
+-- as it is: the DETAIL's age failed with 22008 instead of the 55006
+UPDATE bgexec.worker SET heartbeat_at = 'infinity' WHERE id = 'one';
+DO $$
+DECLARE d text;
+BEGIN
+	PERFORM bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11}');
+EXCEPTION WHEN object_in_use THEN
+	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+	RAISE NOTICE '55006: %', d;
+END
+$$;
+UPDATE bgexec.worker SET heartbeat_at = now() WHERE id = 'one';
 \set VERBOSITY terse
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 10}');
 SELECT bgexec.register_worker('one', '{default}', 1, '{}');
