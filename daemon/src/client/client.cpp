@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,7 +30,9 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <set>
+#include <streambuf>
 #include <sstream>
 #include <string_view>
 #include <system_error>
@@ -123,7 +126,8 @@ again from its next run after now (the runs missed while paused do not fire).
 run-schedule submits a schedule's job now, out of turn, and prints its id as
 submit does.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
-was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
+was refused); 2 usage; 3 database error; 4 job not found; 5 suspended; 6 output
+could not be written; 141 (quietly) the output's reader has gone.  stop
 exits 0 whenever the job exists and prints what it found: "stop requested"
 for a running job (its worker ends it as cancelled), else the job's status;
 stop and retry of many exit 0 when each batch went through, however many
@@ -135,6 +139,72 @@ there is no such schedule.
 struct Usage : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// stdout of a client command: a buffer written to fd 1 that keeps the errno
+// of its first failed write.  stdio's buffer drops its data and forgets
+// why on the failure, and nothing looked: `bgexec jobs > /dev/full` exited
+// 0, and `bgexec tail ID | head -1` followed a closed pipe until the job
+// ended (SIGPIPE is ignored: main).  After a failure every write is a
+// no-op (the stream is bad).
+class OutBuf : public std::streambuf {
+ public:
+  OutBuf() { setp(buf_, buf_ + sizeof buf_); }
+  int error() const { return err_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (sync() != 0) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override {
+    if (err_) return -1;
+    for (const char* p = pbase(); p < pptr();) {
+      const ssize_t n = ::write(STDOUT_FILENO, p, static_cast<std::size_t>(pptr() - p));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        err_ = n < 0 ? errno : EIO;
+        return -1;
+      }
+      p += n;
+    }
+    setp(buf_, buf_ + sizeof buf_);
+    return 0;
+  }
+
+ private:
+  char buf_[8192];
+  int err_ = 0;
+};
+
+// stdout could not be written: err is the errno (EPIPE: the reader is
+// gone); submitted, the job a submit had queued, whose id was lost.
+struct OutputError : std::runtime_error {
+  int err;
+  std::optional<std::int64_t> submitted;
+  explicit OutputError(int e) : std::runtime_error(std::strerror(e)), err(e) {}
+};
+
+// Flushes stdout; throws OutputError when a write to it failed, now or
+// before.  Called where a command's output, or a part a reader waits for
+// (an event, a submitted id), is complete.
+void check_output() {
+  std::cout.flush();
+  if (std::cout.good()) return;
+  auto* out = dynamic_cast<OutBuf*>(std::cout.rdbuf());
+  throw OutputError(out && out->error() ? out->error() : EIO);
+}
+
+// While follow waits with nothing to print: a pipe whose reader has gone
+// reports POLLERR on its write end (`bgexec tail ID | head -1` of a job
+// quiet for hours), noticed before the next event would be written.
+void check_reader() {
+  pollfd p{STDOUT_FILENO, 0, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) throw OutputError(EPIPE);
+}
 
 bool terminal(const std::string& kind) {
   return kind == "completed" || kind == "failed" || kind == "cancelled" || kind == "timed_out";
@@ -313,6 +383,7 @@ std::string text_of(const json& v, const std::string& absent) {
 void print_event(const json& e, bool as_json) {
   if (as_json) {
     std::cout << core::dump(e) << std::endl;
+    check_output();
     return;
   }
   const std::string kind = e.value("kind", "");
@@ -352,6 +423,7 @@ void print_event(const json& e, bool as_json) {
       first = false;
     }
     std::cout << os.str().substr(os.str().find(']') + 2) << std::endl;
+    check_output();
     return;
   } else if (kind == "progress") {
     const json progress = member(d, "progress");
@@ -370,6 +442,7 @@ void print_event(const json& e, bool as_json) {
     os << kind << " " << short_json(d);
   }
   std::cout << os.str() << std::endl;
+  check_output();
 }
 
 json row_event(const pg::Result& r, int i) {
@@ -427,6 +500,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
   bool checked_status = false;
   const pg::Params status_params = {std::to_string(id)};
   for (;;) {
+    if (print) check_reader();
     pg::Params params = {std::to_string(id), std::to_string(last)};
     auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2)", params);
     for (int i = 0; i < r.rows(); ++i) {
@@ -556,6 +630,12 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
   } else if (!wait) {
     std::cout << id << std::endl;
   }
+  try {
+    check_output();  // before a wait: the id is what a script keeps
+  } catch (OutputError& e) {
+    e.submitted = id;
+    throw;
+  }
   if (!wait && !follow_flag) co_return ok;
   int code = co_await follow(s, id, 0, follow_flag);
   if (wait && !follow_flag) {
@@ -607,8 +687,8 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
       if (!v.is_string() && text.size() > 2000) text = text.substr(0, 2000) + "...";
       std::cout << k << ": " << text << "\n";
     }
-    std::cout << std::flush;
   }
+  check_output();
   if (row.value("status", "") == "queued") co_await note_unclaimed(s, id, false);
   co_return exit_for(row.value("status", ""));
 }
@@ -668,7 +748,7 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
               << text_of(row["finished_at"], "-") << "\t" << error << "\n";
   }
   if (!next.is_null()) std::cout << "(more: bgexec jobs --before " << core::dump(next) << ")\n";
-  std::cout << std::flush;
+  check_output();
   co_return ok;
 }
 
@@ -811,7 +891,7 @@ void print_table(const json& rows, std::initializer_list<const char*> cols) {
     }
     std::cout << "\n";
   }
-  std::cout << std::flush;
+  check_output();
 }
 
 asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
@@ -1067,27 +1147,37 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     return usage;
   }
 
+  OutBuf out;
+  struct Restore {  // std::cout's own buffer back before `out` goes
+    std::streambuf* buf;
+    ~Restore() { std::cout.rdbuf(buf); }
+  } restore{std::cout.rdbuf(&out)};
   asio::io_context io;
   Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}};
   int code = db_error;
+  auto command = [&]() -> asio::awaitable<int> {
+    if (cmd == "submit") co_return co_await cmd_submit(s, parsed);
+    if (cmd == "status") co_return co_await cmd_status(s, parsed);
+    if (cmd == "jobs") co_return co_await cmd_jobs(s, parsed);
+    if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
+    if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
+    if (cmd == "workers") co_return co_await cmd_workers(s, parsed);
+    if (cmd == "pause-queue" || cmd == "resume-queue" || cmd == "configure-queue")
+      co_return co_await cmd_configure_queue(s, cmd, parsed);
+    if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
+    if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
+    if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
+    if (cmd == "run-schedule") co_return co_await cmd_run_schedule(s, parsed);
+    if (cmd == "pause-schedule" || cmd == "resume-schedule")
+      co_return co_await cmd_pause_schedule(s, cmd, parsed);
+    co_return co_await cmd_simple(s, cmd, parsed);
+  };
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<int> {
-        if (cmd == "submit") co_return co_await cmd_submit(s, parsed);
-        if (cmd == "status") co_return co_await cmd_status(s, parsed);
-        if (cmd == "jobs") co_return co_await cmd_jobs(s, parsed);
-        if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
-        if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
-        if (cmd == "workers") co_return co_await cmd_workers(s, parsed);
-        if (cmd == "pause-queue" || cmd == "resume-queue" || cmd == "configure-queue")
-          co_return co_await cmd_configure_queue(s, cmd, parsed);
-        if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
-        if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
-        if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
-        if (cmd == "run-schedule") co_return co_await cmd_run_schedule(s, parsed);
-        if (cmd == "pause-schedule" || cmd == "resume-schedule")
-          co_return co_await cmd_pause_schedule(s, cmd, parsed);
-        co_return co_await cmd_simple(s, cmd, parsed);
+        int rc = co_await command();
+        check_output();  // what the command printed last, all written
+        co_return rc;
       },
       [&](std::exception_ptr e, int rc) {
         code = rc;
@@ -1097,6 +1187,17 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         } catch (const Usage& u) {
           std::cerr << "bgexec " << cmd << ": " << u.what() << "\n";
           code = usage;
+        } catch (const OutputError& o) {
+          // A closed pipe ends the command quietly, with the status a
+          // shell gives a process SIGPIPE killed (`| head -1` is no error).
+          if (o.err == EPIPE) {
+            code = output_closed;
+          } else {
+            std::cerr << "bgexec " << cmd << ": cannot write output: " << o.what();
+            if (o.submitted) std::cerr << " (job " << *o.submitted << " was submitted)";
+            std::cerr << "\n";
+            code = output_error;
+          }
         } catch (const pg::Error& pe) {
           // The server's message, its detail and hint below it; not its
           // CONTEXT, a PL/pgSQL call stack.  A value the server could not
@@ -1118,6 +1219,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         }
       });
   io.run();
+  std::cout.flush();  // what a command that failed had printed (its code stands)
   s.conn.close();
   return code;
 }
