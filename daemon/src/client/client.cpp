@@ -379,6 +379,14 @@ std::string text_of(const json& v, const std::string& absent) {
   return v.is_null() ? absent : core::dump(v);
 }
 
+// A listing's cell on one line, its columns intact: each byte below 0x20
+// (a tab, a newline, an ESC that would start a terminal sequence) a blank.
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return text;
+}
+
 // One readable line per event (logs: one line per log line).
 void print_event(const json& e, bool as_json) {
   if (as_json) {
@@ -740,8 +748,7 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
       while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;
       error = error.substr(0, cut) + "...";
     }
-    for (char& c : error)  // one line, its columns intact
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    error = one_line(std::move(error));
     std::cout << core::dump(row["id"]) << "\t" << text_of(row["status"], "-") << "\t" << text_of(row["queue"], "-")
               << "\t" << text_of(row["kind"], "-") << "\t" << core::dump(row["attempt"]) << "/"
               << core::dump(row["max_attempts"]) << "\t" << text_of(row["created_at"], "-") << "\t"
@@ -873,7 +880,8 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
 // A listing's text form: a line of the column names, then a line per row,
 // tab-separated.  A null is "-", a string itself, an array its elements
 // comma-separated (a worker's queues, as --queue takes them), anything else
-// its JSON.
+// its JSON; each on one line (one_line: a worker id or a schedule's error
+// holding ESC or a newline broke the table and reached the terminal).
 void print_table(const json& rows, std::initializer_list<const char*> cols) {
   const char* sep = "";
   for (const char* c : cols) std::cout << std::exchange(sep, "\t") << c;
@@ -887,7 +895,7 @@ void print_table(const json& rows, std::initializer_list<const char*> cols) {
         for (auto& e : v) text += (text.empty() ? "" : ",") + text_of(e, "-");
       else
         text = text_of(v, "-");
-      std::cout << std::exchange(sep, "\t") << text;
+      std::cout << std::exchange(sep, "\t") << one_line(std::move(text));
     }
     std::cout << "\n";
   }
