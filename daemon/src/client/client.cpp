@@ -500,8 +500,10 @@ asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id, bool waiting =
 
 // Follows a job's events after `from`: LISTEN first, then replay, then live
 // (notifications, with a 1 s poll as a fallback); filtering by seq makes the
-// seam gapless and duplicate-free.  Returns the exit code of the ending event.
-asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
+// seam gapless and duplicate-free.  Returns the exit code of the ending
+// event.  from_given: `from` is the user's (tail --from), checked against
+// the job's last event.
+asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, bool from_given = false) {
   co_await s.conn.query("LISTEN bgexec_events");
   int last = from;
   std::string ending;
@@ -528,10 +530,14 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
       std::string status = st.get(0, 0).value_or("");
       const long long last_seq = parse_integer(st.get(0, 1).value_or("0"), 0, std::numeric_limits<int>::max()).value_or(0);
       // A cursor past the last event would wait for seqs the job may never
-      // reach, even after it ends (the gateway answers 400 alike).
-      if (last > last_seq)
-        throw Usage("--from " + std::to_string(last) + " is past job " + std::to_string(id) + "'s last event (" +
+      // reach, even after it ends (the gateway answers 400 alike).  Only
+      // the user's: event rows past last_seq (written around the API) are
+      // replayed, and were refused as "--from 3" nobody had given.
+      if (from_given && from > last_seq)
+        throw Usage("--from " + std::to_string(from) + " is past job " + std::to_string(id) + "'s last event (" +
                     std::to_string(last_seq) + ")");
+      // Ended (or suspended) with every event up to last_seq read: the job
+      // row's status is final, whatever rows follow last_seq.
       if ((terminal(status) || status == "suspended") && last_seq <= last) co_return exit_for(status);
       co_await note_unclaimed(s, id);
     }
@@ -761,10 +767,10 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
 
 asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("tail takes ID");
-  int from = 0;
+  std::optional<int> from;
   if (auto it = a.options.find("--from"); it != a.options.end() && !it->second.empty())
     from = static_cast<int>(int_option("--from", it->second.back(), 0, INT32_MAX));
-  co_return co_await follow(s, parse_id(a.positional[0]), from, true);
+  co_return co_await follow(s, parse_id(a.positional[0]), from.value_or(0), true, from.has_value());
 }
 
 void report_many(std::ostream& out, bool as_json, bool retry, long long done, long long requested,
