@@ -60,7 +60,8 @@ Client commands take --db CONNINFO (else BGEXEC_DB, else libpq PG* variables)
 and --json (machine-readable output).
 
 Exit codes: 0 ok / job completed; 1 job failed, cancelled or timed out (or resume/retry refused);
-2 usage error; 3 database error; 4 job or schedule not found; 5 job suspended (waits for resume).
+2 usage error; 3 database error; 4 job or schedule not found; 5 job suspended (waits for resume);
+6 output could not be written; 141 (quietly) the output's reader has gone (a closed pipe).
 stop exits 0 whenever the job exists: "stop requested" for a running job, else its status.
 )";
 

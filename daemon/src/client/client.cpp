@@ -18,6 +18,9 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,10 +28,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <set>
+#include <streambuf>
 #include <sstream>
 #include <string_view>
 #include <system_error>
@@ -122,7 +126,8 @@ again from its next run after now (the runs missed while paused do not fire).
 run-schedule submits a schedule's job now, out of turn, and prints its id as
 submit does.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
-was refused); 2 usage; 3 database error; 4 job not found; 5 suspended.  stop
+was refused); 2 usage; 3 database error; 4 job not found; 5 suspended; 6 output
+could not be written; 141 (quietly) the output's reader has gone.  stop
 exits 0 whenever the job exists and prints what it found: "stop requested"
 for a running job (its worker ends it as cancelled), else the job's status;
 stop and retry of many exit 0 when each batch went through, however many
@@ -135,6 +140,72 @@ struct Usage : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// stdout of a client command: a buffer written to fd 1 that keeps the errno
+// of its first failed write.  stdio's buffer drops its data and forgets
+// why on the failure, and nothing looked: `bgexec jobs > /dev/full` exited
+// 0, and `bgexec tail ID | head -1` followed a closed pipe until the job
+// ended (SIGPIPE is ignored: main).  After a failure every write is a
+// no-op (the stream is bad).
+class OutBuf : public std::streambuf {
+ public:
+  OutBuf() { setp(buf_, buf_ + sizeof buf_); }
+  int error() const { return err_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (sync() != 0) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override {
+    if (err_) return -1;
+    for (const char* p = pbase(); p < pptr();) {
+      const ssize_t n = ::write(STDOUT_FILENO, p, static_cast<std::size_t>(pptr() - p));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        err_ = n < 0 ? errno : EIO;
+        return -1;
+      }
+      p += n;
+    }
+    setp(buf_, buf_ + sizeof buf_);
+    return 0;
+  }
+
+ private:
+  char buf_[8192];
+  int err_ = 0;
+};
+
+// stdout could not be written: err is the errno (EPIPE: the reader is
+// gone); submitted, the job a submit had queued, whose id was lost.
+struct OutputError : std::runtime_error {
+  int err;
+  std::optional<std::int64_t> submitted;
+  explicit OutputError(int e) : std::runtime_error(std::strerror(e)), err(e) {}
+};
+
+// Flushes stdout; throws OutputError when a write to it failed, now or
+// before.  Called where a command's output, or a part a reader waits for
+// (an event, a submitted id), is complete.
+void check_output() {
+  std::cout.flush();
+  if (std::cout.good()) return;
+  auto* out = dynamic_cast<OutBuf*>(std::cout.rdbuf());
+  throw OutputError(out && out->error() ? out->error() : EIO);
+}
+
+// While follow waits with nothing to print: a pipe whose reader has gone
+// reports POLLERR on its write end (`bgexec tail ID | head -1` of a job
+// quiet for hours), noticed before the next event would be written.
+void check_reader() {
+  pollfd p{STDOUT_FILENO, 0, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) throw OutputError(EPIPE);
+}
+
 bool terminal(const std::string& kind) {
   return kind == "completed" || kind == "failed" || kind == "cancelled" || kind == "timed_out";
 }
@@ -146,6 +217,42 @@ int exit_for(const std::string& status) {
   return ok;
 }
 
+// What one jsonb holds (256 MiB); an @FILE or @- argument larger than that
+// is refused once read that far, never the server's to refuse.
+constexpr std::size_t max_json_arg = std::size_t{256} << 20;
+
+// The whole of `fd` (`name` in messages: the path, or - for stdin), read in
+// chunks up to max_json_arg; past it, a Usage error.  An unbounded read
+// (ss << f.rdbuf()) read @/dev/urandom until the kernel killed the process,
+// and a 300 MB file took 1.1 GB and 20 s only for the server to refuse it;
+// its stringstream also swallowed an allocation failure, the text cut short
+// read as invalid JSON.
+std::string read_capped(int fd, const std::string& name) {
+  auto fail = [&](const std::string& why) { return Usage("cannot read " + name + ": " + why); };
+  std::string text;
+  try {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (static_cast<std::uintmax_t>(st.st_size) > max_json_arg) throw fail("larger than 256 MiB");
+      text.reserve(static_cast<std::size_t>(st.st_size));
+    }
+    char chunk[65536];
+    for (;;) {
+      ssize_t n = ::read(fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      // a read that failed part way (EIO, /proc/self/mem's EIO) is that
+      // failure, not the JSON error of what was read before it
+      if (n < 0) throw fail(std::strerror(errno));
+      if (n == 0) break;
+      if (static_cast<std::size_t>(n) > max_json_arg - text.size()) throw fail("larger than 256 MiB");
+      text.append(chunk, static_cast<std::size_t>(n));
+    }
+  } catch (const std::bad_alloc&) {
+    throw fail("out of memory");
+  }
+  return text;
+}
+
 // JSON argument: inline text, @FILE, or @- for stdin.  Checked here, and
 // passed on as given: numbers are stored as written (jsonb keeps any
 // precision), where a round trip through a double turned
@@ -154,25 +261,22 @@ int exit_for(const std::string& status) {
 std::string json_arg(const std::string& arg) {
   std::string text = arg;
   if (!arg.empty() && arg[0] == '@') {
-    std::stringstream ss;
     if (arg == "@-") {
-      ss << std::cin.rdbuf();
+      text = read_capped(STDIN_FILENO, "-");
     } else {
       const std::string path = arg.substr(1);
       std::error_code ec;
       // (a directory opens, and reads as nothing: "invalid JSON:")
       if (std::filesystem::is_directory(path, ec)) throw Usage("cannot read " + path + ": it is a directory");
-      errno = 0;
-      std::ifstream f(path, std::ios::binary);
-      if (!f) throw Usage("cannot read " + path + (errno ? ": " + std::string(std::strerror(errno)) : ""));
-      errno = 0;
-      ss << f.rdbuf();
-      // a read that failed part way (EIO, /proc/self/mem's EIO) is that
-      // failure, not the JSON error of what was read before it
-      if (f.bad() || errno == EIO)
-        throw Usage("cannot read " + path + (errno ? ": " + std::string(std::strerror(errno)) : ""));
+      struct File {  // closed however the read ends
+        int fd;
+        ~File() {
+          if (fd >= 0) ::close(fd);
+        }
+      } f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+      if (f.fd < 0) throw Usage("cannot read " + path + ": " + std::strerror(errno));
+      text = read_capped(f.fd, path);
     }
-    text = ss.str();
     // A file saved with a UTF-8 byte order mark (RFC 8259 lets a reader
     // ignore it): nlohmann skips it, the server refused it.
     if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
@@ -275,10 +379,19 @@ std::string text_of(const json& v, const std::string& absent) {
   return v.is_null() ? absent : core::dump(v);
 }
 
+// A listing's cell on one line, its columns intact: each byte below 0x20
+// (a tab, a newline, an ESC that would start a terminal sequence) a blank.
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return text;
+}
+
 // One readable line per event (logs: one line per log line).
 void print_event(const json& e, bool as_json) {
   if (as_json) {
     std::cout << core::dump(e) << std::endl;
+    check_output();
     return;
   }
   const std::string kind = e.value("kind", "");
@@ -318,6 +431,7 @@ void print_event(const json& e, bool as_json) {
       first = false;
     }
     std::cout << os.str().substr(os.str().find(']') + 2) << std::endl;
+    check_output();
     return;
   } else if (kind == "progress") {
     const json progress = member(d, "progress");
@@ -336,6 +450,7 @@ void print_event(const json& e, bool as_json) {
     os << kind << " " << short_json(d);
   }
   std::cout << os.str() << std::endl;
+  check_output();
 }
 
 json row_event(const pg::Result& r, int i) {
@@ -385,14 +500,17 @@ asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id, bool waiting =
 
 // Follows a job's events after `from`: LISTEN first, then replay, then live
 // (notifications, with a 1 s poll as a fallback); filtering by seq makes the
-// seam gapless and duplicate-free.  Returns the exit code of the ending event.
-asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
+// seam gapless and duplicate-free.  Returns the exit code of the ending
+// event.  from_given: `from` is the user's (tail --from), checked against
+// the job's last event.
+asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, bool from_given = false) {
   co_await s.conn.query("LISTEN bgexec_events");
   int last = from;
   std::string ending;
   bool checked_status = false;
   const pg::Params status_params = {std::to_string(id)};
   for (;;) {
+    if (print) check_reader();
     pg::Params params = {std::to_string(id), std::to_string(last)};
     auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2)", params);
     for (int i = 0; i < r.rows(); ++i) {
@@ -412,10 +530,14 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print) {
       std::string status = st.get(0, 0).value_or("");
       const long long last_seq = parse_integer(st.get(0, 1).value_or("0"), 0, std::numeric_limits<int>::max()).value_or(0);
       // A cursor past the last event would wait for seqs the job may never
-      // reach, even after it ends (the gateway answers 400 alike).
-      if (last > last_seq)
-        throw Usage("--from " + std::to_string(last) + " is past job " + std::to_string(id) + "'s last event (" +
+      // reach, even after it ends (the gateway answers 400 alike).  Only
+      // the user's: event rows past last_seq (written around the API) are
+      // replayed, and were refused as "--from 3" nobody had given.
+      if (from_given && from > last_seq)
+        throw Usage("--from " + std::to_string(from) + " is past job " + std::to_string(id) + "'s last event (" +
                     std::to_string(last_seq) + ")");
+      // Ended (or suspended) with every event up to last_seq read: the job
+      // row's status is final, whatever rows follow last_seq.
       if ((terminal(status) || status == "suspended") && last_seq <= last) co_return exit_for(status);
       co_await note_unclaimed(s, id);
     }
@@ -522,6 +644,12 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
   } else if (!wait) {
     std::cout << id << std::endl;
   }
+  try {
+    check_output();  // before a wait: the id is what a script keeps
+  } catch (OutputError& e) {
+    e.submitted = id;
+    throw;
+  }
   if (!wait && !follow_flag) co_return ok;
   int code = co_await follow(s, id, 0, follow_flag);
   if (wait && !follow_flag) {
@@ -573,8 +701,8 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
       if (!v.is_string() && text.size() > 2000) text = text.substr(0, 2000) + "...";
       std::cout << k << ": " << text << "\n";
     }
-    std::cout << std::flush;
   }
+  check_output();
   if (row.value("status", "") == "queued") co_await note_unclaimed(s, id, false);
   co_return exit_for(row.value("status", ""));
 }
@@ -626,24 +754,23 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
       while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;
       error = error.substr(0, cut) + "...";
     }
-    for (char& c : error)  // one line, its columns intact
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    error = one_line(std::move(error));
     std::cout << core::dump(row["id"]) << "\t" << text_of(row["status"], "-") << "\t" << text_of(row["queue"], "-")
               << "\t" << text_of(row["kind"], "-") << "\t" << core::dump(row["attempt"]) << "/"
               << core::dump(row["max_attempts"]) << "\t" << text_of(row["created_at"], "-") << "\t"
               << text_of(row["finished_at"], "-") << "\t" << error << "\n";
   }
   if (!next.is_null()) std::cout << "(more: bgexec jobs --before " << core::dump(next) << ")\n";
-  std::cout << std::flush;
+  check_output();
   co_return ok;
 }
 
 asio::awaitable<int> cmd_tail(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("tail takes ID");
-  int from = 0;
+  std::optional<int> from;
   if (auto it = a.options.find("--from"); it != a.options.end() && !it->second.empty())
     from = static_cast<int>(int_option("--from", it->second.back(), 0, INT32_MAX));
-  co_return co_await follow(s, parse_id(a.positional[0]), from, true);
+  co_return co_await follow(s, parse_id(a.positional[0]), from.value_or(0), true, from.has_value());
 }
 
 void report_many(std::ostream& out, bool as_json, bool retry, long long done, long long requested,
@@ -759,7 +886,8 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
 // A listing's text form: a line of the column names, then a line per row,
 // tab-separated.  A null is "-", a string itself, an array its elements
 // comma-separated (a worker's queues, as --queue takes them), anything else
-// its JSON.
+// its JSON; each on one line (one_line: a worker id or a schedule's error
+// holding ESC or a newline broke the table and reached the terminal).
 void print_table(const json& rows, std::initializer_list<const char*> cols) {
   const char* sep = "";
   for (const char* c : cols) std::cout << std::exchange(sep, "\t") << c;
@@ -773,11 +901,11 @@ void print_table(const json& rows, std::initializer_list<const char*> cols) {
         for (auto& e : v) text += (text.empty() ? "" : ",") + text_of(e, "-");
       else
         text = text_of(v, "-");
-      std::cout << std::exchange(sep, "\t") << text;
+      std::cout << std::exchange(sep, "\t") << one_line(std::move(text));
     }
     std::cout << "\n";
   }
-  std::cout << std::flush;
+  check_output();
 }
 
 asio::awaitable<int> cmd_queues(Session& s, const core::ParsedArgs& a) {
@@ -1033,27 +1161,37 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     return usage;
   }
 
+  OutBuf out;
+  struct Restore {  // std::cout's own buffer back before `out` goes
+    std::streambuf* buf;
+    ~Restore() { std::cout.rdbuf(buf); }
+  } restore{std::cout.rdbuf(&out)};
   asio::io_context io;
   Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}};
   int code = db_error;
+  auto command = [&]() -> asio::awaitable<int> {
+    if (cmd == "submit") co_return co_await cmd_submit(s, parsed);
+    if (cmd == "status") co_return co_await cmd_status(s, parsed);
+    if (cmd == "jobs") co_return co_await cmd_jobs(s, parsed);
+    if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
+    if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
+    if (cmd == "workers") co_return co_await cmd_workers(s, parsed);
+    if (cmd == "pause-queue" || cmd == "resume-queue" || cmd == "configure-queue")
+      co_return co_await cmd_configure_queue(s, cmd, parsed);
+    if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
+    if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
+    if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
+    if (cmd == "run-schedule") co_return co_await cmd_run_schedule(s, parsed);
+    if (cmd == "pause-schedule" || cmd == "resume-schedule")
+      co_return co_await cmd_pause_schedule(s, cmd, parsed);
+    co_return co_await cmd_simple(s, cmd, parsed);
+  };
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<int> {
-        if (cmd == "submit") co_return co_await cmd_submit(s, parsed);
-        if (cmd == "status") co_return co_await cmd_status(s, parsed);
-        if (cmd == "jobs") co_return co_await cmd_jobs(s, parsed);
-        if (cmd == "tail") co_return co_await cmd_tail(s, parsed);
-        if (cmd == "queues") co_return co_await cmd_queues(s, parsed);
-        if (cmd == "workers") co_return co_await cmd_workers(s, parsed);
-        if (cmd == "pause-queue" || cmd == "resume-queue" || cmd == "configure-queue")
-          co_return co_await cmd_configure_queue(s, cmd, parsed);
-        if (cmd == "schedule") co_return co_await cmd_schedule(s, parsed);
-        if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
-        if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
-        if (cmd == "run-schedule") co_return co_await cmd_run_schedule(s, parsed);
-        if (cmd == "pause-schedule" || cmd == "resume-schedule")
-          co_return co_await cmd_pause_schedule(s, cmd, parsed);
-        co_return co_await cmd_simple(s, cmd, parsed);
+        int rc = co_await command();
+        check_output();  // what the command printed last, all written
+        co_return rc;
       },
       [&](std::exception_ptr e, int rc) {
         code = rc;
@@ -1063,6 +1201,17 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         } catch (const Usage& u) {
           std::cerr << "bgexec " << cmd << ": " << u.what() << "\n";
           code = usage;
+        } catch (const OutputError& o) {
+          // A closed pipe ends the command quietly, with the status a
+          // shell gives a process SIGPIPE killed (`| head -1` is no error).
+          if (o.err == EPIPE) {
+            code = output_closed;
+          } else {
+            std::cerr << "bgexec " << cmd << ": cannot write output: " << o.what();
+            if (o.submitted) std::cerr << " (job " << *o.submitted << " was submitted)";
+            std::cerr << "\n";
+            code = output_error;
+          }
         } catch (const pg::Error& pe) {
           // The server's message, its detail and hint below it; not its
           // CONTEXT, a PL/pgSQL call stack.  A value the server could not
@@ -1084,6 +1233,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         }
       });
   io.run();
+  std::cout.flush();  // what a command that failed had printed (its code stands)
   s.conn.close();
   return code;
 }

@@ -8,7 +8,19 @@
 namespace bgexec::client {
 
 // Exit codes (documented in `bgexec --help`).
-enum Exit : int { ok = 0, job_failed = 1, usage = 2, db_error = 3, not_found = 4, suspended = 5 };
+// output_error: stdout could not be written (full disk, closed terminal);
+// output_closed: its reader is gone (EPIPE), 128 + SIGPIPE as a shell
+// reports a process the signal killed.
+enum Exit : int {
+  ok = 0,
+  job_failed = 1,
+  usage = 2,
+  db_error = 3,
+  not_found = 4,
+  suspended = 5,
+  output_error = 6,
+  output_closed = 141
+};
 
 bool is_command(const std::string& cmd);
 // Runs one client subcommand; returns the process exit code.

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The CLI checks its output: a reader gone (EPIPE) ends a command quietly
+# with 141, as a shell reports SIGPIPE, at once even while tail waits for
+# events; any other write error (/dev/full) is `cannot write output:
+# REASON`, exit 6, and a submit whose id was lost names the job.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57978
+
+# A running job with events and no end: claimed by hand, its log appended.
+sql "SELECT bgexec.register_worker('t', '{c}', 1, '{}')" >/dev/null
+id=$(sql "SELECT bgexec.submit('noop', '{}', 'c')")
+lease=$(sql "SELECT lease FROM bgexec.claim('t', '{c}', 1, '1 hour')")
+sql "SELECT bgexec.append_events($id, $lease, (SELECT jsonb_agg(jsonb_build_object('kind', 'log',
+  'data', jsonb_build_object('step', 's', 'stream', 'stdout', 'lines', jsonb_build_array('line ' || i))))
+  FROM generate_series(1, 5) i))" >/dev/null
+
+# tail | head -1: head has its line and goes; tail follows no more.
+for mode in "" --json; do
+  start=$SECONDS
+  set +e
+  timeout 20 "$BGEXEC" tail "$id" $mode 2>"$E2E_DIR/err" | head -1 >"$E2E_DIR/out"
+  rc=${PIPESTATUS[0]}
+  set -e
+  ((rc == 141)) || fail "tail $mode | head -1: exit $rc (expected 141), after $((SECONDS - start)) s: $(cat "$E2E_DIR/err")"
+  ((SECONDS - start < 10)) || fail "tail $mode | head -1 took $((SECONDS - start)) s"
+  [[ ! -s $E2E_DIR/err ]] || fail "tail $mode | head -1 wrote to stderr: $(cat "$E2E_DIR/err")"
+  [[ -s $E2E_DIR/out ]] || fail "tail $mode | head -1 printed nothing"
+done
+# A reader gone before a command's output (a pipe whose read end is
+# closed before the command starts): the same, quietly.
+closed_pipe() {
+  python3 -c 'import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); os.execv(sys.argv[1], sys.argv[1:])' "$@"
+}
+for args in jobs "status $id" workers "submit noop --json"; do
+  set +e; closed_pipe "$BGEXEC" $args 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 141)) && [[ ! -s $E2E_DIR/err ]] || fail "$args to a closed pipe: exit $rc, stderr $(cat "$E2E_DIR/err")"
+done
+
+# expect_full NEEDLE ARGS...: exit 6 and the message, stdout on /dev/full.
+expect_full() {
+  local needle=$1 rc; shift
+  set +e; timeout 20 "$BGEXEC" "$@" >/dev/full 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 6)) || fail "bgexec $* > /dev/full: exit $rc (expected 6): $(cat "$E2E_DIR/err")"
+  [[ $(cat "$E2E_DIR/err") =~ ^$needle$ ]] || fail "bgexec $* > /dev/full: stderr $(cat "$E2E_DIR/err")"
+}
+expect_full 'bgexec jobs: cannot write output: No space left on device' jobs
+expect_full 'bgexec status: cannot write output: No space left on device' status "$id"
+expect_full 'bgexec workers: cannot write output: No space left on device' workers
+expect_full 'bgexec queues: cannot write output: No space left on device' queues --json
+expect_full 'bgexec tail: cannot write output: No space left on device' tail "$id"
+# submit: the job is queued, its id lost: named on stderr.  --follow stops
+# there, not following a job it cannot show.
+next=$((id + 2))
+expect_full "bgexec submit: cannot write output: No space left on device \\(job $next was submitted\\)" submit noop --json
+[[ $(job_status "$next") == queued ]] || fail "job $next: $(job_status "$next")"
+next=$((id + 3))
+expect_full "bgexec submit: cannot write output: No space left on device \\(job $next was submitted\\)" \
+  submit noop --queue nobody --follow
+ok
