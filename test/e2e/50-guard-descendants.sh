@@ -6,7 +6,7 @@
 # step's process leads.  They ran on with init as their parent, beside the
 # job's next attempt, while the job was failed/worker_lost.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57980
+e2e_cluster 57984
 M=$E2E_DIR/marks
 mkdir -p "$M"
 chmod 777 "$M"

@@ -6,7 +6,7 @@
 # on; without its BGEXEC_* marker (env -i) the step guard could not tell it
 # from any other process either.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57981
+e2e_cluster 57985
 F=$E2E_DIR/pids
 E2E_PIDFILES+=("$F")
 

@@ -4,7 +4,7 @@
 # on the worker's, so "env": {"PATH": "/x/bin:/usr/bin"} with "run":
 # ["mytool"] failed while ["sh", "-c", "mytool"] found it.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57983
+e2e_cluster 57991
 mkdir -p "$E2E_DIR/bin" "$E2E_DIR/noexec"
 printf '#!/bin/sh\necho "found $*"\n' >"$E2E_DIR/bin/mytool"
 chmod 755 "$E2E_DIR/bin/mytool"

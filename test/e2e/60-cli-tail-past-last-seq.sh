@@ -5,7 +5,7 @@
 # gave.  A --from the user gives past last_seq is still refused, named as
 # given.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57976
+e2e_cluster 57973
 
 id=$("$BGEXEC" submit noop --queue nobody)
 "$BGEXEC" stop "$id" >/dev/null
