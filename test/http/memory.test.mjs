@@ -108,3 +108,42 @@ test('an event stream the gateway has no room for is refused before it starts', 
     gw.kill();
   }
 });
+
+test('a stream whose next batch finds no room ends, and its reader resumes from its last event', { timeout: 60000 }, async () => {
+  const gw = await startGateway(0, ['--response-memory', '32']);
+  const socks = [];
+  try {
+    const queue = uniq('mem-end');
+    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    const { job, lease } = claim(queue);
+    assert.equal(job, r.body.id);
+    // A stream that reads: its first batch (the started event) is small.
+    const stream = net.connect(gw.port, '127.0.0.1');
+    stream.on('error', () => {});
+    await once(stream, 'connect');
+    let got = '';
+    stream.on('data', (d) => { got += d; });
+    const closed = once(stream, 'close');
+    stream.write(`GET /v1/jobs/${job}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+    for (let i = 0; i < 100 && !got.includes('event: started'); i++) await sleep(50);
+    assert.match(got, /event: started/);
+    // The role's answer of 30 MB nobody reads, then a 100 kB event: the
+    // stream's next batch is over the role's half with it.
+    const big = await bigJob(gw, A, 30);
+    socks.push(await unread(gw, `/v1/jobs/${big}`, A));
+    psql(`SELECT bgexec.append_event(${job}, ${lease}, 'log', jsonb_build_object('line', repeat('z', 100000)))`);
+    await Promise.race([closed, sleep(15000)]);
+    assert.equal(stream.destroyed || stream.readableEnded, true, 'the stream ended');
+    assert.doesNotMatch(got, /z{1000}/, 'the batch was not written');
+    assert.match(gw.log(), /msg="event stream ended"/);
+    // Room again: the reader, resuming after its last event, gets it.
+    socks.shift().destroy();
+    finish(job, lease, 'completed');
+    const again = await statusOnce(200, () => api('GET', `/v1/jobs/${job}/events`, { token: A, base: gw.url, headers: { 'Last-Event-ID': '1' } }));
+    assert.equal(again.status, 200);
+    assert.match(again.text, /z{100000}/);
+  } finally {
+    for (const s of socks) s.destroy();
+    gw.kill();
+  }
+});
