@@ -101,9 +101,9 @@ violated(const char *rule, const char *detail)
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, rule)));
 }
 
-/* A job's events at most: room left below the int's end for the appends of
- * one call whatever its size (a call is one statement of at most 1 GB). */
-#define BGEXEC_LAST_SEQ_MAX 2000000000
+/* A job's events at most: room left below the int's end for the appends and
+ * the terminal event of a run (claim takes no job at 2000000000 or more). */
+#define BGEXEC_LAST_SEQ_MAX 2100000000
 
 /*
  * bgexec._job_valid(status, lease, lease_owner, lease_expires_at,
@@ -135,14 +135,14 @@ bgexec_job_valid(PG_FUNCTION_ARGS)
 		(!PG_ARGISNULL(6) && (PG_GETARG_INT32(6) < 0 || PG_GETARG_INT32(6) == PG_INT32_MAX)))
 		violated("job_attempts_valid",
 				 "max_attempts must be at least 1 and attempt from 0 to 2147483646");
-	if (!PG_ARGISNULL(11) && (PG_GETARG_INT32(11) < 0 || PG_GETARG_INT32(11) > BGEXEC_LAST_SEQ_MAX))
-		violated("job_last_seq_valid",
-				 "last_seq must be from 0 to 2000000000");
 	if (status == st->completed && PG_ARGISNULL(5))
 		violated("job_completed_has_result", "a completed job has a result");
 	if (!PG_ARGISNULL(9) && !bgexec_text_name_ok(PG_GETARG_TEXT_PP(9), 128))
 		violated("job_kind_valid",
 				 "kind must be 1 to 128 ASCII letters, digits or _ . : -");
+	if (!PG_ARGISNULL(11) && (PG_GETARG_INT32(11) < 0 || PG_GETARG_INT32(11) > BGEXEC_LAST_SEQ_MAX))
+		violated("job_last_seq_valid",
+				 "last_seq must be from 0 to 2100000000");
 	if (!PG_ARGISNULL(10) && !bgexec_text_name_ok(PG_GETARG_TEXT_PP(10), 63))
 		violated("job_queue_valid",
 				 "queue must be 1 to 63 ASCII letters, digits or _ . : -");

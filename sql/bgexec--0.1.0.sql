@@ -271,9 +271,10 @@ CREATE TABLE bgexec.job (
 	--   job_kind_valid     kind: 1 to 128 of [A-Za-z0-9_.:-]
 	--   job_queue_valid    queue: 1 to 63 of [A-Za-z0-9_.:-]
 	--   job_attempts_valid max_attempts >= 1 AND attempt from 0 to 2147483646
-	--   job_last_seq_valid last_seq from 0 to 2000000000 (claim and the
+	--   job_last_seq_valid last_seq from 0 to 2100000000 (claim and the
 	--     appends add to both: one row at the int's end failed every claim
-	--     of its queue)
+	--     of its queue; claim leaves a job at 2000000000 or more queued,
+	--     and attempt at 2147483646)
 	--   job_timeout_positive  timeout IS NULL OR timeout > interval '0', each
 	--     of its parts (months, days, time) within 100 years
 	--   job_running_has_lease (invariant 2) a running job holds exactly one
@@ -1352,6 +1353,10 @@ BEGIN
 			 CROSS JOIN LATERAL (
 				SELECT j.id, j.priority, j.run_after FROM bgexec.job j
 				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.run_after <= v_now
+				   -- room for the claim's + 1 under job_valid's bounds: a
+				   -- row written around the API at them is left queued, and
+				   -- does not fail the claim of the jobs beside it
+				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
 				 ORDER BY j.priority DESC, j.run_after, j.id
 				 LIMIT max_jobs
 				   FOR UPDATE SKIP LOCKED) c
@@ -1406,6 +1411,7 @@ BEGIN
 				SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
 				  FROM bgexec.job j
 				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.run_after <= v_now
+				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
 				 ORDER BY j.priority DESC, j.run_after, j.id
 				 LIMIT max_jobs * 4 + 100
 				   FOR UPDATE SKIP LOCKED) c
@@ -2122,20 +2128,21 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * so is a tick whose owner is no longer a member of bgexec_client, and,
  * with overlap false, one whose last job is still queued, running or
  * suspended.  A paused schedule fires nothing.
- * A tick waits for no lock: reconcile() calls this in the transaction that
- * has taken back expired leases, so a client's open transaction holding
- * the tick's idempotency key, or the admission lock of a capped queue (a
- * submit in a transaction not yet committed), held those jobs locked and
- * kept every other reconciler from them for as long as it stayed open.
- * Past 10 ms (lock_timeout) the tick is left due, its last_error saying
- * why, and fired by a later call.
+ * A tick waits a second at most for a lock: a client's open transaction
+ * holding the tick's idempotency key, or the admission lock of a capped
+ * queue (a submit not yet committed), held the watchdog's reconcile() for
+ * as long as it stayed open, and with it every expired lease of the
+ * database when no worker was alive.  Past it (lock_timeout) the tick is
+ * left due, its last_error saying why, and fired by a later call, after
+ * the ticks that did not wait; and a call stops firing after two seconds,
+ * its other due ticks left to the next.
  * Returns how many ticks it fired. */
 CREATE FUNCTION bgexec._fire_schedules() RETURNS int
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
-	SET lock_timeout = '10ms'
+	SET lock_timeout = '1s'
 	AS $$
 DECLARE
 	s record;
@@ -2144,13 +2151,15 @@ DECLARE
 	v_next timestamptz;
 	v_err text;
 	v_last bgexec.job_status;
+	v_began timestamptz := clock_timestamp();
 BEGIN
 	FOR s IN
 		SELECT x.* FROM bgexec.schedule x
 		 WHERE x.next_run_at <= now() AND NOT x.paused
-		 ORDER BY x.next_run_at
+		 ORDER BY coalesce(x.last_error LIKE 'not fired yet:%', false), x.next_run_at
 		   FOR UPDATE SKIP LOCKED
 	LOOP
+		EXIT WHEN clock_timestamp() - v_began > interval '2 seconds';
 		v_job := NULL;
 		v_err := NULL;
 		BEGIN
@@ -2200,6 +2209,89 @@ BEGIN
 END
 $$;
 
+/* _reconcile_jobs: reconcile()'s work on the expired jobs; returns how many
+ * it acted on.  each: every job in a subtransaction of its own, a row it
+ * cannot write (one written around the API: its last_seq at the int's
+ * end, an event row already at its next seq) left as it is and named in a
+ * warning, where without it one such row failed the whole call, and with
+ * it every other lease and deadline of the database for as long as the row
+ * stayed. */
+CREATE FUNCTION bgexec._reconcile_jobs(each boolean) RETURNS int
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	j bgexec.job;
+	v_n int := 0;
+BEGIN
+	FOR j IN
+		SELECT x.* FROM bgexec.job x
+		 WHERE x.id = ANY (ARRAY(
+		         SELECT e.id FROM bgexec.job e
+		          WHERE e.lease_expires_at < now()
+		         UNION
+		         SELECT d.id FROM bgexec.job d
+		          WHERE d.lease IS NOT NULL AND d.deadline < now()))
+		   -- Rechecked on the row's latest version once it is locked.  status
+		   -- is compared as text so that each id is reached by primary key.
+		   AND x.status::text = 'running'
+		   AND (x.lease_expires_at < now() OR x.deadline < now())
+		 ORDER BY x.id
+		   FOR UPDATE SKIP LOCKED
+	LOOP
+		IF NOT each THEN
+			PERFORM bgexec._reconcile_one(j);
+			v_n := v_n + 1;
+			CONTINUE;
+		END IF;
+		BEGIN
+			PERFORM bgexec._reconcile_one(j);
+			v_n := v_n + 1;
+		EXCEPTION WHEN OTHERS THEN
+			RAISE WARNING 'bgexec.reconcile: job % left as it is: % (SQLSTATE %)', j.id, SQLERRM, SQLSTATE;
+		END;
+	END LOOP;
+	RETURN v_n;
+END
+$$;
+
+/* _reconcile_one: takes back one expired job the caller has locked. */
+CREATE FUNCTION bgexec._reconcile_one(j bgexec.job) RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	v_seq int;
+	v_err jsonb;
+BEGIN
+	-- The lease is taken back: a sql step its worker could not end
+	-- (stopped, frozen) ends now, rolled back.
+	PERFORM bgexec._end_step_sessions(j.id, j.lease);
+	IF j.deadline < now() THEN
+		PERFORM bgexec._terminal(j.id, 'timed_out', NULL,
+			jsonb_build_object('reason', 'timeout', 'message',
+				format('job exceeded its timeout of %s', j.timeout),
+				'attempt', j.attempt));
+		RETURN;
+	END IF;
+	-- The lease expired: the worker is gone (or partitioned away).
+	v_err := jsonb_build_object('reason', 'worker_lost', 'worker', j.lease_owner,
+	                            'attempt', j.attempt,
+	                            'message', format('lease of worker %s expired', j.lease_owner));
+	UPDATE bgexec.job x SET last_seq = x.last_seq + 1 WHERE x.id = j.id
+	RETURNING x.last_seq INTO v_seq;
+	PERFORM bgexec._event(j.id, v_seq, 'worker_lost', v_err);
+	IF j.stop_requested_at IS NOT NULL THEN
+		PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
+			v_err || jsonb_build_object('message', 'stop requested; worker lost'));
+	ELSIF j.attempt < j.max_attempts THEN
+		PERFORM bgexec._requeue(j.id, j.queue, j.attempt, v_err);
+	ELSE
+		PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
+	END IF;
+END
+$$;
+
 /* reconcile: the watchdog.  Running jobs whose lease expired: queued with
  * backoff when attempts remain (and no stop was requested), else failed with
  * error.reason 'worker_lost' (cancelled if a stop was requested).  Running
@@ -2225,63 +2317,20 @@ CREATE FUNCTION bgexec.reconcile() RETURNS int
 	SET jit = off
 	AS $$
 DECLARE
-	j record;
-	v_n int := 0;
-	v_seq int;
-	v_err jsonb;
+	v_n int;
 BEGIN
-	FOR j IN
-		SELECT x.* FROM bgexec.job x
-		 WHERE x.id = ANY (ARRAY(
-		         SELECT e.id FROM bgexec.job e
-		          WHERE e.lease_expires_at < now()
-		         UNION
-		         SELECT d.id FROM bgexec.job d
-		          WHERE d.lease IS NOT NULL AND d.deadline < now()))
-		   -- Rechecked on the row's latest version once it is locked.  status
-		   -- is compared as text so that each id is reached by primary key.
-		   AND x.status::text = 'running'
-		   AND (x.lease_expires_at < now() OR x.deadline < now())
-		 ORDER BY x.id
-		   FOR UPDATE SKIP LOCKED
-	LOOP
-		-- Each job on its own: a row that cannot be written (one written
-		-- around the API: its last_seq at the int's end, an event row
-		-- already at the next seq) failed the whole call, and with it every
-		-- other lease, deadline and schedule of the database for as long as
-		-- the row stayed.  It is left as it is, and named in a warning.
-		BEGIN
-			-- The lease is taken back: a sql step its worker could not end
-			-- (stopped, frozen) ends now, rolled back.
-			PERFORM bgexec._end_step_sessions(j.id, j.lease);
-			IF j.deadline < now() THEN
-				PERFORM bgexec._terminal(j.id, 'timed_out', NULL,
-					jsonb_build_object('reason', 'timeout', 'message',
-						format('job exceeded its timeout of %s', j.timeout),
-						'attempt', j.attempt));
-			ELSE
-				-- The lease expired: the worker is gone (or partitioned away).
-				v_err := jsonb_build_object('reason', 'worker_lost', 'worker', j.lease_owner,
-				                            'attempt', j.attempt,
-				                            'message', format('lease of worker %s expired', j.lease_owner));
-				UPDATE bgexec.job x SET last_seq = x.last_seq + 1 WHERE x.id = j.id
-				RETURNING x.last_seq INTO v_seq;
-				PERFORM bgexec._event(j.id, v_seq, 'worker_lost', v_err);
-				IF j.stop_requested_at IS NOT NULL THEN
-					PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
-						v_err || jsonb_build_object('message', 'stop requested; worker lost'));
-				ELSIF j.attempt < j.max_attempts THEN
-					PERFORM bgexec._requeue(j.id, j.queue, j.attempt, v_err);
-				ELSE
-					PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
-				END IF;
-			END IF;
-			v_n := v_n + 1;
-		EXCEPTION WHEN OTHERS THEN
-			RAISE WARNING 'bgexec.reconcile: job % left as it is: % (SQLSTATE %)', j.id, SQLERRM, SQLSTATE;
-		END;
-	END LOOP;
+	-- Due schedules first, before any expired job is locked: a tick that
+	-- waits for a client's lock (a second at most) holds none of them from
+	-- the other reconcilers.
 	PERFORM bgexec._fire_schedules();
+	-- The expired jobs together, and only if that fails, each on its own:
+	-- a subtransaction per job, past 64 in one transaction, made every
+	-- snapshot of the database read pg_subtrans until it ended.
+	BEGIN
+		v_n := bgexec._reconcile_jobs(false);
+	EXCEPTION WHEN OTHERS THEN
+		v_n := bgexec._reconcile_jobs(true);
+	END;
 	PERFORM bgexec._compact_counts();
 	RETURN v_n;
 END

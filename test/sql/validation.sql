@@ -76,8 +76,20 @@ SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.job (kind, owner, status, lea
 	('attempt 2147483647',       $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 2147483647, 2147483647, NULL$$),
 	('attempt 2147483646',       $$'queued', NULL, NULL, NULL, NULL, NULL, NULL, 2147483646, 2147483647, NULL$$)) AS c(t, v);
 SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.job (kind, owner, last_seq) VALUES (''noop'', ''x'', %s)', v))).*
-  FROM (VALUES ('last_seq 2147483647', '2147483647'), ('last_seq 2000000001', '2000000001'),
-               ('last_seq -1', '-1'), ('last_seq 2000000000', '2000000000')) AS c(t, v);
+  FROM (VALUES ('last_seq 2147483647', '2147483647'), ('last_seq 2100000001', '2100000001'),
+               ('last_seq -1', '-1'), ('last_seq 2100000000', '2100000000')) AS c(t, v);
+-- rows at claim's bounds are left queued, and the jobs beside them claimed
+-- (one failed the claim of them all), on the fast path and the capped one
+BEGIN;
+INSERT INTO bgexec.job (kind, owner, queue, attempt, max_attempts) VALUES ('noop', 'x', 'qbound', 2147483646, 2147483647);
+INSERT INTO bgexec.job (kind, owner, queue, last_seq) VALUES ('noop', 'x', 'qbound', 2000000000);
+INSERT INTO bgexec.job (kind, owner, queue) VALUES ('noop', 'x', 'qbound'), ('noop', 'x', 'qbound');
+SELECT count(*) AS claimed FROM bgexec.claim('wbound', '{qbound}', 10);
+SELECT count(*) FROM bgexec.configure_queue('qbound', max_running => 10);
+INSERT INTO bgexec.job (kind, owner, queue) VALUES ('noop', 'x', 'qbound');
+SELECT count(*) AS claimed FROM bgexec.claim('wbound', '{qbound}', 10);
+SELECT status, count(*) FROM bgexec.job WHERE queue = 'qbound' GROUP BY 1 ORDER BY 1;
+ROLLBACK;
 -- a queue's rate bucket is finite: claim computes with it (22008 at
 -- infinity, for every claim of the queue and of the others claimed with it)
 SELECT t, (pg_temp.rule(format('INSERT INTO bgexec.queue (name, rate_limit, rate_tokens, rate_at) VALUES (''qb'', 5, %s)', v))).*
