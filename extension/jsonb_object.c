@@ -207,6 +207,9 @@ bgexec_jsonb_object(PG_FUNCTION_ARGS)
 			meta |= (JEntry) len;
 		memcpy(buf.data + jentries + i * sizeof(JEntry), &meta, sizeof(JEntry));
 	}
+	/* the whole container too, its header and JEntries with its data, as
+	 * convertJsonbObject checks it: it must fit as an element of another */
+	check_total(buf.len - VARHDRSZ);
 	SET_VARSIZE(buf.data, buf.len);
 	PG_RETURN_JSONB_P((Jsonb *) buf.data);
 }

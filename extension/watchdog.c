@@ -139,7 +139,10 @@ static const char *watchdog_db = NULL;
 /*
  * The databases bgexec.database names: a comma-separated list, each name
  * as written (not folded to lower case; double quotes for one with a
- * comma), a name given twice once.  NIL when the list does not parse.
+ * comma or a space), a name given twice once.  A value without a comma
+ * that does not parse as a list is one name as it is ('my db', which was
+ * the one database this setting named before it took a list).  NIL when
+ * the list does not parse.
  */
 static List *
 watchdog_databases(void)
@@ -149,7 +152,11 @@ watchdog_databases(void)
 	ListCell   *lc;
 
 	if (!SplitGUCList(pstrdup(bgexec_database), ',', &names))
-		return NIL;
+	{
+		if (strchr(bgexec_database, ',') != NULL || *bgexec_database == '\0')
+			return NIL;
+		names = list_make1(pstrdup(bgexec_database));
+	}
 	foreach(lc, names)
 	{
 		char	   *name = (char *) lfirst(lc);
