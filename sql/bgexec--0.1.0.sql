@@ -2131,8 +2131,9 @@ COMMENT ON FUNCTION bgexec.finish_many(jsonb) IS
  * A tick waits a second at most for a lock: a client's open transaction
  * holding the tick's idempotency key, or the admission lock of a capped
  * queue (a submit not yet committed), held the watchdog's reconcile() for
- * as long as it stayed open, and with it every expired lease of the
- * database when no worker was alive.  Past it (lock_timeout) the tick is
+ * as long as it stayed open, with the expired jobs it had taken back still
+ * locked, and every later lease of the database when no worker was alive.
+ * Past it (lock_timeout) the tick is
  * left due, its last_error saying why, and fired by a later call, after
  * the ticks that did not wait; and a call stops firing after two seconds,
  * its other due ticks left to the next.
@@ -2319,10 +2320,6 @@ CREATE FUNCTION bgexec.reconcile() RETURNS int
 DECLARE
 	v_n int;
 BEGIN
-	-- Due schedules first, before any expired job is locked: a tick that
-	-- waits for a client's lock (a second at most) holds none of them from
-	-- the other reconcilers.
-	PERFORM bgexec._fire_schedules();
 	-- The expired jobs together, and only if that fails, each on its own:
 	-- a subtransaction per job, past 64 in one transaction, made every
 	-- snapshot of the database read pg_subtrans until it ended.
@@ -2331,6 +2328,11 @@ BEGIN
 	EXCEPTION WHEN OTHERS THEN
 		v_n := bgexec._reconcile_jobs(true);
 	END;
+	-- Then the due schedules, whose waits for a client's lock are bounded
+	-- (two seconds a call).  Not before: the job table is locked first, as
+	-- it always was, and DROP EXTENSION, which locks the tables the other
+	-- way round, deadlocked with a reconcile that locked schedule first.
+	PERFORM bgexec._fire_schedules();
 	PERFORM bgexec._compact_counts();
 	RETURN v_n;
 END
