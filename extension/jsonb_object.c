@@ -46,18 +46,26 @@ typedef struct Pair
 	int			order;			/* position in the arrays */
 } Pair;
 
+/* Keys in jsonb's order: by length, then bytes. */
+static int
+key_cmp(const Pair *pa, const Pair *pb)
+{
+	int			la = VARSIZE_ANY_EXHDR(pa->key);
+	int			lb = VARSIZE_ANY_EXHDR(pb->key);
+
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	return memcmp(VARDATA_ANY(pa->key), VARDATA_ANY(pb->key), la);
+}
+
+/* By key, then by position: the last of equal keys sorts last. */
 static int
 pair_cmp(const void *a, const void *b)
 {
 	const Pair *pa = (const Pair *) a;
 	const Pair *pb = (const Pair *) b;
-	int			la = VARSIZE_ANY_EXHDR(pa->key);
-	int			lb = VARSIZE_ANY_EXHDR(pb->key);
-	int			c;
+	int			c = key_cmp(pa, pb);
 
-	if (la != lb)
-		return la < lb ? -1 : 1;
-	c = memcmp(VARDATA_ANY(pa->key), VARDATA_ANY(pb->key), la);
 	if (c != 0)
 		return c;
 	return pa->order < pb->order ? -1 : pa->order > pb->order;
@@ -166,10 +174,7 @@ bgexec_jsonb_object(PG_FUNCTION_ARGS)
 	n = 0;
 	for (i = 0; i < nk; i++)
 	{
-		if (i + 1 < nk &&
-			VARSIZE_ANY_EXHDR(pairs[i].key) == VARSIZE_ANY_EXHDR(pairs[i + 1].key) &&
-			memcmp(VARDATA_ANY(pairs[i].key), VARDATA_ANY(pairs[i + 1].key),
-				   VARSIZE_ANY_EXHDR(pairs[i].key)) == 0)
+		if (i + 1 < nk && key_cmp(&pairs[i], &pairs[i + 1]) == 0)
 			continue;
 		pairs[n++] = pairs[i];
 	}

@@ -20,6 +20,15 @@ async function bigJob(gw, token, mb) {
   return r.body.id;
 }
 
+// A job of A's, submitted through gw and claimed here: {job, lease}.
+async function runningJob(gw, prefix) {
+  const queue = uniq(prefix);
+  const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+  const claimed = claim(queue);
+  assert.equal(claimed.job, r.body.id);
+  return claimed;
+}
+
 // A connection that sends a request and reads no more than the answer's
 // status line, once it has come (the answer is then being written).
 async function unread(gw, path, token) {
@@ -84,10 +93,7 @@ test('an event stream the gateway has no room for is refused before it starts', 
   const gw = await startGateway(0, ['--response-memory', '32']);
   const socks = [];
   try {
-    const queue = uniq('mem-sse');
-    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
-    const { job, lease } = claim(queue);
-    assert.equal(job, r.body.id);
+    const { job, lease } = await runningJob(gw, 'mem-sse');
     psql(`SELECT bgexec.append_event(${job}, ${lease}, 'log', jsonb_build_object('line', repeat('y', ${30 * MB})))`);
     // One stream not reading its 30 MB first batch; the role's next stream
     // is refused with 429 rather than given an empty 200.
@@ -113,10 +119,7 @@ test('a stream whose next batch finds no room ends, and its reader resumes from 
   const gw = await startGateway(0, ['--response-memory', '32']);
   const socks = [];
   try {
-    const queue = uniq('mem-end');
-    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
-    const { job, lease } = claim(queue);
-    assert.equal(job, r.body.id);
+    const { job, lease } = await runningJob(gw, 'mem-end');
     // A stream that reads: its first batch (the started event) is small.
     const stream = net.connect(gw.port, '127.0.0.1');
     stream.on('error', () => {});
