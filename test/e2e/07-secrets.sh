@@ -10,7 +10,9 @@ S1=s3cr3t-from-env-$RANDOM$RANDOM
 S2=s3cr3t-from-file-$RANDOM$RANDOM
 mkdir -p "$E2E_DIR/secrets" "$E2E_DIR/seen"; chmod 777 "$E2E_DIR/seen"
 printf '%s\n' "$S2" >"$E2E_DIR/secrets/FILETOKEN"
-BGEXEC_SECRET_ENVTOKEN=$S1 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
+# a secret longer than the 100 bytes an error message quotes of a value
+S3=long-$(head -c 90 /dev/urandom | od -An -tx1 | tr -d ' \n')
+BGEXEC_SECRET_ENVTOKEN=$S1 BGEXEC_SECRET_LONGTOKEN=$S3 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
 
 id=$("$BGEXEC" submit workflow "{\"steps\": [
   {\"id\": \"use\", \"run\": [\"sh\", \"-c\",
@@ -46,6 +48,13 @@ if grep -q -e "$S1" -e "$S2" "$E2E_DIR/pg/postgres.log"; then
   fail "a secret reached the server log: $(grep -e "$S1" -e "$S2" "$E2E_DIR/pg/postgres.log" | head -3)"
 fi
 
+# an "if" that is not a boolean is quoted in the job's error, masked before
+# it is cut to 100 bytes (cut first, the secret's first 99 bytes were stored)
+if_id=$("$BGEXEC" submit workflow '{"steps": [{"id": "i", "if": "{{secrets.LONGTOKEN}}", "run": ["true"]}]}')
+wait_status "$if_id" failed 20
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $if_id") == 'step i: "if" {{secrets.LONGTOKEN}} is "***", not true or false' ]] \
+  || fail "if error: $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $if_id")"
+
 # pg_dump skips extension tables without pg_extension_config_dump, so the
 # bgexec tables are copied out explicitly next to the dump.
 pg_dump --data-only >"$E2E_DIR/dump.sql" || fail "pg_dump"
@@ -53,7 +62,7 @@ for t in $(sql "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHE
   psql -qX -c "COPY $t TO STDOUT" >>"$E2E_DIR/dump.sql" || fail "copy $t"
 done
 grep -q "token=\*\*\*" "$E2E_DIR/dump.sql" || fail "masked log line missing from the dump"
-if grep -q -e "$S1" -e "$S2" "$E2E_DIR/dump.sql"; then fail "a secret reached the database"; fi
+if grep -q -e "$S1" -e "$S2" -e "${S3:0:40}" "$E2E_DIR/dump.sql"; then fail "a secret reached the database"; fi
 # an unknown secret fails the job with a clear error, not the worker
 bad=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "run": ["echo", "{{secrets.NOPE}}"]}]}')
 wait_status "$bad" failed 20

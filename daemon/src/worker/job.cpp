@@ -315,7 +315,9 @@ bool Job::condition(const std::string& sid, const json& c) {
   if (negate) text.erase(0, 1);
   json v = render(json(std::move(text)), sid);
   if (v.is_boolean()) return v.get<bool>() != negate;
-  std::string shown = core::dump(v);
+  // Masked before it is cut: a secret cut at 100 bytes no longer matches
+  // the masker, and its first 99 bytes were stored in the job's error.
+  std::string shown = core::dump(masker_.mask_json(v));
   if (shown.size() > 100) shown = core::to_valid_utf8(shown.substr(0, 100)) + "…";
   throw StepFailure{"step " + sid + ": \"if\" " + c.get<std::string>() + " is " + shown + ", not true or false",
                     false};
