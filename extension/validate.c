@@ -132,13 +132,14 @@ static void validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps,
 static void check_no_cycle(WorkflowStep *steps, int nsteps);
 static void check_template_steps(WorkflowStep *steps, int nsteps, HTAB *ids);
 static StepEntry *lookup_step(HTAB *ids, const char *name, int len);
-static const char *closest_step_id(WorkflowStep *steps, int nsteps,
+static const char *closest_step_id(WorkflowStep *steps, int nsteps, int self,
 								   const char *name, int len);
 static bool is_valid_step_id(const char *s, int len);
 static bool jbv_is_object(const JsonbValue *v);
 static bool jbv_is_array(const JsonbValue *v);
 static bool jbv_is_nonempty_string(const JsonbValue *v);
 static bool if_is_valid(const JsonbValue *v);
+static bool is_one_template(const char *t, int len);
 static int	jbv_numeric_cmp(const JsonbValue *v, Numeric zero);
 static char *jbv_cstring(const JsonbValue *v);
 static bool key_equals(const JsonbValue *key, const char *name);
@@ -721,12 +722,16 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 								s->id)));
 			break;
 		case SK_SLEEP:
+			/* or one template ("{{input.delay}}"), rendered as the step starts */
+			if (s->val[SK_SLEEP].type == jbvString &&
+				is_one_template(s->val[SK_SLEEP].val.string.val, s->val[SK_SLEEP].val.string.len))
+				break;
 			if (s->val[SK_SLEEP].type != jbvNumeric ||
 				jbv_numeric_cmp(&s->val[SK_SLEEP], zero) < 0 ||
 				jbv_numeric_cmp(&s->val[SK_SLEEP], most) > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("workflow step \"%s\": \"sleep\" must be a number of seconds from 0 to %lld",
+						 errmsg("workflow step \"%s\": \"sleep\" must be a number of seconds from 0 to %lld, or one template",
 								s->id, (long long) MAX_STEP_SECONDS)));
 			break;
 		case SK_APPROVAL:
@@ -795,7 +800,7 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("workflow step \"%s\": \"timeout\" is not allowed with \"approval\"",
 						s->id),
-				 errhint("An approval waits for resume as long as it takes; give the job a timeout instead.")));
+				 errhint("An approval waits for resume or stop as long as it takes; the job's timeout does not count while it is suspended.")));
 	if (s->has[SK_ENV] && kinds[0] != SK_RUN && kinds[0] != SK_ACTION)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -890,7 +895,7 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 			entry = lookup_step(ids, name->val.string.val, name->val.string.len);
 			if (entry == NULL)
 			{
-				const char *close = closest_step_id(steps, nsteps,
+				const char *close = closest_step_id(steps, nsteps, i,
 													name->val.string.val,
 													name->val.string.len);
 
@@ -1177,7 +1182,7 @@ check_template_text(TemplateCheck *tc, const char *text, int len)
 		entry = lookup_step(tc->ids, id, idlen);
 		if (entry == NULL)
 		{
-			const char *near = closest_step_id(tc->steps, tc->nsteps, id, idlen);
+			const char *near = closest_step_id(tc->steps, tc->nsteps, tc->step, id, idlen);
 
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1306,10 +1311,10 @@ lookup_step(HTAB *ids, const char *name, int len)
 
 /*
  * Returns the step id closest to an unknown name, for a "did you mean"
- * hint, or NULL if none is close.  Error path only: O(n) distances.
+ * hint, or NULL if none is close; never steps[self], the step naming it.  Error path only: O(n) distances.
  */
 static const char *
-closest_step_id(WorkflowStep *steps, int nsteps, const char *name, int len)
+closest_step_id(WorkflowStep *steps, int nsteps, int self, const char *name, int len)
 {
 	const char *best = NULL;
 	int			max_d;
@@ -1322,7 +1327,11 @@ closest_step_id(WorkflowStep *steps, int nsteps, const char *name, int len)
 	best_d = max_d + 1;
 	for (int i = 0; i < nsteps; i++)
 	{
-		int			d = varstr_levenshtein_less_equal(name, len, steps[i].id,
+		int			d;
+
+		if (i == self)
+			continue;			/* "Did you mean" the step itself: it may not name itself */
+		d = varstr_levenshtein_less_equal(name, len, steps[i].id,
 													  strlen(steps[i].id),
 													  1, 1, 1, max_d, false);
 
@@ -1380,10 +1389,17 @@ if_is_valid(const JsonbValue *v)
 	len = v->val.string.len;
 	if (len > 0 && t[0] == '!')
 		t++, len--;
+	return is_one_template(t, len);
+}
+
+/* True if t is one template and nothing else: "{{...}}", no "}}" before its end. */
+static bool
+is_one_template(const char *t, int len)
+{
 	if (len < 4 || strncmp(t, "{{", 2) != 0 || strncmp(t + len - 2, "}}", 2) != 0)
 		return false;
 	/* the first "}}" closes the template at the end */
-	for (int k = 2; k + 1 < len - 2; k++)
+	for (int k = 2; k < len - 2; k++)	/* "}}}" too: its first "}}" is not last */
 		if (t[k] == '}' && t[k + 1] == '}')
 			return false;
 	return true;

@@ -148,6 +148,8 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "s
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 0}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": "1s"}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "approval": true, "timeout": 5}]}')$q$);
+-- its hint: the job's timeout does not count while the job is suspended
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "approval": true, "timeout": 5}]}');
 -- sleep and timeout at most 3110400000 s (100 years): 1e400 is valid jsonb but
 -- no double a worker can read, and failed the job as "not a JSON object"
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 3110400000.5}]}')$q$);
@@ -201,6 +203,22 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "s
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "go: {{input.go}}"}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "{{input.a}}{{input.b}}"}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "!!{{input.a}}"}]}')$q$);
+-- a "}" after the template's: its first "}}" is not the last (was accepted)
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "if": "{{input.a}}}"}]}')$q$);
+-- "sleep" is seconds or one template (the worker renders it: a number or
+-- a duration); text around it, or a duration written out, is refused
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": "1s"}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": "{{input.d}}s"}]}')$q$);
+BEGIN;
+SELECT bgexec.submit('workflow', '{"input": {"d": 1}, "steps": [{"id": "a", "sleep": "{{input.d}}"}]}') > 0 AS sleep_template_ok;
+ROLLBACK;
+-- its templates need the step they name
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1}, {"id": "b", "sleep": "{{steps.a.output}}"}]}')$q$);
+-- "Did you mean" names another step, never the step itself (which may not
+-- name itself): no hint, or the next closest
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "load", "needs": ["lod"], "sleep": 0}]}');
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "loader", "sleep": 0}, {"id": "load", "needs": ["loadr"], "sleep": 0}]}');
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "extract", "sleep": 0}, {"id": "load", "needs": ["extract"], "run": ["echo", "{{steps.loaf.output}}"]}]}');
 -- its templates name only steps it needs, as every rendered field's
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1}, {"id": "b", "sleep": 1, "if": "{{steps.a.output.go}}"}]}')$q$);
 BEGIN;  -- accepted
