@@ -1412,6 +1412,15 @@ BEGIN
 				  FROM bgexec.job j
 				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.run_after <= v_now
 				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
+				   -- A key already at its max_running_per_key is passed
+				   -- over by the scan, not taken into its window: 150
+				   -- queued jobs of one key filled it, and the next key's
+				   -- job behind them was not claimed by any worker with 4
+				   -- slots until the first key's backlog had drained
+				   -- (isolation caps-per-key-window).
+				   AND (j.concurrency_key IS NULL OR v_caps->qn.q->>'per_key' IS NULL
+				        OR coalesce((v_key_counts->>(qn.q || E'\x1f' || j.concurrency_key))::int, 0)
+				           < (v_caps->qn.q->>'per_key')::int)
 				 ORDER BY j.priority DESC, j.run_after, j.id
 				 LIMIT max_jobs * 4 + 100
 				   FOR UPDATE SKIP LOCKED) c
@@ -2520,6 +2529,8 @@ DECLARE
 	v_name text;
 	v_elem jsonb;
 	v_huge boolean;
+	v_ids bigint[];
+	v_el record;
 BEGIN
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
@@ -2627,16 +2638,43 @@ BEGIN
 		  WHERE d.k <= 33;
 		RETURN;
 	END IF;
-	RETURN QUERY
-	SELECT bgexec._submit_one(v_owner, e->>'kind', coalesce(e->'payload', '{}'),
-	                          coalesce(e->>'queue', 'default'),
-	                          coalesce((e->>'priority')::int, 0),
-	                          coalesce((e->>'run_after')::timestamptz, now()),
-	                          coalesce((e->>'max_attempts')::int, 1),
-	                          (e->>'timeout')::interval,
-	                          e->>'idempotency_key', e->>'concurrency_key')
-	  FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
-	 ORDER BY ord;
+	-- One element at a time (_submit_one), each lock in one order for
+	-- every caller: taken in array order, two calls naming two capped
+	-- queues, or one owner's two idempotency keys, in opposite orders
+	-- deadlocked (isolation submit-many-order).  So every element is
+	-- checked first, in array order (the first bad one is named); then the
+	-- admission lock of each capped queue is taken, by lock key; then the
+	-- elements are submitted in idempotency-key order, the ids returned in
+	-- array order.
+	PERFORM bgexec._check_submit(e->>'kind', coalesce(e->'payload', '{}'),
+	                             coalesce(e->>'queue', 'default'),
+	                             coalesce((e->>'priority')::int, 0),
+	                             coalesce((e->>'run_after')::timestamptz, now()),
+	                             coalesce((e->>'max_attempts')::int, 1),
+	                             (e->>'timeout')::interval,
+	                             e->>'idempotency_key', e->>'concurrency_key')
+	   FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
+	  ORDER BY ord;
+	PERFORM bgexec._require_read_committed(q.name, 'submit to'),
+	        pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('bgexec.queue'),
+	                                         pg_catalog.hashtext(q.name))
+	   FROM bgexec.queue q
+	  WHERE q.max_queued IS NOT NULL
+	    AND q.name IN (SELECT coalesce(e->>'queue', 'default') FROM jsonb_array_elements(jobs) e)
+	  ORDER BY pg_catalog.hashtext(q.name), q.name;
+	v_ids := array_fill(NULL::bigint, ARRAY[jsonb_array_length(jobs)]);
+	FOR v_el IN SELECT t.e, t.ord FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
+	          ORDER BY t.e->>'idempotency_key' COLLATE "C", t.ord
+	LOOP
+		v_ids[v_el.ord] := bgexec._submit_one(v_owner, v_el.e->>'kind', coalesce(v_el.e->'payload', '{}'),
+		                                   coalesce(v_el.e->>'queue', 'default'),
+		                                   coalesce((v_el.e->>'priority')::int, 0),
+		                                   coalesce((v_el.e->>'run_after')::timestamptz, now()),
+		                                   coalesce((v_el.e->>'max_attempts')::int, 1),
+		                                   (v_el.e->>'timeout')::interval,
+		                                   v_el.e->>'idempotency_key', v_el.e->>'concurrency_key');
+	END LOOP;
+	RETURN QUERY SELECT u.id FROM unnest(v_ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord;
 	EXCEPTION WHEN OTHERS THEN
 		GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT,
 		                        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
