@@ -38,7 +38,7 @@ Commands:
   stop ID                cancel a job (a running one is stopped by its worker)
   resume ID [JSON|@FILE] resume a suspended job; JSON becomes the approval's output
   retry ID               re-queue a failed, cancelled or timed-out job
-  jobs [--queue Q] [--status S] [--limit N] [--before ID]
+  jobs [--queue Q] [--kind K] [--status S] [--limit N] [--before ID]
                          list your jobs, newest first
   queues                 per-queue counts
   pause-queue NAME       stop workers claiming a queue's jobs (administrators)

@@ -38,12 +38,20 @@ out=$("$BGEXEC" jobs --queue a --status queued)
 
 # Pages: the last line names the next page's --before; the last page has none.
 out=$("$BGEXEC" jobs --limit 3)
-[[ $(tail -1 <<<"$out") == "(more: bgexec jobs --before 5)" ]] || fail "first page: $out"
+[[ $(tail -1 <<<"$out") == "(more: bgexec jobs --limit 3 --before 5)" ]] || fail "first page: $out"
 out=$("$BGEXEC" jobs --limit 3 --before 5)
-[[ $(sed -n '2,4p' <<<"$out" | cut -f1 | tr '\n' ' ') == "4 3 2 " && $(tail -1 <<<"$out") == "(more: bgexec jobs --before 2)" ]] \
+[[ $(sed -n '2,4p' <<<"$out" | cut -f1 | tr '\n' ' ') == "4 3 2 " && $(tail -1 <<<"$out") == "(more: bgexec jobs --limit 3 --before 2)" ]] \
   || fail "second page: $out"
 out=$("$BGEXEC" jobs --limit 3 --before 2)
 [[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "1 " ]] || fail "last page: $out"
+# the line is the next page's command with this one's filters (it named
+# --before alone, and run as shown listed every job)
+out=$("$BGEXEC" jobs --queue a --kind noop --status queued --limit 2)
+more=$(tail -1 <<<"$out")
+[[ $more == "(more: bgexec jobs --queue a --kind noop --status queued --limit 2 --before 3)" ]] || fail "filtered page: $out"
+more=${more#(more: bgexec }
+out=$("$BGEXEC" ${more%)}) || fail "the printed command"
+[[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "2 1 " ]] || fail "the printed command's page: $out"
 # --json: a script walks next_before to the end and sees every job once.
 python3 - "$BGEXEC" <<'PY' || fail "walking the --json pages"
 import json, subprocess, sys

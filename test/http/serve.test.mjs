@@ -84,7 +84,7 @@ test('an address it cannot listen on, or a host that does not resolve, exits 2 w
   assert.match(r.stderr, /^bgexec serve: cannot resolve --listen host no-such-host\.invalid: [^\n]+\n$/);
 });
 
-test('a tokens file that is not valid JSON, has no tokens or a token twice exits 2 saying so', async () => {
+test('a tokens file that is not valid JSON, has no tokens, a token twice or an empty one exits 2 saying so', async () => {
   const listen = ['--listen', `127.0.0.1:${await freePort()}`];
   const dir = process.env.BGEXEC_WORK;
   for (const [text, expected] of [
@@ -92,6 +92,9 @@ test('a tokens file that is not valid JSON, has no tokens or a token twice exits
     ['{}', /^bgexec serve: \S+badtok\.json has no tokens: it must map at least one token to a role\n$/],
     ['{"t": "tenant_a", "t": "tenant_b"}', /^bgexec serve: \S+badtok\.json: a token is given more than once\n$/],
     ['["t"]', /^bgexec serve: \S+badtok\.json: must be a JSON object \{token: role\}\n$/],
+    // an empty token is named as such (it was blamed on the role)
+    ['{"": "tenant_a"}', /^bgexec serve: \S+badtok\.json: a token must not be empty\n$/],
+    ['{"t": ""}', /^bgexec serve: \S+badtok\.json: every token must map to a role name\n$/],
   ]) {
     writeFileSync(`${dir}/badtok.json`, text);
     const r = spawnSync(process.env.BGEXEC_BIN, ['serve', '--tokens', `${dir}/badtok.json`, ...listen],

@@ -707,7 +707,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   co_return exit_for(row.value("status", ""));
 }
 
-// jobs [--queue Q] [--status S] [--limit N] [--before ID]: the caller's
+// jobs [--queue Q] [--kind K] [--status S] [--limit N] [--before ID]: the caller's
 // jobs, newest first, a page at a time (row-level security: a client role
 // sees its own, a superuser every role's), as GET /v1/jobs pages them.  One
 // line per job, or with --json {"jobs": [...], "next_before": ID|null}; the
@@ -760,7 +760,15 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
               << core::dump(row["max_attempts"]) << "\t" << text_of(row["created_at"], "-") << "\t"
               << text_of(row["finished_at"], "-") << "\t" << error << "\n";
   }
-  if (!next.is_null()) std::cout << "(more: bgexec jobs --before " << core::dump(next) << ")\n";
+  if (!next.is_null()) {
+    // The next page's command with this one's filters: without them it
+    // listed every job, 50 at a time.  (A row matched them, so each is a
+    // queue or kind name, a status or a number: nothing to quote.)
+    std::string more = "bgexec jobs";
+    for (const char* name : {"--queue", "--kind", "--status", "--limit"})
+      if (auto v = option(a, name)) more += std::string(" ") + name + " " + *v;
+    std::cout << "(more: " << more << " --before " << core::dump(next) << ")\n";
+  }
   check_output();
   co_return ok;
 }

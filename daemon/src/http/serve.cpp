@@ -196,7 +196,8 @@ int run_serve(const std::vector<std::string>& args) {
     // Without a token every /v1 request is 401: a mistake, not a setup.
     if (j.empty()) throw std::runtime_error(tokens_file + " has no tokens: it must map at least one token to a role");
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (!it.value().is_string() || it.key().empty() || it.value().get<std::string>().empty())
+      if (it.key().empty()) throw std::runtime_error(tokens_file + ": a token must not be empty");
+      if (!it.value().is_string() || it.value().get<std::string>().empty())
         throw std::runtime_error(tokens_file + ": every token must map to a role name");
       cfg.tokens[it.key()] = it.value().get<std::string>();
     }
