@@ -184,3 +184,28 @@ test('bgexec_queue_workers counts the live workers that claim from each queue', 
     psql(`DELETE FROM bgexec.worker WHERE id IN ('${w}-1', '${w}-2'); DELETE FROM bgexec.job WHERE id = ${r.body.id}`);
   }
 });
+
+test('the counters and gauges are right under any DateStyle, TimeZone and extra_float_digits', { timeout: 30000 }, async () => {
+  // The watermark went out as timestamptz text: under DateStyle SQL in
+  // Asia/Kolkata it read "... IST", which PostgreSQL reads as Israel's time,
+  // 3.5 h later, and every later scrape's window was empty.  Counts went out
+  // as float8 text: at extra_float_digits -15, 17 queued jobs read 20.
+  const options = "options='-c DateStyle=SQL,DMY -c TimeZone=Asia/Kolkata -c extra_float_digits=-15'";
+  const gw = await startGateway(0, ['--db', `dbname=postgres ${options}`]);
+  try {
+    const queue = uniq('metrics-style');
+    const first = await api('GET', '/metrics', { base: gw.url });  // the watermark
+    assert.equal(first.status, 200);
+    for (let i = 0; i < 20; i++) {
+      const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+      assert.equal(r.status, 201);
+    }
+    for (let i = 0; i < 3; i++) { const j = claim(queue); finish(j.job, j.lease, 'completed', {}); }
+    await sleep(5500);  // past the commit margin
+    const m = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m, `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`), 3, m);
+    assert.equal(value(m, `bgexec_jobs{queue="${queue}",status="queued"}`), 17, m);
+  } finally {
+    gw.kill();
+  }
+});

@@ -30,7 +30,11 @@ namespace {
 // began is not counted.  finish and finish_many commit in milliseconds.
 constexpr const char* commit_margin = "5 seconds";
 
-// Rows (metric, label 1, label 2, value).  'queue' rows name the known
+// Rows (metric, label 1, label 2, value).  The watermark is ISO 8601 in UTC,
+// read back the same whatever the session's DateStyle and TimeZone: as
+// timestamptz's text under DateStyle SQL in Asia/Kolkata it read "… IST",
+// which PostgreSQL reads as Israel's time, and every scrape's window was
+// empty from then on.  'queue' rows name the known
 // queues: queue_stats reads as its owner, so it names every tenant's
 // queues whatever RLS lets the login role count.  $1: the previous scrape's
 // watermark; on the first scrape, NULL, and the window starts $3 ago: when
@@ -56,7 +60,11 @@ active AS (
   SELECT queue, 'running', count(*), NULL FROM bgexec.job WHERE status = 'running' GROUP BY queue
   UNION ALL
   SELECT queue, 'suspended', count(*), NULL FROM bgexec.job WHERE status = 'suspended' GROUP BY queue)
-SELECT 'watermark' AS m, (SELECT cur::text FROM w) AS l1, NULL AS l2, NULL::float8 AS v
+-- v through numeric, whose text has every digit whatever extra_float_digits
+-- is set to (at -15, a float8 count of 17 read 20)
+SELECT m, l1, l2, v::numeric FROM (
+SELECT 'watermark' AS m, (SELECT to_char(cur AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM w) AS l1,
+       NULL AS l2, NULL::float8 AS v
 UNION ALL
 SELECT 'queue', queue, NULL, workers::float8 FROM bgexec.queue_stats
 UNION ALL
@@ -82,6 +90,7 @@ UNION ALL
 SELECT 'count', NULL, NULL, count(s)::float8 FROM fin
 UNION ALL
 SELECT 'sum', NULL, NULL, coalesce(sum(s), 0) FROM fin
+) x
 )SQL";
 
 std::string label(std::string_view v) {

@@ -166,14 +166,21 @@ void set_program(std::string program) { program_name = std::move(program); }
 
 ConnectParams::ConnectParams(const std::string& conninfo, std::string_view connection)
     : app(application_name(connection)),
+      // client_encoding after dbname, so it wins over the conninfo's: the
+      // daemon sends and reads UTF-8.  Left to the database's encoding, in
+      // a LATIN1 database "café" was stored as "cafÃ©" (its bytes read as
+      // LATIN1), and a payload with "é" submitted right failed its job as
+      // ill-formed UTF-8.  The server converts, and refuses (22P05) a
+      // character the database cannot hold.
       keywords{"keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-               "dbname", "fallback_application_name", nullptr},
+               "dbname", "fallback_application_name", "client_encoding", nullptr},
       values{TcpDefaults::keepalives_idle,
              TcpDefaults::keepalives_interval,
              TcpDefaults::keepalives_count,
              TcpDefaults::tcp_user_timeout,
              conninfo.c_str(),
              app.c_str(),
+             "UTF8",
              nullptr} {}
 
 // The same test as libpq's recognized_connection_string(): what
@@ -448,6 +455,13 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
     send_text(sql, values);
     co_await flush_out();
     last = co_await read_results(err);
+  } else if (err && !stmt.empty() && plan_changed(*err)) {
+    err.reset();
+    stmt = co_await prepare_again(sql, n, stmt);
+    if (!PQsendQueryPrepared(conn_, stmt.c_str(), n, values.data(), nullptr, nullptr, 0))
+      fail(name_ + ": send");
+    co_await flush_out();
+    last = co_await read_results(err);
   }
   if (err) throw *err;
   co_return last;
@@ -467,6 +481,29 @@ asio::awaitable<std::string> Connection::prepared_name(const std::string& sql, i
     prepared_.insert(stmt);
   }
   co_return stmt;
+}
+
+// A prepared statement whose result's row type changed since it was
+// prepared fails with 0A000 before it runs, and PostgreSQL never plans it
+// again: the extension dropped and created again made bgexec.job_status
+// another type, and a worker's finish_many (its status column) then failed
+// every job until the worker restarted.
+bool Connection::plan_changed(const Error& err) {
+  return err.sqlstate() == "0A000" &&
+         err.fields().primary.find("cached plan must not change result type") != std::string::npos;
+}
+
+// `stmt` deallocated and `sql` prepared again under its name.
+asio::awaitable<std::string> Connection::prepare_again(const std::string& sql, int params, const std::string& stmt) {
+  core::log("info", "prepared statement's result type changed, preparing it again",
+            {{"conn", name_}, {"statement", stmt}});
+  prepared_.erase(stmt);
+  send_text("DEALLOCATE " + stmt, {});
+  co_await flush_out();
+  std::optional<Error> err;
+  co_await read_results(err);
+  if (err && err->sqlstate() != "26000") throw *err;  // 26000: already gone
+  co_return co_await prepared_name(sql, params);
 }
 
 // The prepared statement is gone although we made it (26000): a
@@ -553,6 +590,14 @@ asio::awaitable<Result> Connection::query_after_locked(const std::string& setup,
     if (setup_err && !stmt.empty() && setup_err->sqlstate() == "26000") {
       prepared_lost(*setup_err);  // nothing ran: all of it again, as text
       stmt.clear();
+      continue;
+    }
+    if (setup_err && !stmt.empty() && plan_changed(*setup_err)) {
+      try {
+        stmt = co_await prepare_again(setup, setup_n, stmt);  // nothing ran: all of it again
+      } catch (const Error& e) {
+        throw SetupError(e);
+      }
       continue;
     }
     if (setup_err) throw SetupError(*setup_err);

@@ -159,8 +159,8 @@ struct ConnectParams {
   ConnectParams(const ConnectParams&) = delete;  // values point into app
   ConnectParams& operator=(const ConnectParams&) = delete;
   std::string app;
-  const char* keywords[7];
-  const char* values[7];
+  const char* keywords[8];
+  const char* values[8];
 };
 
 // Why libpq would refuse `conninfo` before connecting (an unknown keyword,
@@ -253,6 +253,8 @@ class Connection {
   asio::awaitable<std::string> prepared_name(const std::string& sql, int params);
   bool closed_while_idle() const;
   void prepared_lost(const Error& err);
+  static bool plan_changed(const Error& err);
+  asio::awaitable<std::string> prepare_again(const std::string& sql, int params, const std::string& stmt);
   asio::awaitable<nlohmann::json> query_rows_locked(const std::string& sql, const Params& params,
                                                     std::size_t max_bytes);
   asio::awaitable<void> wait(bool write);
