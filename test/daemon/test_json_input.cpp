@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "core/json_input.hpp"
 #include "core/utf8.hpp"
@@ -163,8 +164,9 @@ JsonInput exact(const std::string& text) {
   return parse_json_input(text, max_json_depth, DuplicateKeys::last_wins, Numbers::exact);
 }
 
-// Numbers::exact: a number a double would not write back as given is a raw
-// number, which core::dump writes as read; the rest are nlohmann's.
+// Numbers::exact: a number a double would not write back as jsonb stores
+// it is a raw number, which core::dump writes as stored; the rest are
+// nlohmann's.
 TEST(JsonInput, ExactNumbersKeepTheirText) {
   const std::string text =
       R"({"big": 123456789012345678901234567890, "dec": 0.10000000000000000001, "z": 2.50,)"
@@ -181,12 +183,129 @@ TEST(JsonInput, ExactNumbersKeepTheirText) {
   EXPECT_TRUE(r.value["i"].is_number_integer());
   EXPECT_FALSE(r.value["z"].is_number());  // not a number to nlohmann
   EXPECT_EQ(dump(r.value),
-            R"({"arr":[1.10,3,{"e":1E+2}],"big":123456789012345678901234567890,)"
+            R"({"arr":[1.10,3,{"e":100}],"big":123456789012345678901234567890,)"
             R"("dec":0.10000000000000000001,"i":42,"neg":-9223372036854775809,"one":1.0,"plain":2.5,)"
             R"("tiny":0.0000001,"z":2.50})");
   // As a scalar document, and inside arrays only.
   EXPECT_EQ(dump(exact("123456789012345678901234567890").value), "123456789012345678901234567890");
   EXPECT_EQ(dump(exact("[[0.30000000000000000001]]").value), "[[0.30000000000000000001]]");
+}
+
+// Each number as PostgreSQL 15 stores it in jsonb (numeric_in, then
+// numeric_out).  What the server printed for the inputs, in order:
+//   select '[1e2, 2.50E+1, -0.0, 1.5e-3, 1e-20, 123.4500e1, 0e5, -0e-3, 1E+0,
+//            12345678901234567890123]'::jsonb;
+//   [100, 25.0, 0.0, 0.0015, 0.00000000000000000001, 1234.500, 0, 0.000, 1,
+//    12345678901234567890123]
+//   select '[-0, -0.5e1, 1.50, 0.0000001, 1e+16, 0.1e1, 100e-2, 1e-05, 0.001e5,
+//            -1.0e-2, 2.5, 1.0, -12345678901234567890123, 18446744073709551616,
+//            1e05]'::jsonb;
+//   [0, -5, 1.50, 0.0000001, 10000000000000000, 1, 1.00, 0.00001, 100,
+//    -0.010, 2.5, 1.0, -12345678901234567890123, 18446744073709551616, 100000]
+TEST(JsonInput, ExactNumbersAsJsonbStoresThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"1e2", "100"},
+      {"2.50E+1", "25.0"},
+      {"-0.0", "0.0"},
+      {"1.5e-3", "0.0015"},
+      {"1e-20", "0.00000000000000000001"},
+      {"123.4500e1", "1234.500"},
+      {"0e5", "0"},
+      {"-0e-3", "0.000"},
+      {"1E+0", "1"},
+      {"12345678901234567890123", "12345678901234567890123"},
+      {"-0", "0"},
+      {"-0.5e1", "-5"},
+      {"1.50", "1.50"},
+      {"0.0000001", "0.0000001"},
+      {"1e+16", "10000000000000000"},
+      {"0.1e1", "1"},
+      {"100e-2", "1.00"},
+      {"1e-05", "0.00001"},
+      {"0.001e5", "100"},
+      {"-1.0e-2", "-0.010"},
+      {"2.5", "2.5"},
+      {"1.0", "1.0"},
+      {"-12345678901234567890123", "-12345678901234567890123"},
+      {"18446744073709551616", "18446744073709551616"},
+      {"1e05", "100000"},
+  };
+  std::string array = "[", stored = "[";
+  for (const auto& [in, out] : cases) {
+    auto r = exact(in);
+    ASSERT_TRUE(r) << in;
+    EXPECT_EQ(dump(r.value), out) << in;
+    array += (array.size() > 1 ? ", " : "") + std::string(in);
+    stored += (stored.size() > 1 ? "," : "") + std::string(out);
+  }
+  EXPECT_EQ(dump(exact(array + "]").value), stored + "]");
+  // A double where it writes the number back so (25.0, 0.0015), nlohmann's
+  // integer for -0, a raw number for the rest.
+  EXPECT_TRUE(exact("2.50E+1").value.is_number_float());
+  EXPECT_TRUE(exact("1.5e-3").value.is_number_float());
+  EXPECT_TRUE(exact("-0").value.is_number_integer());
+  EXPECT_EQ(raw_number_text(exact("1e2").value), "100");
+  EXPECT_EQ(raw_number_text(exact("-0.0").value), "0.0");
+  EXPECT_EQ(number_of(exact("1e2").value), 100.0);
+}
+
+// numeric's widest: a display scale of 16383 (NUMERIC_DSCALE_MASK), and
+// whatever a double holds before the point (nlohmann refuses the rest).
+// The server's lengths and ends:
+//   select length(x::jsonb::text), left(x::jsonb::text, 8), right(x::jsonb::text, 8)
+//   1e-16383                  16385 | 0.000000 | 00000001
+//   0.5e-16382                16385 | 0.000000 | 00000005
+//   -0e-16383                 16385 | 0.000000 | 00000000
+//   5e-324                      326 | 0.000000 | 00000005
+//   1e-400                      402 | 0.000000 | 00000001
+//   1e308                       309 | 10000000 | 00000000
+//   -1.7976931348623157e308     310 | -1797693 | 00000000
+//   0e1073741822                  1 | 0        | 0
+TEST(JsonInput, ExactNumbersAtNumericsLimits) {
+  auto stored = [](const std::string& in) { return dump(exact(in).value); };
+  EXPECT_EQ(stored("1e-16383"), "0." + std::string(16382, '0') + "1");
+  EXPECT_EQ(stored("0.5e-16382"), "0." + std::string(16382, '0') + "5");
+  EXPECT_EQ(stored("-0e-16383"), "0." + std::string(16383, '0'));
+  EXPECT_EQ(stored("5e-324"), "0." + std::string(323, '0') + "5");
+  EXPECT_EQ(stored("1e-400"), "0." + std::string(399, '0') + "1");
+  EXPECT_EQ(stored("1e308"), "1" + std::string(308, '0'));
+  EXPECT_EQ(stored("-1.7976931348623157e308"), "-17976931348623157" + std::string(292, '0'));
+  EXPECT_EQ(stored("0e1073741822"), "0");
+}
+
+// What numeric_in refuses stays as written (the database refuses it so):
+//   select '1e-16384'::jsonb;      ERROR:  value overflows numeric format
+//   select '0.0e-16383'::jsonb;    ERROR:  value overflows numeric format
+//   select '0e-1073741822'::jsonb; ERROR:  value overflows numeric format
+//   select '0e1073741823'::jsonb;  ERROR:  value overflows numeric format
+// (an exponent of INT_MAX / 2 or more either way; else a display scale
+// past 16383), never written out digit by digit.
+TEST(JsonInput, ExactNumbersNumericRefusesStayAsWritten) {
+  for (const char* in : {"1e-16384", "0.0e-16383", "0e-1073741822", "0e1073741823", "0e-99999999999999999999",
+                         "-1e-1073741823"}) {
+    auto r = exact(in);
+    ASSERT_TRUE(r) << in;
+    EXPECT_EQ(raw_number_text(r.value), in);
+  }
+}
+
+// Numbers written as stored add at most the document's own size to it (or
+// 32 KiB to a short one); past that, the rest stay as written.
+TEST(JsonInput, ExactNumbersGrowADocumentBoundedly) {
+  // Short: the floor takes one number of 16385 bytes, and a second.
+  EXPECT_EQ(dump(exact("[1e-16383, 1e-16383]").value).size(), 2 * 16385 + 3);
+  // 200 000 of them (1.8 MB, each 16385 bytes as stored: 3.3 GB): the first
+  // ones stored, the rest as written.
+  std::string many = "[";
+  for (int i = 0; i < 200000; ++i) many += i ? ",1e-16383" : "1e-16383";
+  many += "]";
+  auto r = exact(many);
+  ASSERT_TRUE(r);
+  const std::string out = dump(r.value);
+  EXPECT_LE(out.size(), 2 * many.size() + (1 << 15));
+  EXPECT_GT(out.size(), 2 * many.size() - 16385);
+  EXPECT_EQ(raw_number_text(r.value[0]).size(), 16385u);
+  EXPECT_EQ(raw_number_text(r.value[199999]), "1e-16383");
 }
 
 TEST(JsonInput, DoublesByDefault) {

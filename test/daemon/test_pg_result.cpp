@@ -1,7 +1,8 @@
 // pg::Result::to_json against a real PostgreSQL (the CTest fixture
 // pg_cluster, BGEXEC_TEST_DB; skipped without it): with exact_numbers, the
-// numbers of numeric, json and jsonb cells are written back by core::dump as
-// the server printed them; without it, as the doubles a worker reads.
+// numbers of numeric, json, jsonb and float cells are written back by
+// core::dump as jsonb stores them (numeric and jsonb: as the server printed
+// them); without it, as the doubles a worker reads.
 #include <gtest/gtest.h>
 
 #include "core/utf8.hpp"
@@ -37,6 +38,19 @@ TEST_F(PgResult, ExactNumbersAsStored) {
   EXPECT_TRUE(row["j"]["d"].is_number_float());
   EXPECT_TRUE(row["j"]["a"][1].is_number_integer());
   EXPECT_TRUE(row["f"].is_number_float());
+}
+
+// A json cell keeps its text as written, a float8 cell is float8's text;
+// exact, their numbers are as jsonb would store them (a sql step's rows are
+// stored so, and a re-run reads them back so).  The server's texts:
+//   SELECT '{"n": 1e2, "z": -0.0}'::json, 1.5e-7::float8, 1e16::float8;
+//   {"n": 1e2, "z": -0.0} | 1.5e-07 | 1e+16
+//   SELECT '{"n": 1e2, "z": -0.0}'::jsonb, '1.5e-07'::jsonb, '1e+16'::jsonb;
+//   {"n": 100, "z": 0.0} | 0.00000015 | 10000000000000000
+TEST_F(PgResult, ExactNumbersAsJsonbStoresThem) {
+  SyncConnection c(test_db(), "unit");
+  auto r = c.exec("SELECT '{\"n\": 1e2, \"z\": -0.0}'::json AS j, 1.5e-7::float8 AS f, 1e16::float8 AS g");
+  EXPECT_EQ(core::dump(r.to_json(true)), R"([{"f":0.00000015,"g":10000000000000000,"j":{"n":100,"z":0.0}}])");
 }
 
 TEST_F(PgResult, DoublesByDefault) {

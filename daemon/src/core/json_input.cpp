@@ -1,6 +1,8 @@
 #include "json_input.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
@@ -37,14 +39,90 @@ bool plain_name(const std::string& k) {
   return true;
 }
 
+// What numeric_in takes (PostgreSQL 15, utils/adt/numeric.c): an exponent
+// under INT_MAX / 2 either way (set_var_from_str), then a display scale
+// that fits NUMERIC_DSCALE_MASK and a weight, in base-10000 digits, that
+// fits an int16 (make_result).  Past them: "value overflows numeric format".
+constexpr long long numeric_max_exponent = INT_MAX / 2;  // refused from here on
+constexpr long long numeric_max_dscale = 0x3FFF;
+constexpr long long numeric_min_weight = -32768, numeric_max_weight = 32767;
+
+// A number written as stored may add this much to a document however short
+// it is: more than the longest numeric writes a number in a double's range
+// ("-0." and 16383 digits; 1e308 is 309).
+constexpr std::size_t numeric_growth_floor = 1 << 15;
+
+// A JSON number's text as jsonb stores it, which is numeric's (numeric_in,
+// then numeric_out): the display scale is the digits after the point less
+// the exponent (at least 0), and the value is written with exactly that
+// many after the point, with no leading zeros ("0" before the point when
+// nothing else) and no sign on zero.  1e2 is 100, 2.50E+1 is 25.0, -0.0 is
+// 0.0, 1.5e-3 is 0.0015.  No rounding: the digits it keeps are those
+// given, moved by the exponent.  Nullopt for a number numeric_in refuses
+// (which the database refuses as written), and for one longer than
+// `max_size` as stored, found before it is written.
+std::optional<std::string> numeric_text(std::string_view text, std::size_t max_size) {
+  const bool negative = !text.empty() && text.front() == '-';
+  if (negative) text.remove_prefix(1);
+  long long exponent = 0;
+  const auto e = text.find_first_of("eE");
+  if (e != std::string_view::npos) {
+    std::string_view x = text.substr(e + 1);
+    const bool down = !x.empty() && x.front() == '-';
+    if (!x.empty() && (x.front() == '-' || x.front() == '+')) x.remove_prefix(1);
+    for (char c : x) {  // digits only (JSON's grammar); leading zeros allowed
+      exponent = exponent * 10 + (c - '0');
+      if (exponent >= numeric_max_exponent) return std::nullopt;
+    }
+    if (down) exponent = -exponent;
+    text = text.substr(0, e);
+  }
+  const auto dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view fraction = dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
+  const auto n = static_cast<long long>(whole.size() + fraction.size());
+  // The i-th of the number's digits (the whole part's, then the fraction's); 0 outside them.
+  auto digit = [&](long long i) -> char {
+    if (i < 0 || i >= n) return '0';
+    const auto u = static_cast<std::size_t>(i);
+    return u < whole.size() ? whole[u] : fraction[u - whole.size()];
+  };
+  const long long point = static_cast<long long>(whole.size()) + exponent;  // digits before the point
+  const long long dscale = std::max(0LL, static_cast<long long>(fraction.size()) - exponent);
+  if (dscale > numeric_max_dscale) return std::nullopt;
+  long long first = 0;  // the first digit not 0; n when the number is zero
+  while (first < n && digit(first) == '0') ++first;
+  const bool zero = first == n;
+  if (!zero) {
+    const long long dweight = point - 1 - first;  // its power of ten
+    const long long weight = dweight >= 0 ? dweight / 4 : -((-dweight - 1) / 4 + 1);
+    if (weight < numeric_min_weight || weight > numeric_max_weight) return std::nullopt;
+  }
+  // Digits before the point: from the first not 0 (its weight bounds them), else a 0.
+  const long long int_digits = zero || first >= point ? 0 : point - first;
+  const auto size = static_cast<std::size_t>((negative && !zero) + std::max(int_digits, 1LL) +
+                                             (dscale > 0 ? 1 + dscale : 0));
+  if (size > max_size) return std::nullopt;
+  std::string out;
+  out.reserve(size);
+  if (negative && !zero) out += '-';
+  if (int_digits == 0) out += '0';
+  for (long long i = point - int_digits; i < point; ++i) out += digit(i);
+  if (dscale > 0) {
+    out += '.';
+    for (long long i = point; i < point + dscale; ++i) out += digit(i);
+  }
+  return out;
+}
+
 // Builds the document from nlohmann's SAX events, as its own DOM parser
 // does, and stops (returns false) at the first container nested past the
 // limit or, when refusing them, the first key its object already has: the
 // object's own insert finds that, so no extra set of keys is kept.
 class Builder {
  public:
-  Builder(JsonInput& out, std::size_t max_depth, DuplicateKeys duplicates, Numbers numbers)
-      : out_(out), max_depth_(max_depth), duplicates_(duplicates), numbers_(numbers) {}
+  Builder(JsonInput& out, std::size_t max_depth, DuplicateKeys duplicates, Numbers numbers, std::size_t growth)
+      : out_(out), max_depth_(max_depth), duplicates_(duplicates), numbers_(numbers), growth_left_(growth) {}
 
   bool null() { return put(nullptr); }
   bool boolean(bool v) { return put(v); }
@@ -52,10 +130,16 @@ class Builder {
   bool number_unsigned(json::number_unsigned_t v) { return put(v); }
   // nlohmann reads as a double every number with a fraction or an exponent,
   // and every integer past int64 and uint64; `text` is the number as read.
+  // Exact, it is the number as jsonb stores it, while the document grows
+  // by no more than growth_left_; past that (or when numeric refuses it) as
+  // read.
   bool number_float(json::number_float_t v, const json::string_t& text) {
     if (numbers_ == Numbers::exact) {
+      const auto stored = numeric_text(text, text.size() + growth_left_);
+      if (stored && stored->size() > text.size()) growth_left_ -= stored->size() - text.size();
+      const std::string& t = stored ? *stored : text;
       json d = v;
-      if (d.dump() != text) return put(raw_number(text));
+      if (d.dump() != t) return put(raw_number(t));
     }
     return put(v);
   }
@@ -153,6 +237,7 @@ class Builder {
   std::size_t max_depth_;
   DuplicateKeys duplicates_;
   Numbers numbers_;
+  std::size_t growth_left_;  // bytes numbers written as stored may still add to the document
   std::vector<Frame> stack_;
   json* element_ = nullptr;  // the member of the innermost object whose key came last
 };
@@ -200,7 +285,11 @@ JsonInput parse_json_input(std::string_view text, std::size_t max_depth, Duplica
     out.message = "a byte order mark (U+FEFF) before the document";
     return out;
   }
-  Builder builder(out, max_depth, duplicates, numbers);
+  // A number written as stored may be far longer than as read (1e-16383
+  // is 16385 bytes): all told, they may add as much as the document holds,
+  // or a number's worth to a short one, so that a step's 16 MiB of output
+  // takes no more than twice that, not gigabytes.
+  Builder builder(out, max_depth, duplicates, numbers, std::max(text.size(), numeric_growth_floor));
   bool ok = false;
   try {
     ok = json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json, true);

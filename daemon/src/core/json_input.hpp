@@ -34,11 +34,17 @@ enum class DuplicateKeys { last_wins, refuse };
 
 // What parse_json_input makes of a number: nlohmann's int64, uint64 or
 // double (a decimal past 17 digits or an integer past 2^64 rounded), or
-// with Numbers::exact, for a number a double would not write back as given
-// (123456789012345678901234567890, 0.10000000000000000001, 2.50), a raw
-// number holding its text, which core::dump writes as it was read.  For
-// JSON bgexec passes on (the database's, which prints numbers as stored; a
-// step's output), not for requests it checks and sends on as text.
+// with Numbers::exact, the number as jsonb stores it, PostgreSQL's numeric
+// (1e2 is 100, 2.50E+1 is 25.0, -0.0 is 0.0): a double when the double
+// writes that back, else (123456789012345678901234567890,
+// 0.10000000000000000001, 2.50, 100) a raw number holding that text, which
+// core::dump writes.  So a step's output reads the same in the run that
+// printed it as in a re-run reading it back from the database.  A number
+// numeric refuses (1e-16384) stays as written, and so do those past what
+// numbers so written may add to a document (its own size, or 32 KiB to a
+// short one: 1e-16383 is 16385 bytes).  For JSON bgexec passes on (the
+// database's, which prints numbers as stored; a step's output), not for
+// requests it checks and sends on as text.
 enum class Numbers { doubles, exact };
 
 // A raw number: its JSON text kept as read (a binary value of subtype

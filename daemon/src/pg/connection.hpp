@@ -98,9 +98,12 @@ class Result {
   std::optional<std::string> get(int r, int c) const;
   std::optional<std::string> get(int r, std::string_view name) const;
   // Rows as a JSON array of objects; numbers, booleans and json/jsonb keep their type.
-  // exact_numbers: a number a double would round (numeric and json/jsonb
-  // hold any precision) is a raw number (core/json_input.hpp), which
-  // core::dump writes as stored; for answers to clients.  Without it, a
+  // exact_numbers: numbers as jsonb stores them (core/json_input.hpp,
+  // Numbers::exact), a raw number where a double would round them (numeric
+  // and json/jsonb hold any precision): numeric and jsonb as the server
+  // printed them, json and float8 as numeric would (1e+16 is
+  // 10000000000000000), which is how a sql step's rows are stored and read
+  // back; for answers to clients and a sql step's rows.  Without it, a
   // double, as a worker reads JSON.  A json/jsonb value nested deeper than
   // max_depth is its text (a string), and *too_deep, when given, names its
   // column.

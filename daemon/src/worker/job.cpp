@@ -74,7 +74,9 @@ std::string trim_newline(std::string s) {
 
 // Whether the output stands in for `text` exactly (its text if a string,
 // else its compact JSON, as core::render reads a stdout not recorded),
-// without copying a text output (up to 16 MiB) to compare it.
+// without copying a text output (up to 16 MiB) to compare it.  Compact
+// JSON with its numbers as stored: {"n":1e2} printed is not its output
+// {"n":100}, and is recorded.
 bool renders_stdout(const json& output, const std::string& text) {
   if (output.is_string()) return output.get_ref<const std::string&>() == text;
   return !output.is_null() && core::dump(output) == text;
