@@ -38,6 +38,12 @@ SELECT id AS r1, lease AS l1 FROM bgexec.job WHERE queue = 'runq' AND status = '
 SELECT bgexec.finish(:r1, :l1, 'completed', '{}');
 SELECT count(*) FROM bgexec.claim('w', '{runq}', 10);
 SELECT count(*) FROM bgexec.job WHERE queue = 'runq' AND status = 'running';
+-- a capped queue's claim, as the fast path's, takes no job before its run_after
+SELECT (bgexec.configure_queue('laterq', max_running => 5)).name;
+SELECT bgexec.submit('noop', queue => 'laterq', run_after => now() + interval '1 hour') > 0 AS later,
+       bgexec.submit('noop', queue => 'laterq') > 0 AS now;
+SELECT count(*) FROM bgexec.claim('w', '{laterq}', 10);
+SELECT count(*) FROM bgexec.job WHERE queue = 'laterq' AND status = 'queued' AND run_after > now();
 -- max_running_per_key: at most 1 running per key; other keys and keyless jobs still run
 SELECT (bgexec.configure_queue('keyq', max_running_per_key => 1)).name;
 SELECT bgexec.submit('noop', queue => 'keyq', concurrency_key => 'tenant-a'),

@@ -45,6 +45,14 @@ SELECT bgexec.finish(:r, :rl, 'failed', '{"message": "x"}');
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');  -- the submit's wake
 SELECT bgexec.retry(:r);
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- and for a resume (a queue of its own: the claim takes what it finds)
+SELECT bgexec.submit('noop', queue => 'wr') AS s \gset
+SELECT lease AS sl FROM bgexec.claim('wz', '{wr}', 1) \gset
+SELECT bgexec.finish(:s, :sl, 'suspended', '{}');
+SELECT jobs FROM bgexec.await_work('ww', '{wr}', 2, '0');  -- nothing to claim
+SELECT bgexec.resume(:s);
+SELECT jobs FROM bgexec.await_work('ww', '{wr}', 2, '0');
+DELETE FROM bgexec.job WHERE queue = 'wr';
 SELECT (bgexec.configure_queue('wq', paused => true)).paused;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT (bgexec.configure_queue('wq', paused => false)).paused;
