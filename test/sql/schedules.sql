@@ -121,6 +121,13 @@ UPDATE bgexec.schedule SET next_run_at = '2026-01-01 00:01+00' WHERE name = 'one
 SELECT bgexec._fire_schedules() AS fired_while_queued;
 SELECT overlap, regexp_replace(last_error, 'job \d+', 'job N') AS last_error, next_run_at > now() AS moved_on
   FROM bgexec.schedule WHERE name = 'one-at-a-time';
+-- a skipped tick is no run: the last run's time and job are kept, and so
+-- the next tick is skipped too while that job is unfinished
+SELECT last_run_at = '2026-01-01 00:00+00' AS last_run_kept,
+       last_job_id = (SELECT id FROM bgexec.job WHERE queue = 'sch-one') AS last_job_kept
+  FROM bgexec.schedule WHERE name = 'one-at-a-time';
+UPDATE bgexec.schedule SET next_run_at = '2026-01-01 00:01:30+00' WHERE name = 'one-at-a-time';
+SELECT bgexec._fire_schedules() AS fired_while_queued_again;
 SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-one';
 -- once that job has ended, the next tick fires
 SELECT bgexec.finish(job_id, lease, 'completed') FROM bgexec.claim('w', '{sch-one}', 1);
