@@ -8,6 +8,17 @@ SET ROLE regress_bob;
 -- bob cannot see alice's job, by table or by function (P0002: no such job, for him)
 SELECT count(*) FROM bgexec.job WHERE id = :a;
 SELECT count(*) FROM bgexec.job_event WHERE job_id = :a;
+-- nor the events of one that has some (alice's, claimed by a worker)
+RESET ROLE;
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'sec-ev') AS ae \gset
+RESET ROLE;
+SELECT count(*) AS claimed FROM bgexec.claim('wsec', '{sec-ev}', 1);
+SET ROLE regress_alice;
+SELECT count(*) AS alice_sees FROM bgexec.job_event WHERE job_id = :ae;
+RESET ROLE;
+SET ROLE regress_bob;
+SELECT count(*) AS bob_sees FROM bgexec.job_event WHERE job_id = :ae;
 \set VERBOSITY sqlstate
 SELECT * FROM bgexec.events(:a);
 -- bob cannot stop, resume or retry it (it "does not exist" for him)

@@ -90,6 +90,16 @@ SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
 RELEASE SAVEPOINT s;
 COMMIT;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- a released subtransaction's wake belongs to its parent: a later
+-- subtransaction at the same depth rolled back does not take it along
+BEGIN;
+SAVEPOINT s;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+RELEASE SAVEPOINT s;
+SAVEPOINT t;
+ROLLBACK TO SAVEPOINT t;
+COMMIT;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT bgexec.submit('noop', queue => 'elsewhere') > 0 AS submitted;
 SELECT bgexec.submit('noop', queue => 'wq', run_after => now() + interval '1 hour') > 0 AS later;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 0, '0');
