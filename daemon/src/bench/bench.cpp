@@ -13,6 +13,9 @@
 //              + 100k queued rows, at 1/4/16/64 workers; and at each worker
 //              count, idle workers under a trickle of single submits
 // Every drain ends with the exactly-once check (missing, duplicates).
+// The bench's statements name pg_catalog's built-ins a user could shadow
+// (pg/connection.hpp): the = of the enum job_status, an int times an
+// interval, percentile_cont, jsonb_build_object, pg_total_relation_size...
 #include "bench/bench.hpp"
 
 #include "bench/procs.hpp"
@@ -280,7 +283,7 @@ Check check_exactly_once(pg::SyncConnection& c, const std::string& queue, long l
                  count(*) FILTER (WHERE ev.kind IN ('completed', 'failed', 'cancelled', 'timed_out')) AS terminal
             FROM bgexec.job_event ev WHERE ev.job_id IN (SELECT id FROM j) GROUP BY ev.job_id)
     SELECT count(*),
-           count(*) FILTER (WHERE j.status = 'completed' AND coalesce(e.started, 0) >= 1
+           count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'completed' AND coalesce(e.started, 0) >= 1
                               AND coalesce(e.terminal, 0) >= 1),
            coalesce(sum(greatest(coalesce(e.started, 0) - j.attempt, 0)
                         + greatest(coalesce(e.terminal, 0) - 1, 0)
@@ -352,8 +355,10 @@ Drain drain(const Options& o, const std::string& queue, long long n, int w, int 
       // newest finished_at (the end of job_finished_idx) for stall detection:
       // the drain has stalled when no job has finished for 60 s.
       bool busy = mon->scalar(
-                      "SELECT EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status = 'queued')"
-                      " OR EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status = 'running')",
+                      "SELECT EXISTS (SELECT FROM bgexec.job"
+                      "                WHERE queue = $1 AND status OPERATOR(pg_catalog.=) 'queued')"
+                      " OR EXISTS (SELECT FROM bgexec.job"
+                      "             WHERE queue = $1 AND status OPERATOR(pg_catalog.=) 'running')",
                       {queue}) == "t";
       ++monitor_stmts;
       if (!busy) break;
@@ -370,7 +375,9 @@ Drain drain(const Options& o, const std::string& queue, long long n, int w, int 
           last_progress = Clock::now();
         } else if (secs_since(last_progress) > 60) {
           auto left = mon->scalar(
-              "SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running')", {queue});
+              "SELECT count(*) FROM bgexec.job"
+              " WHERE queue = $1 AND status OPERATOR(pg_catalog.=) ANY ('{queued,running}')",
+              {queue});
           ++monitor_stmts;
           note("drain stalled with " + left + " jobs left");
           break;
@@ -464,7 +471,8 @@ long long wait_settled(pg::SyncConnection& c, const std::string& queue, double t
   long long stmts = 0;
   for (;;) {
     ++stmts;
-    if (c.scalar("SELECT EXISTS (SELECT FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running'))",
+    if (c.scalar("SELECT EXISTS (SELECT FROM bgexec.job"
+                 "               WHERE queue = $1 AND status OPERATOR(pg_catalog.=) ANY ('{queued,running}'))",
                  {queue}) != "t" ||
         secs_since(t0) > timeout_s)
       return stmts;
@@ -476,8 +484,8 @@ long long wait_settled(pg::SyncConnection& c, const std::string& queue, double t
 // started jobs, in ms: p50, p95, p99, max, min.
 json pickup_ms(pg::SyncConnection& c, const std::string& queue) {
   auto r = c.exec(
-      "SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms), max(ms), min(ms)"
-      "  FROM (SELECT extract(epoch FROM started_at - created_at) * 1000 AS ms"
+      "SELECT pg_catalog.percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms), max(ms), min(ms)"
+      "  FROM (SELECT extract(epoch FROM started_at - created_at) OPERATOR(pg_catalog.*) 1000 AS ms"
       "          FROM bgexec.job WHERE queue = $1 AND started_at IS NOT NULL) s",
       {queue});
   std::string arr = r.get(0, 0).value_or("{0,0,0}");
@@ -567,13 +575,15 @@ json worker_rss(const Options& o) {
   auto t0 = Clock::now();
   long long running = 0;
   while (secs_since(t0) < 10) {
-    running = to_ll(c.scalar("SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status = 'running'", {queue}));
+    running = to_ll(c.scalar(
+        "SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status OPERATOR(pg_catalog.=) 'running'", {queue}));
     if (running >= slots) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   long busy = rss_kib(ws.pids()[0]);
-  while (to_ll(c.scalar("SELECT count(*) FROM bgexec.job WHERE queue = $1 AND status IN ('queued', 'running')",
+  while (to_ll(c.scalar("SELECT count(*) FROM bgexec.job"
+                        " WHERE queue = $1 AND status OPERATOR(pg_catalog.=) ANY ('{queued,running}')",
                         {queue})) > 0 &&
          secs_since(t0) < 30)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -625,11 +635,12 @@ void load_state(const Options& o, const std::string& history_q, const std::strin
         INSERT INTO bgexec.job (queue, kind, owner, status, payload, result, attempt, run_after,
                                 created_at, started_at, finished_at, last_seq)
         SELECT $1, 'noop', current_user, 'completed', '{}', '{}', 1, ts, ts, ts, ts + interval '1 ms', 2
-          FROM (SELECT now() - interval '2 days' + g * interval '100 ms' AS ts
+          FROM (SELECT now() - interval '2 days' + (g OPERATOR(pg_catalog.*) interval '100 ms') AS ts
                   FROM generate_series(1, $2::int) g) s
         RETURNING id, started_at, finished_at)
       INSERT INTO bgexec.job_event (job_id, seq, kind, data, created_at)
-      SELECT id, 1, 'started', jsonb_build_object('attempt', 1, 'worker', 'history', 'lease', 0), started_at FROM ins
+      SELECT id, 1, 'started', pg_catalog.jsonb_build_object('attempt', 1, 'worker', 'history', 'lease', 0),
+             started_at FROM ins
       UNION ALL
       SELECT id, 2, 'completed', '{"result": {}}', finished_at FROM ins)",
            {history_q, std::to_string(n)});
@@ -648,9 +659,10 @@ void load_state(const Options& o, const std::string& history_q, const std::strin
 // Sizes of the hot tables, for the record.
 json table_sizes(pg::SyncConnection& c) {
   auto r = c.exec(
-      "SELECT (SELECT count(*) FROM bgexec.job), (SELECT count(*) FROM bgexec.job WHERE status = 'queued'),"
+      "SELECT (SELECT count(*) FROM bgexec.job),"
+      " (SELECT count(*) FROM bgexec.job WHERE status OPERATOR(pg_catalog.=) 'queued'),"
       " (SELECT count(*) FROM bgexec.job_event),"
-      " pg_total_relation_size('bgexec.job'), pg_total_relation_size('bgexec.job_event')");
+      " pg_catalog.pg_total_relation_size('bgexec.job'), pg_catalog.pg_total_relation_size('bgexec.job_event')");
   return {{"jobs", to_ll(r.get(0, 0).value_or("0"))}, {"queued", to_ll(r.get(0, 1).value_or("0"))},
           {"events", to_ll(r.get(0, 2).value_or("0"))}, {"job_bytes", to_ll(r.get(0, 3).value_or("0"))},
           {"job_event_bytes", to_ll(r.get(0, 4).value_or("0"))}};
@@ -940,9 +952,9 @@ int run_bench(const std::vector<std::string>& args) {
     c.exec("SET client_min_messages = warning");
     c.exec("CREATE EXTENSION IF NOT EXISTS bgexec");
     auto settings = c.exec(
-        "SELECT current_setting('server_version'), current_setting('fsync'),"
-        " current_setting('synchronous_commit'), current_setting('shared_buffers'),"
-        " current_setting('wal_level'), current_setting('max_connections')");
+        "SELECT pg_catalog.current_setting('server_version'), pg_catalog.current_setting('fsync'),"
+        " pg_catalog.current_setting('synchronous_commit'), pg_catalog.current_setting('shared_buffers'),"
+        " pg_catalog.current_setting('wal_level'), pg_catalog.current_setting('max_connections')");
     r["config"] = {{"jobs", o.jobs}, {"rounds", o.rounds}, {"batch", o.batch}, {"enqueue_clients", o.enqueue_clients},
                    {"workers", o.workers}, {"concurrency", o.concurrency}, {"pickup_jobs", o.pickup_jobs},
                    {"pickup_gap_ms", o.pickup_gap_ms}, {"ref_clients", o.ref_clients},

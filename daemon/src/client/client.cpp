@@ -481,9 +481,11 @@ asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id, bool waiting =
   std::optional<pg::Result> r;
   try {
     // queue_stats, not the worker table: clients may read the view only.
+    // pg_catalog's = of enums (pg/connection.hpp: built-ins a user could shadow).
     r = co_await s.conn.query(
         "SELECT s.queue, s.paused, s.workers FROM bgexec.queue_stats s"
-        " WHERE s.queue = (SELECT j.queue FROM bgexec.job j WHERE j.id = $1 AND j.status = 'queued')",
+        " WHERE s.queue = (SELECT j.queue FROM bgexec.job j"
+        "                   WHERE j.id = $1 AND j.status OPERATOR(pg_catalog.=) 'queued')",
         ip);
   } catch (const pg::Error&) {
     co_return;  // only a note: the wait reports what is wrong with the connection
@@ -730,7 +732,7 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
       "SELECT id, status::text AS status, queue, kind, attempt, max_attempts, priority, owner, " + when +
           ", error FROM bgexec.job"
           " WHERE ($1::text IS NULL OR queue = $1::text)"
-          " AND ($2::bgexec.job_status IS NULL OR status = $2::bgexec.job_status)"
+          " AND ($2::bgexec.job_status IS NULL OR status OPERATOR(pg_catalog.=) $2::bgexec.job_status)"
           " AND ($3::bigint IS NULL OR id < $3::bigint) AND ($5::text IS NULL OR kind = $5::text)"
           " ORDER BY id DESC LIMIT $4::int",
       p);
@@ -1001,7 +1003,7 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
 asio::awaitable<int> cmd_workers(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("workers takes no arguments");
   const std::string sql =
-      "SELECT id, host, pid, array_to_json(queues) AS queues, concurrency, in_flight, alive, " +
+      "SELECT id, host, pid, pg_catalog.array_to_json(queues) AS queues, concurrency, in_flight, alive, " +
       pg::utc_iso("started_at") +
       " AS started_at, " + pg::utc_iso("heartbeat_at") + " AS heartbeat_at, " + pg::utc_iso("stopped_at") +
       " AS stopped_at FROM bgexec.worker_stats w" + (a.flags.count("--all") ? "" : " WHERE w.alive") +

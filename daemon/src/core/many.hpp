@@ -38,6 +38,8 @@ inline const char* many_statuses_text(bool retry) {
 // A failed job is no worker's, so its row is locked by retries alone.  The
 // subquery that sorts is not pulled up (it has an ORDER BY), nor is the one
 // that calls (a volatile function): each is called once per job, in order.
+// pg_catalog's = of enums and string_to_array (pg/connection.hpp: the
+// built-ins a user could shadow).
 inline std::string many_sql(bool retry) {
   return std::string("SELECT count(*) FILTER (WHERE r IN ('true', 'cancelled')) AS done,"
                      " count(*) FILTER (WHERE r = 'running') AS stop_requested, count(*) AS matched,"
@@ -45,7 +47,8 @@ inline std::string many_sql(bool retry) {
          (retry ? "bgexec.retry(id)::text" : "bgexec.stop(id)::text") +
          " AS r FROM (SELECT c.id FROM (SELECT id, queue FROM bgexec.job"
          " WHERE ($1::text IS NULL OR queue = $1::text) AND ($2::text IS NULL OR kind = $2::text)"
-         " AND status = ANY(string_to_array($3::text, ',')::bgexec.job_status[]) AND id > $4::bigint"
+         " AND status OPERATOR(pg_catalog.=) ANY(pg_catalog.string_to_array($3::text, ',')::bgexec.job_status[])"
+         " AND id > $4::bigint"
          " ORDER BY id LIMIT $5::int) c ORDER BY " +
          (retry ? "c.queue, c.id" : "c.id") + ") o) x";
 }

@@ -643,8 +643,10 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     if (core::contains_nul(body["payload"])) throw nul_in("payload");
     // From the body as sent, by the database: the parser here keeps numbers
     // as doubles, and its dump stored 123456789012345678901234567890 as
-    // 1.2345678901234568e+29 and 0.1000000000000000001 as 0.1.
-    arg("payload", text, "(?::jsonb)->'payload'");
+    // 1.2345678901234568e+29 and 0.1000000000000000001 as 0.1.  pg_catalog's
+    // -> (pg/connection.hpp): a ->(jsonb, jsonb) elsewhere would be taken
+    // for the untyped key.
+    arg("payload", text, "(?::jsonb) OPERATOR(pg_catalog.->) 'payload'");
   }
   if (auto q = str("queue")) arg("queue", *q, "?::text");
   if (auto p = integer("priority", std::numeric_limits<std::int32_t>::min())) arg("priority", *p, "?::int");
@@ -655,7 +657,7 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     if (auto secs = core::number_of(t)) {  // a raw number (2.50) too
       if (!std::isfinite(*secs) || *secs <= 0 || *secs > max_timeout_seconds)
         throw invalid("timeout must be a positive number of seconds, at most 3110400000 (100 years)");
-      arg("timeout", core::dump(t), "make_interval(secs => ?::float8)");
+      arg("timeout", core::dump(t), "pg_catalog.make_interval(secs => ?::float8)");
     } else if (t.is_string()) {
       arg("timeout", t.get<std::string>(), "?::interval");
     } else {
@@ -1061,7 +1063,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
   if (seg.size() == 2 && seg[1] == "workers") {
     // GET /v1/workers[?all=true]: bgexec.worker_stats, the live workers
     // (its alive: a heartbeat within the minute, or the lease when longer,
-    // or a live lease) or every row.
+    // or a live lease) or every row.  pg_catalog's array_to_json
+    // (pg/connection.hpp: built-ins a user could shadow).
     if (!get) throw method_not_allowed("GET, HEAD");
     check_params(qs, workers_params);
     check_no_body(req.body());
@@ -1072,8 +1075,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     }
     auto r = co_await pool_.query(
         *role,
-        std::string("SELECT w.id, w.host, w.pid, array_to_json(w.queues) AS queues, w.concurrency, w.in_flight,"
-                    " w.alive, w.started_at, w.heartbeat_at, w.stopped_at FROM bgexec.worker_stats w") +
+        std::string("SELECT w.id, w.host, w.pid, pg_catalog.array_to_json(w.queues) AS queues, w.concurrency,"
+                    " w.in_flight, w.alive, w.started_at, w.heartbeat_at, w.stopped_at FROM bgexec.worker_stats w") +
             (all ? "" : " WHERE w.alive") + " ORDER BY w.heartbeat_at DESC, w.id",
         {}, true);
     co_return make_json(v, bhttp::status::ok, kv("workers", r.to_json(true)));
@@ -1132,17 +1135,19 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     // streaming window; sized as text, with a numeric sum and a count of
     // the whole page, the query took 2.2 times as long at 500 jobs, now
     // 1.3-1.5.  more: a job read after this one, so a page cut early has a
-    // next_before too.
+    // next_before too.  pg_catalog's lead and = of enums (pg/connection.hpp:
+    // built-ins a user could shadow).
     pg::Result r;
     try {
       r = co_await pool_.query(
           *role,
           "SELECT * FROM ("
-          "  SELECT l.*, sum(l.bytes) OVER w - l.bytes AS before_bytes, lead(l.id) OVER w IS NOT NULL AS more"
+          "  SELECT l.*, sum(l.bytes) OVER w - l.bytes AS before_bytes,"
+          "         pg_catalog.lead(l.id) OVER w IS NOT NULL AS more"
           "    FROM (SELECT j.*, (coalesce(bgexec._raw_bytes(j.payload), 0) + coalesce(bgexec._raw_bytes(j.result), 0)"
           "                       + coalesce(bgexec._raw_bytes(j.error), 0))::float8 AS bytes"
           "            FROM bgexec.job j WHERE ($1::text IS NULL OR j.queue = $1::text)"
-          "             AND ($2::bgexec.job_status IS NULL OR j.status = $2::bgexec.job_status)"
+          "             AND ($2::bgexec.job_status IS NULL OR j.status OPERATOR(pg_catalog.=) $2::bgexec.job_status)"
           "             AND ($3::bigint IS NULL OR j.id < $3::bigint) ORDER BY j.id DESC LIMIT $4::int) l"
           "  WINDOW w AS (ORDER BY l.id DESC)) p"
           " WHERE p.before_bytes < $5::float8 ORDER BY p.id DESC",

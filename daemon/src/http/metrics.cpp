@@ -43,11 +43,14 @@ constexpr const char* commit_margin = "5 seconds";
 // run_after of -infinity (runnable since forever) has no age: now() minus it
 // raises 22008 and would fail every scrape, so the oldest age skips it; so
 // does a job's duration skip an infinite started_at (a row written past the
-// functions: every scrape was 422 until it was mended).
+// functions: every scrape was 422 until it was mended).  The built-ins a
+// user could shadow are pg_catalog's (pg/connection.hpp): unnest, count(s),
+// ->> with its untyped key, = of the enum job_status (fin's and active's
+// status are text).
 const char* metrics_sql = R"SQL(
 WITH w AS (SELECT now() - $2::interval AS cur),
 fin AS (
-  SELECT j.queue, j.status::text AS status, j.attempt, j.error->>'reason' AS reason,
+  SELECT j.queue, j.status::text AS status, j.attempt, j.error OPERATOR(pg_catalog.->>) 'reason' AS reason,
          CASE WHEN isfinite(j.started_at) THEN extract(epoch FROM j.finished_at - j.started_at)::float8 END AS s
     FROM bgexec.job j, w
    WHERE j.finished_at > coalesce($1::timestamptz, now() - $3::interval) AND j.finished_at <= w.cur),
@@ -55,15 +58,18 @@ active AS (
   SELECT queue, 'queued' AS status, count(*) AS n,
          extract(epoch FROM now() - min(run_after)
                  FILTER (WHERE run_after <= now() AND isfinite(run_after)))::float8 AS oldest
-    FROM bgexec.job WHERE status = 'queued' GROUP BY queue
+    FROM bgexec.job WHERE status OPERATOR(pg_catalog.=) 'queued' GROUP BY queue
   UNION ALL
-  SELECT queue, 'running', count(*), NULL FROM bgexec.job WHERE status = 'running' GROUP BY queue
+  SELECT queue, 'running', count(*), NULL FROM bgexec.job
+   WHERE status OPERATOR(pg_catalog.=) 'running' GROUP BY queue
   UNION ALL
-  SELECT queue, 'suspended', count(*), NULL FROM bgexec.job WHERE status = 'suspended' GROUP BY queue)
+  SELECT queue, 'suspended', count(*), NULL FROM bgexec.job
+   WHERE status OPERATOR(pg_catalog.=) 'suspended' GROUP BY queue)
 -- v through numeric, whose text has every digit whatever extra_float_digits
 -- is set to (at -15, a float8 count of 17 read 20)
 SELECT m, l1, l2, v::numeric FROM (
-SELECT 'watermark' AS m, (SELECT to_char(cur AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM w) AS l1,
+SELECT 'watermark' AS m,
+       (SELECT pg_catalog.to_char(cur AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM w) AS l1,
        NULL AS l2, NULL::float8 AS v
 UNION ALL
 SELECT 'queue', queue, NULL, workers::float8 FROM bgexec.queue_stats
@@ -85,9 +91,9 @@ UNION ALL
 SELECT 'timeouts', NULL, NULL, count(*) FILTER (WHERE status = 'timed_out')::float8 FROM fin
 UNION ALL
 SELECT 'bucket', b.le::text, NULL, (SELECT count(*) FROM fin WHERE fin.s <= b.le)::float8
-  FROM unnest('{0.01,0.1,1,10,60,600}'::float8[]) b(le)
+  FROM pg_catalog.unnest('{0.01,0.1,1,10,60,600}'::float8[]) b(le)
 UNION ALL
-SELECT 'count', NULL, NULL, count(s)::float8 FROM fin
+SELECT 'count', NULL, NULL, pg_catalog.count(s)::float8 FROM fin
 UNION ALL
 SELECT 'sum', NULL, NULL, coalesce(sum(s), 0) FROM fin
 ) x

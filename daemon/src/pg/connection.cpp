@@ -687,7 +687,7 @@ void Connection::cancel() {
 }
 
 std::string utc_iso(const std::string& expr) {
-  return "to_char((" + expr + ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
+  return "pg_catalog.to_char((" + expr + ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
 }
 
 }  // namespace bgexec::pg

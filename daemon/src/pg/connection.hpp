@@ -1,6 +1,32 @@
 #pragma once
 // Asynchronous PostgreSQL connection: libpq in non-blocking mode behind an
 // Asio stream_descriptor.  The only place in the daemon that touches libpq.
+//
+// Built-ins a user could shadow.  The daemon's statements run with the
+// session's search_path, the server's default ("$user", public): it sends
+// no `options` startup parameter, which PgBouncer refuses.  PostgreSQL
+// resolves an unqualified function or operator across every schema on the
+// path and prefers one that takes the argument types as they are (an
+// untyped literal taken for the other side's type) over a built-in that is
+// polymorphic, takes "any" or needs a cast, wherever it sits: a role that
+// may create in public, or create a schema named after the daemon's role
+// (on PG 15 the database's owner may do both), would have the daemon run
+// its function as the daemon's role.  So every statement the daemon writes
+// names pg_catalog's built-ins of that kind: functions and aggregates that
+// are polymorphic or take "any" (pg_catalog.array_to_json, unnest,
+// count(x), lead, jsonb_build_object, percentile_cont), or take an untyped
+// literal or a named argument (to_char, string_to_array, current_setting,
+// pg_total_relation_size, make_interval), and operators whose types
+// pg_catalog has no operator of exactly (OPERATOR(pg_catalog.=) on the
+// enum job_status, ->> with a literal key, an int times an interval; such
+// an OPERATOR() binds tighter than = but looser than * and +).  Calls
+// whose arguments have exactly the types of a pg_catalog signature are
+// left as written (now(), isfinite(timestamptz), sum(float8), count(*),
+// text = text, bigint < int): pg_catalog is searched before the path, so a
+// function of the same types elsewhere is never found.  EXTRACT, AT TIME
+// ZONE, COALESCE and GREATEST are syntax for pg_catalog's.  The
+// extension's functions set their own search_path.
+// test/e2e/55-search-path-trap.sh plants such functions.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -120,7 +146,8 @@ class Result {
 using Params = std::vector<std::optional<std::string>>;
 
 // SQL that shows the timestamptz expression `expr` as UTC ISO 8601 text to
-// the second (2026-12-02T03:00:00Z), as the CLI and the gateway print times.
+// the second (2026-12-02T03:00:00Z), as the CLI and the gateway print times
+// (pg_catalog's to_char: its format is an untyped literal).
 std::string utc_iso(const std::string& expr);
 
 struct Notification {
