@@ -2,6 +2,7 @@
 #include "bench/bench.hpp"
 #include "client/client.hpp"
 #include "core/config.hpp"
+#include "core/limits.hpp"
 #include "core/logfmt.hpp"
 #include "http/serve.hpp"
 #include "pg/connection.hpp"
@@ -98,6 +99,16 @@ int run_worker(const std::vector<std::string>& args) {
     ::gethostname(host, sizeof host - 1);
     cfg.id = std::string(host) + ":" + std::to_string(::getpid());
   }
+  // Each step process holds two pipes, each sql step a session, beside the
+  // worker's own connections: at a login shell's 1024, --concurrency 1024
+  // failed its steps with EMFILE.  A soft limit still short of what the
+  // slots may need is named at start.
+  const std::size_t nofile = bgexec::core::raise_nofile();
+  const std::size_t needs = 64 + 3 * static_cast<std::size_t>(cfg.concurrency);
+  if (nofile > 0 && nofile < needs)
+    bgexec::core::log("warn", "open-file limit is low for the concurrency: steps may fail to start (EMFILE)",
+                      {{"limit", std::to_string(nofile)}, {"wanted", std::to_string(needs)},
+                       {"concurrency", std::to_string(cfg.concurrency)}});
   boost::asio::io_context io;
   bgexec::worker::Worker worker(io, cfg);
   int code = 1;

@@ -2,7 +2,7 @@
 # Databases as DBAs set them up: a LATIN1 database, and an extension dropped
 # and created again under a running worker.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 57952
+e2e_cluster 57960
 # The worker and the CLI choose their encoding themselves: nothing in their
 # environment picks it for them (libpq reads PGCLIENTENCODING).  This
 # test's own psql sessions speak UTF-8.

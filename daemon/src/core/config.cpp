@@ -3,7 +3,10 @@
 #include "json_input.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -334,8 +337,18 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
 // never pass silently.
 void apply_file(WorkerConfig& cfg, const std::string& path) {
   const std::string where = "config file " + path;
+  // A regular file of at most 1 MiB, its OS error named: --config
+  // /dev/zero grew the worker to gigabytes, and a missing file said only
+  // "cannot be read".
+  constexpr std::uintmax_t max_bytes = 1 << 20;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec) throw ConfigError(where + ": " + ec.message());
+  if (!std::filesystem::is_regular_file(status)) throw ConfigError(where + ": not a regular file");
+  if (std::filesystem::file_size(path, ec) > max_bytes || ec)
+    throw ConfigError(where + ": " + (ec ? ec.message() : "over 1 MiB"));
   std::ifstream in(path);
-  if (!in) throw ConfigError(where + ": cannot be read");
+  if (!in) throw ConfigError(where + ": " + std::strerror(errno));
   std::stringstream buf;
   buf << in.rdbuf();
   // A key given twice is refused, as in the CLI's JSON arguments: of its

@@ -3,6 +3,7 @@
 
 #include "core/duration.hpp"
 #include "core/json_input.hpp"
+#include "core/limits.hpp"
 #include "core/logfmt.hpp"
 #include "core/number.hpp"
 #include "http/gateway.hpp"
@@ -15,8 +16,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/signal_set.hpp>
-
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cctype>
@@ -210,16 +209,10 @@ int run_serve(const std::vector<std::string>& args) {
   // hard one (systemd's soft default is 1024), and connections may use all
   // but the pool's and a reserve for the process's own (listen connection,
   // event loop, logs).
-  constexpr rlim_t reserve = 32, floor = 16;
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    if (nofile.rlim_cur < nofile.rlim_max) {
-      rlimit raised = nofile;
-      raised.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 1 << 20);
-      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) nofile = raised;
-    }
-    const rlim_t own = reserve + cfg.pool_size;
-    cfg.max_connections = nofile.rlim_cur > own + floor ? static_cast<std::size_t>(nofile.rlim_cur - own) : floor;
+  constexpr std::size_t reserve = 32, floor = 16;
+  if (const std::size_t nofile = core::raise_nofile(); nofile > 0) {
+    const std::size_t own = reserve + cfg.pool_size;
+    cfg.max_connections = nofile > own + floor ? nofile - own : floor;
   }
 
   asio::io_context io(1);

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -1324,7 +1325,14 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
   try {
     child = proc::Child::spawn(w_.executor(), argv, env);
   } catch (const std::system_error& e) {
-    throw StepFailure{std::string("cannot start ") + argv[0] + ": " + e.code().message(), false};
+    // Out of descriptors, processes or memory, or the program being
+    // replaced as it started (a deploy): the host's state, not the step's,
+    // so the job's next attempt may start it.  Every error was final, and a
+    // worker short of descriptors failed its retry-safe jobs for good.
+    const int err = e.code().value();
+    const bool transient =
+        err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM || err == ETXTBSY;
+    throw StepFailure{std::string("cannot start ") + argv[0] + ": " + e.code().message(), transient};
   }
   double grace = w_.config().kill_grace_s;
   killers_[sid] = [child, grace] { child->terminate(grace); };

@@ -16,6 +16,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ using nlohmann::json;
 namespace {
 
 constexpr double backoff_min_s = 0.1;
+constexpr std::size_t max_secret_bytes = 64 * 1024;  // a --secrets-dir file
 constexpr double backoff_max_s = 5.0;  // cap of the reconnect backoff
 
 std::string host_name() {
@@ -147,12 +149,32 @@ std::optional<std::string> Worker::secret(const std::string& name) const {
   if (name.empty() || name.find_first_of("/\\") != std::string::npos || name[0] == '.') return std::nullopt;
   if (const char* v = std::getenv(("BGEXEC_SECRET_" + name).c_str()); v && *v) return std::string(v);
   if (cfg_.secrets_dir.empty()) return std::nullopt;
-  // A small local file; read synchronously.
-  std::ifstream f(cfg_.secrets_dir + "/" + name, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string v = ss.str();
+  // A small regular file, read on the event loop.  Opened without
+  // blocking and refused unless regular: a FIFO in the directory held the
+  // loop in open() (no heartbeats: every job of the worker lost its
+  // lease), and /dev/zero linked there would have been read for ever.
+  const int fd = ::open((cfg_.secrets_dir + "/" + name).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string v;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) <= max_secret_bytes;
+  while (ok) {
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
+    }
+    v.append(buf, static_cast<std::size_t>(n));
+    ok = v.size() <= max_secret_bytes;
+  }
+  ::close(fd);
+  if (!ok) {
+    core::log("warn", "secret file not read: not a regular file of at most 64 KiB",
+              {{"secret", name}, {"dir", cfg_.secrets_dir}});
+    return std::nullopt;
+  }
   while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
   return v;
 }
