@@ -91,3 +91,15 @@ SELECT queue, workers FROM bgexec.queue_stats WHERE queue LIKE 'wq-%' ORDER BY q
 TRUNCATE bgexec.job;
 SELECT count(*) AS counts_left FROM bgexec.queue_count;
 SELECT * FROM stats_mismatch();
+-- reconcile folds the counts only when that takes away at least half the
+-- rows: 300 queues' counts, one row each, stayed over 256 rows, and every
+-- reconcile deleted and wrote them all again (WAL on an idle system)
+BEGIN;
+INSERT INTO bgexec.queue_count (queue, status, n)
+SELECT 'cq' || g, 'completed', 1 FROM generate_series(1, 300) g;
+SELECT bgexec._compact_counts() AS folded_one_row_each;
+INSERT INTO bgexec.queue_count (queue, status, n)
+SELECT 'cq' || g, 'completed', 2 FROM generate_series(1, 300) g;
+SELECT bgexec._compact_counts() AS folded_two_rows_each;
+SELECT count(*) AS rows, sum(n) AS total FROM bgexec.queue_count;
+ROLLBACK;
