@@ -24,4 +24,14 @@ set +e; timeout 10 "$BGEXEC" tail "$id" --from "$last" >/dev/null 2>"$E2E_DIR/er
 set +e; timeout 10 "$BGEXEC" tail "$id" --from $((last + 1)) >/dev/null 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 2)) && [[ $(cat "$E2E_DIR/err") == "bgexec tail: --from $((last + 1)) is past job $id's last event ($last)" ]] \
   || fail "tail --from past last_seq: exit $rc, $(cat "$E2E_DIR/err")"
+
+# a long log is read a page (1000 events) at a time, each event once, in
+# order, to the end (it was read in one result, held whole in memory)
+long=$(sql "SELECT bgexec.submit('noop', queue => 'long')")
+sql "SELECT bgexec.append_events(c.job_id, c.lease, (SELECT jsonb_agg(jsonb_build_object('kind', 'log',
+       'data', jsonb_build_object('line', g))) FROM generate_series(1, 2500) g)) FROM bgexec.claim('wl', '{long}', 1) c" >/dev/null
+sql "SELECT bgexec.finish(id, lease, 'completed') FROM bgexec.job WHERE id = $long" >/dev/null
+timeout 20 "$BGEXEC" tail "$long" --json >"$E2E_DIR/long" || fail "tail of a long log"
+[[ $(jq -s 'map(.seq) == [range(1; 2503)]' "$E2E_DIR/long") == true ]] \
+  || fail "tail of 2502 events: $(wc -l <"$E2E_DIR/long") lines, $(jq -s 'map(.seq) | .[0:3], .[-3:]' -c "$E2E_DIR/long")"
 ok

@@ -511,10 +511,14 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
   std::string ending;
   bool checked_status = false;
   const pg::Params status_params = {std::to_string(id)};
+  // A page at a time: the rest of a long log in one result held it all in
+  // memory (100 MB for 500 000 events) before the first line was printed.
+  constexpr int page = 1000;
   for (;;) {
     if (print) check_reader();
-    pg::Params params = {std::to_string(id), std::to_string(last)};
-    auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2)", params);
+    pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
+    auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2, $3)",
+                                   params);
     for (int i = 0; i < r.rows(); ++i) {
       json e = row_event(r, i);
       if (e["seq"].get<int>() <= last) continue;
@@ -524,6 +528,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
       ending = terminal(k) || k == "suspended" ? k : "";  // a later `resumed` reopens it
     }
     if (!ending.empty()) co_return exit_for(ending);
+    if (r.rows() >= page) continue;  // more written already: the next page at once
     if (!checked_status) {
       // Started after the end (--from at the last event): the job row says how it ended.
       checked_status = true;
