@@ -157,36 +157,50 @@ std::optional<std::string> Worker::secret(const std::string& name) const {
   return v;
 }
 
-asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::Params& params,
-                                             Clock::time_point until, bool* retried) {
+asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::Params& params, Until until,
+                                             bool* retried) {
   co_return co_await exec_on(ctl_, sql, params, until, retried);
 }
 
-asio::awaitable<pg::Result> Worker::fin_exec(const std::string& sql, const pg::Params& params,
-                                             Clock::time_point until, bool* retried) {
+asio::awaitable<pg::Result> Worker::fin_exec(const std::string& sql, const pg::Params& params, Until until,
+                                             bool* retried) {
   // Not 55P03: finish_many gives up on a job row another transaction holds,
   // and the completer writes the batch's other items without it.
   co_return co_await exec_on(fin_, sql, params, until, retried, /*retry_locked=*/false);
 }
 
 asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::string& sql,
-                                            const pg::Params& params, Clock::time_point until, bool* retried,
+                                            const pg::Params& params, const Until& until, bool* retried,
                                             bool retry_locked) {
+  // `until` moves (a job's lease, renewed by each heartbeat, is shorter
+  // than the backoff's cap): the wait for a retry ends by it, and the call
+  // gives up only once it has passed.  Given up when the next retry would
+  // come after it (a time copied at the call), a finish stopped at the
+  // lease of the claim while heartbeats went on renewing it.
+  auto passed = [&until] { return until && Clock::now() >= until(); };
   double backoff = backoff_min_s;
   for (bool first = true;; first = false) {
     if (!first && retried) *retried = true;
+    std::exception_ptr failed;
     try {
       co_return co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
     } catch (const pg::Error& e) {
       auto cls = e.classify();
       if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
       if (!retry_locked && e.sqlstate() == "55P03") throw;
-      if (stopping_ || Clock::now() + seconds(backoff) >= until) throw;
+      if (stopping_ || passed()) throw;
       core::log("warn", "database call failed, retrying",
                 {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)}});
+      failed = std::current_exception();
     }
-    co_await sleep_for(seconds(backoff));
+    auto pause = seconds(backoff);
+    if (until) {
+      auto at = until(), now = Clock::now();
+      pause = at > now ? std::min(pause, at - now) : Clock::duration::zero();
+    }
+    co_await sleep_for(pause);
     backoff = std::min(backoff * 2, backoff_max_s);
+    if (stopping_ || passed()) std::rethrow_exception(failed);
   }
 }
 

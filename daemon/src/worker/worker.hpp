@@ -11,6 +11,7 @@
 #include "pg/connection.hpp"
 #include "util/event.hpp"
 #include "worker/completer.hpp"
+#include "worker/until.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -65,16 +66,15 @@ class Worker {
   const std::vector<std::string>& child_env() const { return child_env_; }
 
   // Runs one statement on the control connection.  Retries class 08 (with
-  // reconnect and capped backoff) and 40001/40P01 until `until`; throws
-  // pg::Error otherwise or when time is up.  `retried` (when given) is set
-  // when the statement was sent more than once.
-  asio::awaitable<pg::Result> ctl_exec(const std::string& sql, const pg::Params& params,
-                                       Clock::time_point until = Clock::time_point::max(),
+  // reconnect and capped backoff) and 40001/40P01 while `until` (read before
+  // each retry) has not passed; throws pg::Error otherwise or when time is
+  // up.  `retried` (when given) is set when the statement was sent more
+  // than once.
+  asio::awaitable<pg::Result> ctl_exec(const std::string& sql, const pg::Params& params, Until until = {},
                                        bool* retried = nullptr);
   // ctl_exec on the completer's own connection (finish_many only), so finish
   // batches and claims run (and commit) in parallel.
-  asio::awaitable<pg::Result> fin_exec(const std::string& sql, const pg::Params& params,
-                                       Clock::time_point until = Clock::time_point::max(),
+  asio::awaitable<pg::Result> fin_exec(const std::string& sql, const pg::Params& params, Until until = {},
                                        bool* retried = nullptr);
   // Where jobs hand their final outcome (one finish_many per batch).
   Completer& completer() { return *completer_; }
@@ -109,7 +109,7 @@ class Worker {
   // the wait; throws pg::Error on other errors.
   asio::awaitable<bool> register_once(pg::Connection& conn);
   asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
-                                      Clock::time_point until, bool* retried, bool retry_locked = true);
+                                      const Until& until, bool* retried, bool retry_locked = true);
   // Slots the fetcher may claim now: a job waiting on the completer no longer
   // holds a slot, but leases held (running + awaiting finish) stay <=
   // concurrency + max(concurrency, finish batch): room for one full finish
