@@ -110,6 +110,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
+      fin_down_(io.get_executor()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })) {
@@ -172,6 +173,9 @@ asio::awaitable<pg::Result> Worker::fin_exec(const std::string& sql, const pg::P
 asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::string& sql,
                                             const pg::Params& params, const Until& until, bool* retried,
                                             bool retry_locked) {
+  // The finish connection's state gates claims: it works when the server
+  // answered, whatever the answer.
+  const bool gates = &conn == &fin_;
   // `until` moves (a job's lease, renewed by each heartbeat, is shorter
   // than the backoff's cap): the wait for a retry ends by it, and the call
   // gives up only once it has passed.  Given up when the next retry would
@@ -183,9 +187,13 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
     if (!first && retried) *retried = true;
     std::exception_ptr failed;
     try {
-      co_return co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
+      auto r = co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
+      if (gates) write_path(conn.name(), std::nullopt);
+      co_return r;
     } catch (const pg::Error& e) {
       auto cls = e.classify();
+      if (gates) write_path(conn.name(), cls == core::ErrorClass::connection ? std::optional<std::string>(e.what())
+                                                                            : std::nullopt);
       if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
       if (!retry_locked && e.sqlstate() == "55P03") throw;
       if (stopping_ || passed()) throw;
@@ -256,7 +264,8 @@ asio::awaitable<void> Worker::notifier() {
       await_mode_ = false;
       fetch_wake_.notify();
       if (stopping_) break;
-      if (draining_ && e.sqlstate() == "57014") continue;  // cancelled by begin_drain
+      // Cancelled by begin_drain, or by write_path as the claim gate closed.
+      if ((draining_ || std::exchange(gate_cancel_, false)) && e.sqlstate() == "57014") continue;
       if (std::exchange(rechecking_, false)) {
         listen = false;
         rechecked = true;
@@ -496,6 +505,7 @@ void Worker::start_job(std::shared_ptr<Job> job) {
 }
 
 int Worker::free_slots() const {
+  if (!gate_.open()) return 0;
   int held = static_cast<int>(jobs_.size());
   int running = held - static_cast<int>(std::min(completer_->waiting(), jobs_.size()));
   int awaiting_cap = std::max(cfg_.concurrency, static_cast<int>(completer_->batch_max()));
@@ -701,6 +711,7 @@ asio::awaitable<void> Worker::heartbeater() {
         job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
       }
       retry = 0;
+      write_path("heartbeat", std::nullopt);
       if (unregistered) {
         // Someone deleted this worker's row: worker_stats and /metrics
         // know workers by it.
@@ -716,6 +727,8 @@ asio::awaitable<void> Worker::heartbeater() {
         id_lost(e);
       } else {
         core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+        // Leases it cannot renew: no more claims until it can.
+        write_path("heartbeat", e.what());
       }
     }
     // Early when a stop request woke the notifier: this heartbeat names the job.
@@ -775,6 +788,49 @@ asio::awaitable<void> Worker::lease_guard() {
       if (job->live() && job->lease_spent()) expired.push_back(job);
     for (auto& job : expired) job->abandon("lease could not be renewed before it expired");
     co_await sleep_for(tick);
+  }
+}
+
+// The claim gate (core/claim_gate.hpp).  Reopened, it claims at once (the
+// notifier's poll, or the fetcher's): jobs submitted meanwhile woke a
+// worker that could not take them.
+void Worker::write_path(const std::string& which, const std::optional<std::string>& error) {
+  using Change = core::ClaimGate::Change;
+  if (error) {
+    if (gate_.down(which, *error) == Change::unavailable) {
+      core::log("warn", "not claiming: " + which + " connection unavailable", {{"error", *error}});
+      // A wait that may claim ends now, as in begin_drain: it may wait a
+      // second and claim whatever wakes it.  A claim that committed first
+      // is run like any other (its finish waits for the connection while
+      // the heartbeats renew its lease).
+      if (await_asked_ > 0 && !std::exchange(gate_cancel_, true)) listen_.cancel();
+    }
+    if (which == fin_.name()) fin_down_.notify();
+    return;
+  }
+  if (gate_.up(which) != Change::reopened) return;
+  core::log("info", "claiming again", {{"worker_id", cfg_.id}});
+  next_poll_ = Clock::time_point{};
+  fetch_wake_.notify();
+}
+
+asio::awaitable<void> Worker::finish_prober() {
+  double backoff = backoff_min_s;
+  while (!stopping_) {
+    if (!gate_.is_down(fin_.name())) {
+      backoff = backoff_min_s;
+      co_await fin_down_.wait();
+      continue;
+    }
+    co_await sleep_for(seconds(backoff));
+    backoff = std::min(backoff * 2, backoff_max_s);
+    if (stopping_ || !gate_.is_down(fin_.name())) continue;
+    try {
+      co_await fin_.open();
+      write_path(fin_.name(), std::nullopt);
+    } catch (const pg::Error& e) {
+      write_path(fin_.name(), e.what());
+    }
   }
 }
 
@@ -955,6 +1011,18 @@ asio::awaitable<int> Worker::run() {
     }
     backoff = std::min(backoff * 2, backoff_max_s);
   }
+  // The connections the jobs report back on are opened before the first
+  // claim, so that it knows whether they work: one that cannot connect (the
+  // role's or the server's connection limit, the process's file limit)
+  // keeps the worker from claiming until it does (write_path), where every
+  // job claimed was run or renewed and then lost.
+  for (auto* conn : {&fin_, &hb_}) {
+    try {
+      co_await conn->open();
+    } catch (const pg::Error& e) {
+      write_path(conn->name(), e.what());
+    }
+  }
   core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", text_array(cfg_.queues)},
                                        {"concurrency", std::to_string(cfg_.concurrency)},
                                        {"lease_s", std::to_string(cfg_.lease_s)}});
@@ -965,6 +1033,7 @@ asio::awaitable<int> Worker::run() {
   asio::co_spawn(ex, heartbeater(), log_exit("heartbeater"));
   asio::co_spawn(ex, lease_guard(), log_exit("lease_guard"));
   asio::co_spawn(ex, reconciler(), log_exit("reconciler"));
+  asio::co_spawn(ex, finish_prober(), log_exit("finish_prober"));
 
   // Drained: no job held, and no claim of the notifier's on the way.
   co_await drained_.wait();
