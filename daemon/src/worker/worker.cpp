@@ -234,11 +234,16 @@ asio::awaitable<void> Worker::notifier() {
   // A recheck that finds await_claim still unavailable LISTENs again
   // quietly: the line is logged once a stretch, not every minute.
   bool rechecked = false;
-  auto listening = [this, &said_unavailable, &rechecked](core::LogFields how) {
+  // Back in the wait the claim gate cancelled (write_path): it never
+  // stopped listening, so the line is not logged again.
+  bool resumed = false;
+  auto listening = [this, &said_unavailable, &rechecked, &resumed](core::LogFields how) {
     bool via_await = false;
     for (auto& [k, v] : how) via_await = via_await || k == "via";
     if (via_await) said_unavailable = false;  // await_claim works (again)
-    if (!(std::exchange(rechecked, false) && !via_await)) core::log("info", "listening", std::move(how));
+    bool quiet = std::exchange(rechecked, false) && !via_await;
+    if (std::exchange(resumed, false)) quiet = true;
+    if (!quiet) core::log("info", "listening", std::move(how));
     next_poll_ = Clock::time_point{};
     fetch_wake_.notify();
   };
@@ -264,8 +269,13 @@ asio::awaitable<void> Worker::notifier() {
       await_mode_ = false;
       fetch_wake_.notify();
       if (stopping_) break;
-      // Cancelled by begin_drain, or by write_path as the claim gate closed.
-      if ((draining_ || std::exchange(gate_cancel_, false)) && e.sqlstate() == "57014") continue;
+      if (e.sqlstate() == "57014") {
+        if (draining_) continue;  // cancelled by begin_drain
+        if (std::exchange(gate_cancel_, false)) {
+          resumed = true;  // by write_path, as the claim gate closed: waits again at once
+          continue;
+        }
+      }
       if (std::exchange(rechecking_, false)) {
         listen = false;
         rechecked = true;
