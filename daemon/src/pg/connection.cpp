@@ -427,6 +427,12 @@ asio::awaitable<T> Connection::in_turn(asio::awaitable<T> call) {
   }
 }
 
+asio::awaitable<void> Connection::open() { return in_turn(open_locked()); }
+
+asio::awaitable<void> Connection::open_locked() {
+  if (!connected()) co_await connect();
+}
+
 asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
   return in_turn(query_locked(sql, params, prepare));
 }

@@ -213,6 +213,12 @@ class Connection {
   // Opens a fresh connection (closing any old one).  Throws a lost Error
   // (class 08) on failure.
   asio::awaitable<void> connect();
+  // Connects in its turn on the wire, under the call bound, unless
+  // connected: a connection that must be known to work before a call needs
+  // it (the worker's finish and heartbeat connections, whose state decides
+  // whether it claims).  A statement of another caller is never cut short.
+  // Throws a lost Error (class 08) on failure.
+  asio::awaitable<void> open();
   bool connected() const;
   // Drops the connection; pending waits end with an Error.
   void close();
@@ -277,6 +283,7 @@ class Connection {
   asio::awaitable<T> in_turn(asio::awaitable<T> call);
   Error unanswered() const;
   static void on_notice(void* arg, const char* message);
+  asio::awaitable<void> open_locked();
   asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare);
   asio::awaitable<Result> query_after_locked(const std::string& setup, const Params& setup_params,
                                              const std::string& sql, const Params& params);

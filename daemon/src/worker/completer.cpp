@@ -25,7 +25,7 @@ Completer::Completer(Worker& w, std::function<bool()> may_grow, std::function<vo
       wake_(w.executor()), stopped_(w.executor()) {}
 
 asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
-                                                json body, Clock::time_point until) {
+                                                json body, Until until) {
   if (stopped_flag_) throw std::logic_error("finish after the completer stopped");
   auto pending = std::make_shared<Pending>(w_.executor());
   Item item;
@@ -36,7 +36,7 @@ asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_
   item.json["lease"] = lease;
   item.json["outcome"] = std::move(outcome);
   item.json["body"] = std::move(body);
-  item.until = until;
+  item.until = std::move(until);
   item.pending = pending;
   if (queue_.empty()) first_at_ = Clock::now();
   queue_.push_back(std::move(item));
@@ -132,7 +132,7 @@ asio::awaitable<void> Completer::flush(std::vector<Item> batch) {
 
 bool Completer::retry_later(Item& item) {
   constexpr auto pause = std::chrono::milliseconds(200);
-  if (Clock::now() + pause >= item.until) return false;
+  if (Clock::now() + pause >= item.until()) return false;
   if (sending_ > 0) --sending_;
   ++delayed_;
   auto timer = std::make_shared<asio::steady_timer>(w_.executor(), pause);
@@ -158,13 +158,18 @@ asio::awaitable<void> Completer::write(std::vector<Item>& batch) {
   // nlohmann values).  Never throws on a body holding invalid UTF-8, which
   // would fail the whole batch.
   std::string items = "[";
-  auto until = Clock::time_point::min();
   for (auto& item : batch) {
     if (items.size() > 1) items += ',';
     items += core::dump(item.json);
-    until = std::max(until, item.until);
   }
   items += ']';
+  // Retried while any item's job still holds its lease, as renewed since
+  // (a job given up no longer counts).
+  Until until = [&batch] {
+    auto latest = Clock::time_point::min();
+    for (auto& item : batch) latest = std::max(latest, item.until());
+    return latest;
+  };
   bool retried = false;
   pg::Params params;
   params.push_back(std::move(items));

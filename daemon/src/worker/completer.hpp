@@ -16,6 +16,7 @@
 // connection is safe (an item already applied is refused the second time).
 
 #include "util/event.hpp"
+#include "worker/until.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -34,7 +35,6 @@
 namespace bgexec::worker {
 
 namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
 
 class Worker;
 
@@ -59,10 +59,11 @@ class Completer {
   asio::awaitable<void> close();
 
   // Queues one finish and waits for its batch.  `body` is already masked.
-  // Retries a dropped connection until `until` (the job's lease expiry, the
-  // latest of the batch); throws pg::Error when the batch failed.
+  // Retries a dropped connection while `until` has not passed (the job's
+  // lease expiry as heartbeats renew it, read at each retry; the latest of
+  // the batch); throws pg::Error when the batch failed.
   asio::awaitable<FinishResult> finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
-                                       nlohmann::json body, Clock::time_point until);
+                                       nlohmann::json body, Until until);
   // Jobs whose outcome is queued or being written (they hold no slot, only a lease).
   std::size_t waiting() const { return queue_.size() + sending_ + delayed_; }
   // The most items one finish_many carries.
@@ -83,7 +84,7 @@ class Completer {
     std::int64_t job_id = 0;
     std::int64_t lease = 0;
     nlohmann::json json;  // {"job_id", "lease", "outcome", "body"}
-    Clock::time_point until;
+    Until until;
     std::shared_ptr<Pending> pending;
   };
 

@@ -394,12 +394,22 @@ void Job::check_lease() {
   if (abandoned_) throw Abandoned{};
 }
 
+Until Job::write_until() {
+  return [self = weak_from_this()] {
+    auto job = self.lock();
+    return job && !job->abandoned_ ? job->c_.lease_expiry : Clock::time_point::min();
+  };
+}
+
 asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, const pg::Params& params) {
   check_lease();
   pg::Result r;
   try {
-    // Writing after the lease would have expired is pointless: the DB refuses it.
-    r = co_await w_.ctl_exec(sql, params, c_.lease_expiry);
+    // Retried while heartbeats keep the lease: after it, or once the job
+    // gave it up, the DB refuses it (and nothing is written under a lease
+    // known lost).  A time copied here ran out while the heartbeats went
+    // on renewing the lease, and the job was given up.
+    r = co_await w_.ctl_exec(sql, params, write_until());
   } catch (const pg::Error& e) {
     on_write_error(e);
     throw;
@@ -556,8 +566,9 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   check_lease();
   FinishResult r;
   try {
-    // Waiting on a dropped connection after the lease would have expired is pointless.
-    r = co_await w_.completer().finish(id(), lease(), outcome, mask(std::move(body)), c_.lease_expiry);
+    // Retried on a dropped connection while heartbeats keep the lease (as
+    // write does): its result is not thrown away while the lease lives.
+    r = co_await w_.completer().finish(id(), lease(), outcome, mask(std::move(body)), write_until());
   } catch (const pg::Error& e) {
     on_write_error(e);
     throw;

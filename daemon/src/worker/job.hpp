@@ -149,6 +149,10 @@ class Job : public std::enable_shared_from_this<Job> {
                                                      std::shared_ptr<OutputDrain> drain, Clock::duration limit,
                                                      std::string job_id, std::string id);
 
+  // Until when its writes are retried (Until): its lease expiry as
+  // heartbeats renew it, until the job gives the lease up (abandon: lost,
+  // or not renewed in time); none once the job is gone.
+  Until write_until();
   // Writes (all fenced by the lease; Abandoned when refused or out of time).
   asio::awaitable<std::optional<std::string>> write(const std::string& sql, const pg::Params& params);
   // Abandons the run (throws Abandoned) on a connection/retry-class error of a write.

@@ -112,6 +112,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
+      fin_down_(io.get_executor()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })) {
@@ -179,36 +180,57 @@ std::optional<std::string> Worker::secret(const std::string& name) const {
   return v;
 }
 
-asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::Params& params,
-                                             Clock::time_point until, bool* retried) {
+asio::awaitable<pg::Result> Worker::ctl_exec(const std::string& sql, const pg::Params& params, Until until,
+                                             bool* retried) {
   co_return co_await exec_on(ctl_, sql, params, until, retried);
 }
 
-asio::awaitable<pg::Result> Worker::fin_exec(const std::string& sql, const pg::Params& params,
-                                             Clock::time_point until, bool* retried) {
+asio::awaitable<pg::Result> Worker::fin_exec(const std::string& sql, const pg::Params& params, Until until,
+                                             bool* retried) {
   // Not 55P03: finish_many gives up on a job row another transaction holds,
   // and the completer writes the batch's other items without it.
   co_return co_await exec_on(fin_, sql, params, until, retried, /*retry_locked=*/false);
 }
 
 asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::string& sql,
-                                            const pg::Params& params, Clock::time_point until, bool* retried,
+                                            const pg::Params& params, const Until& until, bool* retried,
                                             bool retry_locked) {
+  // The finish connection's state gates claims: it works when the server
+  // answered, whatever the answer.
+  const bool gates = &conn == &fin_;
+  // `until` moves (a job's lease, renewed by each heartbeat, is shorter
+  // than the backoff's cap): the wait for a retry ends by it, and the call
+  // gives up only once it has passed.  Given up when the next retry would
+  // come after it (a time copied at the call), a finish stopped at the
+  // lease of the claim while heartbeats went on renewing it.
+  auto passed = [&until] { return until && Clock::now() >= until(); };
   double backoff = backoff_min_s;
   for (bool first = true;; first = false) {
     if (!first && retried) *retried = true;
+    std::exception_ptr failed;
     try {
-      co_return co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
+      auto r = co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
+      if (gates) write_path(conn.name(), std::nullopt);
+      co_return r;
     } catch (const pg::Error& e) {
       auto cls = e.classify();
+      if (gates) write_path(conn.name(), cls == core::ErrorClass::connection ? std::optional<std::string>(e.what())
+                                                                            : std::nullopt);
       if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
       if (!retry_locked && e.sqlstate() == "55P03") throw;
-      if (stopping_ || Clock::now() + seconds(backoff) >= until) throw;
+      if (stopping_ || passed()) throw;
       core::log("warn", "database call failed, retrying",
                 {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)}});
+      failed = std::current_exception();
     }
-    co_await sleep_for(seconds(backoff));
+    auto pause = seconds(backoff);
+    if (until) {
+      auto at = until(), now = Clock::now();
+      pause = at > now ? std::min(pause, at - now) : Clock::duration::zero();
+    }
+    co_await sleep_for(pause);
     backoff = std::min(backoff * 2, backoff_max_s);
+    if (stopping_ || passed()) std::rethrow_exception(failed);
   }
 }
 
@@ -234,11 +256,16 @@ asio::awaitable<void> Worker::notifier() {
   // A recheck that finds await_claim still unavailable LISTENs again
   // quietly: the line is logged once a stretch, not every minute.
   bool rechecked = false;
-  auto listening = [this, &said_unavailable, &rechecked](core::LogFields how) {
+  // Back in the wait the claim gate cancelled (write_path): it never
+  // stopped listening, so the line is not logged again.
+  bool resumed = false;
+  auto listening = [this, &said_unavailable, &rechecked, &resumed](core::LogFields how) {
     bool via_await = false;
     for (auto& [k, v] : how) via_await = via_await || k == "via";
     if (via_await) said_unavailable = false;  // await_claim works (again)
-    if (!(std::exchange(rechecked, false) && !via_await)) core::log("info", "listening", std::move(how));
+    bool quiet = std::exchange(rechecked, false) && !via_await;
+    if (std::exchange(resumed, false)) quiet = true;
+    if (!quiet) core::log("info", "listening", std::move(how));
     next_poll_ = Clock::time_point{};
     fetch_wake_.notify();
   };
@@ -264,7 +291,13 @@ asio::awaitable<void> Worker::notifier() {
       await_mode_ = false;
       fetch_wake_.notify();
       if (stopping_) break;
-      if (draining_ && e.sqlstate() == "57014") continue;  // cancelled by begin_drain
+      if (e.sqlstate() == "57014") {
+        if (draining_) continue;  // cancelled by begin_drain
+        if (std::exchange(gate_cancel_, false)) {
+          resumed = true;  // by write_path, as the claim gate closed: waits again at once
+          continue;
+        }
+      }
       if (std::exchange(rechecking_, false)) {
         listen = false;
         rechecked = true;
@@ -504,6 +537,7 @@ void Worker::start_job(std::shared_ptr<Job> job) {
 }
 
 int Worker::free_slots() const {
+  if (!gate_.open()) return 0;
   int held = static_cast<int>(jobs_.size());
   int running = held - static_cast<int>(std::min(completer_->waiting(), jobs_.size()));
   int awaiting_cap = std::max(cfg_.concurrency, static_cast<int>(completer_->batch_max()));
@@ -709,6 +743,7 @@ asio::awaitable<void> Worker::heartbeater() {
         job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
       }
       retry = 0;
+      write_path("heartbeat", std::nullopt);
       if (unregistered) {
         // Someone deleted this worker's row: worker_stats and /metrics
         // know workers by it.
@@ -724,6 +759,8 @@ asio::awaitable<void> Worker::heartbeater() {
         id_lost(e);
       } else {
         core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+        // Leases it cannot renew: no more claims until it can.
+        write_path("heartbeat", e.what());
       }
     }
     // Early when a stop request woke the notifier: this heartbeat names the job.
@@ -783,6 +820,49 @@ asio::awaitable<void> Worker::lease_guard() {
       if (job->live() && job->lease_spent()) expired.push_back(job);
     for (auto& job : expired) job->abandon("lease could not be renewed before it expired");
     co_await sleep_for(tick);
+  }
+}
+
+// The claim gate (core/claim_gate.hpp).  Reopened, it claims at once (the
+// notifier's poll, or the fetcher's): jobs submitted meanwhile woke a
+// worker that could not take them.
+void Worker::write_path(const std::string& which, const std::optional<std::string>& error) {
+  using Change = core::ClaimGate::Change;
+  if (error) {
+    if (gate_.down(which, *error) == Change::unavailable) {
+      core::log("warn", "not claiming: " + which + " connection unavailable", {{"error", *error}});
+      // A wait that may claim ends now, as in begin_drain: it may wait a
+      // second and claim whatever wakes it.  A claim that committed first
+      // is run like any other (its finish waits for the connection while
+      // the heartbeats renew its lease).
+      if (await_asked_ > 0 && !std::exchange(gate_cancel_, true)) listen_.cancel();
+    }
+    if (which == fin_.name()) fin_down_.notify();
+    return;
+  }
+  if (gate_.up(which) != Change::reopened) return;
+  core::log("info", "claiming again", {{"worker_id", cfg_.id}});
+  next_poll_ = Clock::time_point{};
+  fetch_wake_.notify();
+}
+
+asio::awaitable<void> Worker::finish_prober() {
+  double backoff = backoff_min_s;
+  while (!stopping_) {
+    if (!gate_.is_down(fin_.name())) {
+      backoff = backoff_min_s;
+      co_await fin_down_.wait();
+      continue;
+    }
+    co_await sleep_for(seconds(backoff));
+    backoff = std::min(backoff * 2, backoff_max_s);
+    if (stopping_ || !gate_.is_down(fin_.name())) continue;
+    try {
+      co_await fin_.open();
+      write_path(fin_.name(), std::nullopt);
+    } catch (const pg::Error& e) {
+      write_path(fin_.name(), e.what());
+    }
   }
 }
 
@@ -963,6 +1043,18 @@ asio::awaitable<int> Worker::run() {
     }
     backoff = std::min(backoff * 2, backoff_max_s);
   }
+  // The connections the jobs report back on are opened before the first
+  // claim, so that it knows whether they work: one that cannot connect (the
+  // role's or the server's connection limit, the process's file limit)
+  // keeps the worker from claiming until it does (write_path), where every
+  // job claimed was run or renewed and then lost.
+  for (auto* conn : {&fin_, &hb_}) {
+    try {
+      co_await conn->open();
+    } catch (const pg::Error& e) {
+      write_path(conn->name(), e.what());
+    }
+  }
   core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", text_array(cfg_.queues)},
                                        {"concurrency", std::to_string(cfg_.concurrency)},
                                        {"lease_s", std::to_string(cfg_.lease_s)}});
@@ -973,6 +1065,7 @@ asio::awaitable<int> Worker::run() {
   asio::co_spawn(ex, heartbeater(), log_exit("heartbeater"));
   asio::co_spawn(ex, lease_guard(), log_exit("lease_guard"));
   asio::co_spawn(ex, reconciler(), log_exit("reconciler"));
+  asio::co_spawn(ex, finish_prober(), log_exit("finish_prober"));
 
   // Drained: no job held, and no claim of the notifier's on the way.
   co_await drained_.wait();

@@ -4,13 +4,17 @@
 // LISTEN), fetcher (claims on a backlog, a slot freed, or the poll under LISTEN), executor (one Job per claim, see job.hpp), heartbeater (one
 // statement per interval for all leases), lease guard (local lease expiry),
 // reconciler (reconcile() on a timer), completer (batched finishes, see
-// completer.hpp); shutdown is staged on signals.
+// completer.hpp), finish prober (connects the finish connection again
+// while claims wait for it: core/claim_gate.hpp); shutdown is staged on
+// signals.
 
+#include "core/claim_gate.hpp"
 #include "core/config.hpp"
 #include "core/logfmt.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
 #include "worker/completer.hpp"
+#include "worker/until.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -65,16 +69,16 @@ class Worker {
   const std::vector<std::string>& child_env() const { return child_env_; }
 
   // Runs one statement on the control connection.  Retries class 08 (with
-  // reconnect and capped backoff) and 40001/40P01 until `until`; throws
-  // pg::Error otherwise or when time is up.  `retried` (when given) is set
-  // when the statement was sent more than once.
-  asio::awaitable<pg::Result> ctl_exec(const std::string& sql, const pg::Params& params,
-                                       Clock::time_point until = Clock::time_point::max(),
+  // reconnect and capped backoff) and 40001/40P01 while `until` (read before
+  // each retry) has not passed; throws pg::Error otherwise or when time is
+  // up.  `retried` (when given) is set when the statement was sent more
+  // than once.
+  asio::awaitable<pg::Result> ctl_exec(const std::string& sql, const pg::Params& params, Until until = {},
                                        bool* retried = nullptr);
   // ctl_exec on the completer's own connection (finish_many only), so finish
-  // batches and claims run (and commit) in parallel.
-  asio::awaitable<pg::Result> fin_exec(const std::string& sql, const pg::Params& params,
-                                       Clock::time_point until = Clock::time_point::max(),
+  // batches and claims run (and commit) in parallel.  Whether it works
+  // decides whether the worker claims (write_path).
+  asio::awaitable<pg::Result> fin_exec(const std::string& sql, const pg::Params& params, Until until = {},
                                        bool* retried = nullptr);
   // Where jobs hand their final outcome (one finish_many per batch).
   Completer& completer() { return *completer_; }
@@ -89,6 +93,15 @@ class Worker {
   asio::awaitable<void> heartbeater();
   asio::awaitable<void> lease_guard();
   asio::awaitable<void> reconciler();
+  // While the finish connection cannot be used, connects it again with the
+  // reconnect backoff (0.1 s, doubling to 5 s): nothing else would, since
+  // no finish comes while nothing is claimed.
+  asio::awaitable<void> finish_prober();
+  // A connection the jobs report back on ("finish", "heartbeat") failed
+  // (`error`: its last connect or statement failed) or worked (nullopt).
+  // Claims stop while either cannot be used (gate_, free_slots); the first
+  // failure of a stretch and the reopening are logged.
+  void write_path(const std::string& which, const std::optional<std::string>& error);
   asio::awaitable<int> claim_on(pg::Connection& conn, int free);
   // Starts a job for each row of claim's columns (an await_claim row of
   // flags alone, job_id NULL, is skipped); returns how many.  `sent`: when
@@ -109,9 +122,11 @@ class Worker {
   // the wait; throws pg::Error on other errors.
   asio::awaitable<bool> register_once(pg::Connection& conn);
   asio::awaitable<pg::Result> exec_on(pg::Connection& conn, const std::string& sql, const pg::Params& params,
-                                      Clock::time_point until, bool* retried, bool retry_locked = true);
-  // Slots the fetcher may claim now: a job waiting on the completer no longer
-  // holds a slot, but leases held (running + awaiting finish) stay <=
+                                      const Until& until, bool* retried, bool retry_locked = true);
+  // Slots the fetcher (and the notifier's claims and waits) may claim now:
+  // none while the finish or heartbeat connection cannot be used (gate_: a
+  // job claimed then would be lost); a job waiting on the completer no
+  // longer holds a slot, but leases held (running + awaiting finish) stay <=
   // concurrency + max(concurrency, finish batch): room for one full finish
   // batch even with few slots, so finishes are not cut short by the cap.
   int free_slots() const;
@@ -134,6 +149,10 @@ class Worker {
   Event fetch_idle_;  // the fetcher's claim in flight has ended
   Event hb_wake_;  // a stop request arrived: heartbeat now
   Event drained_;
+  Event fin_down_;  // the finish connection failed: wakes finish_prober
+  // Closed while the finish connection cannot be used or heartbeats fail.
+  core::ClaimGate gate_;
+  bool gate_cancel_ = false;  // write_path cancelled the notifier's claiming wait
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   std::int64_t max_lease_ = 0;  // the highest lease any claim returned
