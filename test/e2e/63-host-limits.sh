@@ -13,13 +13,17 @@ submit_many() {  # N: N workflow jobs, max_attempts $2
   sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'workflow',
          'max_attempts', $attempts, 'payload', '$steps'::jsonb)) FROM generate_series(1, $n)))" >/dev/null
 }
+all_completed() {  # N SECONDS WHAT: the N jobs end within SECONDS, every one completed
+  local n=$1 secs=$2 what=$3
+  wait_for "$secs" sh -c "[ \"\$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL\")\" = $n ]" \
+    || fail "the $n jobs did not end: $(sql "SELECT status, count(*) FROM bgexec.job GROUP BY 1")"
+  [[ $(sql "SELECT count(*) FROM bgexec.job WHERE status = 'completed'") == "$n" ]] \
+    || fail "$what: $(sql "SELECT status, error->>'message', count(*) FROM bgexec.job GROUP BY 1, 2")"
+}
 (ulimit -Sn 64; exec "$BGEXEC" worker --id soft --lease 5 --allow-run --concurrency 40 >>"$E2E_DIR/soft.log" 2>&1) &
 E2E_PIDS+=($!); soft=$!
 submit_many 40 1
-wait_for 60 sh -c "[ \"\$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL\")\" = 40 ]" \
-  || fail "the 40 jobs did not end: $(sql "SELECT status, count(*) FROM bgexec.job GROUP BY 1")"
-[[ $(sql "SELECT count(*) FROM bgexec.job WHERE status = 'completed'") == 40 ]] \
-  || fail "with a soft limit of 64: $(sql "SELECT status, error->>'message', count(*) FROM bgexec.job GROUP BY 1, 2")"
+all_completed 40 60 "with a soft limit of 64"
 grep -q "^Max open files *$(ulimit -Hn) " "/proc/$soft/limits" || fail "soft limit not raised: $(grep 'open files' /proc/$soft/limits)"
 kill "$soft"; wait_for 20 gone "$soft" || fail "worker did not stop"
 sql "DELETE FROM bgexec.job" >/dev/null
@@ -30,10 +34,7 @@ sql "DELETE FROM bgexec.job" >/dev/null
 (ulimit -n 48; exec "$BGEXEC" worker --id hard --lease 5 --allow-run --concurrency 30 >>"$E2E_DIR/hard.log" 2>&1) &
 E2E_PIDS+=($!); hard=$!
 submit_many 30 20
-wait_for 120 sh -c "[ \"\$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL\")\" = 30 ]" \
-  || fail "the 30 jobs did not end: $(sql "SELECT status, count(*) FROM bgexec.job GROUP BY 1")"
-[[ $(sql "SELECT count(*) FROM bgexec.job WHERE status = 'completed'") == 30 ]] \
-  || fail "with a hard limit of 48: $(sql "SELECT status, error->>'message', count(*) FROM bgexec.job GROUP BY 1, 2")"
+all_completed 30 120 "with a hard limit of 48"
 grep -q 'open-file limit is low for the concurrency' "$E2E_DIR/hard.log" || fail "no warning of the low limit"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE kind = 'step_failed' AND data->'error'->>'message' LIKE '%Too many open files%'") -gt 0 ]] \
   || echo "note: no step met EMFILE this run (nothing to retry)"
