@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -1048,7 +1049,9 @@ asio::awaitable<int> Worker::run() {
   // role's or the server's connection limit, the process's file limit)
   // keeps the worker from claiming until it does (write_path), where every
   // job claimed was run or renewed and then lost.
-  for (auto* conn : {&fin_, &hb_}) {
+  // (a named array: GCC 12 mishandles braced lists around co_await)
+  const std::array<pg::Connection*, 2> report_conns = {&fin_, &hb_};
+  for (auto* conn : report_conns) {
     try {
       co_await conn->open();
     } catch (const pg::Error& e) {
