@@ -9,6 +9,7 @@
 #include "core/json_input.hpp"
 #include "core/many.hpp"
 #include "core/number.hpp"
+#include "core/read_capped.hpp"
 #include "core/utf8.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
@@ -221,36 +222,27 @@ int exit_for(const std::string& status) {
 // is refused once read that far, never the server's to refuse.
 constexpr std::size_t max_json_arg = std::size_t{256} << 20;
 
-// The whole of `fd` (`name` in messages: the path, or - for stdin), read in
-// chunks up to max_json_arg; past it, a Usage error.  An unbounded read
-// (ss << f.rdbuf()) read @/dev/urandom until the kernel killed the process,
-// and a 300 MB file took 1.1 GB and 20 s only for the server to refuse it;
-// its stringstream also swallowed an allocation failure, the text cut short
-// read as invalid JSON.
+// The whole of `fd` (`name` in messages: the path, or - for stdin), up to
+// max_json_arg (core::read_capped); past it, a Usage error.  A 300 MB file
+// took 1.1 GB and 20 s only for the server to refuse it, and a
+// stringstream swallowed an allocation failure, the text cut short read as
+// invalid JSON.
 std::string read_capped(int fd, const std::string& name) {
+  auto r = core::read_capped(fd, max_json_arg);
+  using Status = core::CappedRead::Status;
   auto fail = [&](const std::string& why) { return Usage("cannot read " + name + ": " + why); };
-  std::string text;
-  try {
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      if (static_cast<std::uintmax_t>(st.st_size) > max_json_arg) throw fail("larger than 256 MiB");
-      text.reserve(static_cast<std::size_t>(st.st_size));
-    }
-    char chunk[65536];
-    for (;;) {
-      ssize_t n = ::read(fd, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      // a read that failed part way (EIO, /proc/self/mem's EIO) is that
-      // failure, not the JSON error of what was read before it
-      if (n < 0) throw fail(std::strerror(errno));
-      if (n == 0) break;
-      if (static_cast<std::size_t>(n) > max_json_arg - text.size()) throw fail("larger than 256 MiB");
-      text.append(chunk, static_cast<std::size_t>(n));
-    }
-  } catch (const std::bad_alloc&) {
-    throw fail("out of memory");
+  switch (r.status) {
+    case Status::ok:
+      return std::move(r.text);
+    case Status::too_large:
+      throw fail("larger than 256 MiB");
+    case Status::out_of_memory:
+      throw fail("out of memory");
+    case Status::failed:
+    case Status::not_regular:
+      break;
   }
-  return text;
+  throw fail(std::strerror(r.error));
 }
 
 // JSON argument: inline text, @FILE, or @- for stdin.  Checked here, and

@@ -1,13 +1,15 @@
 #include "config.hpp"
 
 #include "json_input.hpp"
+#include "read_capped.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -337,23 +339,28 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
 // never pass silently.
 void apply_file(WorkerConfig& cfg, const std::string& path) {
   const std::string where = "config file " + path;
-  // A regular file of at most 1 MiB, its OS error named: --config
-  // /dev/zero grew the worker to gigabytes, and a missing file said only
-  // "cannot be read".
-  constexpr std::uintmax_t max_bytes = 1 << 20;
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec) throw ConfigError(where + ": " + ec.message());
-  if (!std::filesystem::is_regular_file(status)) throw ConfigError(where + ": not a regular file");
-  if (std::filesystem::file_size(path, ec) > max_bytes || ec)
-    throw ConfigError(where + ": " + (ec ? ec.message() : "over 1 MiB"));
-  std::ifstream in(path);
-  if (!in) throw ConfigError(where + ": " + std::strerror(errno));
-  std::stringstream buf;
-  buf << in.rdbuf();
+  // A regular file of at most 1 MiB (read_capped), its OS error named:
+  // --config /dev/zero grew the worker to gigabytes, and a missing file
+  // said only "cannot be read".
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw ConfigError(where + ": " + std::strerror(errno));
+  auto file = read_capped(fd, std::size_t{1} << 20, /*regular_only=*/true);
+  ::close(fd);
+  switch (file.status) {
+    case CappedRead::Status::ok:
+      break;
+    case CappedRead::Status::not_regular:
+      throw ConfigError(where + ": not a regular file");
+    case CappedRead::Status::too_large:
+      throw ConfigError(where + ": over 1 MiB");
+    case CappedRead::Status::out_of_memory:
+      throw ConfigError(where + ": out of memory");
+    case CappedRead::Status::failed:
+      throw ConfigError(where + ": " + std::strerror(file.error));
+  }
   // A key given twice is refused, as in the CLI's JSON arguments: of its
   // two values one would win unnoticed.
-  auto parsed = parse_json_input(buf.str(), max_json_depth, DuplicateKeys::refuse);
+  auto parsed = parse_json_input(file.text, max_json_depth, DuplicateKeys::refuse);
   if (parsed.error == JsonInput::Error::duplicate_key)
     throw ConfigError(where + ": key \"" + parsed.key + "\" is given twice" +
                       (parsed.path.empty() ? "" : " in " + parsed.path));

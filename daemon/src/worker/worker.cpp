@@ -3,6 +3,7 @@
 
 #include "core/duration.hpp"
 #include "core/logfmt.hpp"
+#include "core/read_capped.hpp"
 #include "core/sqlstate.hpp"
 #include "core/utf8.hpp"
 #include "proc/child.hpp"
@@ -26,8 +27,6 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 extern char** environ;
 
@@ -157,26 +156,14 @@ std::optional<std::string> Worker::secret(const std::string& name) const {
   // lease), and /dev/zero linked there would have been read for ever.
   const int fd = ::open((cfg_.secrets_dir + "/" + name).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return std::nullopt;
-  struct stat st {};
-  std::string v;
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) <= max_secret_bytes;
-  while (ok) {
-    char buf[4096];
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ok = n == 0;
-      break;
-    }
-    v.append(buf, static_cast<std::size_t>(n));
-    ok = v.size() <= max_secret_bytes;
-  }
+  auto r = core::read_capped(fd, max_secret_bytes, /*regular_only=*/true);
   ::close(fd);
-  if (!ok) {
+  if (r.status != core::CappedRead::Status::ok) {
     core::log("warn", "secret file not read: not a regular file of at most 64 KiB",
               {{"secret", name}, {"dir", cfg_.secrets_dir}});
     return std::nullopt;
   }
+  std::string v = std::move(r.text);
   while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
   return v;
 }
