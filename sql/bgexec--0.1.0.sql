@@ -865,17 +865,22 @@ BEGIN
 	                             p_max_attempts, p_timeout, p_idempotency_key,
 	                             p_concurrency_key);
 
-	-- Same owner + same key: the existing job, nothing inserted.
-	IF p_idempotency_key IS NOT NULL THEN
-		SELECT id INTO v_id FROM bgexec.job
-		 WHERE owner = p_owner AND idempotency_key = p_idempotency_key COLLATE "default";
-		IF FOUND THEN
-			RETURN v_id;
-		END IF;
-	END IF;
-
 	SELECT max_queued INTO v_cap FROM bgexec.queue WHERE name = p_queue COLLATE "default";
 	IF v_cap IS NOT NULL THEN
+		-- Same owner + same key: the existing job, without waiting for the
+		-- queue's lock, and from a transaction the cap refuses.  Only for
+		-- a capped queue: under SERIALIZABLE this read takes a predicate
+		-- lock on the key index's page, and two transactions each
+		-- submitting neighbouring keys ('order-1', 'order-2'...) failed one
+		-- another with 40001 (isolation submit-serializable-keys).
+		-- Elsewhere the insert's ON CONFLICT below finds the job.
+		IF p_idempotency_key IS NOT NULL THEN
+			SELECT id INTO v_id FROM bgexec.job
+			 WHERE owner = p_owner AND idempotency_key = p_idempotency_key COLLATE "default";
+			IF FOUND THEN
+				RETURN v_id;
+			END IF;
+		END IF;
 		PERFORM bgexec._require_read_committed(p_queue, 'submit to');
 		PERFORM pg_catalog.pg_advisory_xact_lock(
 			pg_catalog.hashtext('bgexec.queue'), pg_catalog.hashtext(p_queue));
@@ -891,7 +896,8 @@ BEGIN
 	RETURNING id INTO v_id;
 
 	IF v_id IS NULL THEN
-		-- A concurrent submit with the same key committed first: return its job.
+		-- The key's job: one committed before, or by a concurrent submit
+		-- this insert waited for.
 		SELECT id INTO STRICT v_id FROM bgexec.job
 		 WHERE owner = p_owner AND idempotency_key = p_idempotency_key COLLATE "default";
 		RETURN v_id;
