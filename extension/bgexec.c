@@ -33,6 +33,7 @@ PG_MODULE_MAGIC;
 /* GUC variables; defaults here must match the boot values in _PG_init. */
 int			bgexec_max_payload_bytes = 1024 * 1024;
 bool		bgexec_notify_events = true;
+bool		bgexec_notify_jobs = true;
 int			bgexec_watchdog_interval = 1000;
 int			bgexec_retention = -1;
 int			bgexec_retention_batch = 1000;
@@ -100,6 +101,21 @@ _PG_init(void)
 							 "Event tails (CLI, SSE) wake on it; turn it off to "
 							 "save the NOTIFY commit lock when nobody tails.",
 							 &bgexec_notify_events,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/* PostgreSQL refuses PREPARE TRANSACTION after a NOTIFY: a two-phase
+	 * commit that submits, stops, resumes or retries turns this and
+	 * notify_events off for its transaction (SET LOCAL).  Workers on a
+	 * preloaded server are woken by the commit-time wakes, not by it. */
+	DefineCustomBoolVariable("bgexec.notify_jobs",
+							 "Sends NOTIFY bgexec_jobs and bgexec_stop when jobs become runnable or are stopped.",
+							 "Workers on a server without bgexec preloaded wake on it. "
+							 "Off, for PREPARE TRANSACTION: such workers find the "
+							 "jobs at their next poll and the stop at their next heartbeat.",
+							 &bgexec_notify_jobs,
 							 true,
 							 PGC_USERSET,
 							 0,

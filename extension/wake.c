@@ -566,7 +566,7 @@ add_request(uint8 kind, NameHash hash, int64 jobs, TimestampTz at)
 /*
  * bgexec._jobs_ready(queue text, jobs bigint) -> void: the queue has jobs
  * runnable now.  Sends NOTIFY bgexec_jobs, queue (coalesced per transaction,
- * as before) and, at commit, wakes waiting workers of the queue until their
+ * as before; not with bgexec.notify_jobs off) and, at commit, wakes waiting workers of the queue until their
  * free capacity covers the jobs.  Callers: the functions that make jobs
  * runnable (submit, submit_many, retry, resume, unclaim, configure_queue).
  */
@@ -576,7 +576,8 @@ bgexec_jobs_ready(PG_FUNCTION_ARGS)
 	text	   *queue = PG_GETARG_TEXT_PP(0);
 	int64		jobs = PG_GETARG_INT64(1);
 
-	Async_Notify("bgexec_jobs", text_to_cstring(queue));
+	if (bgexec_notify_jobs)
+		Async_Notify("bgexec_jobs", text_to_cstring(queue));
 	if (wake_shared != NULL && jobs > 0)
 		add_request(WAKE_JOBS, name_hash(queue), jobs, 0);
 	PG_RETURN_VOID();

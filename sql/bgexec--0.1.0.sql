@@ -2789,7 +2789,9 @@ BEGIN
 			RETURNING x.last_seq INTO v_seq;
 			PERFORM bgexec._event(j.id, v_seq, 'stop_requested',
 				jsonb_build_object('by', bgexec._caller()));
-			PERFORM pg_catalog.pg_notify('bgexec_stop', j.id::text);
+			IF coalesce(pg_catalog.current_setting('bgexec.notify_jobs', true), 'on') <> 'off' THEN
+				PERFORM pg_catalog.pg_notify('bgexec_stop', j.id::text);
+			END IF;
 			PERFORM bgexec._wake_stop(j.lease_owner);
 		END IF;
 		RETURN 'running';
