@@ -18,6 +18,8 @@
 
 #include <limits.h>
 
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -71,6 +73,8 @@ bgexec_shmem_startup(void)
 PG_FUNCTION_INFO_V1(bgexec_caller);
 PG_FUNCTION_INFO_V1(bgexec_owner);
 PG_FUNCTION_INFO_V1(bgexec_valid_name);
+PG_FUNCTION_INFO_V1(bgexec_lease_timeline_unchecked);
+PG_FUNCTION_INFO_V1(bgexec_lease_timeline_checked);
 
 /*
  * Module load: defines the bgexec.* GUCs and, when loaded from
@@ -310,6 +314,69 @@ Datum
 bgexec_valid_name(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(bgexec_text_name_ok(PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1)));
+}
+
+/*
+ * Lease numbers and the WAL timeline (bgexec._lease_guard).  A promoted
+ * standby knows lease_seq only as far as WAL reached it: after an
+ * asynchronous failover it handed out again leases the old primary had
+ * given in transactions it never received, and a worker of the old primary
+ * still holding one had its finish accepted on the job claimed again
+ * under the same number.  On a timeline it has not checked, a backend's
+ * first claim moves lease_seq past every lease of the old one.
+ *
+ * lease_timeline_checked: the timeline this backend has checked, set at
+ * the commit of the transaction that checked it (an aborted check is done
+ * again).  0: none yet.
+ */
+static TimeLineID lease_timeline_checked = 0;
+static TimeLineID lease_timeline_pending = 0;
+static bool lease_callback_registered = false;
+
+static void
+lease_timeline_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT && lease_timeline_pending != 0)
+		lease_timeline_checked = lease_timeline_pending;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		lease_timeline_pending = 0;
+}
+
+/*
+ * bgexec._lease_timeline_unchecked() -> bigint: the timeline new WAL is
+ * written on, when this backend has not checked lease_seq for it; NULL
+ * when it has, and during recovery (nothing is claimed there).  Called by
+ * every claim: two reads of shared memory.
+ */
+Datum
+bgexec_lease_timeline_unchecked(PG_FUNCTION_ARGS)
+{
+	TimeLineID	tli;
+
+	if (RecoveryInProgress())
+		PG_RETURN_NULL();
+	tli = GetWALInsertionTimeLine();
+	if (tli == lease_timeline_checked)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64((int64) tli);
+}
+
+/*
+ * bgexec._lease_timeline_checked(timeline bigint) -> void: this backend
+ * has checked lease_seq for the timeline, as of its transaction's commit.
+ */
+Datum
+bgexec_lease_timeline_checked(PG_FUNCTION_ARGS)
+{
+	if (!lease_callback_registered)
+	{
+		RegisterXactCallback(lease_timeline_xact_callback, NULL);
+		lease_callback_registered = true;
+	}
+	lease_timeline_pending = (TimeLineID) PG_GETARG_INT64(0);
+	PG_RETURN_VOID();
 }
 
 /*

@@ -198,6 +198,67 @@ COMMENT ON SEQUENCE bgexec.lease_seq IS
 SELECT pg_catalog.setval('bgexec.lease_seq',
 	(extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint, false);
 
+/* Nor after a failover or a restore.  A promoted standby knows lease_seq
+ * as far as WAL reached it (a sequence logs 32 values ahead): after an
+ * asynchronous failover it handed out again leases the old primary gave in
+ * transactions it never received, and a worker of the old primary still
+ * holding one had its finish accepted on the job claimed again under the
+ * same number.  So claim and register_worker first call _lease_guard,
+ * which on a WAL timeline not yet checked moves lease_seq past every lease
+ * of the old one (a promotion starts a timeline).  lease_seq is not dumped:
+ * a restore's CREATE EXTENSION seeds it afresh, past the leases of the
+ * jobs it restores.  lease_epoch holds the timeline it was last moved on
+ * (0: not known); not dumped either. */
+CREATE TABLE bgexec.lease_epoch (
+	one      boolean PRIMARY KEY DEFAULT true CONSTRAINT lease_epoch_one_row CHECK (one),
+	timeline bigint NOT NULL
+);
+COMMENT ON TABLE bgexec.lease_epoch IS 'the WAL timeline lease_seq was last moved past every earlier lease on (one row)';
+
+CREATE FUNCTION bgexec._lease_timeline_unchecked() RETURNS bigint
+	AS 'MODULE_PATHNAME', 'bgexec_lease_timeline_unchecked'
+	LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION bgexec._lease_timeline_unchecked() IS
+	'the timeline new WAL is written on, when this backend has not checked lease_seq for it; else NULL';
+CREATE FUNCTION bgexec._lease_timeline_checked(timeline bigint) RETURNS void
+	AS 'MODULE_PATHNAME', 'bgexec_lease_timeline_checked'
+	LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION bgexec._lease_timeline_checked(bigint) IS
+	'marks the timeline checked for this backend, as of the commit';
+
+INSERT INTO bgexec.lease_epoch (timeline) VALUES (coalesce(bgexec._lease_timeline_unchecked(), 0));
+
+/* _lease_guard: before a lease is taken from lease_seq (claim,
+ * register_worker).  Once per backend and timeline it reads lease_epoch;
+ * when that names another timeline, under a lock, it moves lease_seq to
+ * the microseconds since 1970 (as CREATE EXTENSION seeds it: past every
+ * lease unless more than one a microsecond was taken on average since)
+ * unless it is past them already, and records the timeline.  Claim calls
+ * it only when _lease_timeline_unchecked() is not NULL: otherwise one C
+ * call per claim. */
+CREATE FUNCTION bgexec._lease_guard() RETURNS void
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	v_tli bigint := bgexec._lease_timeline_unchecked();
+BEGIN
+	IF v_tli IS NULL THEN
+		RETURN;
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM bgexec.lease_epoch e WHERE e.timeline = v_tli) THEN
+		PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('bgexec.lease_seq'));
+		IF NOT EXISTS (SELECT 1 FROM bgexec.lease_epoch e WHERE e.timeline = v_tli) THEN
+			PERFORM pg_catalog.setval('bgexec.lease_seq',
+				greatest((SELECT s.last_value FROM bgexec.lease_seq s),
+				         (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint));
+			UPDATE bgexec.lease_epoch SET timeline = v_tli;
+		END IF;
+	END IF;
+	PERFORM bgexec._lease_timeline_checked(v_tli);
+END
+$$;
+
 CREATE TABLE bgexec.queue (
 	name                 text PRIMARY KEY,
 	paused               boolean NOT NULL DEFAULT false,
@@ -1161,7 +1222,9 @@ BEGIN
 	-- it lost it either claimed before (its leases are below lease_floor,
 	-- which unclaim respects) or claims after this commits, and then sees
 	-- the new row and is refused (_check_process).  A claim is short; so
-	-- is the wait.
+	-- is the wait.  lease_floor comes from lease_seq: guarded first, before
+	-- this lock, in the order claim takes both.
+	PERFORM bgexec._lease_guard();
 	PERFORM pg_catalog.pg_advisory_xact_lock(
 		pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id));
 	-- One live process per worker id: leases, heartbeat and unclaim go by the
@@ -1338,6 +1401,10 @@ BEGIN
 			      DETAIL = format('max_jobs was %s', coalesce(max_jobs::text, 'null'));
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
+	-- The guard's own call (a function with SET) only when it has work.
+	IF bgexec._lease_timeline_unchecked() IS NOT NULL THEN
+		PERFORM bgexec._lease_guard();
+	END IF;
 	-- As await_work checks them: a NULL list claimed nothing, silently; a
 	-- 2-D array was claimed from as a flat list.  (A NULL name in the list
 	-- is no queue, as in await_work.)
@@ -3319,14 +3386,14 @@ COMMENT ON VIEW bgexec.worker_stats IS
 /* ------------------------------------------------------------- pg_dump */
 
 -- Jobs, events, queue settings and workers are user data: pg_dump must keep
--- them (invariant 1 survives a dump and restore), with the sequences.
+-- them (invariant 1 survives a dump and restore), with the job ids'
+-- sequence.  Not lease_seq nor lease_epoch: see lease_seq.
 SELECT pg_catalog.pg_extension_config_dump('bgexec.job', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.job_event', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.queue', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.worker', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.schedule', '');
 SELECT pg_catalog.pg_extension_config_dump('bgexec.queue_count', '');
-SELECT pg_catalog.pg_extension_config_dump('bgexec.lease_seq', '');
 SELECT pg_catalog.pg_extension_config_dump(
 	pg_catalog.pg_get_serial_sequence('bgexec.job', 'id'), '');
 

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A lease is never handed out twice, across an asynchronous failover and a
+# restore too (invariants 2 and 3).  A promoted standby knows lease_seq only
+# as far as WAL reached it, and a restore set it back to the dump's value:
+# the same job claimed again got a lease the old primary (or the source
+# database) had already given, and a stale worker still holding it had its
+# finish accepted.  Here the standby stops receiving WAL, the old primary
+# hands out 100 leases it never sees and then one for job X, and the
+# standby is promoted: its claim of X must get a larger lease, and the old
+# lease's finish must be refused.  Then pg_dump, a lease taken on the source
+# after the dump, pg_restore into another database: the same.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57940
+P=$PGPORT
+S=$E2E_DIR/st
+trap 'rc=$?; cluster_stop "$S" >/dev/null 2>&1 || true; (exit $rc); e2e_cleanup' EXIT
+as_pg() { runuser -u postgres -- "$@"; }
+[[ $(id -u) -eq 0 ]] || as_pg() { "$@"; }
+
+sql "SELECT bgexec.submit('noop', queue => 'fo') FROM generate_series(1, 3)" >/dev/null
+x=$(sql "SELECT min(id) FROM bgexec.job WHERE queue = 'fo'")
+y=$((x + 1))
+# A claim and finish before the standby is cut off: lease_seq's WAL reaches it.
+sql "SELECT bgexec.register_worker('a', '{fo}', 4)" >/dev/null
+
+mkdir -p "$S" && chmod 755 "$S"; [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$S"
+as_pg "$PGBIN/pg_basebackup" -h "$E2E_DIR/pg" -p "$P" -U postgres -D "$S/data" -R -X stream >"$E2E_DIR/basebackup.log" 2>&1 \
+  || fail "pg_basebackup: $(cat "$E2E_DIR/basebackup.log")"
+{ echo "port = 57939"; echo "unix_socket_directories = '$S'"; } >>"$S/data/postgresql.conf"
+as_pg "$PGBIN/pg_ctl" -D "$S/data" -l "$S/postgres.log" -w -t 60 start >/dev/null || fail "the standby did not start"
+head -1 "$S/data/postmaster.pid" >"$S/postmaster.pid.started"
+caught_up() { [[ $(psql -qXAt -h "$S" -p 57939 -c "SELECT pg_last_wal_replay_lsn() >= '$1'") == t ]]; }
+lsn=$(sql "SELECT pg_current_wal_lsn()")
+wait_for 30 caught_up "$lsn" || fail "the standby did not catch up"
+as_pg "$PGBIN/pg_ctl" -D "$S/data" -w -t 60 stop -m fast >/dev/null || fail "stopping the standby"
+
+# The old primary, alone: 100 leases and then job X's, none of them replicated.
+sql "SELECT count(pg_catalog.nextval('bgexec.lease_seq')) FROM generate_series(1, 100)" >/dev/null
+old=$(sql "SELECT lease FROM bgexec.claim('a', '{fo}', 1) WHERE job_id = $x")
+[[ $old =~ ^[0-9]+$ ]] || fail "the old primary's claim of job $x: '$old'"
+as_pg "$PGBIN/pg_ctl" -D "$E2E_DIR/pg/data" -w -t 60 stop -m immediate >/dev/null || fail "stopping the primary"
+
+# Promote the standby; the worker's claim of X there.
+as_pg "$PGBIN/pg_ctl" -D "$S/data" -l "$S/postgres.log" -w -t 60 start >/dev/null || fail "the standby did not start again"
+head -1 "$S/data/postmaster.pid" >"$S/postmaster.pid.started"
+as_pg "$PGBIN/pg_ctl" -D "$S/data" -w -t 60 promote >/dev/null || fail "promote"
+export PGHOST=$S PGPORT=57939
+[[ $(sql "SELECT status FROM bgexec.job WHERE id = $x") == queued ]] || fail "job $x on the promoted standby: $(job_status "$x")"
+sql "SELECT bgexec.register_worker('b', '{fo}', 4)" >/dev/null
+new=$(sql "SELECT lease FROM bgexec.claim('b', '{fo}', 1) WHERE job_id = $x")
+[[ $new =~ ^[0-9]+$ ]] || fail "the new primary's claim of job $x: '$new'"
+((new > old)) || fail "the promoted standby handed out lease $new, not above the old primary's $old"
+[[ -z $(sql "SELECT bgexec.finish($x, $old, 'completed', '{\"result\": \"stale\"}')") ]] \
+  || fail "the old primary's lease $old finished job $x on the new one"
+status_is "$x" running || fail "job $x is $(job_status "$x") after a stale finish"
+ok "after the failover job $x got lease $new (the lost timeline's was $old); the stale finish was refused"
+
+# Restore: a lease taken on the source after the dump is not handed out again.
+as_pg "$PGBIN/pg_dump" -h "$S" -p 57939 -U postgres -Fc -f "$S/dump" postgres 2>"$E2E_DIR/dump.log" \
+  || fail "pg_dump: $(cat "$E2E_DIR/dump.log")"
+src=$(sql "SELECT lease FROM bgexec.claim('b', '{fo}', 1) WHERE job_id = $y")
+[[ $src =~ ^[0-9]+$ ]] || fail "the source's claim of job $y: '$src'"
+sql "CREATE DATABASE copy" >/dev/null
+as_pg "$PGBIN/pg_restore" -h "$S" -p 57939 -U postgres -d copy "$S/dump" 2>"$E2E_DIR/restore.log" \
+  || fail "pg_restore: $(cat "$E2E_DIR/restore.log")"
+export PGDATABASE=copy
+[[ $(sql "SELECT status FROM bgexec.job WHERE id = $y") == queued ]] || fail "job $y in the copy: $(job_status "$y")"
+sql "SELECT bgexec.register_worker('c', '{fo}', 4)" >/dev/null
+got=$(sql "SELECT lease FROM bgexec.claim('c', '{fo}', 1) WHERE job_id = $y")
+((got > src)) || fail "the restored copy handed out lease $got, not above the source's $src"
+[[ -z $(sql "SELECT bgexec.finish($y, $src, 'completed', '{\"result\": \"stale\"}')") ]] \
+  || fail "the source's lease $src finished job $y in the copy"
+ok "after the restore job $y got lease $got (the source's was $src); the stale finish was refused"
