@@ -398,7 +398,8 @@ Deadline::Deadline(Connection& conn, std::chrono::steady_clock::duration after) 
   timer_.async_wait([st = state_, &conn](const boost::system::error_code& ec) {
     if (ec || st->done) return;
     st->fired = true;
-    conn.close();  // the pending wait ends with an Error
+    conn.cancel();  // the server's side (a commit waiting for a standby, say)
+    conn.close();   // ours: the pending wait ends with an Error
   });
 }
 
@@ -678,14 +679,18 @@ void Connection::cancel() {
   // thread of its own, so a slow or unreachable server never stalls the
   // event loop (and with it every heartbeat).  The PGcancel is independent
   // of conn_, which may be closed meanwhile.
+  if (cancelling_->load()) return;
   if (PGcancel* c = PQgetCancel(conn_)) {
+    cancelling_->store(true);  // only this thread sets it, the helper clears it
     try {
-      std::thread([c] {
+      std::thread([c, flag = cancelling_] {
         char buf[256];
         PQcancel(c, buf, sizeof buf);
         PQfreeCancel(c);
+        flag->store(false);
       }).detach();
     } catch (const std::system_error& e) {  // no thread to be had (EAGAIN)
+      cancelling_->store(false);
       PQfreeCancel(c);
       core::log("warn", "cannot cancel the statement", {{"conn", name_}, {"error", e.what()}});
     }

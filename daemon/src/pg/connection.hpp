@@ -38,6 +38,7 @@
 #include "util/fifo_lock.hpp"
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -269,6 +270,8 @@ class Connection {
   asio::awaitable<std::vector<Notification>> wait_notifications();
   // Asks the server to cancel the statement in flight (PQcancel, on a
   // detached thread: it connects to the server and waits for the reply).
+  // One at a time per Connection: while one is still waiting (a server
+  // that accepts and never answers) another is not sent.
   void cancel();
   const std::string& name() const { return name_; }
   // Where the server's notices (RAISE NOTICE, warnings) go instead of the
@@ -313,14 +316,19 @@ class Connection {
   std::unique_ptr<asio::posix::stream_descriptor> sd_;
   int fd_ = -1;
   FifoLock order_;  // one statement at a time on the wire, in FIFO order
+  std::shared_ptr<std::atomic<bool>> cancelling_ = std::make_shared<std::atomic<bool>>(false);
   bool prepare_ok_ = true;
   std::chrono::steady_clock::duration call_timeout_{0};
   std::set<std::string> prepared_;
 };
 
 // A bound on a call on `conn`, for as long as the Deadline lives: once
-// `after` has passed, the connection is closed, so the wait in flight ends
-// with an Error, and fired() tells the caller why.  A bound of zero (or
+// `after` has passed, the statement is cancelled and the connection closed,
+// so the wait in flight ends with an Error, and fired() tells the caller
+// why.  The cancel is for the server: a backend waiting for a synchronous
+// standby, or for a lock, does not notice its client has gone, and a
+// worker whose calls timed out every few seconds left one such backend
+// behind each time, until the server's connections ran out.  A bound of zero (or
 // less) is none.  The state is shared with the timer's handler, which may
 // run after the Deadline is gone.  Connection's call bound and the
 // gateway's pool use it.
