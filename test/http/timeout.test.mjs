@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { api, holdRow, psql, startGateway, uniq, A } from './lib.mjs';
+import { api, holdRow, psql, sleep, startGateway, uniq, A } from './lib.mjs';
 
 test('a statement blocked past --statement-timeout answers 504 and writes nothing', async () => {
   const gw = await startGateway(0, ['--statement-timeout', '1', '--pool', '1']);
@@ -63,6 +63,64 @@ test('a database that stops answering (a frozen backend) gets 503 past the timeo
     assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 200);
   } finally {
     for (const pid of pids) process.kill(pid, 'SIGCONT');
+    gw.kill();
+  }
+});
+
+// A commit that never returns (a synchronous standby that has gone: the
+// statement timeout does not cover that wait) may still have happened: the
+// submit's answer must not read "nothing written".  Only this gateway's
+// sessions wait for the standby (synchronous_commit on for them, local for
+// everyone else), so the suites running beside it do not.
+test('a write whose answer never comes gets 503 08007 (outcome unknown), and the cancel frees its backend', { timeout: 40000 }, async () => {
+  const app = uniq('syncgone');
+  const gw = await startGateway(0, ['--statement-timeout', '1', '--pool', '1',
+    '--db', `application_name=${app} options=-csynchronous_commit=on`]);
+  const reset = () => {
+    psql('ALTER SYSTEM RESET synchronous_standby_names');
+    psql('ALTER SYSTEM RESET synchronous_commit');
+    psql('SELECT pg_reload_conf()');
+  };
+  try {
+    assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 200);
+    psql('ALTER SYSTEM SET synchronous_commit = local');
+    psql("ALTER SYSTEM SET synchronous_standby_names = 'gone'");
+    psql('SELECT pg_reload_conf()');
+    const queue = uniq('unknown');
+    const t0 = Date.now();
+    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    const waited = Date.now() - t0;
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.sqlstate, '08007');
+    assert.match(r.body.error.message, /did not answer.*may or may not have been applied$/);
+    assert.match(r.body.error.hint, /idempotency_key/);
+    assert.ok(waited >= 5000 && waited < 9000, `answered after ${waited} ms`);
+    // It was applied: the commit was written, only its standby never answered.
+    assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${queue}'`), '1');
+    // The gateway cancelled the wait: its backend does not stay behind.
+    let left = '';
+    for (let i = 0; i < 50; i++) {
+      left = psql(`SELECT count(*) FROM pg_stat_activity WHERE application_name = '${app}' AND wait_event = 'SyncRep'`);
+      if (left === '0') break;
+      await sleep(100);
+    }
+    assert.equal(left, '0', 'a backend still waits for the standby');
+  } finally {
+    reset();
+    gw.kill();
+  }
+});
+
+// A write on a hot standby (or a read-only session): the database's state,
+// 503 and Retry-After, as during a failover, not 500.
+test('a write the database refuses as read-only (25006) gets 503 with Retry-After', async () => {
+  const gw = await startGateway(0, ['--db', 'options=-cdefault_transaction_read_only=on']);
+  try {
+    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue: uniq('ro') } });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.sqlstate, '25006');
+    assert.equal(r.headers.get('retry-after'), '5');
+  } finally {
     gw.kill();
   }
 });

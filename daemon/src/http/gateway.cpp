@@ -67,7 +67,10 @@ bhttp::status status_for(const std::string& st) {
   if (st == "55006") return bhttp::status::conflict;  // run_schedule while its last run's job is unfinished
   if (st == "57014") return bhttp::status::gateway_timeout;  // --statement-timeout (or a cancel)
   if (st == "42501") return bhttp::status::forbidden;
-  if (st.rfind("08", 0) == 0 || st == "57P01" || st == "57P02" || st == "57P03" || st == "53300")
+  // 25006: a write on a hot standby (the gateway's conninfo names one, or a
+  // failover is under way): the database's state, not the request's.
+  if (st.rfind("08", 0) == 0 || st == "57P01" || st == "57P02" || st == "57P03" || st == "53300" ||
+      st == "25006")
     return bhttp::status::service_unavailable;
   return bhttp::status::internal_server_error;
 }
@@ -110,7 +113,8 @@ Response make_error(unsigned version, const HttpError& e) {
   auto res = make_json(version, e.status, json{{"error", err}});
   // Too many of the caller's own, or the gateway short of a resource (class 53).
   if (e.status == bhttp::status::too_many_requests ||
-      (e.status == bhttp::status::service_unavailable && e.sqlstate.rfind("53", 0) == 0))
+      (e.status == bhttp::status::service_unavailable &&
+       (e.sqlstate.rfind("53", 0) == 0 || e.sqlstate == "25006")))
     res.set(bhttp::field::retry_after, "5");
   if (e.status == bhttp::status::unauthorized)
     res.set(bhttp::field::www_authenticate, "Bearer realm=\"bgexec\"");

@@ -90,7 +90,12 @@ asio::awaitable<void> Notifier::run() {
       }
     } catch (const std::exception& e) {
       set_listening(false);
-      core::log("warn", "listen connection lost", {{"error", e.what()}});
+      // One line per 10 s, as "database unavailable": on a hot standby
+      // (LISTEN is refused during recovery) or a database away for long,
+      // every retry fails again.
+      static core::LogThrottle throttle(std::chrono::seconds(10));
+      if (std::size_t skipped = 0; throttle.allow(&skipped))
+        core::log("warn", "listen connection lost", {{"error", e.what()}, {"skipped", std::to_string(skipped)}});
     }
     conn_.close();
     asio::steady_timer t(ex_, backoff);

@@ -113,14 +113,30 @@ asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql
                " ms (the statement timeout + 5 s); connection dropped";
     return pg::Error::lost("08006", msg, {msg, "", "", ""});
   };
+  // A write whose statement went out and whose answer did not come back
+  // may have committed (a commit waiting for a synchronous standby that
+  // has gone, say, past the statement timeout, which does not cover that
+  // wait): the client must not read "nothing was written" into it.
+  auto unknown = [&](const pg::Error& e) {
+    std::string msg = (deadline.fired() ? unanswered().fields().primary
+                                         : "the connection to the database was lost before its answer") +
+                      ": the request may or may not have been applied";
+    return pg::Error::lost("08007", msg,
+                           {msg, e.fields().primary,
+                            "repeat a submit with the same idempotency_key: it returns the job, created or not; "
+                            "look at the job before repeating anything else",
+                            ""});
+  };
   try {
     co_return co_await run(*s, role, sql, params);
   } catch (const RoleSwitchLost&) {
     // the statement never reached the server: always safe to retry
     if (deadline.fired()) throw unanswered();
   } catch (const pg::Error& e) {
+    if (!idempotent && (deadline.fired() || e.connection_lost())) throw unknown(e);
     if (deadline.fired()) throw unanswered();
-    if (!idempotent || !e.connection_lost()) throw;
+    if (!idempotent) throw;
+    if (!e.connection_lost()) throw;
   }
   try {
     co_return co_await run(*s, role, sql, params);

@@ -53,7 +53,10 @@ class Pool {
   // lost (e.g. after a database restart) is retried once on a fresh connection.
   // With a statement timeout, a call the server has not answered 5 s past it
   // (a frozen host, a network partition: statement_timeout fires only in a
-  // backend that runs) drops the connection and throws Error 08006.
+  // backend that runs) drops the connection and throws Error 08006.  A
+  // call that is not idempotent and lost its connection (or its answer)
+  // after it was sent throws 08007 (transaction_resolution_unknown): it
+  // may have committed.
   // With `abandoned`, it is asked once a connection is free, before anything
   // runs: true (the request's client has gone) throws ClientGone instead.
   // While every connection is busy, requests wait in one queue per role,
