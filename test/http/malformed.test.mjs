@@ -413,3 +413,19 @@ test('a chunk size line or trailer section without end is 400 at 64 KiB, not hel
   assert.ok(rss() - before < 50 * 1024, `the gateway grew from ${before} to ${rss()} KiB`);
   assert.equal((await api('GET', '/v1/queues', { token: A })).status, 200);
 });
+
+test('a request line and headers up to 64 KiB are read, as the README says; past it 400', async () => {
+  // A long filter: 30 000 bytes of query string (the limit was 16 KiB).
+  const long = await api('GET', `/v1/jobs?queue=${'q'.repeat(30000)}`, { token: A });
+  assert.notEqual(long.status, 400, long.text);
+  const big = await api('GET', '/v1/queues', { token: A, headers: { 'X-Big': 'b'.repeat(40000) } });
+  assert.equal(big.status, 200, big.text);
+  const sock = net.connect(Number(new URL(BASE).port), '127.0.0.1');
+  let got = '';
+  sock.on('data', (d) => { got += d; });
+  sock.on('error', () => {});
+  const closed = new Promise((resolve) => sock.on('close', resolve));
+  sock.write(`GET /v1/queues HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(70 * 1024)}\r\n\r\n`);
+  await closed;
+  assert.match(got, /^HTTP\/1\.1 400 /, got.slice(0, 200));
+});

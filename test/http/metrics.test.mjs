@@ -209,3 +209,47 @@ test('the counters and gauges are right under any DateStyle, TimeZone and extra_
     gw.kill();
   }
 });
+
+test('bgexec_lease_expiries_total{reason="timeout"} counts the watchdog\'s timeouts, not a worker\'s own', { timeout: 30000 }, async () => {
+  const gw = await startGateway(0);
+  try {
+    const queue = uniq('metrics-timeouts');
+    for (let i = 0; i < 2; i++) {
+      const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, timeout: 1 } });
+      assert.equal(r.status, 201);
+    }
+    // The worker ends its own job at its deadline (as job.cpp does) ...
+    const a = claim(queue);
+    finish(a.job, a.lease, 'timed_out', { reason: 'timeout', message: 'job exceeded its timeout' });
+    // ... the other's worker does not, and the watchdog times it out.
+    const b = claim(queue);
+    await sleep(1200);
+    psql(`SELECT bgexec._reconcile_one(j) FROM bgexec.job j WHERE j.id = ${b.job} FOR UPDATE`);
+    assert.equal(psql(`SELECT status FROM bgexec.job WHERE id = ${b.job}`), 'timed_out');
+    await sleep(5500);  // past the commit margin
+    const m = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m, `bgexec_jobs_finished_total{queue="${queue}",status="timed_out"}`), 2);
+    assert.equal(value(m, 'bgexec_lease_expiries_total{reason="timeout"}'), 1);
+  } finally {
+    gw.kill();
+  }
+});
+
+test('a job finished just before the gateway started is not counted by its second scrape', { timeout: 30000 }, async () => {
+  const queue = uniq('metrics-before');
+  const r = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  assert.equal(r.status, 201);
+  const a = claim(queue); finish(a.job, a.lease, 'completed', { ok: 1 });
+  await sleep(1000);
+  const gw = await startGateway(0, [], '/');  // no scrape before the test's
+  try {
+    const m1 = (await api('GET', '/metrics', { base: gw.url })).text;  // within 5 s of the start
+    assert.equal(value(m1, `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`), undefined);
+    await sleep(6000);
+    const m2 = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m2, `bgexec_jobs_finished_total{queue="${queue}",status="completed"}`), undefined,
+      'a job finished before the gateway started was counted');
+  } finally {
+    gw.kill();
+  }
+});

@@ -81,6 +81,8 @@ test('resume point via ?after= and Last-Event-ID; ended job answers 204; ?token=
   assert.deepEqual([...(await r.text()).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])), [3]);
   r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=3`);
   assert.equal(r.status, 204);
+  assert.equal(r.headers.get('x-content-type-options'), 'nosniff', 'every answer carries nosniff (README)');
+  assert.equal(r.headers.get('cache-control'), 'no-store');
   r = await fetch(`${BASE}/v1/jobs/${id}/events?after=1`);
   assert.equal(r.status, 401);
   r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=x`);

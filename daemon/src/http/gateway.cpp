@@ -878,7 +878,7 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       bhttp::request_parser<bhttp::string_body> parser;
       std::optional<HttpError> framing;
       parser.body_limit(max_body);
-      parser.header_limit(16 * 1024);
+      parser.header_limit(64 * 1024);  // the README's bound, as the buffer's
       stream.expires_after(idle_timeout);
       beast::error_code ec;
       {
@@ -1503,6 +1503,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
         // prepare_payload() wrote "Content-Length: 0".
         Response res{bhttp::status::no_content, req.version()};
         res.set(bhttp::field::server, "bgexec");
+        res.set(bhttp::field::cache_control, "no-store");
+        res.set("X-Content-Type-Options", "nosniff");  // as every answer (README)
         res.keep_alive(false);
         stream.expires_after(10s);
         co_await bhttp::async_write(stream, res, use_tuple);

@@ -39,7 +39,11 @@ constexpr const char* commit_margin = "5 seconds";
 // queues whatever RLS lets the login role count.  $1: the previous scrape's
 // watermark; on the first scrape, NULL, and the window starts $3 ago: when
 // the gateway started (its uptime on the host's clock), so the counters
-// count from there, not from the first scrape.  A
+// count from there, not from the first scrape; nor from before it: within
+// 5 s of the start the window ends at the start, not 5 s before, where the
+// next scrape's would begin.  The watchdog's timeouts are the
+// timed_out jobs whose error names the attempt (_reconcile_one); a worker
+// ending its own job at its deadline writes none.  A
 // run_after of -infinity (runnable since forever) has no age: now() minus it
 // raises 22008 and would fail every scrape, so the oldest age skips it; so
 // does a job's duration skip an infinite started_at (a row written past the
@@ -48,9 +52,10 @@ constexpr const char* commit_margin = "5 seconds";
 // ->> with its untyped key, = of the enum job_status (fin's and active's
 // status are text).
 const char* metrics_sql = R"SQL(
-WITH w AS (SELECT now() - $2::interval AS cur),
+WITH w AS (SELECT greatest(now() - $2::interval, now() - $3::interval) AS cur),
 fin AS (
   SELECT j.queue, j.status::text AS status, j.attempt, j.error OPERATOR(pg_catalog.->>) 'reason' AS reason,
+         j.error OPERATOR(pg_catalog.?) 'attempt' AS by_watchdog,
          CASE WHEN isfinite(j.started_at) THEN extract(epoch FROM j.finished_at - j.started_at)::float8 END AS s
     FROM bgexec.job j, w
    WHERE j.finished_at > coalesce($1::timestamptz, now() - $3::interval) AND j.finished_at <= w.cur),
@@ -88,7 +93,7 @@ SELECT 'retries', NULL, NULL, coalesce(sum(greatest(attempt - 1, 0)), 0)::float8
 UNION ALL
 SELECT 'worker_lost', NULL, NULL, count(*) FILTER (WHERE reason = 'worker_lost')::float8 FROM fin
 UNION ALL
-SELECT 'timeouts', NULL, NULL, count(*) FILTER (WHERE status = 'timed_out')::float8 FROM fin
+SELECT 'timeouts', NULL, NULL, count(*) FILTER (WHERE status = 'timed_out' AND by_watchdog)::float8 FROM fin
 UNION ALL
 SELECT 'bucket', b.le::text, NULL, (SELECT count(*) FROM fin WHERE fin.s <= b.le)::float8
   FROM pg_catalog.unnest('{0.01,0.1,1,10,60,600}'::float8[]) b(le)
