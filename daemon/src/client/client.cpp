@@ -498,58 +498,93 @@ asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id, bool waiting =
 // event.  from_given: `from` is the user's (tail --from), checked against
 // the job's last event.
 asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, bool from_given = false) {
-  co_await s.conn.query("LISTEN bgexec_events");
   int last = from;
   std::string ending;
   bool checked_status = false;
+  bool listening = false;
   const pg::Params status_params = {std::to_string(id)};
   // A page at a time: the rest of a long log in one result held it all in
   // memory (100 MB for 500 000 events) before the first line was printed.
   constexpr int page = 1000;
+  // A lost connection (a restart, a failover) is no end: the events are in
+  // the database, and the follow goes on from its cursor once it reaches
+  // it again, as the gateway's streams do.  Retried with backoff, 0.2 s
+  // doubling to 5 s, a line on stderr each way.
+  auto backoff = std::chrono::milliseconds(200);
+  std::string lost;
   for (;;) {
-    if (print) check_reader();
-    pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
-    auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2, $3)",
-                                   params);
-    for (int i = 0; i < r.rows(); ++i) {
-      json e = row_event(r, i);
-      if (e["seq"].get<int>() <= last) continue;
-      last = e["seq"].get<int>();
-      if (print) print_event(e, s.json_out);
-      std::string k = e["kind"];
-      ending = terminal(k) || k == "suspended" ? k : "";  // a later `resumed` reopens it
+    if (!lost.empty()) {
+      if (print) check_reader();
+      asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
     }
-    if (!ending.empty()) co_return exit_for(ending);
-    if (r.rows() >= page) continue;  // more written already: the next page at once
-    if (!checked_status) {
-      // Started after the end (--from at the last event): the job row says how it ended.
-      checked_status = true;
-      auto st = co_await s.conn.query("SELECT status::text, last_seq FROM bgexec.job WHERE id = $1", status_params);
-      if (st.rows() == 0) co_return not_found;
-      std::string status = st.get(0, 0).value_or("");
-      const long long last_seq = parse_integer(st.get(0, 1).value_or("0"), 0, std::numeric_limits<int>::max()).value_or(0);
-      // A cursor past the last event would wait for seqs the job may never
-      // reach, even after it ends (the gateway answers 400 alike).  Only
-      // the user's: event rows past last_seq (written around the API) are
-      // replayed, and were refused as "--from 3" nobody had given.
-      if (from_given && from > last_seq)
-        throw Usage("--from " + std::to_string(from) + " is past job " + std::to_string(id) + "'s last event (" +
-                    std::to_string(last_seq) + ")");
-      // Ended (or suspended) with every event up to last_seq read: the job
-      // row's status is final, whatever rows follow last_seq.
-      if ((terminal(status) || status == "suspended") && last_seq <= last) co_return exit_for(status);
-      co_await note_unclaimed(s, id);
-    }
-    asio::steady_timer poll(co_await asio::this_coro::executor, std::chrono::seconds(1));
-    // Wake on our job's notification or after the poll interval.
-    for (bool mine = false; !mine;) {
-      auto res = co_await (s.conn.wait_notifications() ||
-                           poll.async_wait(asio::as_tuple(asio::use_awaitable)));
-      if (res.index() == 1) break;
-      for (auto& n : std::get<0>(res)) {
-        auto colon = n.payload.find(':');
-        if (n.payload.substr(0, colon) == std::to_string(id)) mine = true;
+    try {
+      if (!listening) {
+        // A hot standby refuses LISTEN (25006): the poll alone, there.
+        try {
+          co_await s.conn.query("LISTEN bgexec_events");
+        } catch (const pg::Error& e) {
+          if (e.sqlstate() != "25006") throw;
+        }
+        listening = true;
+        if (!lost.empty()) std::cerr << "bgexec: reconnected; following job " << id << " from event " << last << std::endl;
+        lost.clear();
+        backoff = std::chrono::milliseconds(200);
       }
+      if (print) check_reader();
+      pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
+      auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2, $3)",
+                                     params);
+      for (int i = 0; i < r.rows(); ++i) {
+        json e = row_event(r, i);
+        if (e["seq"].get<int>() <= last) continue;
+        last = e["seq"].get<int>();
+        if (print) print_event(e, s.json_out);
+        std::string k = e["kind"];
+        ending = terminal(k) || k == "suspended" ? k : "";  // a later `resumed` reopens it
+      }
+      if (!ending.empty()) co_return exit_for(ending);
+      if (r.rows() >= page) continue;  // more written already: the next page at once
+      if (!checked_status) {
+        // Started after the end (--from at the last event): the job row says how it ended.
+        checked_status = true;
+        auto st = co_await s.conn.query("SELECT status::text, last_seq FROM bgexec.job WHERE id = $1", status_params);
+        if (st.rows() == 0) co_return not_found;
+        std::string status = st.get(0, 0).value_or("");
+        const long long last_seq =
+            parse_integer(st.get(0, 1).value_or("0"), 0, std::numeric_limits<int>::max()).value_or(0);
+        // A cursor past the last event would wait for seqs the job may never
+        // reach, even after it ends (the gateway answers 400 alike).  Only
+        // the user's: event rows past last_seq (written around the API) are
+        // replayed, and were refused as "--from 3" nobody had given.
+        if (from_given && from > last_seq)
+          throw Usage("--from " + std::to_string(from) + " is past job " + std::to_string(id) + "'s last event (" +
+                      std::to_string(last_seq) + ")");
+        // Ended (or suspended) with every event up to last_seq read: the job
+        // row's status is final, whatever rows follow last_seq.
+        if ((terminal(status) || status == "suspended") && last_seq <= last) co_return exit_for(status);
+        co_await note_unclaimed(s, id);
+      }
+      asio::steady_timer poll(co_await asio::this_coro::executor, std::chrono::seconds(1));
+      // Wake on our job's notification or after the poll interval.
+      for (bool mine = false; !mine;) {
+        auto res = co_await (s.conn.wait_notifications() ||
+                             poll.async_wait(asio::as_tuple(asio::use_awaitable)));
+        if (res.index() == 1) break;
+        for (auto& n : std::get<0>(res)) {
+          auto colon = n.payload.find(':');
+          if (n.payload.substr(0, colon) == std::to_string(id)) mine = true;
+        }
+      }
+    } catch (const pg::Error& e) {
+      if (!e.connection_lost()) throw;
+      if (lost.empty())
+        std::cerr << "bgexec: connection lost (" << (e.fields().primary.empty() ? e.what() : e.fields().primary)
+                  << "); reconnecting" << std::endl;
+      lost = e.what();
+      listening = false;
+      s.conn.close();
     }
   }
 }

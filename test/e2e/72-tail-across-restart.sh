@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `bgexec tail` (and submit --wait/--follow, which follow the same way)
+# goes on across a PostgreSQL restart: it reconnects and resumes from its
+# cursor, every event once and in order, and exits with the job's outcome.
+# It exited 3 at the first lost connection, in the middle of a failover.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 57932
+start_worker w1 --allow-run --lease 30  # the job outlives the restart
+id=$("$BGEXEC" submit workflow '{"steps": [
+  {"id": "a", "run": ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"]},
+  {"id": "b", "needs": ["a"], "run": ["echo", "done"]}]}') || fail submit
+"$BGEXEC" tail "$id" --json >"$E2E_DIR/tail.out" 2>"$E2E_DIR/tail.err" &
+tail_pid=$!
+E2E_PIDS+=("$tail_pid")
+wait_for 20 grep -q '"kind":"step_started"' "$E2E_DIR/tail.out" || fail "tail shows nothing: $(cat "$E2E_DIR/tail.err")"
+cluster_restart "$E2E_DIR/pg" >/dev/null || fail restart
+wait_for 60 gone "$tail_pid" || fail "tail did not end: $(cat "$E2E_DIR/tail.err")"
+rc=0; wait "$tail_pid" || rc=$?
+((rc == 0)) || fail "tail exited $rc: $(cat "$E2E_DIR/tail.err")"
+grep -q "connection lost" "$E2E_DIR/tail.err" || fail "the restart went unnoticed: the test tested nothing"
+seqs=$(sed -n 's/.*"seq":\([0-9]*\).*/\1/p' "$E2E_DIR/tail.out" | tr '\n' ' ')
+want=$(sql "SELECT string_agg(seq::text, ' ' ORDER BY seq) || ' ' FROM bgexec.job_event WHERE job_id = $id")
+[[ $seqs == "$want" ]] || fail "tail printed seqs '$seqs', the job has '$want'"
+status_is "$id" completed || fail "job is $(job_status "$id")"
+ok "tail reconnected after the restart and printed events $want each once"
