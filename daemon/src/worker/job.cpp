@@ -867,6 +867,11 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       limit = core::number_of(*t);  // 2.50 is a raw number (numbers as stored)
       if (!limit || !(*limit > 0)) throw StepFailure{"timeout must be a number of seconds > 0", false};
     }
+    // The lease again, now: step_started's write may have come back late
+    // (its reply held up past the lease, by a frozen worker or a call
+    // retried), and a step started then ran beside the job's next claim
+    // (e2e 29-chaos: 5 s after the claim, 11 ms before the abandon).
+    check_lease();
     core::log("info", "step started", {{"job_id", id_str(id())}, {"step", sid}, {"kind", kind}});
     StepDeadline deadline(w_.executor());
     if (limit)
