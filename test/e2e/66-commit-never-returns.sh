@@ -14,7 +14,8 @@ wait_status "$id" running 20
 sql "ALTER SYSTEM SET synchronous_standby_names = 'gone'" >/dev/null
 sql "SELECT pg_reload_conf()" >/dev/null
 waiting() { sql "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND application_name LIKE 'bgexec worker%'"; }
-wait_for 20 [ "$(waiting)" -ge 1 ] 2>/dev/null || true
+some_waiting() { (($(waiting) >= 1)); }
+wait_for 20 some_waiting || true
 sleep 20
 n=$(waiting)
 all=$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'bgexec worker%'")

@@ -511,9 +511,9 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
   // it again, as the gateway's streams do.  Retried with backoff, 0.2 s
   // doubling to 5 s, a line on stderr each way.
   auto backoff = std::chrono::milliseconds(200);
-  std::string lost;
+  bool lost = false;
   for (;;) {
-    if (!lost.empty()) {
+    if (lost) {
       if (print) check_reader();
       asio::steady_timer t(co_await asio::this_coro::executor, backoff);
       co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -528,8 +528,8 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
           if (e.sqlstate() != "25006") throw;
         }
         listening = true;
-        if (!lost.empty()) std::cerr << "bgexec: reconnected; following job " << id << " from event " << last << std::endl;
-        lost.clear();
+        if (lost) std::cerr << "bgexec: reconnected; following job " << id << " from event " << last << std::endl;
+        lost = false;
         backoff = std::chrono::milliseconds(200);
       }
       if (print) check_reader();
@@ -579,10 +579,10 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
       }
     } catch (const pg::Error& e) {
       if (!e.connection_lost()) throw;
-      if (lost.empty())
+      if (!lost)
         std::cerr << "bgexec: connection lost (" << (e.fields().primary.empty() ? e.what() : e.fields().primary)
                   << "); reconnecting" << std::endl;
-      lost = e.what();
+      lost = true;
       listening = false;
       s.conn.close();
     }

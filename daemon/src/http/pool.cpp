@@ -135,8 +135,7 @@ asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql
   } catch (const pg::Error& e) {
     if (!idempotent && (deadline.fired() || e.connection_lost())) throw unknown(e);
     if (deadline.fired()) throw unanswered();
-    if (!idempotent) throw;
-    if (!e.connection_lost()) throw;
+    if (!idempotent || !e.connection_lost()) throw;
   }
   try {
     co_return co_await run(*s, role, sql, params);
