@@ -35,7 +35,11 @@
  * workers' poll finds any job no wake announced).  A wake for a slot that is
  * not asleep at that moment (its worker is claiming, or between two calls)
  * is kept as pending, and its next call returns at once: no wake falls
- * between a worker's empty claim and its next wait.  Wakes are sent after
+ * between a worker's empty claim and its next wait.  Jobs that no slot has
+ * capacity for are kept by the slots between two calls whose capacity the
+ * wake that ended their last wait used up: their next call with capacity
+ * returns at once (a capped queue's next job, whose running one ended while
+ * its worker was between calls, waited for the poll).  Wakes are sent after
  * the commit is visible (XACT_EVENT_COMMIT follows ProcArrayEndTransaction),
  * dropped on abort, on the abort of the subtransaction that recorded them,
  * and on PREPARE TRANSACTION (a prepared transaction's jobs are found by
@@ -125,6 +129,8 @@ typedef struct WakeSlot
 	TimestampTz sleep_until;	/* when it wakes by itself, while sleeping */
 	uint8		pending;		/* WAKE_JOBS | WAKE_STOP, not yet returned */
 	uint32		woken_queues;	/* bit i: queues[i] had a job wake */
+	bool		missed;			/* a job wake passed it by between calls */
+	uint32		missed_queues;	/* bit i: for queues[i] */
 	TimestampTz last_call;		/* entry or exit of await_work */
 } WakeSlot;
 
@@ -459,6 +465,28 @@ wake_slots(const WakeRequest *reqs, int n)
 			need = wake_one(i, bit, need, latch);
 			wake_shared->next = (i + 1) % wake_shared->nslots;
 		}
+		/*
+		 * Jobs left over: a slot between two calls whose capacity the wake
+		 * that ended its last call used up (it is claiming, or about to wait
+		 * again) is no candidate, and its next wait counted on slots free
+		 * by then would sleep through these jobs.  A capped queue's next
+		 * job, made claimable by the finish of its running one while the
+		 * worker that claimed it was between calls, waited so for the poll.
+		 * Its next call with free capacity returns at once instead.
+		 */
+		for (int i = 0; i < wake_shared->nslots && need > 0; i++)
+		{
+			WakeSlot   *s = &wake_shared->slots[i];
+			uint32		bit;
+
+			if (s->pid != 0 && s->dboid == MyDatabaseId && i != req->skip_slot && !s->sleeping &&
+				(s->pending & WAKE_JOBS) == 0 && s->free <= 0 &&
+				now - s->last_call <= WAKE_STALE_US && slot_has_queue(s, req->hash, &bit))
+			{
+				s->missed = true;
+				s->missed_queues |= bit;
+			}
+		}
 	}
 	LWLockRelease(wake_shared->lock);
 	for (int i = 0; i < wake_shared->nslots; i++)
@@ -647,6 +675,14 @@ register_slot(WakeSlot *slot, const text *worker, ArrayType *queues, int free)
 	}
 	slot->free = free;
 	slot->last_call = GetCurrentTimestamp();
+	/* Jobs a wake left while it had no capacity: the first call with some takes them. */
+	if (slot->missed && free > 0)
+	{
+		slot->pending |= WAKE_JOBS;
+		slot->woken_queues |= slot->missed_queues;
+		slot->missed = false;
+		slot->missed_queues = 0;
+	}
 }
 
 /* libpq/libpq.h, whose libpq-be.h needs the GSSAPI headers */

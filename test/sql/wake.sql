@@ -216,3 +216,44 @@ SELECT status FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object(
 SELECT woken FROM bgexec.await_claim('wc', '{wuncapped}', 2, '0');
 DELETE FROM bgexec.job WHERE queue IN ('wq', 'ws', 'elsewhere', 'q1', 'wc', 'wcap', 'wuncapped');
 DELETE FROM bgexec.queue WHERE name IN ('wq', 'wcap');
+-- a wake that finds a worker between two calls with its capacity used up
+-- (the wake that ended its last wait took it all) is kept for its next call
+-- with capacity: a capped queue's next job, made claimable by the finish of
+-- the running one while its worker was between calls, was left to the poll.
+-- The wait has to be asleep when the first wake comes: a second session.
+CREATE EXTENSION IF NOT EXISTS dblink;
+SELECT dblink_connect('wm', format('host=%s port=%s dbname=%s user=%s',
+              split_part(current_setting('unix_socket_directories'), ',', 1),
+              current_setting('port'), current_database(), current_user)) AS connected;
+SELECT (bgexec.configure_queue('wm', max_running => 1)).max_running;
+SELECT * FROM dblink('wm', $$SELECT jobs FROM bgexec.await_work('wm', '{wm}', 2, '0')$$) AS r(jobs boolean);
+SELECT dblink_send_query('wm', $$SELECT jobs FROM bgexec.await_work('wm', '{wm}', 2, '60 s')$$) AS sent;
+DO $$
+BEGIN
+	FOR i IN 1..3000 LOOP
+		PERFORM pg_stat_clear_snapshot();
+		PERFORM FROM pg_stat_activity WHERE query LIKE '%await_work(''wm''%' AND wait_event_type = 'Extension';
+		IF FOUND THEN RETURN; END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+	RAISE EXCEPTION 'the wait did not start';
+END $$;
+-- three jobs, the worker's two slots: the wake takes them all
+SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "wm"}, {"kind": "noop", "queue": "wm"},
+                                          {"kind": "noop", "queue": "wm"}]');
+SELECT * FROM dblink_get_result('wm') AS r(jobs boolean);
+SELECT * FROM dblink_get_result('wm') AS r(jobs boolean);
+-- it claims one (the cap), which ends before its next call
+SELECT job_id AS m1, lease AS ml1 FROM bgexec.claim('wm', '{wm}', 2) \gset
+SELECT status FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object(
+         'job_id', :m1, 'lease', :ml1, 'outcome', 'completed')));
+-- the next call, with a slot free, returns at once; one with none does not
+-- take it (the one after, with a slot, does)
+SELECT * FROM dblink('wm', $$SELECT jobs FROM bgexec.await_work('wm', '{wm}', 0, '0')$$) AS r(jobs boolean);
+SELECT clock_timestamp() AS t0 \gset
+SELECT * FROM dblink('wm', $$SELECT jobs FROM bgexec.await_work('wm', '{wm}', 2, '10 s')$$) AS r(jobs boolean);
+SELECT clock_timestamp() - :'t0' < interval '5 seconds' AS at_once;
+SELECT dblink_disconnect('wm');
+DROP EXTENSION dblink;
+DELETE FROM bgexec.job WHERE queue = 'wm';
+DELETE FROM bgexec.queue WHERE name = 'wm';
