@@ -32,6 +32,16 @@ head -1 "$S/data/postmaster.pid" >"$S/postmaster.pid.started"
 caught_up() { [[ $(psql -qXAt -h "$S" -p 57939 -c "SELECT pg_last_wal_replay_lsn() >= '$1'") == t ]]; }
 lsn=$(sql "SELECT pg_current_wal_lsn()")
 wait_for 30 caught_up "$lsn" || fail "the standby did not catch up"
+# A worker pointed at the standby waits and retries, saying why in one short
+# line: the server's message, 25006 and a hint, not register_worker's call
+# stack (a kilobyte a line).
+start_worker onstandby --db "host=$S port=57939 dbname=postgres user=postgres" --queue fo
+standby_said() { grep -q 'database unavailable, retrying.*sqlstate=25006.*target_session_attrs' "$E2E_DIR/onstandby.log"; }
+wait_for 15 standby_said || fail "the worker on the standby: $(cat "$E2E_DIR/onstandby.log")"
+kill "$PID_onstandby"; wait "$PID_onstandby" || true
+longest=$(awk '{ if (length($0) > n) n = length($0) } END { print n + 0 }' "$E2E_DIR/onstandby.log")
+((longest < 600)) || fail "the worker on the standby logged a line of $longest characters"
+ok "a worker on the standby retries, in lines of at most $longest characters"
 as_pg "$PGBIN/pg_ctl" -D "$S/data" -w -t 60 stop -m fast >/dev/null || fail "stopping the standby"
 
 # The old primary, alone: 100 leases and then job X's, none of them replicated.

@@ -1021,7 +1021,18 @@ asio::awaitable<int> Worker::run() {
         core::log("error", "cannot register worker", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         co_return 3;
       }
-      core::log("warn", "database unavailable, retrying", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
+      // The server's message, not its CONTEXT: on a hot standby (25006)
+      // register_worker's call stack made each retry's line a kilobyte.
+      const auto& f = e.fields();
+      std::string error = f.primary.empty() ? std::string(e.what()) : f.primary;
+      if (e.sqlstate() == "25006")
+        core::log("warn", "database unavailable, retrying",
+                  {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)},
+                   {"hint", "a read-only server (a hot standby): name the primary, or add "
+                            "target_session_attrs=read-write to --db"}});
+      else
+        core::log("warn", "database unavailable, retrying",
+                  {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)}});
     }
     // A signal ends the wait: the worker stops without having started.
     if (!draining_) co_await drained_.wait_for(seconds(backoff));
