@@ -132,6 +132,22 @@ TEST_F(PgConnection, UnansweredCallIsLost) {
   EXPECT_FALSE(conn_.connected());
 }
 
+// The bound grows with what the call sends (2 s per MiB, past 64 KiB): a statement
+// whose server work grows with a large parameter is not cut short and sent
+// again for ever.  200 ms, and 2 s more for the 1 MiB sent: a 1 s statement
+// is answered; without the parameter it is cut at the bound, which the
+// error names.
+TEST_F(PgConnection, BoundGrowsWithWhatIsSent) {
+  conn_.set_call_timeout(std::chrono::milliseconds(200));
+  std::string mib(1 << 20, 'x');
+  auto r = run(io_, conn_.query("SELECT length($1), pg_sleep(1)", {mib}));
+  EXPECT_EQ(r.get(0, 0), std::to_string(1 << 20));
+  auto e = error_of(io_, conn_.query("SELECT pg_sleep(1)"));
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->connection_lost()) << e->what();
+  EXPECT_NE(std::string(e->what()).find("did not answer within 0.2"), std::string::npos) << e->what();
+}
+
 TEST_F(PgConnection, ConnectFailureIsLost) {
   Connection nowhere(io_.get_executor(), "host=/nonexistent/bgexec-unit dbname=postgres", "unit");
   auto e = error_of(io_, nowhere.query("SELECT 1"));

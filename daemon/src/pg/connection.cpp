@@ -408,22 +408,35 @@ Deadline::~Deadline() {
   timer_.cancel();
 }
 
-Error Connection::unanswered() const {
+Error Connection::unanswered(std::chrono::steady_clock::duration bound) const {
   char s[32];
-  std::snprintf(s, sizeof s, "%g", std::chrono::duration<double>(call_timeout_).count());
+  std::snprintf(s, sizeof s, "%g", std::chrono::duration<double>(bound).count());
   return Error::lost("08006", name_ + ": the database did not answer within " + s + " s; connection dropped");
 }
 
+namespace {
+// The bytes a call sends: its statement's text and its parameters.
+std::size_t sent_bytes(const std::string& sql, const Params& params) {
+  std::size_t n = sql.size();
+  for (const auto& p : params) n += p ? p->size() : 0;
+  return n;
+}
+}  // namespace
+
 // The call bound counts from the call's turn on the wire.
 template <class T>
-asio::awaitable<T> Connection::in_turn(asio::awaitable<T> call) {
+asio::awaitable<T> Connection::in_turn(asio::awaitable<T> call, std::size_t sent) {
   co_await order_.lock();
   FifoLock::Guard guard{order_};
-  Deadline bound(*this, call_timeout_);
+  auto after = call_timeout_;
+  if (after.count() > 0 && sent > send_allowance_from)
+    after += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        send_allowance_per_mib * (static_cast<double>(sent) / (1 << 20)));
+  Deadline bound(*this, after);
   try {
     co_return co_await std::move(call);
   } catch (const Error&) {
-    if (bound.fired()) throw unanswered();
+    if (bound.fired()) throw unanswered(after);
     throw;
   }
 }
@@ -435,7 +448,7 @@ asio::awaitable<void> Connection::open_locked() {
 }
 
 asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
-  return in_turn(query_locked(sql, params, prepare));
+  return in_turn(query_locked(sql, params, prepare), sent_bytes(sql, params));
 }
 
 asio::awaitable<Result> Connection::query_locked(const std::string& sql, const Params& params, bool prepare) {
@@ -535,7 +548,8 @@ bool Connection::closed_while_idle() const {
 
 asio::awaitable<Result> Connection::query_after(const std::string& setup, const Params& setup_params,
                                                 const std::string& sql, const Params& params) {
-  return in_turn(query_after_locked(setup, setup_params, sql, params));
+  return in_turn(query_after_locked(setup, setup_params, sql, params),
+                 sent_bytes(setup, setup_params) + sent_bytes(sql, params));
 }
 
 asio::awaitable<Result> Connection::query_after_locked(const std::string& setup, const Params& setup_params,
@@ -615,7 +629,7 @@ asio::awaitable<Result> Connection::query_after_locked(const std::string& setup,
 
 asio::awaitable<nlohmann::json> Connection::query_rows(const std::string& sql, const Params& params,
                                                       std::size_t max_bytes) {
-  return in_turn(query_rows_locked(sql, params, max_bytes));
+  return in_turn(query_rows_locked(sql, params, max_bytes), sent_bytes(sql, params));
 }
 
 asio::awaitable<nlohmann::json> Connection::query_rows_locked(const std::string& sql, const Params& params,

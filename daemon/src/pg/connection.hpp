@@ -233,7 +233,14 @@ class Connection {
   // catches one that still acknowledges every packet and answers nothing:
   // a backend stopped or stuck, a proxy holding the session.  0 (the
   // default): no bound.
+  // A call that sends more than send_allowance_from bytes (its text and
+  // parameters) has a bound longer by send_allowance_per_mib for each MiB
+  // it sends: the server parses, stores and logs what it is sent, and a
+  // finish of a 15 MB result took 10 s here, past a quarter of the lease;
+  // cut at the bound and sent again, it never got through.
   void set_call_timeout(std::chrono::steady_clock::duration bound) { call_timeout_ = bound; }
+  static constexpr std::size_t send_allowance_from = 64 * 1024;
+  static constexpr std::chrono::microseconds send_allowance_per_mib{2'000'000};
   const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
@@ -280,11 +287,12 @@ class Connection {
   void set_notice_sink(std::function<void(std::string)> sink) { notice_sink_ = std::move(sink); }
 
  private:
-  // Runs `call` in its turn on the wire, under the call bound.  unanswered():
-  // the error of a call that outlived it.
+  // Runs `call` in its turn on the wire, under the call bound, longer by
+  // send_allowance for the `sent` bytes of its statements and parameters.
+  // unanswered(): the error of a call that outlived its bound.
   template <class T>
-  asio::awaitable<T> in_turn(asio::awaitable<T> call);
-  Error unanswered() const;
+  asio::awaitable<T> in_turn(asio::awaitable<T> call, std::size_t sent = 0);
+  Error unanswered(std::chrono::steady_clock::duration bound) const;
   static void on_notice(void* arg, const char* message);
   asio::awaitable<void> open_locked();
   asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare);
