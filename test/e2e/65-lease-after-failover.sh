@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 e2e_cluster 57940
 P=$PGPORT
 S=$E2E_DIR/st
-trap 'rc=$?; cluster_stop "$S" >/dev/null 2>&1 || true; (exit $rc); e2e_cleanup' EXIT
+E2E_CLUSTERS+=("$S")
 as_pg() { runuser -u postgres -- "$@"; }
 [[ $(id -u) -eq 0 ]] || as_pg() { "$@"; }
 

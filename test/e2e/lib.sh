@@ -13,6 +13,7 @@ chmod 755 "$E2E_DIR"
 E2E_PIDS=()        # worker PIDs
 E2E_PIDFILES=()    # files holding PIDs of step processes a test wants dead at exit
 E2E_STOPPED=()     # server backends a test stopped (SIGSTOP): continued before the cluster stops
+E2E_CLUSTERS=()    # more cluster dirs (a standby) cluster_stop stops at exit, before $E2E_DIR/pg
 
 e2e_cleanup() {
   local rc=$? p f
@@ -22,6 +23,7 @@ e2e_cleanup() {
     [[ -f $f ]] || continue
     while read -r p; do [[ -n $p ]] && kill -KILL -- "-$p" "$p" 2>/dev/null || true; done <"$f"
   done
+  for f in "${E2E_CLUSTERS[@]}"; do cluster_stop "$f" >/dev/null 2>&1 || true; done
   cluster_stop "$E2E_DIR/pg" || true
   if ((rc == 0)) && [[ -z ${E2E_KEEP:-} ]]; then rm -rf "$E2E_DIR"; else echo "# logs kept in $E2E_DIR" >&2; fi
 }
