@@ -287,9 +287,9 @@ class Connection {
   void set_notice_sink(std::function<void(std::string)> sink) { notice_sink_ = std::move(sink); }
 
  private:
-  // Runs `call` in its turn on the wire, under the call bound, longer by
-  // send_allowance for the `sent` bytes of its statements and parameters.
-  // unanswered(): the error of a call that outlived its bound.
+  // Runs `call` in its turn on the wire, under the call bound (longer when
+  // `sent`, the bytes of its statements and parameters, is large: see
+  // set_call_timeout).  unanswered(): the error of a call that outlived it.
   template <class T>
   asio::awaitable<T> in_turn(asio::awaitable<T> call, std::size_t sent = 0);
   Error unanswered(std::chrono::steady_clock::duration bound) const;
