@@ -50,6 +50,7 @@ export CHAOS_TAG=$E2E_DIR
 E2E_PIDFILES+=("$M/live")
 declare -A FROZEN=()     # pid of a stopped worker -> second at which it is continued
 declare -A ORPHAN=()     # pid of a worker whose id a newer process took (may exit 3) -> id
+declare -A TOOK_BACK=()  # id an orphan took back from a newer process (which may exit 3) -> 1
 live_steps() {  # prints the pids of registered step processes still alive (not zombies)
   cat "$M"/reg.* 2>/dev/null | while read -r p st _; do
     set -- $(cut -d' ' -f3,22 "/proc/$p/stat" 2>/dev/null)
@@ -203,14 +204,36 @@ new_id() {  # SLOT: the slot's id, or (half the time) a new one
 }
 for ((s = 1; s <= NSLOTS; s++)); do launch "$s" "w$s"; done
 
+# taker ID: the live orphan of id ID, if any. An impostor frozen before it
+# had registered is an orphan still waiting for the id; continued while the
+# slot's newer process of that id is frozen past its lease, it takes the id
+# back, and the newer one must exit 3 once told.
+taker() {
+  local o
+  for o in "${!ORPHAN[@]}"; do
+    [[ ${ORPHAN[$o]} == "$1" && -z ${FROZEN[$o]:-} ]] && kill -0 "$o" 2>/dev/null && { echo "$o"; return 0; }
+  done
+  return 1
+}
 # reap: a worker that exited on its own is replaced (an orphan may exit 3
-# once it learns that its id was taken; anything else is noted)
+# once it learns that its id was taken, and so may a slot's worker whose id
+# an orphan took: that orphan becomes the slot's worker; anything else is
+# noted)
 reap() {
-  local s p rc
+  local s p rc o
   for s in "${!SLOT_PID[@]}"; do
     p=${SLOT_PID[$s]}
     kill -0 "$p" 2>/dev/null && continue
     rc=0; wait "$p" || rc=$?
+    if ((rc == 3)) && o=$(taker "${SLOT_ID[$s]}"); then
+      log "worker ${SLOT_ID[$s]} pid $p exited 3: orphan pid $o took its id, and is now slot $s's worker"
+      forget "$p"
+      unset "ORPHAN[$o]"
+      SLOT_PID[$s]=$o
+      SLOT_TOKEN[$s]=$(awk -v p="$o" '$2 == p {t = $3} END {print t}' "$E2E_DIR/workers.tsv")
+      TOOK_BACK[${SLOT_ID[$s]}]=1
+      continue
+    fi
     UNEXPECTED+=("worker ${SLOT_ID[$s]} (pid $p) exited $rc on its own")
     log "worker ${SLOT_ID[$s]} pid $p exited $rc on its own"
     forget "$p"
@@ -343,8 +366,9 @@ for p in "${E2E_PIDS[@]}"; do
   for _ in $(seq 1 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$p" 2>/dev/null && { UNEXPECTED+=("worker pid $p did not stop within 20 s of SIGTERM"); kill -KILL "$p"; }
   rc=0; wait "$p" || rc=$?
-  orphan=0; [[ -n ${ORPHAN[$p]:-} ]] && orphan=1
-  ((rc == 0 || (rc == 3 && orphan))) || UNEXPECTED+=("worker pid $p ($(awk -v p="$p" '$2 == p {print $1}' "$E2E_DIR/workers.tsv")) exited $rc after SIGTERM")
+  id=$(awk -v p="$p" '$2 == p {i = $1} END {print i}' "$E2E_DIR/workers.tsv")
+  orphan=0; [[ -n ${ORPHAN[$p]:-} || -n ${TOOK_BACK[$id]:-} ]] && orphan=1
+  ((rc == 0 || (rc == 3 && orphan))) || UNEXPECTED+=("worker pid $p ($id) exited $rc after SIGTERM")
 done
 E2E_PIDS=()
 
