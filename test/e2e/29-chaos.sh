@@ -367,7 +367,8 @@ for p in "${E2E_PIDS[@]}"; do
   kill -0 "$p" 2>/dev/null && { UNEXPECTED+=("worker pid $p did not stop within 20 s of SIGTERM"); kill -KILL "$p"; }
   rc=0; wait "$p" || rc=$?
   id=$(awk -v p="$p" '$2 == p {i = $1} END {print i}' "$E2E_DIR/workers.tsv")
-  orphan=0; [[ -n ${ORPHAN[$p]:-} || -n ${TOOK_BACK[$id]:-} ]] && orphan=1
+  # (an orphan of its id may have taken it back since the last reap)
+  orphan=0; [[ -n ${ORPHAN[$p]:-} || -n ${TOOK_BACK[$id]:-} || " ${ORPHAN[*]} " == *" $id "* ]] && orphan=1
   ((rc == 0 || (rc == 3 && orphan))) || UNEXPECTED+=("worker pid $p ($id) exited $rc after SIGTERM")
 done
 E2E_PIDS=()
