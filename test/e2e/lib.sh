@@ -63,18 +63,23 @@ start_worker() {
   printf -v "PID_$name" '%s' "$WORKER_PID"
 }
 
-# hold_claim_lock WORKER: a session of the test, fed one statement at a time
-# (hold SQL; held TAG: a row "TAG|..." came back, in $E2E_DIR/hold.out;
-# HOLD_PID its pid), opens a transaction and takes WORKER's claim lock as a
-# claim does (shared), so the worker's unclaim returns NULL until the test
-# sends hold "COMMIT;" and closes the session (exec 7>&-).
-hold_claim_lock() {
+# hold_open: a session of the test, fed one statement at a time (hold SQL;
+# held TAG: a row "TAG|..." came back, in $E2E_DIR/hold.out; HOLD_PID its
+# pid), opens a transaction; the test ends it with hold "COMMIT;" and closes
+# the session (exec 7>&-).
+hold_open() {
   mkfifo "$E2E_DIR/hold.in"
   psql -qXAt -v ON_ERROR_STOP=1 -f "$E2E_DIR/hold.in" >"$E2E_DIR/hold.out" 2>&1 &
   HOLD_PID=$!
   E2E_PIDS+=("$HOLD_PID")
   exec 7>"$E2E_DIR/hold.in"
   hold "BEGIN;"
+}
+# hold_claim_lock WORKER: hold_open, then WORKER's claim lock taken as a
+# claim does (shared), so the worker's unclaim returns NULL until the test
+# commits.
+hold_claim_lock() {
+  hold_open
   hold "SELECT 'claim-lock', pg_advisory_xact_lock_shared(hashtext('bgexec.claim.worker'), hashtext('$1'));"
   wait_for 10 held claim-lock || fail "the test's session did not take the claim lock: $(cat "$E2E_DIR/hold.out")"
 }
