@@ -12,14 +12,17 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57959
 sql "CREATE ROLE wk LOGIN CONNECTION LIMIT 2; GRANT bgexec_worker TO wk" >/dev/null
-start_worker climit --lease 3 --db "user=wk dbname=postgres"
+start_worker climit --lease 6 --db "user=wk dbname=postgres"
 wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/climit.log" || fail "worker did not start"
 sleep 1
 ids=()
 for _ in 1 2 3 4 5; do ids+=("$("$BGEXEC" submit noop)") || fail submit; done
 list=$(IFS=,; echo "${ids[*]}")
 # Two leases' worth: a job claimed and lost here would have been failed by now.
-sleep 6
+# (Lease 6 s: a heartbeat call is cut at a quarter of it, and reconnecting
+# under the role's limit while the cut backend is still exiting is refused;
+# at 3 s one slow heartbeat on a loaded machine could lose job a below.)
+sleep 12
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE id IN ($list) AND status = 'failed'") == 0 ]] \
   || fail "jobs failed while the worker could not finish them: $(sql "SELECT id, status, error FROM bgexec.job WHERE id IN ($list)")"
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE id IN ($list) AND status = 'queued' AND attempt = 0") == 5 ]] \
@@ -41,7 +44,7 @@ grep -q 'msg="claiming again"' "$E2E_DIR/climit.log" || fail "no log line saying
 
 # The finish connection lost while a job waits on it: its finish is retried
 # for as long as heartbeats renew the lease (it gave up at the lease of the
-# claim, 3 s, and the job was lost), and the worker claims nothing more
+# claim, 6 s, and the job was lost), and the worker claims nothing more
 # until the finish connection works again.  The role's other three
 # connections are open: its finish connection cannot come back.
 backends() { sql "SELECT count(*) FROM pg_stat_activity WHERE usename = 'wk'"; }
@@ -63,7 +66,7 @@ wait_for 20 unavailable_again || fail "no log line saying the finish connection 
 # finished later, its lease renewed meanwhile).
 sleep 1
 b=$("$BGEXEC" submit noop) || fail submit
-sleep 7
+sleep 9
 [[ $(job_status "$a") == running ]] || fail "job $a, waiting on its finish, is $(job_status "$a")"
 [[ $(sql "SELECT status || ' ' || attempt FROM bgexec.job WHERE id = $b") == "queued 0" ]] \
   || fail "job $b was claimed while the finish connection was unavailable: $(job_status "$b")"

@@ -49,6 +49,7 @@ sql "SELECT count(pg_catalog.nextval('bgexec.lease_seq')) FROM generate_series(1
 old=$(sql "SELECT lease FROM bgexec.claim('a', '{fo}', 1) WHERE job_id = $x")
 [[ $old =~ ^[0-9]+$ ]] || fail "the old primary's claim of job $x: '$old'"
 as_pg "$PGBIN/pg_ctl" -D "$E2E_DIR/pg/data" -w -t 60 stop -m immediate >/dev/null || fail "stopping the primary"
+rm -f "$E2E_DIR/pg/postmaster.pid.started"   # stopped: cleanup must not signal its pid
 
 # Promote the standby; the worker's claim of X there.
 as_pg "$PGBIN/pg_ctl" -D "$S/data" -l "$S/postgres.log" -w -t 60 start >/dev/null || fail "the standby did not start again"

@@ -17,5 +17,6 @@ relistened() { (($(grep -c 'msg=listening channels' "$E2E_DIR/w1.log") >= 2)); }
 wait_for 30 relistened || fail "the notifier did not come back"
 sleep 2   # past the claim the reconnect itself makes
 id=$("$BGEXEC" submit noop) || fail submit
-wait_status "$id" completed 5
+# (within 15 s: the poll, 30 s, last ran at least 2 s before the submit)
+wait_status "$id" completed 15
 ok "after a restart the job was claimed on its NOTIFY"
