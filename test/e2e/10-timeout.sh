@@ -11,7 +11,8 @@ source "$(dirname "$0")/lib.sh"
 e2e_cluster 57950 "bgexec.watchdog = off"
 P=$E2E_DIR/pids
 E2E_PIDFILES+=("$P")
-start_worker w1 --allow-run --reconcile-interval 3600
+# A 10 s lease: the deadline is the worker's to keep, not one lease later.
+start_worker w1 --allow-run --reconcile-interval 3600 --lease 10
 # Submitted half a second into the worker's wait for work (await_claim,
 # a second at a time): the wait claims it, half a second after it was sent.
 wait_for 10 grep -q 'msg=listening' "$E2E_DIR/w1.log" || fail "w1 did not listen"
@@ -33,6 +34,11 @@ wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the step's grou
 # the wait was sent (it ended the job after 1.4-1.5 s when it did)
 ran=$(sql "SELECT extract(epoch FROM finished_at - started_at) FROM bgexec.job WHERE id = $id")
 awk -v r="$ran" 'BEGIN {exit !(r >= 1.95)}' || fail "timed out ${ran}s after it started, before its 2 s timeout"
+# nor a lease after it: the worker's deadline is the claim's deadline, not
+# a lease later (with reconcile off nothing else ends the job; a mutant of
+# the worker that armed the timer one lease late survived this test)
+awk -v r="$ran" 'BEGIN {exit !(r < 7)}' || fail "timed out ${ran}s after it started, 5 s or more past its 2 s timeout"
+echo "# timed out ${ran} s after it started (timeout 2 s)" >&2
 # ended by the worker at its deadline, not by reconcile after a lease
 # check: the step it was running is closed with reason job_timeout, and the
 # worker logs the stop (both missing when its deadline timer is not armed:
