@@ -15,6 +15,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace bgexec::pg {
 namespace {
@@ -120,6 +121,49 @@ TEST_F(PgConnection, SessionTerminatedIsLost) {
   EXPECT_EQ(e->classify(), ErrorClass::connection);
   EXPECT_FALSE(conn_.connected());
   EXPECT_NE(pid(), before);
+}
+
+// Ends the backend `pid` from another session, and waits until it is gone
+// (pg_terminate_backend only signals).
+void terminate(const std::string& pid) {
+  SyncConnection admin(test_db(), "unit-admin");
+  admin.exec("SELECT pg_terminate_backend($1::int)", {pid});
+  for (int i = 0; i < 200; ++i) {
+    if (admin.exec("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int", {pid}).get(0, 0) == "0") return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ADD_FAILURE() << "backend " << pid << " did not exit";
+}
+
+// A session the server ended while it sat idle (a script terminating idle
+// backends) is opened again before the next call, which is answered: it
+// failed before, and the worker logged it and shut its claims.
+TEST_F(PgConnection, SessionEndedWhileIdleIsOpenedAgain) {
+  auto before = pid();
+  terminate(before);
+  auto r = run(io_, conn_.query("SELECT pg_backend_pid()"));
+  EXPECT_NE(r.get(0, 0).value_or(""), before);
+}
+
+// The same for idle_session_timeout (57P05), which a database may set.
+TEST_F(PgConnection, IdleSessionTimeoutIsOpenedAgain) {
+  auto before = pid();
+  run(io_, conn_.query("SET idle_session_timeout = 100"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  auto r = run(io_, conn_.query("SELECT pg_backend_pid(), current_setting('idle_session_timeout')"));
+  EXPECT_NE(r.get(0, 0).value_or(""), before);
+  EXPECT_EQ(r.get(0, 1).value_or(""), "0");  // a new session, with the server's setting
+}
+
+// In a transaction the session is never replaced: the statement after the
+// end must fail, not run outside the transaction (a sql step's COMMIT
+// would have reported a rolled-back step as done).
+TEST_F(PgConnection, SessionEndedInTransactionFails) {
+  run(io_, conn_.query("BEGIN"));
+  terminate(pid());
+  auto e = error_of(io_, conn_.query("COMMIT"));
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->connection_lost()) << e->what();
 }
 
 // The call bound (a Deadline) closes the connection under the statement.

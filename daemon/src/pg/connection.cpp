@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <system_error>
 #include <thread>
@@ -452,6 +453,16 @@ asio::awaitable<Result> Connection::query(const std::string& sql, const Params& 
 }
 
 asio::awaitable<Result> Connection::query_locked(const std::string& sql, const Params& params, bool prepare) {
+  // A session the server ended while it sat idle (idle_session_timeout, a
+  // script terminating idle backends) is opened again before the call, not
+  // found dead by it: the call failed, the worker logged a warning and shut
+  // its claims until the connection came back, once per idle spell.
+  if (connected())
+    if (auto why = ended_while_idle()) {
+      core::log("info", "session ended by the server while idle, connecting again",
+                {{"conn", name_}, {"reason", *why}});
+      close();
+    }
   if (!connected()) co_await connect();
 
   const auto values = c_values(params);
@@ -544,6 +555,40 @@ bool Connection::closed_while_idle() const {
   char byte;
   const auto n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// Whether the server ended this session while it sat idle outside a
+// transaction, and how: it closed the socket, or sent an ErrorResponse
+// unasked (the FATAL of idle_session_timeout, of pg_terminate_backend, of a
+// shutdown), which only comes before it closes.  A NOTIFY, a ParameterStatus
+// or a notice is no end.  Over TLS the bytes cannot be read: only a closed
+// socket counts.  In a transaction (a sql step's, between its statements)
+// the session is never replaced: its next statement must fail, not run
+// outside the transaction.  Peeks, never reads.
+std::optional<std::string> Connection::ended_while_idle() const {
+  if (!conn_ || fd_ < 0 || PQtransactionStatus(conn_) != PQTRANS_IDLE) return std::nullopt;
+  char buf[1024];
+  const auto n = ::recv(fd_, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return std::string("the server closed the connection");
+  if (n < 0)
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? std::nullopt
+                                                                      : std::optional<std::string>(std::strerror(errno));
+  if (PQsslInUse(conn_) || buf[0] != 'E') return std::nullopt;
+  // 'E', a 4-byte length, then fields: a type byte and a string each; 'C'
+  // is the SQLSTATE, 'M' the message.
+  std::string code, message;
+  for (ssize_t i = 5; i < n && buf[i] != '\0';) {
+    const char type = buf[i++];
+    const ssize_t start = i;
+    while (i < n && buf[i] != '\0') ++i;
+    if (i >= n) break;  // cut off by the peek
+    if (type == 'C') code.assign(buf + start, static_cast<std::size_t>(i - start));
+    if (type == 'M') message.assign(buf + start, static_cast<std::size_t>(i - start));
+    ++i;
+  }
+  std::string why = clean(message.empty() ? "an error from the server" : message.c_str());
+  if (!code.empty()) why += " (" + code + ")";
+  return why;
 }
 
 asio::awaitable<Result> Connection::query_after(const std::string& setup, const Params& setup_params,

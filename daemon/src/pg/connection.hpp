@@ -300,6 +300,7 @@ class Connection {
                                              const std::string& sql, const Params& params);
   asio::awaitable<std::string> prepared_name(const std::string& sql, int params);
   bool closed_while_idle() const;
+  std::optional<std::string> ended_while_idle() const;
   void prepared_lost(const Error& err);
   static bool plan_changed(const Error& err);
   asio::awaitable<std::string> prepare_again(const std::string& sql, int params, const std::string& stmt);
