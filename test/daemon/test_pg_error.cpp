@@ -139,6 +139,7 @@ void terminate(const std::string& pid) {
 // backends) is opened again before the next call, which is answered: it
 // failed before, and the worker logged it and shut its claims.
 TEST_F(PgConnection, SessionEndedWhileIdleIsOpenedAgain) {
+  conn_.set_reopen_when_ended_idle(true);
   auto before = pid();
   terminate(before);
   auto r = run(io_, conn_.query("SELECT pg_backend_pid()"));
@@ -147,6 +148,7 @@ TEST_F(PgConnection, SessionEndedWhileIdleIsOpenedAgain) {
 
 // The same for idle_session_timeout (57P05), which a database may set.
 TEST_F(PgConnection, IdleSessionTimeoutIsOpenedAgain) {
+  conn_.set_reopen_when_ended_idle(true);
   auto before = pid();
   run(io_, conn_.query("SET idle_session_timeout = 100"));
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
@@ -159,9 +161,19 @@ TEST_F(PgConnection, IdleSessionTimeoutIsOpenedAgain) {
 // end must fail, not run outside the transaction (a sql step's COMMIT
 // would have reported a rolled-back step as done).
 TEST_F(PgConnection, SessionEndedInTransactionFails) {
+  conn_.set_reopen_when_ended_idle(true);
   run(io_, conn_.query("BEGIN"));
   terminate(pid());
   auto e = error_of(io_, conn_.query("COMMIT"));
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->connection_lost()) << e->what();
+}
+
+// Not asked for (a LISTEN's connection): the call fails, and its caller
+// knows to LISTEN again.
+TEST_F(PgConnection, SessionEndedWhileIdleFailsUnlessAsked) {
+  terminate(pid());
+  auto e = error_of(io_, conn_.query("SELECT 1"));
   ASSERT_TRUE(e);
   EXPECT_TRUE(e->connection_lost()) << e->what();
 }

@@ -456,8 +456,9 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
   // A session the server ended while it sat idle (idle_session_timeout, a
   // script terminating idle backends) is opened again before the call, not
   // found dead by it: the call failed, the worker logged a warning and shut
-  // its claims until the connection came back, once per idle spell.
-  if (connected())
+  // its claims until the connection came back, once per idle spell.  Only
+  // where the session holds no state of the caller's (set_reopen_when_ended_idle).
+  if (reopen_idle_ && connected())
     if (auto why = ended_while_idle()) {
       core::log("info", "session ended by the server while idle, connecting again",
                 {{"conn", name_}, {"reason", *why}});

@@ -131,6 +131,10 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
   fin_.set_call_timeout(seconds(std::max(cfg_.lease_s / 4, 2.0)));
   ctl_.set_call_timeout(seconds(std::max(cfg_.lease_s, 5.0)));
   listen_.set_call_timeout(seconds(std::max(cfg_.lease_s, 5.0)));
+  // Their sessions hold nothing but prepared statements: one the server
+  // ended while idle (idle_session_timeout) is opened again before the next
+  // call.  Not the notifier's, which may LISTEN.
+  for (auto* c : {&hb_, &fin_, &ctl_}) c->set_reopen_when_ended_idle(true);
   // Step processes get the worker's environment but for its secrets and
   // its own database credentials: an action's program that runs psql, its
   // PGHOST set by a tenant's step env, sent the worker's PGPASSWORD to the
