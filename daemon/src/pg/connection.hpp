@@ -240,13 +240,13 @@ class Connection {
   // cut at the bound and sent again, it never got through.
   void set_call_timeout(std::chrono::steady_clock::duration bound) { call_timeout_ = bound; }
   static constexpr std::size_t send_allowance_from = 64 * 1024;
+  static constexpr std::chrono::microseconds send_allowance_per_mib{2'000'000};
   // Whether query() opens a session the server ended while it sat idle
   // (ended_while_idle) again before sending, rather than fail on it.  Only
   // for a connection whose user keeps no state in its session but what the
   // connection itself restores (prepared statements): a LISTEN, a SET, a
   // temporary table would be gone without a word.  Off by default.
   void set_reopen_when_ended_idle(bool on) { reopen_idle_ = on; }
-  static constexpr std::chrono::microseconds send_allowance_per_mib{2'000'000};
   const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
