@@ -42,15 +42,10 @@ wait_status "$other" completed 10
 # third serves another queue, so a job on the second's queue is one only
 # the second could claim: before, its claim in the wait took the job, under
 # the id the third now held, whose unclaim could give it back mid-run.
-"$BGEXEC" worker --id first --lease 30 --queue third >>"$E2E_DIR/third.log" 2>&1 &
-THIRD=$!
-E2E_PIDS+=("$THIRD")
-wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$E2E_DIR/third.log" || fail "the third did not wait"
-# (the second stopped meanwhile, so that its heartbeat cannot register the
-# row again before the third does: a few seconds, well inside its lease)
-kill -STOP "$SECOND"
-sql "DELETE FROM bgexec.worker WHERE id = 'first'" >/dev/null
-wait_for 10 grep -q 'worker started' "$E2E_DIR/third.log" || { kill -CONT "$SECOND"; fail "the third did not start"; }
+# (the second is stopped meanwhile, so that its heartbeat cannot register
+# the row again before the third does: a few seconds, well inside its lease)
+take_id first "$SECOND" "$E2E_DIR/third.log" --lease 30 --queue third
+THIRD=$TAKER
 late=$("$BGEXEC" submit noop --queue other) || { kill -CONT "$SECOND"; fail submit; }
 sleep 0.5
 kill -CONT "$SECOND"

@@ -17,13 +17,7 @@ job=$("$BGEXEC" submit workflow --queue bq '{"steps": [{"id": "s", "sleep": 120}
 step_started() { [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $job AND kind = 'step_started'") == 1 ]]; }
 wait_for 20 step_started || fail "the job did not start: $(job_status "$job")"
 
-"$BGEXEC" worker --id busy --lease 8 --queue other >>"$E2E_DIR/taker.log" 2>&1 &
-TAKER=$!
-E2E_PIDS+=("$TAKER")
-wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$E2E_DIR/taker.log" || fail "the taker did not wait"
-kill -STOP "$PID_busy"
-sql "DELETE FROM bgexec.worker WHERE id = 'busy'" >/dev/null
-wait_for 10 grep -q 'worker started' "$E2E_DIR/taker.log" || { kill -CONT "$PID_busy"; fail "the taker did not start"; }
+take_id busy "$PID_busy" "$E2E_DIR/taker.log" --lease 8 --queue other
 kill -CONT "$PID_busy"
 continued=$SECONDS
 

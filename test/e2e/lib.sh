@@ -84,6 +84,24 @@ hold_claim_lock() {
   wait_for 10 held claim-lock || fail "the test's session did not take the claim lock: $(cat "$E2E_DIR/hold.out")"
 }
 hold() { echo "$1" >&7; }
+
+# take_id ID HOLDER_PID LOG [WORKER ARGS...]: another process of worker id ID
+# (its log LOG, its pid TAKER) waits for the id, which HOLDER_PID holds; the
+# holder is stopped, so that its heartbeat cannot register the row again,
+# the worker row is deleted, and the new process registers the id.  The
+# holder is left stopped: the test continues it (kill -CONT).
+take_id() {
+  local id=$1 holder=$2 log=$3 name
+  shift 3
+  name=$(basename "$log" .log)
+  "$BGEXEC" worker --id "$id" "$@" >>"$log" 2>&1 &
+  TAKER=$!
+  E2E_PIDS+=("$TAKER")
+  wait_for 20 grep -q 'worker id in use by a live worker: waiting' "$log" || fail "the $name did not wait"
+  kill -STOP "$holder"
+  sql "DELETE FROM bgexec.worker WHERE id = '$id'" >/dev/null
+  wait_for 10 grep -q 'worker started' "$log" || { kill -CONT "$holder"; fail "the $name did not start"; }
+}
 held() { grep -q "^$1|" "$E2E_DIR/hold.out"; }
 
 # wait_for TIMEOUT_S CMD...: polls until CMD succeeds; non-zero on timeout.
