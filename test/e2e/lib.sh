@@ -84,6 +84,7 @@ hold_claim_lock() {
   wait_for 10 held claim-lock || fail "the test's session did not take the claim lock: $(cat "$E2E_DIR/hold.out")"
 }
 hold() { echo "$1" >&7; }
+held() { grep -q "^$1|" "$E2E_DIR/hold.out"; }
 
 # take_id ID HOLDER_PID LOG [WORKER ARGS...]: another process of worker id ID
 # (its log LOG, its pid TAKER) waits for the id, which HOLDER_PID holds; the
@@ -102,7 +103,6 @@ take_id() {
   sql "DELETE FROM bgexec.worker WHERE id = '$id'" >/dev/null
   wait_for 10 grep -q 'worker started' "$log" || { kill -CONT "$holder"; fail "the $name did not start"; }
 }
-held() { grep -q "^$1|" "$E2E_DIR/hold.out"; }
 
 # wait_for TIMEOUT_S CMD...: polls until CMD succeeds; non-zero on timeout.
 wait_for() {
