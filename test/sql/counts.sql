@@ -2,6 +2,7 @@
 -- by the functions that finish, retry and delete jobs; every path keeps it
 -- equal to a count of the jobs themselves.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 -- the jobs of every earlier test: finish, finish_many, reconcile, deadlines,
 -- stop, retry, suspend/resume, caps, purge, security, events
 SELECT count(*) > 20 AS many_jobs, count(DISTINCT queue) > 5 AS many_queues FROM bgexec.job;

@@ -1,5 +1,6 @@
 -- deadlines: start of the attempt + timeout, on the DB clock; past it → timed_out.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SELECT bgexec.submit('noop', queue => 'dl', timeout => '1 hour') AS j \gset
 SELECT deadline BETWEEN now() + interval '59 minutes' AND now() + interval '61 minutes' AS deadline_set
   FROM bgexec.claim('w', '{dl}', 1);

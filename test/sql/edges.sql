@@ -1,6 +1,7 @@
 -- edges: boundaries the other suites left open (found by mutation
 -- testing).  Run after setup.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 -- 1. reconcile revokes a lease only once it has expired on the DB clock
 --    (§1.2, §1.4, §1.7): exactly at now() it is still valid; a microsecond
 --    before now() it is expired.  now() is fixed inside the transaction,

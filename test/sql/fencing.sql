@@ -1,5 +1,6 @@
 -- fencing: every worker write names its lease; a stale lease changes nothing.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SELECT bgexec.submit('noop', queue => 'fence', max_attempts => 2) AS j \gset
 SELECT lease AS l1 FROM bgexec.claim('w1', '{fence}', 1) \gset
 -- the worker vanishes; reconcile re-queues (attempts left); another worker claims

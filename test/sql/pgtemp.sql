@@ -6,6 +6,7 @@
 -- that raises naming current_user, then calls every function a client and a
 -- worker may call, on every path: a trap that fired would print its role.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 -- the jobs the calls below act on, made before any trap exists
 SELECT (bgexec.configure_queue('tmp-cap', max_running => 10, max_running_per_key => 5)).name;
 SET ROLE regress_alice;

@@ -1,5 +1,6 @@
 -- reconcile: expired leases → queued (attempts left) or failed/worker_lost; at-most-once by default.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SELECT bgexec.submit('noop', queue => 'rc') AS once \gset
 SELECT bgexec.submit('noop', queue => 'rc', max_attempts => 2) AS twice \gset
 SELECT count(*) FROM bgexec.claim('w', '{rc}', 2);

@@ -1,5 +1,6 @@
 -- retries: failed with attempts left → queued with backoff + full jitter on the DB clock.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SELECT (bgexec.configure_queue('rq', retry_base => '10 seconds', retry_cap => '40 seconds')).name;
 SELECT bgexec.submit('noop', queue => 'rq', max_attempts => 4) AS j \gset
 SELECT lease AS l FROM bgexec.claim('w', '{rq}', 1) \gset

@@ -3,6 +3,7 @@
 -- unschedule() keep a caller's schedules; reconcile() submits a job for each
 -- due one, as its owner, once per tick.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SET timezone = 'UTC';
 -- the expression's forms, each from the same instant (a Tuesday)
 SELECT e, bgexec._cron_next(e, '2026-12-01 10:17:30+00') AS next

@@ -1,5 +1,6 @@
 -- security: clients see, stop, resume and dedupe only their own jobs; no table is writable.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SET ROLE regress_alice;
 SELECT bgexec.submit('noop', queue => 'sec', idempotency_key => 'shared-key') AS a \gset
 SELECT current_user, count(*) FROM bgexec.job WHERE queue = 'sec' GROUP BY 1;

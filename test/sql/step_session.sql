@@ -5,6 +5,7 @@
 -- next attempt.  The step's session here is a dblink connection.
 \set SHOW_CONTEXT never
 \set VERBOSITY terse
+SELECT extend_leftover_leases() AS leftovers_extended;
 CREATE EXTENSION IF NOT EXISTS dblink;
 -- this cluster's socket, port and database
 SELECT format('host=%s port=%s dbname=%s user=%s',

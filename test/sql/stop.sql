@@ -1,5 +1,6 @@
 -- stop: queued/suspended → cancelled now; running → stop requested; terminal → no-op.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SELECT bgexec.submit('noop', queue => 'st') AS q \gset
 SELECT bgexec.stop(:q);
 SELECT status, error->>'reason' AS reason, finished_at IS NOT NULL AS finished FROM bgexec.job WHERE id = :q;

@@ -1,5 +1,6 @@
 -- suspend/resume: an approval step releases the lease; resume re-queues without using an attempt.
 \set SHOW_CONTEXT never
+SELECT extend_leftover_leases() AS leftovers_extended;
 SELECT bgexec.submit('workflow', '{"steps": [{"id": "gate", "approval": {"prompt": "go?"}}, {"id": "after", "needs": ["gate"], "sleep": 0}]}', queue => 'sus') AS j \gset
 SELECT lease AS l, attempt FROM bgexec.claim('w', '{sus}', 1) \gset
 SELECT bgexec.append_event(:j, :l, 'step_started', '{"step": "gate"}');
