@@ -13,13 +13,15 @@ END $$;
 -- helper for the tests: make every lease of a job expire now (as if the worker vanished)
 CREATE FUNCTION expire_lease(bigint) RETURNS void LANGUAGE sql
 	AS $$ UPDATE bgexec.job SET lease_expires_at = now() - interval '1 second' WHERE id = $1 $$;
--- helper: an hour's lease (and a deadline no sooner) for every running job,
--- called first by each test that prints what reconcile() acted on.  The jobs
--- earlier tests leave running hold claim()'s default 30-second lease, so a
--- suite that took longer than that to get there would otherwise count them.
+-- helper: an hour's lease for every running job (and a deadline, where it
+-- has one, no sooner), called first by each test that prints what
+-- reconcile() acted on.  The jobs earlier tests leave running hold claim()'s
+-- default 30-second lease, so a suite that took longer than that to get
+-- there would otherwise count them.
 CREATE FUNCTION extend_leftover_leases() RETURNS boolean LANGUAGE sql
 	AS $$ UPDATE bgexec.job SET lease_expires_at = greatest(lease_expires_at, now() + interval '1 hour'),
-	                            deadline = greatest(deadline, now() + interval '1 hour')
+	                            deadline = CASE WHEN deadline < now() + interval '1 hour'
+	                                        THEN now() + interval '1 hour' ELSE deadline END
 	       WHERE status = 'running';
 	      SELECT true $$;
 -- helper: the event kinds of a job, in seq order, and whether seqs are gapless
