@@ -3179,7 +3179,13 @@ $$;
 COMMENT ON FUNCTION bgexec.events(bigint, int, int) IS
 	'replays a job''s events after a seq, in seq order, max_events at most (the resume cursor of every reader)';
 
-CREATE FUNCTION bgexec.purge(older_than interval) RETURNS bigint
+/* purge: deletes the caller's terminal jobs finished before now() -
+ * older_than, with their events (the job_deleted trigger).  With max_jobs,
+ * at most that many, oldest first, passing over rows another transaction
+ * holds (a retry in flight, a concurrent purge): a caller deletes a large
+ * backlog in short transactions, SELECT bgexec.purge('30 days', 10000) until
+ * it returns less than 10000, as the watchdog's retention does. */
+CREATE FUNCTION bgexec.purge(older_than interval, max_jobs int DEFAULT NULL) RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
@@ -3198,17 +3204,34 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('older_than was %s', coalesce(older_than::text, 'null'));
 	END IF;
-	WITH gone AS (
-		DELETE FROM bgexec.job j
+	IF max_jobs < 1 THEN
+		RAISE EXCEPTION 'max_jobs must be at least 1, or null for every job'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('max_jobs was %s', max_jobs);
+	END IF;
+	IF max_jobs IS NULL THEN
+		WITH gone AS (
+			DELETE FROM bgexec.job j
+			 WHERE j.finished_at < now() - older_than
+			   AND bgexec._can_see(j.owner)
+			RETURNING 1)
+		SELECT count(*) INTO v_n FROM gone;
+		RETURN v_n;
+	END IF;
+	WITH doomed AS (
+		SELECT j.id FROM bgexec.job j
 		 WHERE j.finished_at < now() - older_than
 		   AND bgexec._can_see(j.owner)
-		RETURNING 1)
+		 ORDER BY j.finished_at
+		 LIMIT max_jobs
+		   FOR UPDATE SKIP LOCKED),
+	gone AS (DELETE FROM bgexec.job j USING doomed WHERE j.id = doomed.id RETURNING 1)
 	SELECT count(*) INTO v_n FROM gone;
 	RETURN v_n;
 END
 $$;
-COMMENT ON FUNCTION bgexec.purge(interval) IS
-	'deletes the caller''s terminal jobs (all, for a superuser) finished before now() - older_than, with their events';
+COMMENT ON FUNCTION bgexec.purge(interval, int) IS
+	'deletes the caller''s terminal jobs (all, for a superuser) finished before now() - older_than, with their events; with max_jobs at most that many, oldest first, skipping locked rows';
 
 /* _recount: rebuilds queue_count from the jobs themselves, for jobs inserted
  * or re-statused by hand outside the bgexec functions.  Not granted: the
@@ -3438,7 +3461,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.resume_schedule(text),
 	bgexec.run_schedule(text),
 	bgexec.events(bigint, int, int),
-	bgexec.purge(interval),
+	bgexec.purge(interval, int),
 	bgexec._caller(),
 	bgexec._can_see(name),
 	bgexec._inserted_here(bigint),

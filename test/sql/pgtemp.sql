@@ -73,7 +73,7 @@ SELECT bgexec.stop(:cq) AS stop_queued, bgexec.stop(:cr) AS stop_running;
 SELECT bgexec.resume(:cs, '{"ok": true}') AS resumed;
 SELECT bgexec.retry(:cf) AS retried;
 SELECT count(*) AS events FROM bgexec.events(:cr);
-SELECT bgexec.purge('1 hour') AS purged;
+SELECT bgexec.purge('1 hour', 1) AS purged_in_a_batch, bgexec.purge('1 hour') AS purged_the_rest;
 SELECT bgexec.schedule('tmp-s', '*/5 1-2 * jan,feb mon', 'noop', '{"a": 1}', queue => 'tmp-s',
                        timeout => '1 hour', concurrency_key => 'k') > now() AS scheduled;
 SELECT bgexec.schedule('tmp-s', '@daily', 'noop', queue => 'tmp-s') > now() AS rescheduled;

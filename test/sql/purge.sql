@@ -26,6 +26,35 @@ SELECT count(*) FROM bgexec.job WHERE id = :aj;
 SET ROLE regress_alice;
 SELECT bgexec.purge('1 hour');
 RESET ROLE;
+-- max_jobs: at most that many, oldest first, and a client's own only; the
+-- caller repeats until fewer come back.  Fifty years back, so that no job of
+-- the earlier files is old enough.
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'pg-batch') AS b1 \gset
+SELECT bgexec.submit('noop', queue => 'pg-batch') AS b2 \gset
+SELECT bgexec.submit('noop', queue => 'pg-batch') AS b3 \gset
+RESET ROLE;
+SET ROLE regress_bob;
+SELECT bgexec.submit('noop', queue => 'pg-batch') AS bobs \gset
+RESET ROLE;
+SELECT count(bgexec.stop(id)) FROM bgexec.job WHERE queue = 'pg-batch';
+-- oldest: bob's, then b2, b3, b1
+UPDATE bgexec.job SET finished_at = now() - interval '50 years' - CASE id WHEN :bobs THEN interval '4 days'
+       WHEN :b2 THEN interval '3 days' WHEN :b3 THEN interval '2 days' ELSE interval '1 day' END
+ WHERE queue = 'pg-batch';
+SET ROLE regress_alice;
+SELECT bgexec.purge('49 years', 2) AS first_batch;
+RESET ROLE;
+SELECT id = :b1 AS b1, id = :bobs AS bobs FROM bgexec.job WHERE queue = 'pg-batch' ORDER BY id;
+SET ROLE regress_alice;
+SELECT bgexec.purge('49 years', 2) AS second_batch, bgexec.purge('49 years', 2) AS third_batch;
+RESET ROLE;
+-- max_jobs below 1 is refused (22023) and deletes nothing; null is every job
+SELECT * FROM try($$SELECT bgexec.purge('49 years', 0)$$);
+SELECT * FROM try($$SELECT bgexec.purge('49 years', -1)$$);
+SELECT count(*) AS bobs_left FROM bgexec.job WHERE id = :bobs;
+SELECT bgexec.purge('49 years', NULL) AS every_one;
+SELECT count(*) AS left_in_queue FROM bgexec.job WHERE queue = 'pg-batch';
 -- retention (the watchdog's batch delete)
 SELECT count(bgexec.submit('noop', queue => 'pg')) FROM generate_series(1, 3);
 SELECT count(bgexec.stop(id)) FROM bgexec.job WHERE queue = 'pg' AND status = 'queued';
