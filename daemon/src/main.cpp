@@ -54,6 +54,8 @@ Commands:
   resume-schedule NAME   let a paused recurring job fire again
   run-schedule NAME      submit a recurring job's job now (--wait/--follow as submit)
   schedules              list your recurring jobs
+  purge OLDER_THAN [--batch N]
+                         delete your jobs that ended longer ago than OLDER_THAN, in batches
   bench [options]        burn-down benchmark (see bgexec bench --help)
   version                print the version
 

@@ -99,4 +99,44 @@ expect '--limit: expected an integer from 1 to' stop --queue held --limit 0
 expect '--from is not an option of stop' stop --queue held --from 3
 [[ $(sql "SELECT string_agg(id || status::text, ',' ORDER BY id) FROM bgexec.job") == "$before" ]] \
   || fail "a refused call changed jobs"
+
+# purge OLDER_THAN [--batch N]: the caller's jobs that ended longer ago,
+# oldest first, each batch its own transaction.  Bad arguments are usage
+# errors and delete nothing.
+sql "UPDATE bgexec.job SET finished_at = now() - interval '2 days' + id * interval '1 second'
+      WHERE finished_at IS NOT NULL" >/dev/null
+ended_ids() { sql "SELECT string_agg(id::text, ' ' ORDER BY id) FROM bgexec.job WHERE finished_at IS NOT NULL"; }
+ended=$(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL")
+((ended > 30)) || fail "too few ended jobs for the purge: $ended"
+expect 'OLDER_THAN: invalid input syntax for type interval: "soon"' purge soon
+expect '--batch: expected an integer from 1 to 100000, got "0"' purge 1h --batch 0
+expect 'purge takes OLDER_THAN' purge
+expect '--queue is not an option of purge' purge 1h --queue held
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL") == "$ended" ]] || fail "a refused purge deleted jobs"
+# a tenant's purge: its own job only
+out=$("$BGEXEC" purge '1 day' --db "$T") || fail "a tenant's purge: exit $?"
+[[ $out == "purged 1 job" && $(sql "SELECT count(*) FROM bgexec.job WHERE id = $mine") == 0 ]] \
+  || fail "a tenant's purge printed $out; ended jobs left $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL")"
+ended=$((ended - 1))
+# a job whose delete fails stops the purge at its batch: exit 3, the batches
+# before it (the oldest: ids in the order the jobs ended) deleted and
+# counted, its own not
+newest=$(sql "SELECT max(id) FROM bgexec.job WHERE finished_at IS NOT NULL")
+all_ended=$(ended_ids)
+sql "CREATE FUNCTION e2e_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$
+       BEGIN IF OLD.id = $newest THEN RAISE EXCEPTION 'e2e: not this one'; END IF; RETURN OLD; END \$\$;
+     CREATE TRIGGER e2e_refuse BEFORE DELETE ON bgexec.job FOR EACH ROW EXECUTE FUNCTION e2e_refuse()" >/dev/null
+set +e; "$BGEXEC" purge 1d --batch 7 >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+left=$(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL")
+purged=$(((ended - 1) / 7 * 7))
+((rc == 3)) && [[ ! -s $E2E_DIR/out ]] && ((left == ended - purged)) \
+  && [[ $(head -1 "$E2E_DIR/err") == "bgexec purge: before the error below, purged $purged jobs" ]] \
+  && grep -qF 'e2e: not this one' "$E2E_DIR/err" \
+  || fail "purge past a refused delete: exit $rc, $left of $ended left, out $(cat "$E2E_DIR/out"), err $(cat "$E2E_DIR/err")"
+[[ $(ended_ids) == "$(tr ' ' '\n' <<<"$all_ended" | tail -n "$left" | paste -sd ' ')" ]] \
+  || fail "the purge did not go oldest first: left $(ended_ids)"
+sql "DROP TRIGGER e2e_refuse ON bgexec.job" >/dev/null
+out=$("$BGEXEC" purge 1d --batch 7 --json) || fail "purge: exit $?"
+[[ $out == "{\"purged\":$left}" && $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL") == 0 ]] \
+  || fail "purge printed $out; ended jobs left $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL")"
 ok

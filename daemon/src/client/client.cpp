@@ -1,6 +1,6 @@
 // Client subcommands: submit, status, jobs, tail, stop, resume, retry,
 // queues, pause-queue, resume-queue, configure-queue, workers, schedule,
-// unschedule, schedules.
+// unschedule, schedules, purge.
 // Each runs one coroutine on an io_context over one pg::Connection.
 #include "client/client.hpp"
 
@@ -73,7 +73,8 @@ const std::map<std::string, std::set<std::string>> command_options = {
     {"schedules", {}},
     {"pause-schedule", {}},
     {"resume-schedule", {}},
-    {"run-schedule", {"--wait", "--follow"}}};
+    {"run-schedule", {"--wait", "--follow"}},
+    {"purge", {"--batch"}}};
 
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
@@ -102,6 +103,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume-schedule NAME
   bgexec run-schedule NAME [--wait | --follow]
   bgexec schedules
+  bgexec purge OLDER_THAN [--batch N]
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
 DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
 end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
@@ -125,7 +127,11 @@ while the last one's job is unfinished.  It prints the first run, in UTC.
 pause-schedule stops a schedule firing, keeping it; resume-schedule lets it fire
 again from its next run after now (the runs missed while paused do not fire).
 run-schedule submits a schedule's job now, out of turn, and prints its id as
-submit does.
+submit does.  purge deletes your terminal jobs (a superuser's: everyone's)
+finished longer ago than OLDER_THAN (DUR, or an interval such as
+"30 days"), with their events, oldest first, in transactions of --batch
+jobs (default 1000, up to 100000), and prints how many; an error keeps the
+batches before it.
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended; 6 output
 could not be written; 141 (quietly) the output's reader has gone.  stop
@@ -882,6 +888,40 @@ asio::awaitable<int> cmd_many(Session& s, const std::string& cmd, const core::Pa
   co_return ok;
 }
 
+// purge OLDER_THAN [--batch N]: bgexec.purge(older_than, max_jobs) again
+// and again, each call its own transaction, until one deletes fewer than N:
+// a large backlog never holds all its row locks and WAL in one transaction,
+// runs beside the watchdog's retention and other purges without waiting
+// for them (the batches pass over rows another transaction holds), and a
+// failure or an interrupt keeps the batches before it.
+asio::awaitable<int> cmd_purge(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage("purge takes OLDER_THAN (30s, 5m, 2h, or an interval: \"30 days\")");
+  const std::string& given = a.positional[0];
+  const auto secs = core::parse_seconds(given);
+  const std::string older_than = secs ? interval_option("OLDER_THAN", *secs, given) : given;
+  long long batch = 1000;
+  if (auto v = option(a, "--batch")) batch = int_option("--batch", *v, 1, 100000);
+  s.arg_names = {"OLDER_THAN"};  // (text the server cannot read as an interval: exit 2)
+  long long purged = 0;
+  try {
+    for (;;) {
+      // (a named Params: a braced list around co_await is GCC 12's coroutine bug)
+      pg::Params p = {older_than, std::to_string(batch)};
+      auto r = co_await s.conn.query("SELECT bgexec.purge($1::interval, $2::int)", p);
+      const long long n = std::stoll(r.get(0, 0).value_or("0"));
+      purged += n;
+      if (n < batch) break;
+    }
+  } catch (const pg::Error&) {
+    if (purged > 0)
+      std::cerr << "bgexec purge: before the error below, purged " << purged << (purged == 1 ? " job\n" : " jobs\n");
+    throw;
+  }
+  if (s.json_out) std::cout << json{{"purged", purged}}.dump() << std::endl;
+  else std::cout << "purged " << purged << (purged == 1 ? " job" : " jobs") << std::endl;
+  co_return ok;
+}
+
 asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::ParsedArgs& a) {
   if ((cmd == "stop" || cmd == "retry") && a.positional.empty() &&
       (option(a, "--queue") || option(a, "--kind") || option(a, "--status")))
@@ -1163,7 +1203,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
                                "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone",
                                "--status", "--kind", "--limit", "--before", "--max-queued", "--max-running",
                                "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
-                               "--rate-period"},
+                               "--rate-period", "--batch"},
                               {"--json", "--wait", "--follow", "--no-overlap", "--all"});
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
@@ -1224,6 +1264,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     if (cmd == "unschedule") co_return co_await cmd_unschedule(s, parsed);
     if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
     if (cmd == "run-schedule") co_return co_await cmd_run_schedule(s, parsed);
+    if (cmd == "purge") co_return co_await cmd_purge(s, parsed);
     if (cmd == "pause-schedule" || cmd == "resume-schedule")
       co_return co_await cmd_pause_schedule(s, cmd, parsed);
     co_return co_await cmd_simple(s, cmd, parsed);
