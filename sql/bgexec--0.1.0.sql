@@ -1054,9 +1054,12 @@ END
 $$;
 
 /* _retention: deletes up to p_batch terminal jobs finished before
- * now() - p_older_than (events go with them: job_deleted).  Used by the
- * watchdog (bgexec.retention) in small batches so vacuum keeps up. */
-CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000)
+ * now() - p_older_than, oldest first, passing over rows another transaction
+ * holds (events go with them: job_deleted).  Used by the watchdog
+ * (bgexec.retention) in small batches so vacuum keeps up, and by purge()
+ * with max_jobs, for the caller's own jobs only (p_own_only). */
+CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000,
+                                  p_own_only boolean DEFAULT false)
 	RETURNS bigint
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1064,6 +1067,7 @@ CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 100
 	WITH doomed AS (
 		SELECT id FROM bgexec.job
 		 WHERE finished_at < now() - p_older_than
+		   AND (NOT p_own_only OR bgexec._can_see(owner))
 		 ORDER BY finished_at
 		 LIMIT p_batch
 		   FOR UPDATE SKIP LOCKED),
@@ -3218,16 +3222,7 @@ BEGIN
 		SELECT count(*) INTO v_n FROM gone;
 		RETURN v_n;
 	END IF;
-	WITH doomed AS (
-		SELECT j.id FROM bgexec.job j
-		 WHERE j.finished_at < now() - older_than
-		   AND bgexec._can_see(j.owner)
-		 ORDER BY j.finished_at
-		 LIMIT max_jobs
-		   FOR UPDATE SKIP LOCKED),
-	gone AS (DELETE FROM bgexec.job j USING doomed WHERE j.id = doomed.id RETURNING 1)
-	SELECT count(*) INTO v_n FROM gone;
-	RETURN v_n;
+	RETURN bgexec._retention(older_than, max_jobs, true);
 END
 $$;
 COMMENT ON FUNCTION bgexec.purge(interval, int) IS
