@@ -4,6 +4,7 @@
 // Each runs one coroutine on an io_context over one pg::Connection.
 #include "client/client.hpp"
 
+#include "core/backoff.hpp"
 #include "core/config.hpp"
 #include "core/duration.hpp"
 #include "core/json_input.hpp"
@@ -516,14 +517,13 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
   // the database, and the follow goes on from its cursor once it reaches
   // it again, as the gateway's streams do.  Retried with backoff, 0.2 s
   // doubling to 5 s, a line on stderr each way.
-  auto backoff = std::chrono::milliseconds(200);
+  core::Backoff backoff(std::chrono::milliseconds(200), std::chrono::seconds(5));
   bool lost = false;
   for (;;) {
     if (lost) {
       if (print) check_reader();
-      asio::steady_timer t(co_await asio::this_coro::executor, backoff);
+      asio::steady_timer t(co_await asio::this_coro::executor, backoff.next());
       co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
     }
     try {
       if (!listening) {
@@ -536,7 +536,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
         listening = true;
         if (lost) std::cerr << "bgexec: reconnected; following job " << id << " from event " << last << std::endl;
         lost = false;
-        backoff = std::chrono::milliseconds(200);
+        backoff.reset();
       }
       if (print) check_reader();
       pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};

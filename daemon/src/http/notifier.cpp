@@ -1,6 +1,7 @@
 // LISTEN fan-out (see notifier.hpp).
 #include "http/notifier.hpp"
 
+#include "core/backoff.hpp"
 #include "core/logfmt.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -71,13 +72,13 @@ void Notifier::dispatch(const std::string& payload) {
 }
 
 asio::awaitable<void> Notifier::run() {
-  auto backoff = std::chrono::milliseconds(200);
+  core::Backoff backoff(std::chrono::milliseconds(200), std::chrono::seconds(5));
   for (;;) {
     try {
       co_await conn_.connect();
       co_await conn_.query("LISTEN bgexec_events");
       set_listening(true);
-      backoff = std::chrono::milliseconds(200);
+      backoff.reset();
       core::log("info", "listening", {{"channel", "bgexec_events"}});
       // Notifications sent while we were not listening are lost: every
       // stream refetches from its own cursor.
@@ -98,9 +99,8 @@ asio::awaitable<void> Notifier::run() {
         core::log("warn", "listen connection lost", {{"error", e.what()}, {"skipped", std::to_string(skipped)}});
     }
     conn_.close();
-    asio::steady_timer t(ex_, backoff);
+    asio::steady_timer t(ex_, backoff.next());
     co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
 }
 

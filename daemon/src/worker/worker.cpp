@@ -1,6 +1,7 @@
 // `bgexec worker` components (see worker.hpp).
 #include "worker/worker.hpp"
 
+#include "core/backoff.hpp"
 #include "core/duration.hpp"
 #include "core/logfmt.hpp"
 #include "core/read_capped.hpp"
@@ -36,9 +37,11 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double backoff_min_s = 0.1;
 constexpr std::size_t max_secret_bytes = 64 * 1024;  // a --secrets-dir file
-constexpr double backoff_max_s = 5.0;  // cap of the reconnect backoff
+// The reconnect backoff: 0.1 s, doubling to 5 s.
+constexpr auto backoff_first = std::chrono::milliseconds(100);
+constexpr auto backoff_cap = std::chrono::seconds(5);
+core::Backoff reconnect_backoff() { return core::Backoff(backoff_first, backoff_cap); }
 
 std::string host_name() {
   char host[256] = {0};
@@ -196,7 +199,7 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
   // come after it (a time copied at the call), a finish stopped at the
   // lease of the claim while heartbeats went on renewing it.
   auto passed = [&until] { return until && Clock::now() >= until(); };
-  double backoff = backoff_min_s;
+  auto backoff = reconnect_backoff();
   for (bool first = true;; first = false) {
     if (!first && retried) *retried = true;
     std::exception_ptr failed;
@@ -212,16 +215,15 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
       if (!retry_locked && e.sqlstate() == "55P03") throw;
       if (stopping_ || passed()) throw;
       core::log("warn", "database call failed, retrying",
-                {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)}});
+                {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()}});
       failed = std::current_exception();
     }
-    auto pause = seconds(backoff);
+    auto pause = backoff.next();
     if (until) {
       auto at = until(), now = Clock::now();
       pause = at > now ? std::min(pause, at - now) : Clock::duration::zero();
     }
     co_await sleep_for(pause);
-    backoff = std::min(backoff * 2, backoff_max_s);
     if (stopping_ || passed()) std::rethrow_exception(failed);
   }
 }
@@ -241,7 +243,7 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
 // against an older extension (42883), it LISTENs to bgexec_jobs and
 // bgexec_stop instead.
 asio::awaitable<void> Worker::notifier() {
-  double backoff = backoff_min_s;
+  auto backoff = reconnect_backoff();
   bool listen = false, said_unavailable = false;
   // Once either way is in place: anything submitted while we were away is
   // found by a claim now.
@@ -303,14 +305,13 @@ asio::awaitable<void> Worker::notifier() {
         continue;
       }
       said_unavailable = false;
-      core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", std::to_string(backoff)}});
+      core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", backoff.seconds()}});
     }
     // The backoff starts again after a while without errors, not at every
     // start: an error that comes at once each time (a claim refused, say)
     // backs off to the cap instead of retrying ten times a second.
-    if (Clock::now() - began > seconds(2 * backoff_max_s)) backoff = backoff_min_s;
-    co_await sleep_for(seconds(backoff));
-    backoff = std::min(backoff * 2, backoff_max_s);
+    if (Clock::now() - began > 2 * backoff_cap) backoff.reset();
+    co_await sleep_for(backoff.next());
   }
 }
 
@@ -592,7 +593,7 @@ asio::awaitable<void> Worker::try_unclaim() {
 // count).  The worker that got the last job claims at once, and the others
 // join within the backoff when it is full.
 asio::awaitable<void> Worker::fetcher() {
-  double backoff = backoff_min_s;
+  auto backoff = reconnect_backoff();
   while (!draining_) {
     bool more = false;
     if (unclaim_ && await_asked_ == 0 && Clock::now() >= unclaim_->next_try) co_await try_unclaim();
@@ -627,7 +628,7 @@ asio::awaitable<void> Worker::fetcher() {
         core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
                                      {"why", why}});
         more = n == free;  // a full batch: there may be more waiting
-        backoff = backoff_min_s;
+        backoff.reset();
         if (n > 0) {
           // At once next time; but a worker that got a job off another's
           // backoff keeps half its count, so two hot workers do not
@@ -653,8 +654,7 @@ asio::awaitable<void> Worker::fetcher() {
       }
       set_backlog(more && !draining_);  // a drain claims nothing more
       if (failed) {
-        co_await sleep_for(seconds(backoff));
-        backoff = std::min(backoff * 2, backoff_max_s);
+        co_await sleep_for(backoff.next());
         next_poll_ = Clock::time_point{};  // again, at once
         continue;
       }
@@ -839,15 +839,14 @@ void Worker::write_path(const std::string& which, const std::optional<std::strin
 }
 
 asio::awaitable<void> Worker::finish_prober() {
-  double backoff = backoff_min_s;
+  auto backoff = reconnect_backoff();
   while (!stopping_) {
     if (!gate_.is_down(fin_.name())) {
-      backoff = backoff_min_s;
+      backoff.reset();
       co_await fin_down_.wait();
       continue;
     }
-    co_await sleep_for(seconds(backoff));
-    backoff = std::min(backoff * 2, backoff_max_s);
+    co_await sleep_for(backoff.next());
     if (stopping_ || !gate_.is_down(fin_.name())) continue;
     try {
       co_await fin_.open();
@@ -1011,7 +1010,7 @@ asio::awaitable<int> Worker::run() {
       core::log("warn", "secrets dir unavailable: jobs using its secrets fail until it is",
                 {{"secrets_dir", cfg_.secrets_dir}, {"error", problem}});
   }
-  double backoff = backoff_min_s;
+  auto backoff = reconnect_backoff();
   for (;;) {
     try {
       if (!co_await register_once(ctl_)) {
@@ -1031,20 +1030,19 @@ asio::awaitable<int> Worker::run() {
       std::string error = f.primary.empty() ? std::string(e.what()) : f.primary;
       if (e.sqlstate() == "25006")
         core::log("warn", "database unavailable, retrying",
-                  {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)},
+                  {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()},
                    {"hint", "a read-only server (a hot standby): name the primary, or add "
                             "target_session_attrs=read-write to --db"}});
       else
         core::log("warn", "database unavailable, retrying",
-                  {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", std::to_string(backoff)}});
+                  {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()}});
     }
     // A signal ends the wait: the worker stops without having started.
-    if (!draining_) co_await drained_.wait_for(seconds(backoff));
+    if (auto wait = backoff.next(); !draining_) co_await drained_.wait_for(wait);
     if (draining_) {
       core::log("info", "worker stopped", {{"worker_id", cfg_.id}, {"registered", "false"}});
       co_return 0;
     }
-    backoff = std::min(backoff * 2, backoff_max_s);
   }
   // The connections the jobs report back on are opened before the first
   // claim, so that it knows whether they work: one that cannot connect (the
