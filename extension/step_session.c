@@ -14,18 +14,23 @@
  * marks this backend's slot in shared memory with the job and the lease
  * until the transaction ends.  When reconcile() takes a running job's lease
  * back (it expired, or the job passed its deadline), it calls
- * _end_step_sessions(job_id, lease): each backend whose transaction is so
- * marked is sent SIGTERM, as pg_terminate_backend() does, and its
- * transaction rolls back.  By then the lease has expired on the database's
- * clock: the worker that held it may write nothing more for the job, and
- * the statement cannot commit anything it would own.
+ * _end_step_sessions(job_id, lease): when reconcile's transaction commits,
+ * each backend whose transaction is so marked is sent SIGTERM, as
+ * pg_terminate_backend() does, and its transaction rolls back.  By then the
+ * lease has expired on the database's clock: the worker that held it may
+ * write nothing more for the job, and the statement cannot commit anything
+ * it would own.  At commit, not at the call: a reconcile that rolls back
+ * (an error, a cancel, a ROLLBACK, a subtransaction of reconcile(each)
+ * that fails) has taken nothing back, and the lease it left is still the
+ * worker's, and so is its step.  A prepared reconcile ends them at PREPARE
+ * TRANSACTION, which is its promise to commit.
  *
  * The slots are in shared memory: bgexec must be in shared_preload_libraries.
  * Without it _step_session does nothing and no session is ended.
  *
  * Locking: one LWLock.  A step's transaction takes it exclusively twice
  * (mark, clear at its end); reconcile takes it shared for a scan, only for
- * the jobs it takes back.
+ * the jobs it takes back, and again at its commit.
  *
  * extension/step_session.c
  */
@@ -38,6 +43,7 @@
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/memutils.h"
 
 #include "bgexec/bgexec.h"
 
@@ -61,6 +67,18 @@ static StepShared *step_shared = NULL;
 /* Whether this backend's transaction marked its slot. */
 static bool marked = false;
 static bool callback_registered = false;
+
+/* The step sessions this transaction ends when it commits. */
+typedef struct EndRequest
+{
+	int64		job_id;
+	int64		lease;
+	int			level;			/* subtransaction nesting level */
+} EndRequest;
+
+static EndRequest *ends = NULL;	/* in TopTransactionContext */
+static int	nends = 0;
+static int	maxends = 0;
 
 PG_FUNCTION_INFO_V1(bgexec_step_session);
 PG_FUNCTION_INFO_V1(bgexec_end_step_sessions);
@@ -120,21 +138,113 @@ clear_mark(void)
 	LWLockRelease(step_shared->lock);
 }
 
+/*
+ * Sends SIGTERM to each backend of this database, not this one, whose
+ * transaction is marked as the step of the job under the lease; how many.
+ * With signal false, only counts them.
+ */
+static int
+end_marked(int64 job_id, int64 lease, bool signal)
+{
+	int			n = 0;
+
+	LWLockAcquire(step_shared->lock, LW_SHARED);
+	for (int i = 0; i < step_shared->nslots; i++)
+	{
+		StepSlot   *s = &step_shared->slots[i];
+
+		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId ||
+			s->job_id != job_id || s->lease != lease)
+			continue;
+		if (!signal)
+		{
+			n++;
+			continue;
+		}
+		/* As pg_terminate_backend: a backend leads its process group. */
+#ifdef HAVE_SETSID
+		if (kill(-s->pid, SIGTERM) == 0)
+#else
+		if (kill(s->pid, SIGTERM) == 0)
+#endif
+		{
+			n++;
+			ereport(LOG,
+					(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
+							": its lease " INT64_FORMAT " was taken back",
+							s->pid, job_id, lease)));
+		}
+	}
+	LWLockRelease(step_shared->lock);
+	return n;
+}
+
 static void
 step_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PREPARE:
+			if (nends > 0 && step_shared != NULL)
+			{
+				/* A failure here must not turn a commit into an error. */
+				PG_TRY();
+				{
+					for (int i = 0; i < nends; i++)
+						end_marked(ends[i].job_id, ends[i].lease, true);
+				}
+				PG_CATCH();
+				{
+					FlushErrorState();
+				}
+				PG_END_TRY();
+			}
+			/* FALLTHROUGH */
+		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			ends = NULL;		/* freed with TopTransactionContext */
+			nends = maxends = 0;
 			clear_mark();
 			break;
 		default:
 			break;
 	}
+}
+
+/* Subtransaction callback: an aborted subtransaction ends no session. */
+static void
+step_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		int			kept = 0;
+
+		for (int i = 0; i < nends; i++)
+			if (ends[i].level < level)
+				ends[kept++] = ends[i];
+		nends = kept;
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (int i = 0; i < nends; i++)
+			if (ends[i].level >= level)
+				ends[i].level = level - 1;
+	}
+}
+
+static void
+register_callbacks(void)
+{
+	if (callback_registered)
+		return;
+	RegisterXactCallback(step_xact_callback, NULL);
+	RegisterSubXactCallback(step_subxact_callback, NULL);
+	callback_registered = true;
 }
 
 /*
@@ -165,11 +275,7 @@ bgexec_step_session(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
 				 errmsg("_step_session was called already in this transaction")));
-	if (!callback_registered)
-	{
-		RegisterXactCallback(step_xact_callback, NULL);
-		callback_registered = true;
-	}
+	register_callbacks();
 	slot = my_slot();
 	marked = true;
 	if (slot == NULL)
@@ -184,44 +290,39 @@ bgexec_step_session(PG_FUNCTION_ARGS)
 }
 
 /*
- * _end_step_sessions(job_id bigint, lease bigint) → int: terminates each
- * backend of this database whose transaction is the sql step of the job
- * under the lease (SIGTERM: its transaction rolls back); how many.
- * reconcile() calls it for each lease it takes back.
+ * _end_step_sessions(job_id bigint, lease bigint) → int: when this
+ * transaction commits, terminates each backend of this database whose
+ * transaction is then the sql step of the job under the lease (SIGTERM: its
+ * transaction rolls back); how many are so marked now.  reconcile() calls
+ * it for each lease it takes back.
  */
 Datum
 bgexec_end_step_sessions(PG_FUNCTION_ARGS)
 {
 	int64		job_id;
 	int64		lease;
-	int			n = 0;
+	int			level = GetCurrentTransactionNestLevel();
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || step_shared == NULL)
 		PG_RETURN_INT32(0);
 	job_id = PG_GETARG_INT64(0);
 	lease = PG_GETARG_INT64(1);
-	LWLockAcquire(step_shared->lock, LW_SHARED);
-	for (int i = 0; i < step_shared->nslots; i++)
+	register_callbacks();
+	for (int i = 0; i < nends; i++)
+		if (ends[i].job_id == job_id && ends[i].lease == lease && ends[i].level == level)
+			PG_RETURN_INT32(end_marked(job_id, lease, false));
+	if (nends == maxends)
 	{
-		StepSlot   *s = &step_shared->slots[i];
+		int			grow = maxends == 0 ? 8 : maxends * 2;
 
-		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId ||
-			s->job_id != job_id || s->lease != lease)
-			continue;
-		/* As pg_terminate_backend: a backend leads its process group. */
-#ifdef HAVE_SETSID
-		if (kill(-s->pid, SIGTERM) == 0)
-#else
-		if (kill(s->pid, SIGTERM) == 0)
-#endif
-		{
-			n++;
-			ereport(LOG,
-					(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
-							": its lease " INT64_FORMAT " was taken back",
-							s->pid, job_id, lease)));
-		}
+		ends = ends == NULL
+			? MemoryContextAlloc(TopTransactionContext, grow * sizeof(EndRequest))
+			: repalloc(ends, grow * sizeof(EndRequest));
+		maxends = grow;
 	}
-	LWLockRelease(step_shared->lock);
-	PG_RETURN_INT32(n);
+	ends[nends].job_id = job_id;
+	ends[nends].lease = lease;
+	ends[nends].level = level;
+	nends++;
+	PG_RETURN_INT32(end_marked(job_id, lease, false));
 }

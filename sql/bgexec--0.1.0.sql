@@ -536,8 +536,8 @@ COMMENT ON FUNCTION bgexec._act_as(name) IS
 
 /* _step_session(job_id, lease): marks this transaction as the sql step of
  * the job under the lease, until it ends; _end_step_sessions(job_id, lease)
- * terminates the sessions so marked (reconcile, when it takes the lease
- * back): the statement of a worker that stopped answering does not run on
+ * terminates the sessions so marked when its transaction commits
+ * (reconcile, when it takes the lease back): the statement of a worker that stopped answering does not run on
  * beside the job's next attempt (extension/step_session.c).  Returns false
  * when bgexec is not preloaded (nothing marked). */
 CREATE FUNCTION bgexec._step_session(job_id bigint, lease bigint) RETURNS boolean
@@ -574,7 +574,7 @@ CREATE FUNCTION bgexec._end_step_sessions(job_id bigint, lease bigint) RETURNS i
 	AS 'MODULE_PATHNAME', 'bgexec_end_step_sessions'
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION bgexec._end_step_sessions(bigint, bigint) IS
-	'terminates the sql step sessions of the job under the lease; how many (reconcile)';
+	'terminates the sql step sessions of the job under the lease when this transaction commits; how many (reconcile)';
 
 CREATE FUNCTION bgexec._json_fits(value jsonb, max_depth int, what text DEFAULT NULL) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'bgexec_json_fits'

@@ -11,10 +11,11 @@ CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT format('host=%s port=%s dbname=%s user=%s',
               split_part(current_setting('unix_socket_directories'), ',', 1),
               current_setting('port'), current_database(), current_user) AS here \gset
--- waits up to 10 s for a backend to exit; whether it did
-CREATE FUNCTION pg_temp.gone(p int) RETURNS boolean LANGUAGE plpgsql AS $$
+-- waits up to 10 s (or `tries` hundredths of a second) for a backend to
+-- exit; whether it did
+CREATE FUNCTION pg_temp.gone(p int, tries int DEFAULT 1000) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
-	FOR i IN 1..1000 LOOP
+	FOR i IN 1..tries LOOP
 		IF NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = p) THEN RETURN true; END IF;
 		PERFORM pg_sleep(0.01);
 	END LOOP;
@@ -48,8 +49,21 @@ SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', 
 SELECT bgexec._end_step_sessions(:job, :lease + 1) AS other_lease, bgexec._end_step_sessions(:job + 1, :lease) AS other_job;
 SELECT bgexec.reconcile() AS live_lease;
 SELECT one FROM dblink('step', 'SELECT 1') AS t(one int);
--- the lease taken back: the step's session ends, its transaction rolled back
+-- the lease taken back by a reconcile that rolls back, whole or to a
+-- savepoint: it took nothing back, and the step's session goes on
 SELECT expire_lease(:job);
+BEGIN;
+SELECT bgexec.reconcile() AS taken_back_then_rolled_back;
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SELECT bgexec.reconcile() AS taken_back_in_a_savepoint;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT pg_temp.gone(:pid, 100) AS step_session_ended;
+SELECT status, lease = :lease AS same_lease FROM bgexec.job WHERE id = :job;
+SELECT one FROM dblink('step', 'SELECT 1') AS t(one int);
+-- the lease taken back: the step's session ends, its transaction rolled back
 SELECT bgexec.reconcile();
 SELECT pg_temp.gone(:pid) AS step_session_ended;
 SELECT status, error->>'reason' AS reason FROM bgexec.job WHERE id = :job;
