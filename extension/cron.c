@@ -634,7 +634,13 @@ bgexec_cron_next(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("after must be a finite timestamp")));
-	zone = strlen(zone_name) < TZ_STRLEN_MAX ? pg_tzset(zone_name) : NULL;
+	/* Not quoted back whole: a megabyte of name made a megabyte of message. */
+	if (strlen(zone_name) >= TZ_STRLEN_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time_zone must be at most %d characters", TZ_STRLEN_MAX - 1),
+				 errhint("a name of the IANA time zone database, such as UTC or Europe/Paris")));
+	zone = pg_tzset(zone_name);
 	if (zone == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

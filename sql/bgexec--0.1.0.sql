@@ -1737,7 +1737,13 @@ BEGIN
 			      HINT = 'pass 0 when the worker has received no lease yet';
 	END IF;
 	-- A NULL lease made "lease <> ALL (held)" NULL for every job: nothing
-	-- given back, and 0 returned as if there was nothing to give.
+	-- given back, and 0 returned as if there was nothing to give.  A NULL
+	-- list was read as none held, and gave back the jobs the worker runs.
+	IF held IS NULL THEN
+		RAISE EXCEPTION 'held must not be null'
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'pass an empty array when the worker holds no lease since after_lease';
+	END IF;
 	IF pg_catalog.array_ndims(held) > 1 OR pg_catalog.array_position(held, NULL) IS NOT NULL THEN
 		RAISE EXCEPTION 'held must be a one-dimensional array without nulls'
 			USING ERRCODE = 'invalid_parameter_value';
@@ -1752,7 +1758,7 @@ BEGIN
 		  JOIN bgexec.worker w ON w.id = unclaim.worker_id
 		 WHERE x.status = 'running' AND x.lease > unclaim.after_lease
 		   AND x.lease_owner = unclaim.worker_id
-		   AND x.lease <> ALL (coalesce(unclaim.held, '{}'))
+		   AND x.lease <> ALL (unclaim.held)
 		   AND x.started_at >= w.started_at
 		   AND x.lease > coalesce(w.lease_floor, 0)
 		 ORDER BY x.id
@@ -1819,7 +1825,13 @@ BEGIN
 	PERFORM bgexec._check_lease_for(lease_for);
 	PERFORM bgexec._check_process(NULL, process, false);  -- its shape only
 	-- A NULL lease was answered (NULL, 'lost'), and a NULL lease's row
-	-- means 'register'.
+	-- means 'register'.  A NULL list renewed nothing and refreshed the
+	-- worker row: a worker that sent one by mistake lost every job.
+	IF leases IS NULL THEN
+		RAISE EXCEPTION 'leases must not be null'
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'pass an empty array when the worker holds no lease';
+	END IF;
 	IF pg_catalog.array_ndims(leases) > 1 OR pg_catalog.array_position(leases, NULL) IS NOT NULL THEN
 		RAISE EXCEPTION 'leases must be a one-dimensional array without nulls'
 			USING ERRCODE = 'invalid_parameter_value';
@@ -1962,7 +1974,7 @@ BEGIN
 	UPDATE bgexec.job j SET last_seq = j.last_seq + v_n
 	 WHERE j.id = append_events.job_id AND j.lease = append_events.lease
 	   AND j.status = 'running'
-	   AND (append_events.after_seq IS NULL OR j.last_seq <= append_events.after_seq)
+	   AND (append_events.after_seq IS NULL OR j.last_seq = append_events.after_seq)
 	RETURNING j.last_seq INTO v_last;
 	IF v_last IS NULL THEN
 		IF append_events.after_seq IS NULL THEN
@@ -1974,6 +1986,13 @@ BEGIN
 		   FOR UPDATE;
 		IF NOT FOUND THEN
 			RETURN NULL;
+		END IF;
+		-- A seq no writer has seen: the batch's retry would compare nothing
+		-- and write it twice.
+		IF v_last < append_events.after_seq THEN
+			RAISE EXCEPTION 'after_seq % is past the job''s last event (seq %)', append_events.after_seq, v_last
+				USING ERRCODE = 'invalid_parameter_value',
+				      HINT = 'pass the seq of the worker''s last append, or the started seq claim returned';
 		END IF;
 		IF (SELECT coalesce(jsonb_agg(jsonb_build_object('kind', e.kind, 'data', e.data) ORDER BY e.seq), '[]')
 		      FROM bgexec.job_event e

@@ -70,3 +70,11 @@ SELECT gapless(:r), event_kinds(:r);
 SELECT seq, kind, data FROM bgexec.job_event WHERE job_id = :r AND seq > 1 ORDER BY seq;
 -- negative: after_seq below zero
 SELECT bgexec.append_events(:r, :l, '[{"kind": "log"}]', -1);
+-- negative: an after_seq past the job's last seq (no writer has seen it):
+-- refused, not written, and so not written twice by its retry; with a lease
+-- that is not current, NULL as above
+SELECT last_seq AS before_future FROM bgexec.job WHERE id = :r \gset
+SELECT bgexec.append_events(:r, :l, '[{"kind": "log"}]', :before_future + 5);
+SELECT bgexec.append_event(:r, :l, 'log', '{}', :before_future + 1);
+SELECT bgexec.append_events(:r, :l + 1000, '[{"kind": "log"}]', :before_future + 5) IS NULL AS refused;
+SELECT last_seq = :before_future AS nothing_written FROM bgexec.job WHERE id = :r;

@@ -79,11 +79,13 @@ SELECT * FROM bgexec.claim('w1', '{default}', 1, '1 day 1 second');
 SELECT * FROM bgexec.heartbeat('w1', '{}', '300000 years');
 -- negative: queues NULL (it claimed nothing, silently) or two-dimensional
 -- (claimed from as a flat list), as await_work refuses them; a NULL lease
--- in heartbeat (its answer (NULL, 'lost') looked like the 'register' row)
+-- in heartbeat (its answer (NULL, 'lost') looked like the 'register' row);
+-- a NULL list in heartbeat (it renewed nothing, and refreshed the worker)
 \set VERBOSITY terse
 SELECT * FROM bgexec.claim('w1', NULL, 1);
 SELECT * FROM bgexec.claim('w1', '{{default,many},{other,x}}', 1);
 SELECT * FROM bgexec.heartbeat('w1', '{NULL}');
+SELECT * FROM bgexec.heartbeat('w1', NULL);
 SELECT * FROM bgexec.heartbeat('w1', '{{1},{2}}');
 \set VERBOSITY default
 -- each part bounded and none negative: these compare as a day or less, but

@@ -68,6 +68,9 @@ SELECT bgexec._cron_next('*/20 1 * * *', '2026-11-01 05:40+00', 'America/New_Yor
 SELECT bgexec._cron_next('0 * * * *', '2026-10-25 00:30+00', 'Europe/Paris') AS second_02h,
        bgexec._cron_next('0 * * * *', '2026-10-25 01:00+00', 'Europe/Paris') AS then_03h;
 SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', now(), 'Mars/Olympus')$$);
+-- a name past the zone database's longest is refused by its length, not
+-- quoted back whole
+SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', now(), repeat('A', 100000))$$);
 -- Paris was 561 seconds off UTC (local mean time) until 1911: no whole minutes
 SELECT * FROM try($$SELECT bgexec._cron_next('0 2 * * *', '1900-03-01 00:00+00', 'Europe/Paris')$$);
 SELECT bgexec._cron_next('0 2 * * *', '1912-03-01 00:00+00', 'Europe/Paris') AS after_local_mean_time;

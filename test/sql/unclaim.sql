@@ -20,9 +20,12 @@ SELECT count(*) FROM bgexec.claim('ux', '{uc}', 1);
 -- (a claim of this worker still running: NULL, see isolation claim-vs-unclaim)
 SELECT id = :got AS got, id = :later AS later, status, attempt
   FROM bgexec.job WHERE queue = 'uc' ORDER BY id;
--- a NULL in held is refused (it made every job "held": 0 given back, as success)
+-- a NULL in held is refused (it made every job "held": 0 given back, as
+-- success); so is a NULL list (read as none held, it gave back the jobs the
+-- worker runs)
 \set VERBOSITY terse
 SELECT bgexec.unclaim('uw', :lg, ARRAY[:ll, NULL]::bigint[]);
+SELECT bgexec.unclaim('uw', :lg, NULL);
 SELECT bgexec.unclaim('uw', :lg, '{{1},{2}}'::bigint[]);
 \set VERBOSITY default
 -- after_lease = the last lease received before the lost claim; held = those since
