@@ -317,9 +317,9 @@ test('the event stream\'s ?token=: ambiguous is 400 before any lookup; no valid 
   for (const [q, msg] of [
     [`token=${A}&bogus=1`, /unknown query parameter \\"bogus\\"/],
     [`token=${A}&after=1&after=2`, /query parameter \\"after\\" is given more than once/],
-    [`token=${A}&after=x`, /Last-Event-ID \/ after must be a non-negative integer/],
+    [`token=${A}&after=x`, /after must be a non-negative integer/],
     // empty, as an empty limit= or before= is refused (it replayed from 0)
-    [`token=${A}&after=`, /Last-Event-ID \/ after must be a non-negative integer/],
+    [`token=${A}&after=`, /after must be a non-negative integer/],
   ]) {
     const r = await call(`${ev}?${q}`);
     assert.equal(r.status, 400, `${q}: ${r.text}`);
@@ -383,6 +383,7 @@ test('a Transfer-Encoding not ending in chunked is 400 and closes: what follows 
 });
 
 test('a chunk size line or trailer section without end is 400 at 64 KiB, not held in memory', async () => {
+  // With a token: without one the body is not read at all (401).
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${process.env.BGEXEC_GW_PID}/status`, 'utf8'))[1]);
   const before = rss();
   for (const [name, start, unit] of [
@@ -396,7 +397,7 @@ test('a chunk size line or trailer section without end is 400 at 64 KiB, not hel
     sock.on('data', (d) => { got += d; });
     sock.on('error', () => { failed = true; });  // EPIPE once it closed
     const closed = new Promise((resolve) => sock.on('close', resolve));
-    sock.write(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${start}`);
+    sock.write(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\nTransfer-Encoding: chunked\r\n\r\n${start}`);
     // Up to 100 MB, a write at a time with the answer read between them:
     // past 64 KiB the gateway answers and closes, and bytes still arriving
     // then reset the connection, which drops an answer not read yet.
@@ -428,4 +429,86 @@ test('a request line and headers up to 64 KiB are read, as the README says; past
   sock.write(`GET /v1/queues HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(70 * 1024)}\r\n\r\n`);
   await closed;
   assert.match(got, /^HTTP\/1\.1 400 /, got.slice(0, 200));
+});
+
+// Writes a request and keeps the socket open (no FIN): what the gateway
+// answers within `ms`, before any more is sent.
+function answerBeforeBody(bytes, ms = 3000) {
+  const { hostname, port } = new URL(BASE);
+  return new Promise((resolve) => {
+    const sock = net.connect(Number(port), hostname);
+    let out = '';
+    const done = () => { sock.destroy(); resolve(out); };
+    sock.on('data', (d) => { out += d; if (/\r\n\r\n[\s\S]*\}\s*$/.test(out)) done(); });
+    sock.on('error', done);
+    sock.on('close', done);
+    sock.setTimeout(ms, done);
+    sock.write(bytes);
+  });
+}
+
+test('a body is read only from a request that may send one: 401 and 413 come before it', async () => {
+  const before = count();
+  // /v1 without a valid token: 401 before its 1 MiB body, and the connection closed.
+  for (const auth of ['', 'Authorization: Bearer wrong\r\n']) {
+    const out = await answerBeforeBody(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\n` +
+      `Content-Length: ${1 << 20}\r\n\r\n`);
+    assert.match(out, /^HTTP\/1\.1 401 /, JSON.stringify(out.slice(0, 120)));
+    assert.match(out, /\r\nConnection: close\r\n/i);
+    const chunked = await answerBeforeBody('POST /v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
+    assert.match(chunked, /^HTTP\/1\.1 401 /, JSON.stringify(chunked.slice(0, 120)));
+  }
+  // And no 100 Continue to invite it.
+  const invited = await answerBeforeBody('POST /v1/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n');
+  assert.match(invited, /^HTTP\/1\.1 401 /, JSON.stringify(invited.slice(0, 120)));
+  // Outside /v1 (no route there takes a body): 64 KiB at most.
+  const big = await answerBeforeBody(`POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: ${64 * 1024 + 1}\r\n\r\n`);
+  assert.match(big, /^HTTP\/1\.1 413 /, JSON.stringify(big.slice(0, 120)));
+  assert.match(big, /larger than 64 KiB \(without a token\)/);
+  const chunks = await rawRequest('GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n' +
+    `10000\r\n${' '.repeat(0x10000)}\r\n1\r\n \r\n0\r\n\r\n`);
+  assert.match(chunks, /^HTTP\/1\.1 413 /, JSON.stringify(chunks.slice(0, 120)));
+  const small = await rawRequest('GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+  assert.match(small, /^HTTP\/1\.1 200 /, JSON.stringify(small.slice(0, 120)));
+  // With a token, a body as before: the job is submitted.
+  const queue = uniq('body-token');
+  const body = JSON.stringify({ kind: 'noop', queue });
+  const ok = await rawRequest(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\nContent-Type: application/json\r\n` +
+    `Expect: 100-continue\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+  assert.match(ok, /HTTP\/1\.1 201 /, JSON.stringify(ok.slice(0, 200)));
+  assert.equal(count(), before + 1);
+});
+
+test('an HTTP/1.1 request without Host or with two, or whose target is not a path, is 400', async () => {
+  for (const raw of ['GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n',
+    'GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n',
+    'GET metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    `GET v1/queues HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\nConnection: close\r\n\r\n`]) {
+    const out = await rawRequest(raw);
+    assert.match(out, /^HTTP\/1\.1 400 /, JSON.stringify(raw));
+    assert.match(out, /Host header|request target must be a path/, JSON.stringify(raw));
+  }
+  // HTTP/1.0 has no Host to require.
+  const old = await rawRequest('GET /metrics HTTP/1.0\r\n\r\n');
+  assert.match(old, /^HTTP\/1\.0 200 /, JSON.stringify(old.slice(0, 80)));
+});
+
+test('a bad ?after= is 400 with a Last-Event-ID too; a query name with a control character is only unknown', async () => {
+  const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue: uniq('after-hdr') } });
+  for (const q of ['abc', '', '-1']) {
+    const r = await fetch(`${BASE}/v1/jobs/${id}/events?after=${q}`,
+      { headers: { Authorization: `Bearer ${A}`, 'Last-Event-ID': '0' }, signal: AbortSignal.timeout(5000) });
+    assert.equal(r.status, 400, q);
+    assert.match((await r.json()).error.message, /^after must be a non-negative integer/);
+  }
+  const r = await api('GET', '/v1/jobs?%01repeated%20limit=1', { token: A });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.body.error.message, /^unknown query parameter "\uFFFDrepeated limit"/);
+});
+
+test('a schedule route checks the method before the name in the path', async () => {
+  for (const [method, path] of [['PATCH', '/v1/schedules/a%00'], ['GET', '/v1/schedules/%ff/run']]) {
+    const r = await api(method, path, { token: A });
+    assert.equal(r.status, 405, `${method} ${path}: ${r.text}`);
+  }
 });

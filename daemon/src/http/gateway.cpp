@@ -235,6 +235,13 @@ const std::string repeated_prefix = "\x01repeated ";
 std::map<std::string, std::string> parse_query(std::string_view q) {
   std::map<std::string, std::string> out;
   auto put = [&out](std::string k, std::string v) {
+    // No route takes a name with a control character: as U+FFFD, so that
+    // a name sent as %01repeated%20limit is unknown, not "limit given twice".
+    if (std::any_of(k.begin(), k.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; })) {
+      std::string shown;
+      for (char c : k) shown += (c >= 0 && c < 0x20) || c == 0x7f ? std::string("\xEF\xBF\xBD") : std::string(1, c);
+      k = std::move(shown);
+    }
     if (out.count(k)) out[repeated_prefix + k];
     out[std::move(k)] = std::move(v);
   };
@@ -858,6 +865,55 @@ std::optional<HttpError> transfer_coding_error(const Request& req, bool chunked)
   return std::nullopt;
 }
 
+// RFC 9112 3.2: an HTTP/1.1 request has one Host header, and its target is
+// a path (origin form) or a URL (absolute form, through a proxy).  Without
+// Host, with two, or with "v1/jobs" for a target it was served as if well
+// formed.
+std::optional<HttpError> request_form_error(const Request& req) {
+  const auto hosts = req.count(bhttp::field::host);
+  if (hosts > 1) return bad_request("the Host header is given more than once");
+  if (hosts == 0 && req.version() >= 11) return bad_request("an HTTP/1.1 request must have a Host header");
+  std::string_view t = req.target();
+  for (std::string_view scheme : {"http://", "https://"})
+    if (t.size() > scheme.size() && beast::iequals(t.substr(0, scheme.size()), scheme)) return std::nullopt;
+  if (t.empty() || t.front() != '/') return bad_request("request target must be a path (/v1/...) or an absolute URL");
+  return std::nullopt;
+}
+
+// A request's path, query and path segments.  The absolute form
+// (http://host/v1/jobs, what a request through a proxy carries) names the
+// same resource as its path and query (RFC 9112 §3.2.2), "/" when it has no
+// path.
+struct Target {
+  std::string path;
+  std::map<std::string, std::string> qs;
+  std::vector<std::string> seg;
+};
+Target split_target(std::string_view target) {
+  std::string origin_form;
+  for (std::string_view scheme : {"http://", "https://"})
+    if (target.size() > scheme.size() && beast::iequals(target.substr(0, scheme.size()), scheme)) {
+      auto end = target.find_first_of("/?", scheme.size());
+      origin_form = end == std::string_view::npos ? "/"
+                    : target[end] == '?'          ? "/" + std::string(target.substr(end))
+                                                  : std::string(target.substr(end));
+      target = origin_form;
+      break;
+    }
+  auto qpos = target.find('?');
+  Target out;
+  out.path = std::string(target.substr(0, qpos));
+  out.qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
+  out.seg = segments(out.path);
+  return out;
+}
+
+// What a request without a valid token may send as its body.  No route
+// outside /v1 takes one (but {}), and a /v1 request without a token is
+// answered 401 before its body is read: each such connection held up to
+// 1 MiB of body for as long as it stalled, 2 GB for 2000 of them.
+constexpr std::uint64_t max_body_without_token = 64 * 1024;
+
 asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
   beast::tcp_stream stream(std::move(sock));
   // At most 64 KiB unparsed: a chunk's size line (a chunk extension, or
@@ -877,6 +933,8 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
     for (;;) {
       bhttp::request_parser<bhttp::string_body> parser;
       std::optional<HttpError> framing;
+      Target target;
+      bool body_unread = false;  // a /v1 request without a token: 401, and closed
       parser.body_limit(max_body);
       parser.header_limit(64 * 1024);  // the README's bound, as the buffer's
       stream.expires_after(idle_timeout);
@@ -887,7 +945,20 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
         std::size_t n = 0;
         std::tie(ec, n) = co_await bhttp::async_read_header(stream, buf, parser, use_tuple);
         if (!ec) framing = transfer_coding_error(parser.get(), parser.chunked());
-        if (!ec && !framing && !parser.is_done()) {
+        if (!ec && !framing) framing = request_form_error(parser.get());
+        if (!ec && !framing) target = split_target(parser.get().target());
+        if (!ec && !framing && !parser.is_done() &&
+            !authenticate(parser.get(), target.qs, events_path(target.seg))) {
+          // The body only for a request that may send one (above).
+          if (!target.seg.empty() && target.seg[0] == "v1")
+            body_unread = true;
+          else if (parser.content_length().value_or(0) > max_body_without_token)
+            framing = http_error(bhttp::status::payload_too_large, "54000",
+                                 "request body is larger than 64 KiB (without a token)");
+          else
+            parser.body_limit(max_body_without_token);  // a chunked body's (before any of it is read)
+        }
+        if (!ec && !framing && !body_unread && !parser.is_done()) {
           // A client that asked to be invited waits for it before sending the
           // body (curl: 1 s).  A Content-Length over the limit never gets here:
           // the header read already failed with body_limit (413 below).
@@ -907,10 +978,13 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       if (ec || framing) {
         // Malformed or oversized request: answer once, then close (the rest of
         // the byte stream cannot be trusted).
-        HttpError e = framing                           ? *framing
-                      : ec == bhttp::error::body_limit ? http_error(bhttp::status::payload_too_large, "54000",
-                                                                    "request body is larger than 1 MiB")
-                                                       : bad_request("malformed HTTP request: " + ec.message());
+        const bool with_token = authenticate(parser.get(), target.qs, events_path(target.seg));
+        HttpError e = framing ? *framing
+                      : ec == bhttp::error::body_limit
+                          ? http_error(bhttp::status::payload_too_large, "54000",
+                                       with_token ? "request body is larger than 1 MiB"
+                                                  : "request body is larger than 64 KiB (without a token)")
+                          : bad_request("malformed HTTP request: " + ec.message());
         auto res = make_error(11, e);
         res.keep_alive(false);
         res.prepare_payload();
@@ -919,24 +993,9 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
         break;
       }
       const Request& req = parser.get();
-      std::string_view target = req.target();
-      // The absolute form (http://host/v1/jobs, what a request through a
-      // proxy carries) names the same resource as its path and query
-      // (RFC 9112 §3.2.2), "/" when it has no path.
-      std::string origin_form;
-      for (std::string_view scheme : {"http://", "https://"})
-        if (target.size() > scheme.size() && beast::iequals(target.substr(0, scheme.size()), scheme)) {
-          auto end = target.find_first_of("/?", scheme.size());
-          origin_form = end == std::string_view::npos ? "/"
-                        : target[end] == '?'          ? "/" + std::string(target.substr(end))
-                                                      : std::string(target.substr(end));
-          target = origin_form;
-          break;
-        }
-      auto qpos = target.find('?');
-      std::string path(target.substr(0, qpos));
-      auto qs = parse_query(qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1));
-      auto seg = segments(path);
+      const std::string& path = target.path;
+      const auto& qs = target.qs;
+      const auto& seg = target.seg;
       // Refused before the token is looked up: these say nothing of the API.
       auto bad_text = check_text(path, qs);
       if (!bad_text) bad_text = ambiguous_token(req, seg, qs);
@@ -969,7 +1028,7 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
         }
       }
       res.version(req.version());
-      res.keep_alive(req.keep_alive());
+      res.keep_alive(req.keep_alive() && !body_unread);  // the body still on the socket
       res.prepare_payload();
       if (req.method() == bhttp::verb::head) {
         // The headers a GET would get, Content-Length included (RFC 9110 9.3.2).
@@ -1285,11 +1344,11 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   }
   const bool action = seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume" || seg[3] == "run");
   if (seg.size() != 3 && !action) throw not_found("no such resource: /" + seg[0] + "/" + seg[1] + "/...");
-  const std::string name = path_name(seg[2], "schedule");
   const bool known_method = action ? method == bhttp::verb::post
                                     : method == bhttp::verb::put || method == bhttp::verb::delete_ ||
                                           method == bhttp::verb::get || method == bhttp::verb::head;
   if (!known_method) throw method_not_allowed(action ? "POST" : "GET, HEAD, PUT, DELETE");
+  const std::string name = path_name(seg[2], "schedule");
   check_params(qs, no_params);
   if (action) {
     check_no_body(req.body());
@@ -1420,19 +1479,24 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     co_return;
   }
   // An empty header is no header (EventSource sends none without an id);
-  // an empty ?after= is refused, as an empty limit= or before= is.
-  std::string from(req["Last-Event-ID"]);
-  bool given = !from.empty();
-  if (!given)
-    if (auto it = qs.find("after"); it != qs.end()) from = it->second, given = true;
-  if (given) {
-    auto c = parse_int(from);
-    if (!c || *c < 0 || *c > std::numeric_limits<std::int32_t>::max()) {
-      co_await reply_error(bad_request("Last-Event-ID / after must be a non-negative integer"));
-      co_return;
-    }
-    cursor = *c;
+  // an empty ?after= is refused, as an empty limit= or before= is, header
+  // or not (a bad one was passed over when the header came with it).
+  auto seq_of = [](const std::string& text) -> std::optional<std::int64_t> {
+    auto c = parse_int(text);
+    if (!c || *c < 0 || *c > std::numeric_limits<std::int32_t>::max()) return std::nullopt;
+    return c;
+  };
+  std::optional<std::int64_t> from_header, from_query;
+  if (auto it = qs.find("after"); it != qs.end() && !(from_query = seq_of(it->second))) {
+    co_await reply_error(bad_request("after must be a non-negative integer"));
+    co_return;
   }
+  if (std::string h(req["Last-Event-ID"]); !h.empty() && !(from_header = seq_of(h))) {
+    co_await reply_error(bad_request("Last-Event-ID must be a non-negative integer"));
+    co_return;
+  }
+  if (from_header) cursor = *from_header;
+  else if (from_query) cursor = *from_query;
   const std::string id_s = std::to_string(job_id);
 
   // Subscribe first and make sure LISTEN is in effect, then replay: an event
