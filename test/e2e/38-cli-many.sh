@@ -95,6 +95,8 @@ expect '--status: stop acts on queued, suspended or running jobs, got "failed"' 
 expect '--status: expected a status, got "cancelled,"' retry --queue big --status cancelled,
 expect 'stop takes an ID or --queue, --kind and --status, not both' stop "$mine" --queue held
 expect '--limit goes with --queue, --kind or --status (the jobs to retry)' retry --limit 3
+expect 'stop takes an ID, or --queue, --kind or --status (the jobs to stop)' stop
+expect 'retry takes an ID, or --queue, --kind or --status (the jobs to retry)' retry
 expect '--limit: expected an integer from 1 to' stop --queue held --limit 0
 expect '--from is not an option of stop' stop --queue held --from 3
 [[ $(sql "SELECT string_agg(id || status::text, ',' ORDER BY id) FROM bgexec.job") == "$before" ]] \

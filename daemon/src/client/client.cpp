@@ -932,7 +932,9 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
         throw Usage(a.positional.empty() ? name + " goes with --queue, --kind or --status (the jobs to " + cmd + ")"
                                          : cmd + " takes an ID or --queue, --kind and --status, not both");
   if (cmd == "resume" ? (a.positional.empty() || a.positional.size() > 2) : a.positional.size() != 1)
-    throw Usage(cmd + (cmd == "resume" ? " takes ID [JSON|@FILE]" : " takes ID"));
+    throw Usage(cmd + (cmd == "resume"                    ? " takes ID [JSON|@FILE]"
+                       : cmd == "stop" || cmd == "retry" ? " takes an ID, or --queue, --kind or --status (the jobs to " + cmd + ")"
+                                                           : " takes ID"));
   std::int64_t id = parse_id(a.positional[0]);
   pg::Params p = {std::to_string(id)};
   std::string sql;
