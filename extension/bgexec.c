@@ -379,6 +379,33 @@ bgexec_lease_timeline_checked(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* bgexec.h: the entries a subtransaction that ended leaves at commit. */
+int
+bgexec_subxact_entries(SubXactEvent event, void *entries, int n, size_t size,
+					   size_t level_offset)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	char	   *base = entries;
+	int			kept = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		char	   *e = base + i * size;
+		int		   *at = (int *) (e + level_offset);
+
+		if (*at < level)
+			;					/* an outer level's: kept as it is */
+		else if (event == SUBXACT_EVENT_ABORT_SUB)
+			continue;			/* this subtransaction's: dropped */
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			*at = level - 1;	/* this subtransaction's: the parent's now */
+		if (kept != i)
+			memmove(base + kept * size, e, size);
+		kept++;
+	}
+	return kept;
+}
+
 /*
  * The rule of job kinds and queue names on a text value (see
  * bgexec._valid_name); also checked by the job table's rules (checks.c).

@@ -218,23 +218,8 @@ static void
 step_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					  SubTransactionId parentSubid, void *arg)
 {
-	int			level = GetCurrentTransactionNestLevel();
-
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		int			kept = 0;
-
-		for (int i = 0; i < nends; i++)
-			if (ends[i].level < level)
-				ends[kept++] = ends[i];
-		nends = kept;
-	}
-	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-	{
-		for (int i = 0; i < nends; i++)
-			if (ends[i].level >= level)
-				ends[i].level = level - 1;
-	}
+	nends = bgexec_subxact_entries(event, ends, nends, sizeof(EndRequest),
+								   offsetof(EndRequest, level));
 }
 
 static void

@@ -534,23 +534,8 @@ static void
 wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					  SubTransactionId parentSubid, void *arg)
 {
-	int			level = GetCurrentTransactionNestLevel();
-
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		int			kept = 0;
-
-		for (int i = 0; i < nrequests; i++)
-			if (requests[i].level < level)
-				requests[kept++] = requests[i];
-		nrequests = kept;
-	}
-	else if (event == SUBXACT_EVENT_COMMIT_SUB)
-	{
-		for (int i = 0; i < nrequests; i++)
-			if (requests[i].level >= level)
-				requests[i].level = level - 1;
-	}
+	nrequests = bgexec_subxact_entries(event, requests, nrequests, sizeof(WakeRequest),
+									   offsetof(WakeRequest, level));
 }
 
 /* Records a wake for the commit of the current transaction. */

@@ -14,6 +14,7 @@
 #ifndef BGEXEC_BGEXEC_H
 #define BGEXEC_BGEXEC_H
 
+#include "access/xact.h"
 #include "fmgr.h"
 
 /* GUC variables (see _PG_init for defaults, units and contexts). */
@@ -34,6 +35,14 @@ extern bool bgexec_name_chars_ok(const char *s, int len, int max_len,
 /* bgexec.c: the rule of job kinds and queue names (1 to max_len of
  * [A-Za-z0-9_.:-]) on a text value. */
 extern bool bgexec_text_name_ok(const text *name, int max_len);
+
+/* bgexec.c: what a transaction does at its commit (wake.c's wakes,
+ * step_session.c's ends) is kept in an array of n entries of `size` bytes,
+ * each with an int nesting level at `level_offset`.  At the end of a
+ * subtransaction: its entries dropped (abort) or handed to its parent
+ * (commit).  Returns the new count. */
+extern int	bgexec_subxact_entries(SubXactEvent event, void *entries, int n,
+								   size_t size, size_t level_offset);
 
 /*
  * Shared memory (shared_preload_libraries only): bgexec.c's hooks call each
