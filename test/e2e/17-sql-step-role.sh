@@ -62,6 +62,12 @@ sql_step_fails "SELECT NULL::int AS a FROM generate_series(1, 2000000)" '*over 1
 # of objects, nest past 512); 100 000 deep crashed the worker copying it.
 sql_step_fails "SELECT (repeat('[', 511) || repeat(']', 511))::json AS deep" \
   '*column "deep" nests deeper than 510 levels*54000*'
+# Two columns of one name fail the step, named: a row is a JSON object, and
+# the second's value was kept alone (SELECT 1, 2 lost a ?column?)
+sql_step_fails "WITH w AS (INSERT INTO e2e_sink VALUES (8)) SELECT 1 AS x, 2 AS x" \
+  '*column "x" appears twice in the result*name each column (AS)*42701*'
+[[ $(sql "SELECT count(*) FROM e2e_sink WHERE n = 8") == 0 ]] || fail "the duplicate-column step's insert was committed"
+sql_step_fails "SELECT 1, 2" '*column "?column?" appears twice*42701*'
 # and the worker goes on
 after=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "sql": "SELECT 1 AS one"}]}' --db "$as_alice")
 wait_status "$after" completed 20

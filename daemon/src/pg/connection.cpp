@@ -686,8 +686,20 @@ asio::awaitable<nlohmann::json> Connection::query_rows_locked(const std::string&
   co_await flush_out();
   auto rows = nlohmann::json::array();
   std::size_t bytes = 0;
+  bool named = false;  // the columns' names checked (on the first row)
   std::optional<Error> err;
   co_await read_results(err, [&](Result row) {
+    // A row is a JSON object: of two columns of one name (SELECT 1 AS x,
+    // 2 AS x; SELECT 1, 2) the second's value was kept alone, silently.
+    for (int c = 0; !named && c < row.columns(); ++c)
+      for (int d = 0; d < c; ++d)
+        if (row.column_name(c) == row.column_name(d)) {
+          close();  // the server rolls the statement's transaction back
+          throw Error("42701", name_ + ": column \"" + row.column_name(c) +
+                                   "\" appears twice in the result, whose rows are JSON objects (one value a name):"
+                                   " name each column (AS)");
+        }
+    named = true;
     // As JSON text: {"name":value,...}, a comma; a null is `null`.  Counted
     // so, a million one-byte rows are 10 MB, not 1 (they held 2.9 GB).
     bytes += 3;
