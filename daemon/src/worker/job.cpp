@@ -217,8 +217,9 @@ Job::~Job() {
   if (!superseded_) proc::guard::forget(id_str(id()));
   // A step's 16 MiB of rows are a few hundred MB as nlohmann values, in
   // small blocks glibc keeps once freed: without a trim the worker stayed
-  // at that size after the job.  Only after such a job: the trim walks the
-  // heap.
+  // at that size after the job.  Only after such a job (a large event
+  // appended, or a large payload or completed outputs read): the trim
+  // walks the heap.
   if (held_large_) malloc_trim(0);
 }
 
@@ -647,6 +648,11 @@ asio::awaitable<void> Job::execute() {
   // allows): refused here, before a recursive copy overflows the worker's.
   json payload;
   std::string unreadable;
+  // Read as nlohmann values, a large payload or large completed outputs
+  // (a resumed job's) are freed in small blocks too: 150 MB of outputs
+  // left the worker at 180 MB after the job.
+  if (c_.payload_text.size() + c_.completed_steps_text.size() + c_.completed_stdout_text.size() > (1u << 20))
+    held_large_ = true;
   auto in = core::parse_json_input(c_.payload_text, core::max_json_depth, core::DuplicateKeys::last_wins,
                                    core::Numbers::exact);
   if (in.error == core::JsonInput::Error::too_deep) unreadable = too_deep_text("payload");
