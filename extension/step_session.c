@@ -12,7 +12,8 @@
  *
  * So the step's transaction first calls _step_session(job_id, lease), which
  * marks this backend's slot in shared memory with the job and the lease
- * until the transaction ends.  When reconcile() takes a running job's lease
+ * until the transaction ends, and then refuses to go on unless the job is
+ * running under that lease on the latest committed state.  When reconcile() takes a running job's lease
  * back (it expired, or the job passed its deadline), it calls
  * _end_step_sessions(job_id, lease): when reconcile's transaction commits,
  * each backend whose transaction is so marked is sent SIGTERM, as
@@ -39,11 +40,14 @@
 #include <signal.h>
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "bgexec/bgexec.h"
 
@@ -233,10 +237,50 @@ register_callbacks(void)
 }
 
 /*
+ * Whether the job is running under the lease, on the latest committed
+ * state: not the transaction's snapshot, which under REPEATABLE READ (a
+ * database's default_transaction_isolation) was taken before the mark.
+ * The function is SECURITY DEFINER: the job table's row-level security
+ * does not hide the row from the worker's role.
+ */
+static bool
+lease_current(int64 job_id, int64 lease)
+{
+	static SPIPlanPtr plan = NULL;
+	Datum		values[2] = {Int64GetDatum(job_id), Int64GetDatum(lease)};
+	bool		current;
+	int			rc;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (plan == NULL)
+	{
+		Oid			types[2] = {INT8OID, INT8OID};
+		SPIPlanPtr	p = SPI_prepare("SELECT 1 FROM bgexec.job"
+									" WHERE id = $1 AND lease = $2 AND status = 'running'",
+									2, types);
+
+		if (p == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(p) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		plan = p;
+	}
+	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							  true, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
+	current = SPI_processed > 0;
+	SPI_finish();
+	return current;
+}
+
+/*
  * _step_session(job_id bigint, lease bigint): marks this backend's
  * transaction as the sql step of the job under the lease, until it ends.
  * Inside a transaction block (it would end with the statement otherwise),
- * once per transaction.
+ * once per transaction; refused (55000) unless the job is running under
+ * the lease.
  */
 Datum
 bgexec_step_session(PG_FUNCTION_ARGS)
@@ -263,15 +307,33 @@ bgexec_step_session(PG_FUNCTION_ARGS)
 	register_callbacks();
 	slot = my_slot();
 	marked = true;
-	if (slot == NULL)
-		PG_RETURN_BOOL(false);	/* not preloaded: nothing to mark */
-	LWLockAcquire(step_shared->lock, LW_EXCLUSIVE);
-	slot->pid = MyProcPid;
-	slot->dboid = MyDatabaseId;
-	slot->job_id = PG_GETARG_INT64(0);
-	slot->lease = PG_GETARG_INT64(1);
-	LWLockRelease(step_shared->lock);
-	PG_RETURN_BOOL(true);
+	if (slot != NULL)
+	{
+		LWLockAcquire(step_shared->lock, LW_EXCLUSIVE);
+		slot->pid = MyProcPid;
+		slot->dboid = MyDatabaseId;
+		slot->job_id = PG_GETARG_INT64(0);
+		slot->lease = PG_GETARG_INT64(1);
+		LWLockRelease(step_shared->lock);
+	}
+	/*
+	 * Marked first, checked after: a reconcile that commits after this
+	 * check ends the session at its commit, and one that committed before
+	 * it is seen here.  Without the check a step started after reconcile
+	 * took its lease back (a worker frozen between its last heartbeat and
+	 * the step) ran and committed beside the job's next attempt.
+	 */
+	if (!lease_current(PG_GETARG_INT64(0), PG_GETARG_INT64(1)))
+	{
+		clear_mark();			/* caught in a subtransaction, it would stay */
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the job's lease is not current: its sql step does not run"),
+				 errdetail("Job " INT64_FORMAT ", lease " INT64_FORMAT ".",
+						   PG_GETARG_INT64(0), PG_GETARG_INT64(1)),
+				 errhint("The lease was taken back (it expired, or the job passed its deadline), or the job ended.")));
+	}
+	PG_RETURN_BOOL(slot != NULL);	/* false: not preloaded, nothing marked */
 }
 
 /*

@@ -535,14 +535,18 @@ COMMENT ON FUNCTION bgexec._act_as(name) IS
 	'SET LOCAL ROLE for the rest of the transaction, which can then not change role again (sql steps)';
 
 /* _step_session(job_id, lease): marks this transaction as the sql step of
- * the job under the lease, until it ends; _end_step_sessions(job_id, lease)
+ * the job under the lease, until it ends, then refuses (55000) unless the
+ * job is running under that lease; _end_step_sessions(job_id, lease)
  * terminates the sessions so marked when its transaction commits
- * (reconcile, when it takes the lease back): the statement of a worker that stopped answering does not run on
- * beside the job's next attempt (extension/step_session.c).  Returns false
- * when bgexec is not preloaded (nothing marked). */
+ * (reconcile, when it takes the lease back): the statement of a worker
+ * that stopped answering does not run on beside the job's next attempt
+ * (extension/step_session.c).  Returns false when bgexec is not preloaded
+ * (nothing marked).  SECURITY DEFINER for its read of the job row, which
+ * row-level security hides from the worker's role. */
 CREATE FUNCTION bgexec._step_session(job_id bigint, lease bigint) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'bgexec_step_session'
-	LANGUAGE C VOLATILE;
+	LANGUAGE C VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp;
 COMMENT ON FUNCTION bgexec._step_session(bigint, bigint) IS
 	'marks this transaction as a sql step of the job under the lease, ended when reconcile takes the lease back';
 /* _secret_step(): for the rest of the transaction, the server's log quotes
@@ -1721,6 +1725,11 @@ CREATE FUNCTION bgexec.unclaim(worker_id text, after_lease bigint, held bigint[]
 	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
+	-- It holds the worker's claim lock: waiting for a job row a client's
+	-- open transaction holds (a stop()) held up every claim of the worker
+	-- for as long.  55P03 instead; the worker tries again 500 ms later,
+	-- claiming in between.
+	SET lock_timeout = '1s'
 	AS $$
 DECLARE
 	j record;
@@ -2305,11 +2314,14 @@ BEGIN
 				  || to_char(s.next_run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"'),
 				s.concurrency_key);
 			v_n := v_n + 1;
-		EXCEPTION WHEN lock_not_available THEN
+		-- A deadlock (the caller holding a row a client's transaction waits
+		-- for, the client the queue's lock this submit waits for) is the
+		-- same wait ended another way: the tick stays due, not lost.
+		EXCEPTION WHEN lock_not_available OR deadlock_detected OR serialization_failure THEN
 			UPDATE bgexec.schedule x
 			   SET last_error = format('not fired yet: another transaction holds a lock the tick''s submit needs'
-			                           ' (its idempotency key, or its queue''s max_queued); tried again'
-			                           ' at the next reconcile (SQLSTATE %s)', SQLSTATE)
+			                           ' (its idempotency key, or its queue''s max_queued), or a deadlock with'
+			                           ' one ended the wait; tried again at the next reconcile (SQLSTATE %s)', SQLSTATE)
 			 WHERE x.owner = s.owner AND x.name = s.name;
 			CONTINUE;
 		WHEN OTHERS THEN

@@ -16,13 +16,18 @@ SELECT format('host=%s port=%s dbname=%s user=%s',
 CREATE FUNCTION pg_temp.gone(p int, tries int DEFAULT 1000) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
 	FOR i IN 1..tries LOOP
+		-- read afresh: a transaction keeps its first read of the backends
+		PERFORM pg_stat_clear_snapshot();
 		IF NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = p) THEN RETURN true; END IF;
 		PERFORM pg_sleep(0.01);
 	END LOOP;
 	RETURN false;
 END $$;
+-- a running job of its own for the checks below
+SELECT bgexec.submit('noop', queue => 'ss0') AS job0 \gset
+SELECT lease AS lease0 FROM bgexec.claim('w0', '{ss0}', 1, '1 hour') \gset
 -- the arguments, inside a transaction block, once per transaction
-SELECT bgexec._step_session(1, 1);
+SELECT bgexec._step_session(:job0, :lease0);
 BEGIN;
 SELECT bgexec._step_session(NULL, 1);
 ROLLBACK;
@@ -30,13 +35,21 @@ BEGIN;
 SELECT bgexec._step_session(1, NULL);
 ROLLBACK;
 BEGIN;
-SELECT bgexec._step_session(1, 1);
-SELECT bgexec._step_session(1, 1);
+SELECT bgexec._step_session(:job0, :lease0);
+SELECT bgexec._step_session(:job0, :lease0);
+ROLLBACK;
+-- only under a current lease: another lease of the job, a job that does
+-- not exist (55000); the refused call leaves no mark, so the transaction
+-- can still mark itself under its lease
+BEGIN;
+SELECT * FROM try(format('SELECT bgexec._step_session(%s, %s)', :job0, :lease0 + 1000));
+SELECT * FROM try(format('SELECT bgexec._step_session(-1, %s)', :lease0));
+SELECT bgexec._step_session(:job0, :lease0) AS marked_after;
 ROLLBACK;
 -- never the caller's own session
 BEGIN;
-SELECT bgexec._step_session(1, 1);
-SELECT bgexec._end_step_sessions(1, 1);
+SELECT bgexec._step_session(:job0, :lease0);
+SELECT bgexec._end_step_sessions(:job0, :lease0);
 ROLLBACK;
 -- a job claimed, its sql step started in a session of its own
 SELECT bgexec.submit('workflow', '{"steps": [{"id": "q", "sql": "SELECT 1"}]}', queue => 'ss') AS job \gset
@@ -68,16 +81,27 @@ SELECT bgexec.reconcile();
 SELECT pg_temp.gone(:pid) AS step_session_ended;
 SELECT status, error->>'reason' AS reason FROM bgexec.job WHERE id = :job;
 SELECT dblink_disconnect('step');
+-- a step that starts after its lease was taken back (its worker frozen
+-- between its last heartbeat and the step) is refused: it ran and
+-- committed beside the job's next attempt
+SELECT dblink_connect('step', :'here');
+SELECT dblink_exec('step', 'BEGIN');
+SELECT * FROM try(format('SELECT * FROM dblink(%L, %L) AS t(marked boolean)', 'step',
+                  format('SELECT bgexec._step_session(%s, %s)', :job, :lease)));
+SELECT dblink_exec('step', 'ROLLBACK');
+SELECT dblink_disconnect('step');
 -- a transaction that ended, committed or rolled back, is no longer marked
 SELECT dblink_connect('step', :'here');
 SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
 SELECT dblink_exec('step', 'BEGIN');
-SELECT marked FROM dblink('step', 'SELECT bgexec._step_session(7, 7)') AS t(marked boolean);
+SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :job0, :lease0)) AS t(marked boolean);
 SELECT dblink_exec('step', 'COMMIT');
 SELECT dblink_exec('step', 'BEGIN');
-SELECT marked FROM dblink('step', 'SELECT bgexec._step_session(8, 8)') AS t(marked boolean);
+SELECT bgexec._end_step_sessions(:job0, :lease0) AS committed;
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :job0, :lease0)) AS t(marked boolean);
 SELECT dblink_exec('step', 'ROLLBACK');
-SELECT bgexec._end_step_sessions(7, 7) AS committed, bgexec._end_step_sessions(8, 8) AS rolled_back;
+SELECT bgexec._end_step_sessions(:job0, :lease0) AS rolled_back;
 SELECT one FROM dblink('step', 'SELECT 1') AS t(one int);
 SELECT dblink_disconnect('step');
 -- only the worker role may mark a session; no one but reconcile ends them
