@@ -178,6 +178,33 @@ TEST_F(PgConnection, SessionEndedWhileIdleFailsUnlessAsked) {
   EXPECT_TRUE(e->connection_lost()) << e->what();
 }
 
+// A call of more than 8 MiB, asked for, closes the connection after it,
+// outside a transaction: libpq kept its buffers at the largest message's
+// size for the session's life.  The result is whole, and the next call
+// runs on a new session.
+TEST_F(PgConnection, LargeCallClosesTheConnectionWhenAsked) {
+  const std::string big = "SELECT repeat('x', 9 * 1024 * 1024) AS big, pg_backend_pid()";
+  auto before = pid();
+  auto kept = run(io_, conn_.query(big));  // not asked: kept
+  EXPECT_EQ(kept.get(0, 1).value_or(""), before);
+  EXPECT_TRUE(conn_.connected());
+  conn_.set_recycle_after_large_calls(true);
+  auto r = run(io_, conn_.query("SELECT 1"));  // small: kept
+  EXPECT_TRUE(conn_.connected());
+  r = run(io_, conn_.query(big));
+  EXPECT_EQ(r.get(0, 0).value_or("").size(), 9u * 1024 * 1024);
+  EXPECT_FALSE(conn_.connected());
+  EXPECT_NE(pid(), before);
+  // Sent, not received: the same.
+  run(io_, conn_.query("SELECT length($1)", {std::string(9 * 1024 * 1024, 'y')}));
+  EXPECT_FALSE(conn_.connected());
+  // Inside a transaction: kept, the transaction goes on.
+  run(io_, conn_.query("BEGIN"));
+  run(io_, conn_.query(big));
+  EXPECT_TRUE(conn_.connected());
+  run(io_, conn_.query("COMMIT"));
+}
+
 // The call bound (a Deadline) closes the connection under the statement.
 TEST_F(PgConnection, UnansweredCallIsLost) {
   conn_.set_call_timeout(std::chrono::milliseconds(200));

@@ -92,6 +92,8 @@ int Result::rows() const { return res_ ? PQntuples(res_.get()) : 0; }
 int Result::columns() const { return res_ ? PQnfields(res_.get()) : 0; }
 std::string Result::column_name(int c) const { return PQfname(res_.get(), c); }
 
+std::size_t Result::memory() const { return res_ ? PQresultMemorySize(res_.get()) : 0; }
+
 int Result::column(std::string_view name) const {
   for (int c = 0; c < columns(); ++c)
     if (name == PQfname(res_.get(), c)) return c;
@@ -496,6 +498,11 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
     last = co_await read_results(err);
   }
   if (err) throw *err;
+  if (recycle_large_ && (sent_bytes(sql, params) > recycle_after || last.memory() > recycle_after) &&
+      PQtransactionStatus(conn_) == PQTRANS_IDLE) {
+    core::log("debug", "connection closed after a large call, to give back its buffers", {{"conn", name_}});
+    close();  // the next call connects again; the result is the caller's
+  }
   co_return last;
 }
 

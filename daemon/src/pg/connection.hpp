@@ -117,6 +117,8 @@ class Result {
 
   int rows() const;
   int columns() const;
+  // The bytes libpq holds for the result (PQresultMemorySize).
+  std::size_t memory() const;
   std::string column_name(int c) const;
   // Column index by name, -1 when absent.
   int column(std::string_view name) const;
@@ -247,6 +249,16 @@ class Connection {
   // connection itself restores (prepared statements): a LISTEN, a SET, a
   // temporary table would be gone without a word.  Off by default.
   void set_reopen_when_ended_idle(bool on) { reopen_idle_ = on; }
+  // Whether query() closes the connection after a call that sent or
+  // received more than recycle_after bytes, outside a transaction (the
+  // next call connects again): libpq keeps its buffers at the size of the
+  // largest message for the session's life, and a resumed job's 45 MB of
+  // completed outputs in one claim row left the worker at 68 MB instead of
+  // 11.  For a connection whose session state its user restores (as above;
+  // a LISTEN connection whose large calls come only while it is not
+  // listening).  Off by default.
+  void set_recycle_after_large_calls(bool on) { recycle_large_ = on; }
+  static constexpr std::size_t recycle_after = 8u << 20;
   const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
@@ -335,6 +347,7 @@ class Connection {
   bool prepare_ok_ = true;
   std::chrono::steady_clock::duration call_timeout_{0};
   bool reopen_idle_ = false;
+  bool recycle_large_ = false;
   std::set<std::string> prepared_;
 };
 

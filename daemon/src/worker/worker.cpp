@@ -138,6 +138,11 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
   // ended while idle (idle_session_timeout) is opened again before the next
   // call.  Not the notifier's, which may LISTEN.
   for (auto* c : {&hb_, &fin_, &ctl_}) c->set_reopen_when_ended_idle(true);
+  // Each is closed after a call of more than 8 MiB (a claim of a resumed
+  // job's large outputs, a large append or finish), its buffers given back;
+  // the notifier's too, whose large calls (await_claim) are never made
+  // while it LISTENs.
+  for (auto* c : {&hb_, &fin_, &ctl_, &listen_}) c->set_recycle_after_large_calls(true);
   // Step processes get the worker's environment but for its secrets and
   // its own database credentials: an action's program that runs psql, its
   // PGHOST set by a tenant's step env, sent the worker's PGPASSWORD to the
