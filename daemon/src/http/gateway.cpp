@@ -865,23 +865,29 @@ std::optional<HttpError> transfer_coding_error(const Request& req, bool chunked)
   return std::nullopt;
 }
 
+// The length of a request target's scheme and "://" when it is in absolute
+// form (http://host/v1/jobs, what a request through a proxy carries), else 0.
+std::size_t absolute_form(std::string_view target) {
+  for (std::string_view scheme : {"http://", "https://"})
+    if (target.size() > scheme.size() && beast::iequals(target.substr(0, scheme.size()), scheme))
+      return scheme.size();
+  return 0;
+}
+
 // RFC 9112 3.2: an HTTP/1.1 request has one Host header, and its target is
-// a path (origin form) or a URL (absolute form, through a proxy).  Without
-// Host, with two, or with "v1/jobs" for a target it was served as if well
-// formed.
+// a path (origin form) or a URL (absolute form).  Without Host, with two,
+// or with "v1/jobs" for a target it was served as if well formed.
 std::optional<HttpError> request_form_error(const Request& req) {
   const auto hosts = req.count(bhttp::field::host);
   if (hosts > 1) return bad_request("the Host header is given more than once");
   if (hosts == 0 && req.version() >= 11) return bad_request("an HTTP/1.1 request must have a Host header");
   std::string_view t = req.target();
-  for (std::string_view scheme : {"http://", "https://"})
-    if (t.size() > scheme.size() && beast::iequals(t.substr(0, scheme.size()), scheme)) return std::nullopt;
-  if (t.empty() || t.front() != '/') return bad_request("request target must be a path (/v1/...) or an absolute URL");
+  if (absolute_form(t) == 0 && (t.empty() || t.front() != '/'))
+    return bad_request("request target must be a path (/v1/...) or an absolute URL");
   return std::nullopt;
 }
 
-// A request's path, query and path segments.  The absolute form
-// (http://host/v1/jobs, what a request through a proxy carries) names the
+// A request's path, query and path segments.  The absolute form names the
 // same resource as its path and query (RFC 9112 §3.2.2), "/" when it has no
 // path.
 struct Target {
@@ -891,15 +897,13 @@ struct Target {
 };
 Target split_target(std::string_view target) {
   std::string origin_form;
-  for (std::string_view scheme : {"http://", "https://"})
-    if (target.size() > scheme.size() && beast::iequals(target.substr(0, scheme.size()), scheme)) {
-      auto end = target.find_first_of("/?", scheme.size());
-      origin_form = end == std::string_view::npos ? "/"
-                    : target[end] == '?'          ? "/" + std::string(target.substr(end))
-                                                  : std::string(target.substr(end));
-      target = origin_form;
-      break;
-    }
+  if (auto scheme = absolute_form(target)) {
+    auto end = target.find_first_of("/?", scheme);
+    origin_form = end == std::string_view::npos ? "/"
+                  : target[end] == '?'          ? "/" + std::string(target.substr(end))
+                                                : std::string(target.substr(end));
+    target = origin_form;
+  }
   auto qpos = target.find('?');
   Target out;
   out.path = std::string(target.substr(0, qpos));
