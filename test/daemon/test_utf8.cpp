@@ -106,5 +106,21 @@ TEST(Utf8, DumpNeverThrows) {
   EXPECT_EQ(dump(json{{"a", "b"}}), R"({"a":"b"})");
 }
 
+// A cut for display never leaves half a character (the CLI's status and
+// event lines printed invalid UTF-8 past their length limit).
+TEST(Utf8, PrefixEndsBeforeACharacter) {
+  const std::string e = "x\xC3\xA9\xC3\xA9";  // x é é
+  EXPECT_EQ(utf8_prefix(e, 10), 5u);
+  EXPECT_EQ(utf8_prefix(e, 5), 5u);
+  EXPECT_EQ(utf8_prefix(e, 4), 3u);
+  EXPECT_EQ(utf8_prefix(e, 2), 1u);
+  EXPECT_EQ(utf8_prefix(e, 1), 1u);
+  EXPECT_EQ(utf8_prefix(e, 0), 0u);
+  const std::string emoji = "\xF0\x9F\x98\x80!";  // U+1F600 !
+  for (std::size_t n = 0; n < 4; ++n) EXPECT_EQ(utf8_prefix(emoji, n), 0u) << n;
+  EXPECT_EQ(utf8_prefix(emoji, 4), 4u);
+  EXPECT_TRUE(valid_utf8(e.substr(0, utf8_prefix(e, 4))));
+}
+
 }  // namespace
 }  // namespace bgexec::core

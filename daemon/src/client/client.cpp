@@ -347,12 +347,15 @@ std::optional<std::string> exact_json(const std::optional<std::string>& text) {
   return out;
 }
 
-// Compact JSON cut to max bytes; never throws on invalid UTF-8.
-std::string short_json(const json& j, std::size_t max = 300) {
-  std::string s = core::dump(j);
-  if (s.size() > max) s = s.substr(0, max) + "...";
-  return s;
+// text cut to at most max bytes, before a character, not inside one
+// (a half character printed is invalid UTF-8 on the terminal).
+std::string cut_text(std::string text, std::size_t max) {
+  if (text.size() > max) text = text.substr(0, core::utf8_prefix(text, max)) + "...";
+  return text;
 }
+
+// Compact JSON cut to max bytes; never throws on invalid UTF-8.
+std::string short_json(const json& j, std::size_t max = 300) { return cut_text(core::dump(j), max); }
 
 struct Session {
   pg::Connection conn;
@@ -517,8 +520,24 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
   // the database, and the follow goes on from its cursor once it reaches
   // it again, as the gateway's streams do.  Retried with backoff, 0.2 s
   // doubling to 5 s, a line on stderr each way.
+  // A session never opened (a wrong role, database or host) is no lost
+  // one: exit 3, as every other command.
   core::Backoff backoff(std::chrono::milliseconds(200), std::chrono::seconds(5));
   bool lost = false;
+  bool opened = s.conn.connected();
+  // The wait for a notification, its error kept: operator|| waits for the
+  // first branch to *succeed*, so a connection lost in the wait was
+  // dropped when the poll timer fired, and the next query connected again
+  // without LISTEN (the follow went on at the 1 s poll, without a word).
+  auto notified = [&s]() -> asio::awaitable<std::pair<std::vector<pg::Notification>, std::exception_ptr>> {
+    std::pair<std::vector<pg::Notification>, std::exception_ptr> out;
+    try {
+      out.first = co_await s.conn.wait_notifications();
+    } catch (const pg::Error&) {
+      out.second = std::current_exception();
+    }
+    co_return out;
+  };
   for (;;) {
     if (lost) {
       if (print) check_reader();
@@ -534,6 +553,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
           if (e.sqlstate() != "25006") throw;
         }
         listening = true;
+        opened = true;
         if (lost) std::cerr << "bgexec: reconnected; following job " << id << " from event " << last << std::endl;
         lost = false;
         backoff.reset();
@@ -575,16 +595,17 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
       asio::steady_timer poll(co_await asio::this_coro::executor, std::chrono::seconds(1));
       // Wake on our job's notification or after the poll interval.
       for (bool mine = false; !mine;) {
-        auto res = co_await (s.conn.wait_notifications() ||
-                             poll.async_wait(asio::as_tuple(asio::use_awaitable)));
+        auto res = co_await (notified() || poll.async_wait(asio::as_tuple(asio::use_awaitable)));
         if (res.index() == 1) break;
-        for (auto& n : std::get<0>(res)) {
+        auto& [batch, error] = std::get<0>(res);
+        if (error) std::rethrow_exception(error);
+        for (auto& n : batch) {
           auto colon = n.payload.find(':');
           if (n.payload.substr(0, colon) == std::to_string(id)) mine = true;
         }
       }
     } catch (const pg::Error& e) {
-      if (!e.connection_lost()) throw;
+      if (!e.connection_lost() || !opened) throw;
       if (!lost)
         std::cerr << "bgexec: connection lost (" << (e.fields().primary.empty() ? e.what() : e.fields().primary)
                   << "); reconnecting" << std::endl;
@@ -738,7 +759,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
     for (auto& [k, v] : row.items()) {
       if (v.is_null()) continue;
       std::string text = v.is_string() ? v.get<std::string>() : exact(k).value_or(core::dump(v));
-      if (!v.is_string() && text.size() > 2000) text = text.substr(0, 2000) + "...";
+      if (!v.is_string()) text = cut_text(std::move(text), 2000);
       std::cout << k << ": " << text << "\n";
     }
   }
@@ -789,12 +810,7 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
     const json& err = row["error"];
     const json message = member(err, "message");
     std::string error = err.is_null() ? "-" : message.is_string() ? message.get<std::string>() : short_json(err);
-    if (error.size() > 200) {  // cut before a character, not inside one
-      std::size_t cut = 200;
-      while (cut > 0 && (static_cast<unsigned char>(error[cut]) & 0xC0) == 0x80) --cut;
-      error = error.substr(0, cut) + "...";
-    }
-    error = one_line(std::move(error));
+    error = one_line(cut_text(std::move(error), 200));
     std::cout << core::dump(row["id"]) << "\t" << text_of(row["status"], "-") << "\t" << text_of(row["queue"], "-")
               << "\t" << text_of(row["kind"], "-") << "\t" << core::dump(row["attempt"]) << "/"
               << core::dump(row["max_attempts"]) << "\t" << text_of(row["created_at"], "-") << "\t"
@@ -1192,21 +1208,27 @@ bool is_command(const std::string& cmd) { return command_options.count(cmd) > 0;
 
 int run(const std::string& cmd, const std::vector<std::string>& args,
         const std::map<std::string, std::string>& env) {
-  for (auto& a : args) {
-    if (a == "--help" || a == "-h") {
+  static const std::set<std::string> valued = {
+      "--db",          "--queue",      "--priority",   "--idempotency-key", "--concurrency-key",
+      "--max-attempts", "--timeout",   "--run-after",  "--from",            "--time-zone",
+      "--status",      "--kind",       "--limit",      "--before",          "--max-queued",
+      "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
+      "--rate-period", "--batch"};
+  // Help where an option may stand: not an option's value (--idempotency-key
+  // -h), nor past "--" (submit -- -h submits the kind "-h"); those printed
+  // the usage and exited 0, submitting nothing, to a script that read the
+  // usage as the job's id.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == "--help" || args[i] == "-h") {
       std::cout << usage_text;
       return ok;
     }
+    if (valued.count(args[i])) ++i;
   }
   core::ParsedArgs parsed;
   try {
-    parsed = core::parse_args(args,
-                              {"--db", "--queue", "--priority", "--idempotency-key", "--concurrency-key",
-                               "--max-attempts", "--timeout", "--run-after", "--from", "--time-zone",
-                               "--status", "--kind", "--limit", "--before", "--max-queued", "--max-running",
-                               "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
-                               "--rate-period", "--batch"},
-                              {"--json", "--wait", "--follow", "--no-overlap", "--all"});
+    parsed = core::parse_args(args, valued, {"--json", "--wait", "--follow", "--no-overlap", "--all"});
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
     return usage;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "utf8.hpp"
+
 namespace bgexec::core {
 
 namespace {
@@ -25,9 +27,8 @@ std::string parser_message(const std::string& what) {
   const auto start = m.find(marker);
   const auto end = m.rfind('\'');
   if (start != std::string::npos && end != std::string::npos && end > start + marker.size() + keep) {
-    std::size_t cut = start + marker.size() + keep;
-    while (cut > start + marker.size() && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) --cut;
-    m = m.substr(0, cut) + "..." + m.substr(end);
+    const std::size_t from = start + marker.size();
+    m = m.substr(0, from + utf8_prefix(std::string_view(m).substr(from), keep)) + "..." + m.substr(end);
   }
   return m;
 }

@@ -92,6 +92,13 @@ std::string repaired(std::string_view text, bool nul) {
 
 std::string to_valid_utf8(std::string_view text) { return repaired(text, false); }
 
+std::size_t utf8_prefix(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return text.size();
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return cut;
+}
+
 bool storable(std::string_view text) {
   return text.find('\0') == std::string_view::npos && valid_utf8(text);
 }

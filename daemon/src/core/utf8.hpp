@@ -20,6 +20,10 @@ bool valid_utf8(std::string_view text);
 // a sequence cut short at the end -> one U+FFFD. Valid text is unchanged.
 std::string to_valid_utf8(std::string_view text);
 
+// The length of text's longest prefix of at most max bytes that does not
+// end inside a character: a cut there leaves no half of one.
+std::size_t utf8_prefix(std::string_view text, std::size_t max);
+
 // Whether PostgreSQL can store text as it is, in text and in jsonb:
 // valid_utf8, and no U+0000 (neither type holds it).
 bool storable(std::string_view text);
