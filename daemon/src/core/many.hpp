@@ -35,6 +35,9 @@ inline const char* many_statuses_text(bool retry) {
 // admission lock until commit, and two batches over several capped queues
 // (retry --kind, or --status alone) taking them in id order deadlocked
 // (40P01), as retry's documentation warns of one transaction that does.
+// The queues in submit_many's order, hashtext then name: in name order a
+// batch and a submit_many over the same two capped queues deadlocked
+// (isolation retry-batch-order).
 // A failed job is no worker's, so its row is locked by retries alone.  The
 // subquery that sorts is not pulled up (it has an ORDER BY), nor is the one
 // that calls (a volatile function): each is called once per job, in order.
@@ -50,7 +53,7 @@ inline std::string many_sql(bool retry) {
          " AND status OPERATOR(pg_catalog.=) ANY(pg_catalog.string_to_array($3::text, ',')::bgexec.job_status[])"
          " AND id > $4::bigint"
          " ORDER BY id LIMIT $5::int) c ORDER BY " +
-         (retry ? "c.queue, c.id" : "c.id") + ") o) x";
+         (retry ? "pg_catalog.hashtext(c.queue), c.queue, c.id" : "c.id") + ") o) x";
 }
 
 }  // namespace bgexec::core
