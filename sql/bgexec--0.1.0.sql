@@ -1141,18 +1141,29 @@ $$;
  * row, and a worker killed or lost never marks its own row stopped; the
  * watchdog calls this beside _retention (bgexec.retention).  A process that
  * is only frozen finds its row gone at its next heartbeat and registers
- * again, as when an operator deletes it. */
+ * again, as when an operator deletes it.
+ * A claim in flight under the id (uncommitted: its running jobs not seen
+ * yet) keeps the row: the claim holds the id's claim lock shared until it
+ * commits, and a row deleted under it left the claim's jobs running under
+ * an id without a row, which unclaim (it joins the row) could no longer
+ * give back should the claim's reply be lost.  Tried on the rows found
+ * gone only (the CTE is materialized), so a live worker's claims never
+ * wait for the watchdog. */
 CREATE FUNCTION bgexec._retire_workers(p_older_than interval) RETURNS bigint
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
-	WITH doomed AS (
+	WITH gone_quiet AS MATERIALIZED (
 		SELECT w.id FROM bgexec.worker w
 		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - p_older_than
 		   AND (w.stopped_at IS NOT NULL OR w.heartbeat_at <= bgexec._silent_since(w.info))
 		   AND NOT EXISTS (SELECT 1 FROM bgexec.job j
 		                    WHERE j.status = 'running' AND j.lease_owner = w.id)
 		   FOR UPDATE OF w SKIP LOCKED),
+	doomed AS MATERIALIZED (
+		SELECT g.id FROM gone_quiet g
+		 WHERE pg_catalog.pg_try_advisory_xact_lock(
+		           pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(g.id))),
 	gone AS (DELETE FROM bgexec.worker w USING doomed WHERE w.id = doomed.id RETURNING 1)
 	SELECT count(*) FROM gone
 $$;
@@ -1276,7 +1287,13 @@ $$;
 COMMENT ON FUNCTION bgexec.register_worker(text, text[], int, jsonb) IS
 	'upserts a worker row (host and pid are read from info)';
 
-CREATE FUNCTION bgexec.deregister_worker(worker_id text) RETURNS void
+/* deregister_worker: marks the row stopped, with process given only while
+ * the row names that process, checked in the UPDATE itself: a process
+ * that read its own row and then called this by id alone, while another
+ * process was taking the id over, waited for that registration's row lock
+ * and then marked the new process's row stopped -- and the id was another
+ * process's to take at once, from a live worker. */
+CREATE FUNCTION bgexec.deregister_worker(worker_id text, process jsonb DEFAULT NULL) RETURNS void
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
@@ -1284,11 +1301,16 @@ BEGIN
 	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
 		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	UPDATE bgexec.worker SET stopped_at = now() WHERE id = worker_id;
+	PERFORM bgexec._check_process(NULL, process, false);  -- its shape only
+	UPDATE bgexec.worker w SET stopped_at = now()
+	 WHERE w.id = deregister_worker.worker_id
+	   AND (deregister_worker.process IS NULL
+	        OR (w.host IS NOT DISTINCT FROM deregister_worker.process->>'host'
+	            AND w.pid = bgexec._pid(deregister_worker.process->'pid')));
 END
 $$;
-COMMENT ON FUNCTION bgexec.deregister_worker(text) IS
-	'marks a worker stopped (clean shutdown); its running leases are left to expire or finish';
+COMMENT ON FUNCTION bgexec.deregister_worker(text, jsonb) IS
+	'marks a worker stopped (clean shutdown), with process given only while its row names that process; its running leases are left to expire or finish';
 
 /* _check_process: refuses a claim or an unclaim sent by a process that no
  * longer holds its worker id.  register_worker hands an id to another
@@ -3498,7 +3520,7 @@ GRANT EXECUTE ON FUNCTION bgexec._silent_since(jsonb), bgexec._lease_s(jsonb) TO
 
 GRANT EXECUTE ON FUNCTION
 	bgexec.register_worker(text, text[], int, jsonb),
-	bgexec.deregister_worker(text),
+	bgexec.deregister_worker(text, jsonb),
 	bgexec.claim(text, text[], int, interval, jsonb),
 	bgexec.unclaim(text, bigint, bigint[], jsonb),
 	bgexec.heartbeat(text, bigint[], interval, jsonb),

@@ -1086,17 +1086,18 @@ asio::awaitable<int> Worker::run() {
   listen_.close();
   // Only a row that is still this process's: one another process took
   // since the last heartbeat is left as it is (marked stopped, it would let
-  // a third register over the live holder).  A lost connection is tried
-  // again on a new one, three times in 3.5 s: the control connection may
-  // have sat idle through a server restart during the drain, and a row
-  // left unstopped made the next worker of this id wait out a lease.
+  // a third register over the live holder).  deregister_worker checks it
+  // in its UPDATE: a read of worker_stats, then a call by id, marked the
+  // row of a process whose registration committed between the two.  A
+  // lost connection is tried again on a new one, three times in 3.5 s: the
+  // control connection may have sat idle through a server restart during
+  // the drain, and a row left unstopped made the next worker of this id
+  // wait out a lease.
   for (int attempt = 0; !id_taken_; ++attempt) {
     bool again = false;
     try {
-      pg::Params arg1_ = {cfg_.id, std::to_string(::getpid()), host_name()};
-      co_await ctl_.query("SELECT bgexec.deregister_worker($1) FROM bgexec.worker_stats"
-                          " WHERE id = $1 AND pid = $2::int AND host = $3",
-                          std::move(arg1_));
+      pg::Params arg1_ = {cfg_.id, process_};
+      co_await ctl_.query("SELECT bgexec.deregister_worker($1, $2::jsonb)", std::move(arg1_));
     } catch (const pg::Error& e) {
       again = attempt < 3 && e.classify() == core::ErrorClass::connection;
       core::log("warn", "deregister failed", {{"error", e.what()}, {"again", again ? "true" : "false"}});
