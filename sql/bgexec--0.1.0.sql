@@ -3284,7 +3284,11 @@ COMMENT ON FUNCTION bgexec.purge(interval, int) IS
 /* _recount: rebuilds queue_count from the jobs themselves, for jobs inserted
  * or re-statused by hand outside the bgexec functions.  Not granted: the
  * extension owner's.  Locks job in SHARE mode, so every write to it waits
- * until the recount commits (one scan of the table). */
+ * until the recount commits (one scan of the table).  Waits a second at
+ * most for that lock (55P03): queued behind a transaction that wrote a job
+ * and stays open (a client's stop() not committed), the lock request held
+ * up every later write -- every worker's heartbeat, finish and claim --
+ * for as long as that transaction stayed open. */
 CREATE FUNCTION bgexec._recount() RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -3292,7 +3296,15 @@ CREATE FUNCTION bgexec._recount() RETURNS bigint
 DECLARE
 	v_n bigint;
 BEGIN
-	LOCK TABLE bgexec.job IN SHARE MODE;
+	BEGIN
+		SET LOCAL lock_timeout = '1s';
+		LOCK TABLE bgexec.job IN SHARE MODE;
+		SET LOCAL lock_timeout = 0;
+	EXCEPTION WHEN lock_not_available THEN
+		RAISE EXCEPTION '_recount could not lock bgexec.job within a second: a transaction that wrote to it is open'
+			USING ERRCODE = 'lock_not_available',
+			      HINT = 'call it again once that transaction ends; pg_locks shows who holds bgexec.job';
+	END;
 	-- waits for a compaction in progress, whose new rows this DELETE must see
 	PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('bgexec.queue_count'));
 	DELETE FROM bgexec.queue_count;
