@@ -2338,12 +2338,21 @@ BEGIN
 			v_n := v_n + 1;
 		-- A deadlock (the caller holding a row a client's transaction waits
 		-- for, the client the queue's lock this submit waits for) is the
-		-- same wait ended another way: the tick stays due, not lost.
-		EXCEPTION WHEN lock_not_available OR deadlock_detected OR serialization_failure THEN
+		-- same wait ended another way: the tick stays due, not lost.  So is
+		-- a capped queue's tick in a transaction that is not READ COMMITTED
+		-- (0A000: a worker's reconcile() on a role that defaults to
+		-- REPEATABLE READ): the watchdog, READ COMMITTED, fires it; taken
+		-- for the tick's failure, the run was lost.
+		EXCEPTION WHEN lock_not_available OR deadlock_detected OR serialization_failure
+		            OR feature_not_supported THEN
 			UPDATE bgexec.schedule x
-			   SET last_error = format('not fired yet: another transaction holds a lock the tick''s submit needs'
-			                           ' (its idempotency key, or its queue''s max_queued), or a deadlock with'
-			                           ' one ended the wait; tried again at the next reconcile (SQLSTATE %s)', SQLSTATE)
+			   SET last_error = CASE WHEN SQLSTATE = '0A000'
+			                         THEN format('not fired yet: %s; tried again at the next reconcile'
+			                                     ' (SQLSTATE 0A000)', SQLERRM)
+			                         ELSE format('not fired yet: another transaction holds a lock the tick''s submit needs'
+			                                     ' (its idempotency key, or its queue''s max_queued), or a deadlock with'
+			                                     ' one ended the wait; tried again at the next reconcile (SQLSTATE %s)',
+			                                     SQLSTATE) END
 			 WHERE x.owner = s.owner AND x.name = s.name;
 			CONTINUE;
 		WHEN OTHERS THEN
@@ -3077,7 +3086,10 @@ BEGIN
 	IF schedule.overlap IS NULL THEN
 		RAISE EXCEPTION 'overlap must not be null' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	v_next := bgexec._cron_next(schedule.cron, now(), schedule.time_zone);
+	-- The clock, not the transaction's start: in a transaction older than
+	-- a tick the watchdog has fired since, now() gave that tick again, past
+	-- already, and it fired a second time (its key named the old job).
+	v_next := bgexec._cron_next(schedule.cron, clock_timestamp(), schedule.time_zone);
 	PERFORM bgexec._check_submit(schedule.kind, schedule.payload, schedule.queue,
 	                             schedule.priority, now(), schedule.max_attempts,
 	                             schedule.timeout, NULL, schedule.concurrency_key);
@@ -3144,7 +3156,7 @@ BEGIN
 	UPDATE bgexec.schedule x
 	   SET paused = false,
 	       next_run_at = CASE WHEN x.paused
-	                          THEN bgexec._cron_next(x.cron, now(), x.time_zone)
+	                          THEN bgexec._cron_next(x.cron, clock_timestamp(), x.time_zone)  -- as schedule()
 	                          ELSE x.next_run_at END
 	 WHERE x.owner = bgexec._owner() AND x.name = resume_schedule.name
 	RETURNING x.next_run_at INTO v_next;

@@ -115,6 +115,26 @@ SELECT bgexec._fire_schedules() AS fired;
 SELECT owner, name, last_error, next_run_at > now() AS moved_on,
        last_job_id IS NOT NULL AS has_job
   FROM bgexec.schedule ORDER BY owner, name;
+-- a capped queue's tick in a transaction that is not READ COMMITTED (a
+-- worker's reconcile on a role that defaults to REPEATABLE READ) stays due,
+-- and fires at a reconcile that is; it was taken for the tick's failure
+SELECT (bgexec.configure_queue('rr-sched', max_queued => 10)).name;
+SET ROLE regress_alice;
+SELECT bgexec.schedule('rr', '0 3 * * *', 'noop', queue => 'rr-sched') > now() AS later;
+RESET ROLE;
+UPDATE bgexec.schedule SET next_run_at = now() - interval '5 seconds' WHERE name = 'rr';
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT bgexec._fire_schedules() AS fired_in_repeatable_read;
+COMMIT;
+SELECT last_error, next_run_at < now() AS still_due FROM bgexec.schedule WHERE name = 'rr';
+SELECT bgexec._fire_schedules() AS fired_in_read_committed;
+SELECT last_error, next_run_at > now() AS moved_on,
+       (SELECT queue FROM bgexec.job WHERE id = last_job_id) AS job_queue
+  FROM bgexec.schedule WHERE name = 'rr';
+SET ROLE regress_alice;
+SELECT bgexec.unschedule('rr');
+RESET ROLE;
+DELETE FROM bgexec.job WHERE queue = 'rr-sched';
 -- overlap false: a tick is skipped while the last run's job is unfinished
 SET ROLE regress_alice;
 SELECT bgexec.schedule('one-at-a-time', '* * * * *', 'noop', queue => 'sch-one', overlap => false) > now() AS scheduled;
