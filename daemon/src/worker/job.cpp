@@ -256,8 +256,13 @@ void Job::on_heartbeat(const std::string& action, Clock::time_point sent) {
   }
 }
 
+// Not once a step has failed: the job is ending failed already, its other
+// steps being killed, and a stop, the deadline or a shutdown arriving in
+// that kill grace ended it cancelled, timed_out or as a retryable
+// worker_shutdown (queued again, a failure marked not retryable among its
+// events), the step's error lost.
 void Job::request_stop(StopReason why) {
-  if (stop_ != StopReason::none || abandoned_ || finished_) return;
+  if (stop_ != StopReason::none || failure_ || abandoned_ || finished_) return;
   stop_ = why;
   static const char* names[] = {"none", "stop requested", "deadline reached", "worker shutdown"};
   core::log("info", "stopping job", {{"job_id", id_str(id())}, {"reason", names[static_cast<int>(why)]}});
