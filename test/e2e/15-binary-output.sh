@@ -154,6 +154,13 @@ sql "SELECT bgexec.resume($nl)" >/dev/null
 wait_status "$nl" completed 20
 [[ $(sql "SELECT string_agg(data->>'output', ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $nl AND kind = 'step_completed' AND data->>'step' IN ('b', 'c')") == "6 6" ]] \
   || fail "{{steps.a.stdout}} of \"hello\\n\\n\" is $(sql "SELECT string_agg(data->>'output', ' ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $nl AND kind = 'step_completed' AND data->>'step' IN ('b', 'c')") bytes, not 6"
+# The newline trimmed is \n or \r\n: a lone \r at the end is the output's
+# own (it was trimmed as if a newline).
+cr=$("$BGEXEC" submit workflow '{"steps": [{"id": "cr", "run": ["printf", "abc\r"]},
+  {"id": "crlf", "run": ["printf", "abc\r\n"]}]}') || fail submit
+wait_status "$cr" completed 20
+[[ $(sql "SELECT octet_length(result->>'cr') || ' ' || octet_length(result->>'crlf') FROM bgexec.job WHERE id = $cr") == "4 3" ]] \
+  || fail "outputs of \"abc\\r\" and \"abc\\r\\n\": $(sql "SELECT result FROM bgexec.job WHERE id = $cr")"
 # NUL, which PostgreSQL stores in neither text nor jsonb (`find -print0`),
 # in stdout, in stderr and as a \u0000 of a JSON output or progress: U+FFFD like invalid
 # UTF-8.  The job failed, retryable, on the server's "unsupported Unicode

@@ -66,9 +66,11 @@ std::string seconds_text(double s) {
   return ec == std::errc{} ? std::string(buf, end) : std::to_string(s);
 }
 
-// Captured stdout with one trailing newline trimmed (as {{steps.ID.stdout}} sees it).
+// Captured stdout with one trailing newline, \n or \r\n, trimmed (as
+// {{steps.ID.stdout}} sees it).  A lone \r is no newline: "abc\r" stays.
 std::string trim_newline(std::string s) {
-  if (!s.empty() && s.back() == '\n') s.pop_back();
+  if (s.empty() || s.back() != '\n') return s;
+  s.pop_back();
   if (!s.empty() && s.back() == '\r') s.pop_back();
   return s;
 }
