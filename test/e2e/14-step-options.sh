@@ -89,6 +89,21 @@ wait_status "$bad" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $bad") == "env cannot set BGEXEC_JOB_ID: the worker sets it for every step process" ]] \
   || fail "env setting BGEXEC_JOB_ID: $(sql "SELECT error FROM bgexec.job WHERE id = $bad")"
 [[ $(sql "SELECT error->>'step' FROM bgexec.job WHERE id = $bad") == x ]] || fail "the error names the step"
+# ... nor an env on a sql step, nor a timeout on an approval: each fails
+# its step, as submit refuses it (they were ignored: the sql step ran and
+# completed, the approval suspended the job without its timeout).
+past_submit() {  # STEP-JSON PATH VALUE: the message the job failed with (or its status)
+  local j
+  j=$("$BGEXEC" submit workflow "{\"steps\": [$1]}" --run-after +1h) || { echo "submit failed"; return; }
+  sql "UPDATE bgexec.job SET payload = jsonb_set(payload, '$2', '$3'), run_after = now() WHERE id = $j" >/dev/null
+  ended() { [[ $(job_status "$j") != @(queued|running) ]]; }
+  wait_for 20 ended
+  sql "SELECT status || ' ' || coalesce(error->>'step' || ': ' || (error->>'message'), '') FROM bgexec.job WHERE id = $j"
+}
+got=$(past_submit '{"id": "q", "sql": "SELECT 1 AS one"}' '{steps,0,env}' '{"X": "1"}')
+[[ $got == 'failed q: "env" is only allowed with "run" or "action"' ]] || fail "env on a sql step: $got"
+got=$(past_submit '{"id": "ok", "approval": {"prompt": "go?"}}' '{steps,0,timeout}' '1')
+[[ $got == 'failed ok: "timeout" is not allowed with "approval"' ]] || fail "timeout on an approval: $got"
 # timeout: a process that ignores TERM is killed (kill grace 0.5 s) soon
 # after its 1 s; the job fails with an error naming the step and the timeout.
 # Without the timeout, or the KILL, its sleeps hold it for 30 s.

@@ -749,9 +749,10 @@ asio::awaitable<void> Job::execute() {
       for (const auto& sid : dag_->ready(done_, busy)) {
         if (dag_->step(sid).contains("approval")) {
           // One whose "if" is false (or cannot be read) goes to run_step,
-          // which skips it (or fails it, saying why).
-          bool ask = true;
-          if (auto c = dag_->step(sid).find("if"); c != dag_->step(sid).end()) {
+          // which skips it (or fails it, saying why), as does one with a
+          // field submit refuses on an approval.
+          bool ask = !dag_->step(sid).contains("timeout") && !dag_->step(sid).contains("env");
+          if (auto c = dag_->step(sid).find("if"); ask && c != dag_->step(sid).end()) {
             try {
               ask = condition(sid, *c);
             } catch (...) {
@@ -855,6 +856,12 @@ asio::awaitable<void> Job::run_step(std::string sid) {
   try {
     if (kind.empty())
       throw StepFailure{"step must have exactly one of action, run, sql, sleep, approval", false};
+    // submit's rules again, for a payload written past it: ignored, the
+    // step ran without the env or the timeout it was given.
+    if (step.contains("timeout") && kind == "approval")
+      throw StepFailure{"\"timeout\" is not allowed with \"approval\"", false};
+    if (step.contains("env") && kind != "run" && kind != "action")
+      throw StepFailure{"\"env\" is only allowed with \"run\" or \"action\"", false};
     nlohmann::json arg1_ = {{"step", sid}};
     co_await append("step_started", std::move(arg1_));
     if (halted()) {  // a sibling failed, or a stop came, meanwhile
