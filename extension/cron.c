@@ -618,6 +618,51 @@ gmtoff_at(TimestampTz t, pg_tz *zone)
 }
 
 /*
+ * Whether zone's offset from UTC is whole minutes from t on, through its
+ * clock changes of the next two years; when not, the first offset that is
+ * not, and from when (*off, *from).  A POSIX zone's daylight time may be
+ * seconds off UTC while its standard time is not
+ * ("AAA0BBB-0:00:30,J339,J365/23"): checked at t alone, schedule() took it
+ * outside daylight time, and each of the watchdog's ticks in it failed,
+ * moving the schedule a day on.  The past (a local mean time before 1911)
+ * does not count: no run is read against it.
+ */
+static bool
+zone_keeps_minutes(TimestampTz t, pg_tz *zone, long int *off, pg_time_t *from)
+{
+	pg_time_t	tt = timestamptz_to_time_t(t);
+	const pg_time_t end = tt + (pg_time_t) 2 * 366 * SECS_PER_DAY;
+	int			i;
+
+	*off = gmtoff_at(t, zone);
+	*from = tt;
+	if (*off % SECS_PER_MINUTE != 0)
+		return false;
+	/* a zone changes its clock a few times a year: 64 is past any */
+	for (i = 0; i < 64; i++)
+	{
+		long int	before_off,
+					after_off;
+		int			before_dst,
+					after_dst;
+		pg_time_t	boundary;
+
+		if (pg_next_dst_boundary(&tt, &before_off, &before_dst, &boundary,
+								 &after_off, &after_dst, zone) != 1 ||
+			boundary >= end || boundary <= tt)
+			break;
+		if (after_off % SECS_PER_MINUTE != 0)
+		{
+			*off = after_off;
+			*from = boundary;
+			return false;
+		}
+		tt = boundary;
+	}
+	return true;
+}
+
+/*
  * bgexec._cron_next(expr text, after timestamptz, time_zone text)
  *		RETURNS timestamptz
  */
@@ -629,6 +674,8 @@ bgexec_cron_next(PG_FUNCTION_ARGS)
 	char	   *zone_name = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	pg_tz	   *zone;
 	CronSpec	spec;
+	long int	off;
+	pg_time_t	from;
 
 	if (TIMESTAMP_NOT_FINITE(after))
 		ereport(ERROR,
@@ -659,11 +706,11 @@ bgexec_cron_next(PG_FUNCTION_ARGS)
 				 errmsg("time_zone \"%s\" does not keep whole minutes of UTC (it counts leap seconds, or is seconds off UTC)",
 						zone_name),
 				 errhint("a zone such as UTC or Europe/Paris; not right/..., not an offset with seconds")));
-	if (gmtoff_at(after, zone) % SECS_PER_MINUTE != 0)
+	if (!zone_keeps_minutes(after, zone, &off, &from))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("time_zone \"%s\" is %ld seconds off UTC at %s, not a whole number of minutes",
-						zone_name, gmtoff_at(after, zone), timestamptz_to_str(after)),
+						zone_name, off, timestamptz_to_str(time_t_to_timestamptz(from))),
 				 errhint("schedules read whole minutes; such an offset is a local mean time of the past")));
 	parse_cron(expr, &spec);
 	PG_RETURN_TIMESTAMPTZ(cron_next(&spec, after, zone, expr));

@@ -264,6 +264,13 @@ SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone =
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'right/UTC')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'UTC+0:00:01')$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => 'UTC-0:00:01')$$);
+-- ... nor one whose daylight time is seconds off UTC, given in standard
+-- time: refused at its next clock change (it was taken, and each tick in
+-- daylight time failed, moving the schedule a day on)
+RESET ROLE;
+SELECT * FROM try($$SELECT bgexec._cron_next('* * * * *', '2026-01-15 00:00+00', 'AAA0BBB-0:00:30,M3.2.0,M11.1.0')$$);
+SELECT bgexec._cron_next('0 3 * * *', '2026-01-15 00:00+00', 'AAA0BBB-1,M3.2.0,M11.1.0') AS whole_minutes_dst;
+SET ROLE regress_bob;
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => NULL)$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', overlap => NULL)$$);
 SELECT count(*) AS stored FROM bgexec.schedule WHERE name = 'x';
