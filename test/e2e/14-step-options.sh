@@ -104,6 +104,10 @@ got=$(past_submit '{"id": "q", "sql": "SELECT 1 AS one"}' '{steps,0,env}' '{"X":
 [[ $got == 'failed q: "env" is only allowed with "run" or "action"' ]] || fail "env on a sql step: $got"
 got=$(past_submit '{"id": "ok", "approval": {"prompt": "go?"}}' '{steps,0,timeout}' '1')
 [[ $got == 'failed ok: "timeout" is not allowed with "approval"' ]] || fail "timeout on an approval: $got"
+# an "if" that is text, no template, is said to be so (it read '"if" true
+# is "true", not true or false')
+got=$(past_submit '{"id": "w", "run": ["true"]}' '{steps,0,if}' '"true"')
+[[ $got == 'failed w: step w: "if" must be true, false or one template, not "true"' ]] || fail "if text: $got"
 # timeout: a process that ignores TERM is killed (kill grace 0.5 s) soon
 # after its 1 s; the job fails with an error naming the step and the timeout.
 # Without the timeout, or the KILL, its sleeps hold it for 30 s.

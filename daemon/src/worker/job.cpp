@@ -324,12 +324,20 @@ bool Job::condition(const std::string& sid, const json& c) {
   std::string text = c.get<std::string>();
   const bool negate = !text.empty() && text[0] == '!';
   if (negate) text.erase(0, 1);
+  // Text that is no template (written past submit, which refuses it) is
+  // said to be so: "true" was rendered as itself and reported as a
+  // template's value, '"if" true is "true", not true or false'.
+  if (text.size() < 4 || text.rfind("{{", 0) != 0 || text.compare(text.size() - 2, 2, "}}") != 0) {
+    std::string given = core::dump(c);
+    if (given.size() > 100) given = given.substr(0, core::utf8_prefix(given, 100)) + "…";
+    throw StepFailure{"step " + sid + ": \"if\" must be true, false or one template, not " + given, false};
+  }
   json v = render(json(std::move(text)), sid);
   if (v.is_boolean()) return v.get<bool>() != negate;
   // Masked before it is cut: a secret cut at 100 bytes no longer matches
   // the masker, and its first 99 bytes were stored in the job's error.
   std::string shown = core::dump(masker_.mask_json(v));
-  if (shown.size() > 100) shown = core::to_valid_utf8(shown.substr(0, 100)) + "…";
+  if (shown.size() > 100) shown = shown.substr(0, core::utf8_prefix(shown, 100)) + "…";
   throw StepFailure{"step " + sid + ": \"if\" " + c.get<std::string>() + " is " + shown + ", not true or false",
                     false};
 }
