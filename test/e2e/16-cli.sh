@@ -73,6 +73,10 @@ n70=$(printf '9%.0s' {1..70})
 expect_usage "--timeout: interval field value out of range: \"$n70\"" submit noop --timeout "$n70"
 expect_usage "--run-after: interval field value out of range" submit noop --run-after "+$n70"
 expect_usage "--timeout: interval field value out of range" schedule s '0 0 * * *' noop --timeout "$n70"
+# ... and past what an interval holds (2^63 microseconds), the text given:
+# the server's error quoted "10000000000000000905969664 seconds"
+expect_usage 'OLDER_THAN: interval field value out of range: "9999999999999999999999999"' purge 9999999999999999999999999
+expect_usage '--timeout: interval field value out of range: "9223372036855"' submit noop --timeout 9223372036855
 # version takes no arguments, as every other command refuses one too many
 expect_usage 'version takes no arguments' version x
 expect_usage 'version takes no arguments' version --db x

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -626,12 +627,16 @@ std::optional<std::string> option(const core::ParsedArgs& a, const std::string& 
 // A duration option's seconds as an interval literal.  Past what the
 // literal holds (a 70-digit number) a usage error naming the option, as
 // the server's own "out of range" for a shorter one is; it was exit 3,
-// naming nothing.
+// naming nothing.  Past what an interval's time holds (2^63 microseconds)
+// too: the server's error quoted the literal this made of it
+// ("10000000000000000905969664 seconds"), not what was given.
 std::string interval_option(const std::string& name, double secs, const std::string& given) {
+  const auto out_of_range = [&] { return Usage(name + ": interval field value out of range: \"" + given + "\""); };
+  if (std::fabs(secs) >= 9223372036854.775807) throw out_of_range();
   try {
     return core::to_pg_interval(secs);
   } catch (const std::invalid_argument&) {
-    throw Usage(name + ": interval field value out of range: \"" + given + "\"");
+    throw out_of_range();
   }
 }
 
