@@ -20,8 +20,8 @@ out=$("$BGEXEC" schedule hello '0 0 1 1 *' workflow \
   --time-zone Asia/Kolkata --no-overlap) || fail "bgexec schedule: $out"
 # midnight of 1 January on the clock of UTC+05:30 is 18:30 the day before in UTC
 [[ $out =~ ^"schedule hello: next run "20[0-9][0-9]-12-31T18:30:00Z$ ]] || fail "bgexec schedule printed: $out"
-"$BGEXEC" schedules | grep -q $'^hello\t0 0 1 1 \\*\tAsia/Kolkata\tworkflow\tsched\t' \
-  || fail "bgexec schedules: $("$BGEXEC" schedules)"
+"$BGEXEC" schedules | grep -q $'^hello\t0 0 1 1 \\*\tAsia/Kolkata\tworkflow\tsched\tfalse\t20[0-9][0-9]-12-31T18:30:00Z\t' \
+  || fail "bgexec schedules (its next run in UTC, as schedule printed it): $("$BGEXEC" schedules)"
 # yours only, as pause-schedule and the others act on yours only: a
 # superuser reads every role's rows, and listed another's with no owner
 psql -qX -c "CREATE ROLE e2e_other; GRANT bgexec_client TO e2e_other; SET ROLE e2e_other;

@@ -1192,8 +1192,13 @@ asio::awaitable<int> cmd_run_schedule(Session& s, const core::ParsedArgs& a) {
 
 asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("schedules takes no arguments");
+  // In the text table as every other command prints a time (UTC, ISO 8601),
+  // not in the session's time zone.
+  const std::string when = s.json_out ? "next_run_at, last_run_at"
+                                      : pg::utc_iso("next_run_at") + " AS next_run_at, " +
+                                            pg::utc_iso("last_run_at") + " AS last_run_at";
   auto r = co_await s.conn.query(
-      "SELECT name, cron, time_zone, kind, queue, paused, next_run_at, last_run_at, last_job_id, last_error"
+      "SELECT name, cron, time_zone, kind, queue, paused, " + when + ", last_job_id, last_error"
       // Yours only, as the other schedule commands act on yours only (a
       // superuser reads every role's rows, with no owner column to tell them).
       " FROM bgexec.schedule WHERE owner = current_user ORDER BY name");
