@@ -68,6 +68,14 @@ sql_step_fails "WITH w AS (INSERT INTO e2e_sink VALUES (8)) SELECT 1 AS x, 2 AS 
   '*column "x" appears twice in the result*name each column (AS)*42701*'
 [[ $(sql "SELECT count(*) FROM e2e_sink WHERE n = 8") == 0 ]] || fail "the duplicate-column step's insert was committed"
 sql_step_fails "SELECT 1, 2" '*column "?column?" appears twice*42701*'
+# The message is the server's text, its DETAIL, HINT and CONTEXT after it:
+# no libpq "ERROR:  ", no statement quoted back under "LINE 1:", no
+# connection name before the worker's own errors
+sql_step_fails "SELECT 1/0 AS x" 'sql: division by zero (SQLSTATE 22012)'
+sql_step_fails "SELECT * FROM e2e_nowhere" 'sql: relation "e2e_nowhere" does not exist (SQLSTATE 42P01)'
+sql_step_fails "DO \$\$BEGIN RAISE EXCEPTION 'boom' USING DETAIL = 'd', HINT = 'h'; END\$\$" \
+  'sql: boom DETAIL: d HINT: h CONTEXT: PL/pgSQL function inline_code_block line 1 at RAISE (SQLSTATE P0001)'
+sql_step_fails "COPY (SELECT 1) TO STDOUT" 'sql: COPY to or from the client is not supported (SQLSTATE 0A000)'
 # and the worker goes on
 after=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "sql": "SELECT 1 AS one"}]}' --db "$as_alice")
 wait_status "$after" completed 20

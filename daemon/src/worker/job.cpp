@@ -66,6 +66,33 @@ std::string seconds_text(double s) {
   return ec == std::errc{} ? std::string(buf, end) : std::to_string(s);
 }
 
+// A sql step's error as its message says it: the server's primary text,
+// then its DETAIL, HINT and CONTEXT, without libpq's "ERROR:  " and the
+// statement quoted back under "LINE 1:"; an error of the worker's own (a
+// COPY, rows over the cap) without the connection's name.  DETAIL and
+// CONTEXT may quote a piece of a parameter that no masker can know (the
+// JSON token the server stopped at: Token "hunter2" is invalid): with a
+// secret parameter, the primary text only.
+std::string sql_error_text(const pg::Error& e, const std::string& conn_name, bool secret_param) {
+  const auto& f = e.fields();
+  if (f.primary.empty()) {
+    std::string text = e.what();
+    if (text.rfind(conn_name + ": ", 0) == 0) text.erase(0, conn_name.size() + 2);
+    return text;
+  }
+  std::string text = f.primary;
+  if (secret_param) return text;
+  const auto one_line = [](std::string s) {
+    for (char& c : s)
+      if (c == '\n' || c == '\t') c = ' ';
+    return s;
+  };
+  if (!f.detail.empty()) text += " DETAIL: " + one_line(f.detail);
+  if (!f.hint.empty()) text += " HINT: " + one_line(f.hint);
+  if (!f.context.empty()) text += " CONTEXT: " + one_line(f.context);
+  return text;
+}
+
 // Captured stdout with one trailing newline, \n or \r\n, trimmed (as
 // {{steps.ID.stdout}} sees it).  A lone \r is no newline: "abc\r" stays.
 std::string trim_newline(std::string s) {
@@ -1254,12 +1281,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     // number of parameters, on a session that stays open, is not.
     auto cls = e.classify();
     retryable = cls == core::ErrorClass::connection || cls == core::ErrorClass::retry;
-    // DETAIL and CONTEXT may quote a piece of a parameter that no masker
-    // can know (the JSON token the server stopped at: Token "hunter2" is
-    // invalid): with a secret parameter, the primary message only.
-    const std::string& primary = e.fields().primary;
-    fail = std::string("sql: ") + (secret_param && !primary.empty() ? primary : std::string(e.what())) +
-           " (SQLSTATE " + e.sqlstate() + ")";
+    fail = "sql: " + sql_error_text(e, conn->name(), secret_param) + " (SQLSTATE " + e.sqlstate() + ")";
   }
   killers_.erase(sid);
   conn->close();
