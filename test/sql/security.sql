@@ -261,3 +261,50 @@ SET ROLE regress_alice;
 SELECT bgexec._secret_step();
 \set VERBOSITY default
 RESET ROLE;
+-- The hardening README gives for tenants who must not stall each other:
+-- bgexec's advisory lock keys are public, so any role that may take
+-- advisory locks can hold one (a worker's claims, a capped queue's submits
+-- wait for it).  Revoked from PUBLIC, a client cannot, and bgexec goes on:
+-- every entry point takes its locks as a SECURITY DEFINER function.
+REVOKE EXECUTE ON FUNCTION
+	pg_advisory_lock(bigint), pg_advisory_lock(int, int),
+	pg_advisory_lock_shared(bigint), pg_advisory_lock_shared(int, int),
+	pg_advisory_xact_lock(bigint), pg_advisory_xact_lock(int, int),
+	pg_advisory_xact_lock_shared(bigint), pg_advisory_xact_lock_shared(int, int),
+	pg_try_advisory_lock(bigint), pg_try_advisory_lock(int, int),
+	pg_try_advisory_lock_shared(bigint), pg_try_advisory_lock_shared(int, int),
+	pg_try_advisory_xact_lock(bigint), pg_try_advisory_xact_lock(int, int),
+	pg_try_advisory_xact_lock_shared(bigint), pg_try_advisory_xact_lock_shared(int, int)
+	FROM PUBLIC;
+SELECT (bgexec.configure_queue('sec-locks', max_queued => 10, max_running => 5)).name AS capped;
+SET ROLE regress_alice;
+SELECT * FROM try($$SELECT pg_advisory_lock(hashtext('bgexec.claim.worker'), hashtext('w-locks'))$$);
+SELECT bgexec.submit('noop', queue => 'sec-locks') > 0 AS submitted;
+SELECT count(*) AS submitted_many
+  FROM bgexec.submit_many('[{"kind": "noop", "queue": "sec-locks"}, {"kind": "noop", "queue": "sec-locks"}]');
+RESET ROLE;
+SET ROLE regress_worker;
+SELECT bgexec.register_worker('w-locks', ARRAY['sec-locks'], 4, '{"host": "h", "pid": 1}');
+SELECT count(*) AS claimed FROM bgexec.claim('w-locks', ARRAY['sec-locks'], 2, '30 s', '{"host": "h", "pid": 1}');
+SELECT bgexec.unclaim('w-locks', 0, ARRAY[]::bigint[], '{"host": "h", "pid": 1}') AS unclaimed;
+SELECT count(*) FILTER (WHERE f.status = 'failed') AS failed
+  FROM bgexec.claim('w-locks', ARRAY['sec-locks'], 3, '30 s', '{"host": "h", "pid": 1}') c,
+       LATERAL (SELECT bgexec.finish(c.job_id, c.lease, 'failed', '{"message": "x"}') AS status) f;
+SELECT count(*) AS heartbeats FROM bgexec.heartbeat('w-locks', ARRAY[]::bigint[], '30 s', '{"host": "h", "pid": 1}');
+SELECT bgexec.reconcile() >= 0 AS reconciled;
+RESET ROLE;
+SET ROLE regress_alice;
+SELECT count(*) FILTER (WHERE bgexec.retry(id)) AS retried
+  FROM bgexec.job WHERE queue = 'sec-locks' AND status = 'failed';
+RESET ROLE;
+SELECT queue, queued, failed FROM bgexec.queue_stats WHERE queue = 'sec-locks';
+GRANT EXECUTE ON FUNCTION
+	pg_advisory_lock(bigint), pg_advisory_lock(int, int),
+	pg_advisory_lock_shared(bigint), pg_advisory_lock_shared(int, int),
+	pg_advisory_xact_lock(bigint), pg_advisory_xact_lock(int, int),
+	pg_advisory_xact_lock_shared(bigint), pg_advisory_xact_lock_shared(int, int),
+	pg_try_advisory_lock(bigint), pg_try_advisory_lock(int, int),
+	pg_try_advisory_lock_shared(bigint), pg_try_advisory_lock_shared(int, int),
+	pg_try_advisory_xact_lock(bigint), pg_try_advisory_xact_lock(int, int),
+	pg_try_advisory_xact_lock_shared(bigint), pg_try_advisory_xact_lock_shared(int, int)
+	TO PUBLIC;
