@@ -3304,14 +3304,16 @@ COMMENT ON FUNCTION bgexec.purge(interval, int) IS
 CREATE FUNCTION bgexec._recount() RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
+	-- the caller's own lock_timeout again on return (the SET LOCAL below
+	-- is the function's alone)
+	SET lock_timeout = '1s'
 	AS $$
 DECLARE
 	v_n bigint;
 BEGIN
 	BEGIN
-		SET LOCAL lock_timeout = '1s';
 		LOCK TABLE bgexec.job IN SHARE MODE;
-		SET LOCAL lock_timeout = 0;
+		SET LOCAL lock_timeout = 0;  -- the compaction lock below: as long as it takes
 	EXCEPTION WHEN lock_not_available THEN
 		RAISE EXCEPTION '_recount could not lock bgexec.job within a second: a transaction that wrote to it is open'
 			USING ERRCODE = 'lock_not_available',
