@@ -267,10 +267,21 @@ asio::awaitable<void> Worker::notifier() {
     if (!quiet) core::log("info", "listening", std::move(how));
     next_poll_ = Clock::time_point{};
     fetch_wake_.notify();
+    // A stop requested while the notifier was away woke no one: the
+    // heartbeat, which reads stop_requested_at, goes now, not at its next
+    // interval (up to a third of the lease later).
+    hb_wake_.notify();
   };
   recheck_timer_ = std::make_unique<asio::steady_timer>(io_);
+  // Since when the notifier has been up without an error that backs off:
+  // the backoff starts again after a stretch that long, however the stretch
+  // ended (a claim gate's cancel and a recheck go round again without a
+  // sleep), not at every start: an error that comes at once each time (a
+  // claim refused, say) backs off to the cap instead of retrying ten times
+  // a second.  Reckoned from each pass's start, a stretch of minutes cut
+  // by such a pass kept the backoff at its cap: one later loss cost 5 s.
+  auto calm_since = Clock::now();
   while (!stopping_) {
-    auto began = Clock::now();
     try {
       if (listen) {
         // Each minute in LISTEN, await_claim is tried again.
@@ -310,13 +321,12 @@ asio::awaitable<void> Worker::notifier() {
         continue;
       }
       said_unavailable = false;
+      if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();  // before the line says the wait
       core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", backoff.seconds()}});
     }
-    // The backoff starts again after a while without errors, not at every
-    // start: an error that comes at once each time (a claim refused, say)
-    // backs off to the cap instead of retrying ten times a second.
-    if (Clock::now() - began > 2 * backoff_cap) backoff.reset();
+    if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();
     co_await sleep_for(backoff.next());
+    calm_since = Clock::now();
   }
 }
 
