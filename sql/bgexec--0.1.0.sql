@@ -2347,8 +2347,8 @@ BEGIN
 		            OR feature_not_supported THEN
 			UPDATE bgexec.schedule x
 			   SET last_error = CASE WHEN SQLSTATE = '0A000'
-			                         THEN format('not fired yet: %s; tried again at the next reconcile'
-			                                     ' (SQLSTATE 0A000)', SQLERRM)
+			                         THEN format('not fired yet: %s; fired by the watchdog, or a reconcile'
+			                                     ' in a READ COMMITTED transaction (SQLSTATE 0A000)', SQLERRM)
 			                         ELSE format('not fired yet: another transaction holds a lock the tick''s submit needs'
 			                                     ' (its idempotency key, or its queue''s max_queued), or a deadlock with'
 			                                     ' one ended the wait; tried again at the next reconcile (SQLSTATE %s)',
@@ -3104,7 +3104,11 @@ BEGIN
 	       queue = excluded.queue, priority = excluded.priority,
 	       max_attempts = excluded.max_attempts, timeout = excluded.timeout,
 	       concurrency_key = excluded.concurrency_key, time_zone = excluded.time_zone,
-	       overlap = excluded.overlap, next_run_at = excluded.next_run_at, last_error = NULL;
+	       overlap = excluded.overlap, last_error = NULL,
+	       -- again, after the wait for the row: the watchdog may have fired
+	       -- a tick meanwhile
+	       next_run_at = bgexec._cron_next(excluded.cron, clock_timestamp(), excluded.time_zone)
+	RETURNING x.next_run_at INTO v_next;
 	RETURN v_next;
 END
 $$;
