@@ -120,6 +120,10 @@ TEST(Utf8, PrefixEndsBeforeACharacter) {
   for (std::size_t n = 0; n < 4; ++n) EXPECT_EQ(utf8_prefix(emoji, n), 0u) << n;
   EXPECT_EQ(utf8_prefix(emoji, 4), 4u);
   EXPECT_TRUE(valid_utf8(e.substr(0, utf8_prefix(e, 4))));
+  // stray continuation bytes: cut where max falls, not at 0
+  EXPECT_EQ(utf8_prefix("\x80\x80\x80\x80\x80\x80", 5), 5u);
+  EXPECT_EQ(utf8_cut("x\xC3\xA9\xC3\xA9", 4, "..."), "x\xC3\xA9...");
+  EXPECT_EQ(utf8_cut("short", 10, "..."), "short");
 }
 
 }  // namespace

@@ -348,15 +348,10 @@ std::optional<std::string> exact_json(const std::optional<std::string>& text) {
   return out;
 }
 
-// text cut to at most max bytes, before a character, not inside one
-// (a half character printed is invalid UTF-8 on the terminal).
-std::string cut_text(std::string text, std::size_t max) {
-  if (text.size() > max) text = text.substr(0, core::utf8_prefix(text, max)) + "...";
-  return text;
-}
-
-// Compact JSON cut to max bytes; never throws on invalid UTF-8.
-std::string short_json(const json& j, std::size_t max = 300) { return cut_text(core::dump(j), max); }
+// Compact JSON cut to max bytes, before a character, not inside one (a half
+// character printed is invalid UTF-8 on the terminal); never throws on
+// invalid UTF-8.
+std::string short_json(const json& j, std::size_t max = 300) { return core::utf8_cut(core::dump(j), max, "..."); }
 
 struct Session {
   pg::Connection conn;
@@ -631,8 +626,9 @@ std::optional<std::string> option(const core::ParsedArgs& a, const std::string& 
 // too: the server's error quoted the literal this made of it
 // ("10000000000000000905969664 seconds"), not what was given.
 std::string interval_option(const std::string& name, double secs, const std::string& given) {
+  constexpr double max_interval_s = 9223372036854.775807;  // 2^63 - 1 microseconds
   const auto out_of_range = [&] { return Usage(name + ": interval field value out of range: \"" + given + "\""); };
-  if (std::fabs(secs) >= 9223372036854.775807) throw out_of_range();
+  if (std::fabs(secs) >= max_interval_s) throw out_of_range();
   try {
     return core::to_pg_interval(secs);
   } catch (const std::invalid_argument&) {
@@ -764,7 +760,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
     for (auto& [k, v] : row.items()) {
       if (v.is_null()) continue;
       std::string text = v.is_string() ? v.get<std::string>() : exact(k).value_or(core::dump(v));
-      if (!v.is_string()) text = cut_text(std::move(text), 2000);
+      if (!v.is_string()) text = core::utf8_cut(std::move(text), 2000, "...");
       std::cout << k << ": " << text << "\n";
     }
   }
@@ -815,7 +811,7 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
     const json& err = row["error"];
     const json message = member(err, "message");
     std::string error = err.is_null() ? "-" : message.is_string() ? message.get<std::string>() : short_json(err);
-    error = one_line(cut_text(std::move(error), 200));
+    error = one_line(core::utf8_cut(std::move(error), 200, "..."));
     std::cout << core::dump(row["id"]) << "\t" << text_of(row["status"], "-") << "\t" << text_of(row["queue"], "-")
               << "\t" << text_of(row["kind"], "-") << "\t" << core::dump(row["attempt"]) << "/"
               << core::dump(row["max_attempts"]) << "\t" << text_of(row["created_at"], "-") << "\t"

@@ -95,8 +95,15 @@ std::string to_valid_utf8(std::string_view text) { return repaired(text, false);
 std::size_t utf8_prefix(std::string_view text, std::size_t max) {
   if (text.size() <= max) return text.size();
   std::size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return cut;
+  while (cut > 0 && max - cut < 3 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80 ? max : cut;
+}
+
+std::string utf8_cut(std::string text, std::size_t max, std::string_view suffix) {
+  if (text.size() <= max) return text;
+  text.resize(utf8_prefix(text, max));
+  text += suffix;
+  return text;
 }
 
 bool storable(std::string_view text) {

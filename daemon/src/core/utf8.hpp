@@ -21,8 +21,14 @@ bool valid_utf8(std::string_view text);
 std::string to_valid_utf8(std::string_view text);
 
 // The length of text's longest prefix of at most max bytes that does not
-// end inside a character: a cut there leaves no half of one.
+// end inside a character: a cut there leaves no half of one.  (It backs
+// off three bytes at most: a run of stray continuation bytes is cut where
+// max falls.)
 std::size_t utf8_prefix(std::string_view text, std::size_t max);
+
+// text cut to its utf8_prefix of max bytes, suffix after it ("...", "…"),
+// when it is longer than max; else text.
+std::string utf8_cut(std::string text, std::size_t max, std::string_view suffix);
 
 // Whether PostgreSQL can store text as it is, in text and in jsonb:
 // valid_utf8, and no U+0000 (neither type holds it).

@@ -66,6 +66,15 @@ std::string seconds_text(double s) {
   return ec == std::errc{} ? std::string(buf, end) : std::to_string(s);
 }
 
+// A field submit refuses on a step of this kind, in a payload written past
+// submit: its message (submit's), else nothing.
+std::optional<std::string> misplaced_field(const json& step, const std::string& kind) {
+  if (kind == "approval" && step.contains("timeout")) return "\"timeout\" is not allowed with \"approval\"";
+  if (kind != "run" && kind != "action" && step.contains("env"))
+    return "\"env\" is only allowed with \"run\" or \"action\"";
+  return std::nullopt;
+}
+
 // A sql step's error as its message says it: the server's primary text,
 // then its DETAIL, HINT and CONTEXT, without libpq's "ERROR:  " and the
 // statement quoted back under "LINE 1:"; an error of the worker's own (a
@@ -82,9 +91,9 @@ std::string sql_error_text(const pg::Error& e, const std::string& conn_name, boo
   }
   std::string text = f.primary;
   if (secret_param) return text;
-  const auto one_line = [](std::string s) {
+  const auto one_line = [](std::string s) {  // CONTEXT's lines, a \r in a DETAIL
     for (char& c : s)
-      if (c == '\n' || c == '\t') c = ' ';
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     return s;
   };
   if (!f.detail.empty()) text += " DETAIL: " + one_line(f.detail);
@@ -354,17 +363,16 @@ bool Job::condition(const std::string& sid, const json& c) {
   // Text that is no template (written past submit, which refuses it) is
   // said to be so: "true" was rendered as itself and reported as a
   // template's value, '"if" true is "true", not true or false'.
-  if (text.size() < 4 || text.rfind("{{", 0) != 0 || text.compare(text.size() - 2, 2, "}}") != 0) {
-    std::string given = core::dump(c);
-    if (given.size() > 100) given = given.substr(0, core::utf8_prefix(given, 100)) + "…";
-    throw StepFailure{"step " + sid + ": \"if\" must be true, false or one template, not " + given, false};
-  }
+  // (One template: "{{" first, and its one "}}" last, as submit reads it.)
+  if (text.rfind("{{", 0) != 0 || text.size() < 4 || text.find("}}") != text.size() - 2)
+    throw StepFailure{"step " + sid + ": \"if\" must be true, false or one template, not " +
+                          core::utf8_cut(core::dump(c), 100, "…"),
+                      false};
   json v = render(json(std::move(text)), sid);
   if (v.is_boolean()) return v.get<bool>() != negate;
   // Masked before it is cut: a secret cut at 100 bytes no longer matches
   // the masker, and its first 99 bytes were stored in the job's error.
-  std::string shown = core::dump(masker_.mask_json(v));
-  if (shown.size() > 100) shown = shown.substr(0, core::utf8_prefix(shown, 100)) + "…";
+  std::string shown = core::utf8_cut(core::dump(masker_.mask_json(v)), 100, "…");
   throw StepFailure{"step " + sid + ": \"if\" " + c.get<std::string>() + " is " + shown + ", not true or false",
                     false};
 }
@@ -786,7 +794,7 @@ asio::awaitable<void> Job::execute() {
           // One whose "if" is false (or cannot be read) goes to run_step,
           // which skips it (or fails it, saying why), as does one with a
           // field submit refuses on an approval.
-          bool ask = !dag_->step(sid).contains("timeout") && !dag_->step(sid).contains("env");
+          bool ask = !misplaced_field(dag_->step(sid), "approval");
           if (auto c = dag_->step(sid).find("if"); ask && c != dag_->step(sid).end()) {
             try {
               ask = condition(sid, *c);
@@ -893,10 +901,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       throw StepFailure{"step must have exactly one of action, run, sql, sleep, approval", false};
     // submit's rules again, for a payload written past it: ignored, the
     // step ran without the env or the timeout it was given.
-    if (step.contains("timeout") && kind == "approval")
-      throw StepFailure{"\"timeout\" is not allowed with \"approval\"", false};
-    if (step.contains("env") && kind != "run" && kind != "action")
-      throw StepFailure{"\"env\" is only allowed with \"run\" or \"action\"", false};
+    if (auto bad = misplaced_field(step, kind)) throw StepFailure{*bad, false};
     nlohmann::json arg1_ = {{"step", sid}};
     co_await append("step_started", std::move(arg1_));
     if (halted()) {  // a sibling failed, or a stop came, meanwhile
