@@ -266,16 +266,12 @@ RESET ROLE;
 -- advisory locks can hold one (a worker's claims, a capped queue's submits
 -- wait for it).  Revoked from PUBLIC, a client cannot, and bgexec goes on:
 -- every entry point takes its locks as a SECURITY DEFINER function.
-REVOKE EXECUTE ON FUNCTION
-	pg_advisory_lock(bigint), pg_advisory_lock(int, int),
-	pg_advisory_lock_shared(bigint), pg_advisory_lock_shared(int, int),
-	pg_advisory_xact_lock(bigint), pg_advisory_xact_lock(int, int),
-	pg_advisory_xact_lock_shared(bigint), pg_advisory_xact_lock_shared(int, int),
-	pg_try_advisory_lock(bigint), pg_try_advisory_lock(int, int),
-	pg_try_advisory_lock_shared(bigint), pg_try_advisory_lock_shared(int, int),
-	pg_try_advisory_xact_lock(bigint), pg_try_advisory_xact_lock(int, int),
-	pg_try_advisory_xact_lock_shared(bigint), pg_try_advisory_xact_lock_shared(int, int)
-	FROM PUBLIC;
+-- (the sixteen functions README lists: every one that takes a lock)
+SELECT count(*) AS lock_functions, string_agg(p.oid::regprocedure::text, ', ') AS advisory
+  FROM pg_proc p
+ WHERE p.proname ~ '^pg_(try_)?advisory_(xact_)?lock(_shared)?$' \gset
+SELECT :lock_functions AS lock_functions;
+REVOKE EXECUTE ON FUNCTION :advisory FROM PUBLIC;
 SELECT (bgexec.configure_queue('sec-locks', max_queued => 10, max_running => 5)).name AS capped;
 SET ROLE regress_alice;
 SELECT * FROM try($$SELECT pg_advisory_lock(hashtext('bgexec.claim.worker'), hashtext('w-locks'))$$);
@@ -298,13 +294,4 @@ SELECT count(*) FILTER (WHERE bgexec.retry(id)) AS retried
   FROM bgexec.job WHERE queue = 'sec-locks' AND status = 'failed';
 RESET ROLE;
 SELECT queue, queued, failed FROM bgexec.queue_stats WHERE queue = 'sec-locks';
-GRANT EXECUTE ON FUNCTION
-	pg_advisory_lock(bigint), pg_advisory_lock(int, int),
-	pg_advisory_lock_shared(bigint), pg_advisory_lock_shared(int, int),
-	pg_advisory_xact_lock(bigint), pg_advisory_xact_lock(int, int),
-	pg_advisory_xact_lock_shared(bigint), pg_advisory_xact_lock_shared(int, int),
-	pg_try_advisory_lock(bigint), pg_try_advisory_lock(int, int),
-	pg_try_advisory_lock_shared(bigint), pg_try_advisory_lock_shared(int, int),
-	pg_try_advisory_xact_lock(bigint), pg_try_advisory_xact_lock(int, int),
-	pg_try_advisory_xact_lock_shared(bigint), pg_try_advisory_xact_lock_shared(int, int)
-	TO PUBLIC;
+GRANT EXECUTE ON FUNCTION :advisory TO PUBLIC;
