@@ -451,10 +451,12 @@ asio::awaitable<void> Connection::open_locked() {
 }
 
 asio::awaitable<Result> Connection::query(const std::string& sql, const Params& params, bool prepare) {
-  return in_turn(query_locked(sql, params, prepare), sent_bytes(sql, params));
+  const std::size_t sent = sent_bytes(sql, params);  // the call's bound, and the recycle check
+  return in_turn(query_locked(sql, params, prepare, sent), sent);
 }
 
-asio::awaitable<Result> Connection::query_locked(const std::string& sql, const Params& params, bool prepare) {
+asio::awaitable<Result> Connection::query_locked(const std::string& sql, const Params& params, bool prepare,
+                                                 std::size_t sent) {
   // A session the server ended while it sat idle (idle_session_timeout, a
   // script terminating idle backends) is opened again before the call, not
   // found dead by it: the call failed, the worker logged a warning and shut
@@ -498,7 +500,7 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
     last = co_await read_results(err);
   }
   if (err) throw *err;
-  if (recycle_large_ && (sent_bytes(sql, params) > recycle_after || last.memory() > recycle_after) &&
+  if (recycle_large_ && (sent > recycle_after || last.memory() > recycle_after) &&
       PQtransactionStatus(conn_) == PQTRANS_IDLE) {
     core::log("debug", "connection closed after a large call, to give back its buffers", {{"conn", name_}});
     close();  // the next call connects again; the result is the caller's

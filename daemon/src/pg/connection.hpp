@@ -313,7 +313,9 @@ class Connection {
   Error unanswered(std::chrono::steady_clock::duration bound) const;
   static void on_notice(void* arg, const char* message);
   asio::awaitable<void> open_locked();
-  asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare);
+  // sent: the bytes the call sends (sent_bytes), counted once by query().
+  asio::awaitable<Result> query_locked(const std::string& sql, const Params& params, bool prepare,
+                                       std::size_t sent);
   asio::awaitable<Result> query_after_locked(const std::string& setup, const Params& setup_params,
                                              const std::string& sql, const Params& params);
   asio::awaitable<std::string> prepared_name(const std::string& sql, int params);

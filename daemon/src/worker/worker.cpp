@@ -321,10 +321,11 @@ asio::awaitable<void> Worker::notifier() {
         continue;
       }
       said_unavailable = false;
-      if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();  // before the line says the wait
+      // (Here, the one way to the sleep: the waits above end only by an
+      // error; reset before the line names the wait.)
+      if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();
       core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", backoff.seconds()}});
     }
-    if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();
     co_await sleep_for(backoff.next());
     calm_since = Clock::now();
   }
