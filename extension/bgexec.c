@@ -75,6 +75,7 @@ PG_FUNCTION_INFO_V1(bgexec_owner);
 PG_FUNCTION_INFO_V1(bgexec_valid_name);
 PG_FUNCTION_INFO_V1(bgexec_lease_timeline_unchecked);
 PG_FUNCTION_INFO_V1(bgexec_lease_timeline_checked);
+PG_FUNCTION_INFO_V1(bgexec_xid_is_current);
 
 /*
  * Module load: defines the bgexec.* GUCs and, when loaded from
@@ -377,6 +378,21 @@ bgexec_lease_timeline_checked(PG_FUNCTION_ARGS)
 	}
 	lease_timeline_pending = (TimeLineID) PG_GETARG_INT64(0);
 	PG_RETURN_VOID();
+}
+
+/*
+ * bgexec._xid_is_current(xid) -> boolean: the xid is this transaction's or
+ * one of its subtransactions' (not aborted), as TransactionIdIsCurrent-
+ * TransactionId reads it.  A row's xmin compared with
+ * pg_current_xact_id_if_assigned() missed a row written under a savepoint
+ * or in a PL/pgSQL block with EXCEPTION: its xmin is the subtransaction's.
+ */
+Datum
+bgexec_xid_is_current(PG_FUNCTION_ARGS)
+{
+	TransactionId xid = DatumGetTransactionId(PG_GETARG_DATUM(0));
+
+	PG_RETURN_BOOL(TransactionIdIsNormal(xid) && TransactionIdIsCurrentTransactionId(xid));
 }
 
 /* bgexec.h: the entries a subtransaction that ended leaves at commit. */

@@ -35,4 +35,22 @@ BEGIN;
 SELECT bgexec._inserted_here(bgexec.submit('noop', queue => 'idem')) AS created_in_txn;
 SELECT bgexec._inserted_here(:a) AS others_job;
 ROLLBACK;
+-- a job this transaction only changed (stopped) before its key returned it
+-- is not "here" (the row's xmin is this transaction's all the same)
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'h2') AS h2 \gset
+BEGIN;
+SELECT bgexec.stop(:h2);
+SELECT bgexec._inserted_here(bgexec.submit('noop', queue => 'idem', idempotency_key => 'h2')) AS changed_here_only;
+ROLLBACK;
+-- a job inserted under a savepoint is "here", before and after its release,
+-- and after a change in the same transaction
+BEGIN;
+SAVEPOINT sp;
+SELECT bgexec.submit('noop', queue => 'idem', idempotency_key => 'h3') AS h3 \gset
+SELECT bgexec._inserted_here(:h3) AS created_under_savepoint;
+RELEASE SAVEPOINT sp;
+SELECT bgexec._inserted_here(:h3) AS after_release;
+SELECT bgexec.stop(:h3);
+SELECT bgexec._inserted_here(:h3) AS after_a_stop;
+ROLLBACK;
 RESET ROLE;
