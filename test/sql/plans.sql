@@ -46,7 +46,7 @@ SELECT p.oid::regprocedure AS missing_setting
  WHERE p.pronamespace = 'bgexec'::regnamespace
    AND p.proname IN ('claim', 'heartbeat', 'append_events', '_finish_one', 'finish_many',
                      '_submit_one', 'submit_many', 'stop', 'resume', 'retry', 'reconcile',
-                     'unclaim', '_fire_schedules')
+                     'unclaim', '_fire_schedules', '_retention', 'purge')
    AND NOT coalesce(p.proconfig @> ARRAY['enable_seqscan=off', 'jit=off'], false)
  ORDER BY 1;
 -- No SECURITY DEFINER function is SQL: SECURITY DEFINER and SET keep a SQL
