@@ -11,20 +11,20 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <system_error>
 #include <thread>
 
 namespace bgexec::pg {
 
 namespace {
-
-constexpr int connect_timeout_s = 10;  // bound on one connection attempt
 
 constexpr unsigned oid_bool = 16, oid_int8 = 20, oid_int2 = 21, oid_int4 = 23, oid_oid = 26,
                    oid_json = 114, oid_float4 = 700, oid_float8 = 701, oid_numeric = 1700,
@@ -167,24 +167,127 @@ std::string application_name(std::string_view connection) {
 
 void set_program(std::string program) { program_name = std::move(program); }
 
-ConnectParams::ConnectParams(const std::string& conninfo, std::string_view connection)
-    : app(application_name(connection)),
-      // client_encoding after dbname, so it wins over the conninfo's: the
-      // daemon sends and reads UTF-8.  Left to the database's encoding, in
-      // a LATIN1 database "café" was stored as "cafÃ©" (its bytes read as
-      // LATIN1), and a payload with "é" submitted right failed its job as
-      // ill-formed UTF-8.  The server converts, and refuses (22P05) a
-      // character the database cannot hold.
-      keywords{"keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-               "dbname", "fallback_application_name", "client_encoding", nullptr},
-      values{TcpDefaults::keepalives_idle,
-             TcpDefaults::keepalives_interval,
-             TcpDefaults::keepalives_count,
-             TcpDefaults::tcp_user_timeout,
-             conninfo.c_str(),
-             app.c_str(),
-             "UTF8",
-             nullptr} {}
+ConnectParams::ConnectParams(const std::string& conninfo, std::string_view connection) {
+  // client_encoding after dbname, so it wins over the conninfo's: the
+  // daemon sends and reads UTF-8.  Left to the database's encoding, in
+  // a LATIN1 database "café" was stored as "cafÃ©" (its bytes read as
+  // LATIN1), and a payload with "é" submitted right failed its job as
+  // ill-formed UTF-8.  The server converts, and refuses (22P05) a
+  // character the database cannot hold.
+  add("keepalives_idle", TcpDefaults::keepalives_idle);
+  add("keepalives_interval", TcpDefaults::keepalives_interval);
+  add("keepalives_count", TcpDefaults::keepalives_count);
+  add("tcp_user_timeout", TcpDefaults::tcp_user_timeout);
+  add("dbname", conninfo);
+  add("fallback_application_name", application_name(connection));
+  add("client_encoding", "UTF8");
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+}
+
+ConnectParams::ConnectParams(const ConnectPlan& plan, const HostAttempt& host, std::string_view connection)
+    : expand_dbname(0) {
+  add("keepalives_idle", TcpDefaults::keepalives_idle);
+  add("keepalives_interval", TcpDefaults::keepalives_interval);
+  add("keepalives_count", TcpDefaults::keepalives_count);
+  add("tcp_user_timeout", TcpDefaults::tcp_user_timeout);
+  for (const auto& [k, v] : plan.options) add(k.c_str(), v);
+  if (!host.host.empty()) add("host", host.host);
+  if (!host.hostaddr.empty()) add("hostaddr", host.hostaddr);
+  if (!host.port.empty()) add("port", host.port);
+  add("fallback_application_name", application_name(connection));
+  add("client_encoding", "UTF8");
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+}
+
+void ConnectParams::add(const char* keyword, std::string value) {
+  strings_.push_back(keyword);
+  keywords.push_back(strings_.back().c_str());
+  strings_.push_back(std::move(value));
+  values.push_back(strings_.back().c_str());
+}
+
+namespace {
+
+// libpq's lists: comma-separated, no quoting, empty entries kept.
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (;;) {
+    auto comma = s.find(',', from);
+    out.push_back(s.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
+}  // namespace
+
+ConnectPlan connect_plan(const std::string& conninfo, const std::function<const char*(const char*)>& env) {
+  ConnectPlan plan;
+  std::map<std::string, std::string> given;
+  const bool uri = conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
+  if (uri || conninfo.find('=') != std::string::npos) {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+    if (!opts) {  // libpq says why when it tries the string
+      if (err) PQfreemem(err);
+      return plan;
+    }
+    for (PQconninfoOption* o = opts; o->keyword; ++o)
+      if (o->val) given[o->keyword] = o->val;
+    PQconninfoFree(opts);
+  } else if (!conninfo.empty()) {
+    given["dbname"] = conninfo;  // a bare database name, as libpq takes it
+  }
+  auto setting = [&](const char* keyword, const char* var) -> std::string {
+    if (auto it = given.find(keyword); it != given.end()) return it->second;
+    const char* v = env(var);
+    return v ? v : "";
+  };
+  // connect_timeout as libpq reads it: whole seconds; 1 is 2; 0, a
+  // negative or a bad value is no bound of libpq's (which reports a bad
+  // value at the attempt), so the daemon's own.
+  bool timeout_given = false;
+  {
+    const std::string t = setting("connect_timeout", "PGCONNECT_TIMEOUT");
+    int v = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec == std::errc() && end == t.data() + t.size() && v > 0) {
+      plan.timeout_s = std::max(v, 2);
+      timeout_given = true;
+    }
+  }
+  const std::string hosts = setting("host", "PGHOST"), addrs = setting("hostaddr", "PGHOSTADDR"),
+                    ports = setting("port", "PGPORT");
+  const auto host_list = split_list(hosts), addr_list = split_list(addrs), port_list = split_list(ports);
+  const bool named = !hosts.empty(), addressed = !addrs.empty();
+  const std::size_t n = addressed ? addr_list.size() : host_list.size();
+  if (n < 2) return plan;
+  if (named && addressed && host_list.size() != n) return plan;
+  if (port_list.size() != 1 && port_list.size() != n) return plan;
+  if (setting("target_session_attrs", "PGTARGETSESSIONATTRS") == "prefer-standby") return plan;
+  for (std::size_t i = 0; i < n; ++i) {
+    HostAttempt h;
+    if (named) h.host = host_list[i];
+    if (addressed) h.hostaddr = addr_list[i];
+    h.port = port_list.size() == 1 ? port_list[0] : port_list[i];
+    if ((named && h.host.empty()) || (addressed && h.hostaddr.empty())) {
+      plan.hosts.clear();
+      return plan;
+    }
+    plan.hosts.push_back(std::move(h));
+  }
+  for (auto& [k, v] : given)
+    if (k != "host" && k != "hostaddr" && k != "port") plan.options.emplace_back(k, v);
+  // Without connect_timeout the servers share the one attempt's 10 s (2 s
+  // at least each): a worker's call bound, a third of its lease (10 s by
+  // default), holds its connect, and a hung first server must leave time
+  // for the next.
+  if (!timeout_given) plan.timeout_s = std::max(2, 10 / static_cast<int>(n));
+  return plan;
+}
 
 // The same test as libpq's recognized_connection_string(): what
 // PQconnectStartParams would expand rather than take as a database name.
@@ -258,12 +361,43 @@ asio::awaitable<void> Connection::wait(bool write) {
 
 asio::awaitable<void> Connection::connect() {
   close();
-  ConnectParams params(conninfo_, name_);
-  conn_ = PQconnectStartParams(params.keywords, params.values, /*expand_dbname=*/1);
+  const ConnectPlan plan = connect_plan(conninfo_);
+  if (plan.hosts.empty()) {
+    ConnectParams params(conninfo_, name_);
+    if (auto failed = co_await attempt(params, plan.timeout_s))
+      throw Error::lost(failed->timed_out ? "08001" : "08006", name_ + ": " + failed->message);
+    co_return;
+  }
+  // Each server in turn, as libpq's blocking connect tries them; why each
+  // failed, in order, when none would do.
+  std::string why;
+  bool all_timed_out = true;
+  for (const HostAttempt& host : plan.hosts) {
+    ConnectParams params(plan, host, name_);
+    auto failed = co_await attempt(params, plan.timeout_s);
+    if (!failed) co_return;
+    all_timed_out = all_timed_out && failed->timed_out;
+    if (!why.empty()) why += "; ";
+    why += "host " + (host.host.empty() ? host.hostaddr : host.host) +
+           (host.port.empty() ? "" : " port " + host.port) + ": " + failed->message;
+  }
+  throw Error::lost(all_timed_out ? "08001" : "08006", name_ + ": " + why);
+}
+
+asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(const ConnectParams& params,
+                                                                              int timeout_s) {
+  close();
+  conn_ = PQconnectStartParams(params.keywords.data(), params.values.data(), params.expand_dbname);
   if (!conn_) throw Error::lost("08001", name_ + ": out of memory");
-  if (PQstatus(conn_) == CONNECTION_BAD) fail(name_ + ": connect");
+  auto failed = [this](std::string what, bool timed_out) {
+    AttemptFailed f{std::move(what), timed_out};
+    if (!timed_out && conn_) f.message += ": " + clean(PQerrorMessage(conn_));
+    close();
+    return f;
+  };
+  if (PQstatus(conn_) == CONNECTION_BAD) co_return failed("connect", false);
   // libpq's connect_timeout applies to blocking connects only: bound ours here.
-  asio::steady_timer timeout(ex_, std::chrono::seconds(connect_timeout_s));
+  asio::steady_timer timeout(ex_, std::chrono::seconds(timeout_s));
   auto state = std::make_shared<int>(0);  // 0 connecting, 1 timed out, 2 done
   timeout.async_wait([this, state](const boost::system::error_code& ec) {
     if (ec || *state != 0) return;  // finished first
@@ -276,27 +410,31 @@ asio::awaitable<void> Connection::connect() {
     if (st == PGRES_POLLING_OK) break;
     if (st == PGRES_POLLING_FAILED) {
       *state = 2;
-      fail(name_ + ": connect");
+      co_return failed("connect", false);
     }
-    bool failed = *state == 1;
-    if (!failed) {
+    bool interrupted = false;
+    if (*state != 1) {
       try {
         co_await wait(st == PGRES_POLLING_WRITING);
       } catch (const Error&) {
-        failed = true;
+        interrupted = *state != 1;
       }
     }
-    if (failed) {
-      bool timed_out = *state == 1;
+    if (*state == 1) {
+      *state = 2;
+      co_return failed("connect timed out", true);
+    }
+    if (interrupted) {
       *state = 2;
       close();
-      throw Error::lost("08001", name_ + (timed_out ? ": connect timed out" : ": connect interrupted"));
+      throw Error::lost("08001", name_ + ": connect interrupted");
     }
     st = PQconnectPoll(conn_);
   }
   *state = 2;
   if (PQsetnonblocking(conn_, 1) != 0) fail(name_ + ": setnonblocking");
   PQsetNoticeProcessor(conn_, on_notice, this);
+  co_return std::nullopt;
 }
 
 // A name for the server-side prepared statement of `sql`: FNV-1a of the

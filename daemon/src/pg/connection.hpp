@@ -40,6 +40,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -187,13 +188,49 @@ struct TcpDefaults {
   static constexpr const char* tcp_user_timeout = "30000";  // milliseconds
 };
 
+// One server of a connection string that names several, tried on its own.
+struct HostAttempt {
+  std::string host, hostaddr, port;  // empty: not given
+};
+
+// How Connection::connect tries a connection string.  libpq bounds each
+// server of a multi-host string by connect_timeout in its blocking connect
+// only; in PQconnectPoll nothing moves it on from a server that accepts and
+// never answers (or drops the SYN), so a bound on the whole attempt spent
+// itself on the first server every time and never reached the second: the
+// failover README promises ("host=pg1,pg2").  With more than one server,
+// each is tried on its own, in order, with its own bound.  `hosts` is empty
+// when libpq takes the string whole, in one attempt under `timeout_s`: one
+// server, an empty entry in a list (libpq's default socket), host and port
+// lists libpq would refuse to pair, target_session_attrs=prefer-standby
+// (which ranks all servers at once), or a string it cannot parse (it says
+// why at the attempt).
+struct ConnectPlan {
+  std::vector<HostAttempt> hosts;
+  std::vector<std::pair<std::string, std::string>> options;  // every other option given
+  int timeout_s = 10;  // per server: connect_timeout (2 at least, as libpq), else 10 shared
+};
+
+// Reads `conninfo` (and libpq's PGHOST, PGHOSTADDR, PGPORT,
+// PGCONNECT_TIMEOUT and PGTARGETSESSIONATTRS through `env`, where the
+// string does not set them).
+ConnectPlan connect_plan(const std::string& conninfo,
+                         const std::function<const char*(const char*)>& env = ::getenv);
+
 struct ConnectParams {
+  // The string whole, expanded by libpq (expand_dbname).
   ConnectParams(const std::string& conninfo, std::string_view connection);
-  ConnectParams(const ConnectParams&) = delete;  // values point into app
+  // One server of a plan: its options, then that server's host, hostaddr and port.
+  ConnectParams(const ConnectPlan& plan, const HostAttempt& host, std::string_view connection);
+  ConnectParams(const ConnectParams&) = delete;  // keywords and values point into strings_
   ConnectParams& operator=(const ConnectParams&) = delete;
-  std::string app;
-  const char* keywords[8];
-  const char* values[8];
+  std::vector<const char*> keywords;  // null-terminated, as libpq takes them
+  std::vector<const char*> values;
+  int expand_dbname = 1;
+
+ private:
+  void add(const char* keyword, std::string value);
+  std::deque<std::string> strings_;  // stable addresses
 };
 
 // Why libpq would refuse `conninfo` before connecting (an unknown keyword,
@@ -329,6 +366,13 @@ class Connection {
   asio::awaitable<void> wait(bool write);
   void attach_socket();
   [[noreturn]] void fail(const std::string& what);
+  // One connection attempt under its bound: nullopt once connected, else
+  // why not (the connection closed).  Throws when interrupted (close()).
+  struct AttemptFailed {
+    std::string message;
+    bool timed_out = false;
+  };
+  asio::awaitable<std::optional<AttemptFailed>> attempt(const ConnectParams& params, int timeout_s);
   std::vector<Notification> drain_notifies();
   static std::string statement_name(const std::string& sql);
   static std::vector<const char*> c_values(const Params& params);

@@ -20,7 +20,7 @@ std::string clean(const char* msg) {
 
 SyncConnection::SyncConnection(const std::string& conninfo, std::string_view name) {
   ConnectParams params(conninfo, name);
-  conn_ = PQconnectdbParams(params.keywords, params.values, /*expand_dbname=*/1);
+  conn_ = PQconnectdbParams(params.keywords.data(), params.values.data(), params.expand_dbname);
   if (PQstatus(conn_) != CONNECTION_OK) {
     std::string msg = clean(PQerrorMessage(conn_));
     PQfinish(conn_);
