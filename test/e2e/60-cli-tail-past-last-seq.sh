@@ -34,4 +34,38 @@ sql "SELECT bgexec.finish(id, lease, 'completed') FROM bgexec.job WHERE id = $lo
 timeout 20 "$BGEXEC" tail "$long" --json >"$E2E_DIR/long" || fail "tail of a long log"
 [[ $(jq -s 'map(.seq) == [range(1; 2503)]' "$E2E_DIR/long") == true ]] \
   || fail "tail of 2502 events: $(wc -l <"$E2E_DIR/long") lines, $(jq -s 'map(.seq) | .[0:3], .[-3:]' -c "$E2E_DIR/long")"
+
+# An old terminal event last on a full page (a failed attempt at seq 1000,
+# retried, running again) is not the log's end: tail follows on to the
+# events after it (it exited 1, "failed"; with the event at seq 999 it
+# followed on).
+sql "SELECT bgexec.register_worker('wb', '{edge}', 10)" >/dev/null
+edge=$(sql "SELECT bgexec.submit('noop', queue => 'edge')")
+lease=$(sql "SELECT lease FROM bgexec.claim('wb', '{edge}', 1, '1 hour')")
+sql "SELECT bgexec.append_events($edge, $lease, (SELECT jsonb_agg(jsonb_build_object('kind', 'log',
+       'data', jsonb_build_object('line', g))) FROM generate_series(1, 998) g))" >/dev/null
+sql "SELECT bgexec.finish($edge, $lease, 'failed', '{\"message\": \"boom\"}')" >/dev/null
+[[ $(sql "SELECT seq FROM bgexec.job_event WHERE job_id = $edge AND kind = 'failed'") == 1000 ]] \
+  || fail "the failed event is not at seq 1000"
+sql "SELECT bgexec.retry($edge)" >/dev/null
+lease=$(sql "SELECT lease FROM bgexec.claim('wb', '{edge}', 1, '1 hour')")
+set +e; timeout 5 "$BGEXEC" tail "$edge" --json >"$E2E_DIR/edge" 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 124)) || fail "tail of a job running again after a failed event at seq 1000: exit $rc (expected to follow on): $(cat "$E2E_DIR/err")"
+[[ $(jq -s '.[-1].kind' "$E2E_DIR/edge") == '"started"' ]] || fail "tail stopped at: $(tail -1 "$E2E_DIR/edge" | cut -c1-200)"
+
+# A page is cut by size too: 60 step outputs of a megabyte each, tail holds
+# a few at a time (it held the page whole: 60 MB and more).
+big=$(sql "SELECT bgexec.submit('noop', queue => 'big')")
+sql "SELECT bgexec.register_worker('wc', '{big}', 10)" >/dev/null
+lease=$(sql "SELECT lease FROM bgexec.claim('wc', '{big}', 1, '1 hour')")
+for i in 1 2 3 4 5 6; do
+  sql "SELECT bgexec.append_events($big, $lease, (SELECT jsonb_agg(jsonb_build_object('kind', 'step_completed',
+         'data', jsonb_build_object('step', 's' || g, 'output', repeat('x', 1000000)))) FROM generate_series(1, 10) g))" >/dev/null
+done
+sql "SELECT bgexec.finish($big, $lease, 'completed')" >/dev/null
+peak=$(python3 -c 'import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$BGEXEC" tail "$big")
+[[ ${peak% *} == 0 ]] || fail "tail of the big log: exit ${peak% *}"
+((${peak#* } < 40000)) || fail "tail of 60 MB of outputs peaked at ${peak#* } KiB"
 ok

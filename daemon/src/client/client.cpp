@@ -4,6 +4,7 @@
 // Each runs one coroutine on an io_context over one pg::Connection.
 #include "client/client.hpp"
 
+#include "core/events_page.hpp"
 #include "core/backoff.hpp"
 #include "core/config.hpp"
 #include "core/duration.hpp"
@@ -511,7 +512,10 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
   const pg::Params status_params = {std::to_string(id)};
   // A page at a time: the rest of a long log in one result held it all in
   // memory (100 MB for 500 000 events) before the first line was printed.
+  // Cut by size too, as the gateway's streams: a page of a thousand steps'
+  // outputs of a megabyte took tail to 310 MB.
   constexpr int page = 1000;
+  static const std::string page_sql = core::events_page_sql(256 * 1024);
   // A lost connection (a restart, a failover) is no end: the events are in
   // the database, and the follow goes on from its cursor once it reaches
   // it again, as the gateway's streams do.  Retried with backoff, 0.2 s
@@ -556,18 +560,23 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
       }
       if (print) check_reader();
       pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
-      auto r = co_await s.conn.query("SELECT job_id, seq, kind, data, created_at FROM bgexec.events($1, $2, $3)",
-                                     params);
+      auto r = co_await s.conn.query(page_sql, params);
+      long long fetched = 0;
       for (int i = 0; i < r.rows(); ++i) {
         json e = row_event(r, i);
+        fetched = parse_integer(r.get(i, "fetched").value_or("0"), 0, page).value_or(0);
         if (e["seq"].get<int>() <= last) continue;
         last = e["seq"].get<int>();
         if (print) print_event(e, s.json_out);
         std::string k = e["kind"];
         ending = terminal(k) || k == "suspended" ? k : "";  // a later `resumed` reopens it
       }
+      // More written already: the next page at once.  Before the end: a
+      // page ending on an old terminal or suspended event (a retry, a
+      // resume after it) is not the log's end, which tail took it for when
+      // the event fell last on a full page.
+      if (r.rows() >= page || fetched > r.rows()) continue;
       if (!ending.empty()) co_return exit_for(ending);
-      if (r.rows() >= page) continue;  // more written already: the next page at once
       if (!checked_status) {
         // Started after the end (--from at the last event): the job row says how it ended.
         checked_status = true;

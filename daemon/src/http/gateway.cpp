@@ -1,6 +1,7 @@
 // The HTTP gateway (see gateway.hpp and README-http.md).
 #include "http/gateway.hpp"
 
+#include "core/events_page.hpp"
 #include "core/json_input.hpp"
 #include "core/logfmt.hpp"
 #include "core/many.hpp"
@@ -394,18 +395,9 @@ pg::Params args(std::optional<std::string> a, std::optional<std::string> b) {
   return p;
 }
 
-// A batch of a stream's events: up to $3 (replay_batch at most), cut after
-// the event whose data takes the batch past replay_batch_bytes (a step's
-// output can hold megabytes: a stream holds one batch while its reader
-// reads it).  `fetched` is how many bgexec.events() returned: more than the
-// batch when it was cut.
-const std::string events_sql =
-    "SELECT job_id, seq, kind, data, created_at, fetched FROM ("
-    " SELECT e.*, count(*) OVER () AS fetched,"
-    "        coalesce(sum(octet_length(e.data::text)) OVER (ORDER BY e.seq ROWS BETWEEN UNBOUNDED PRECEDING"
-    "                                                    AND 1 PRECEDING), 0) AS before"
-    " FROM bgexec.events($1::bigint, $2::int, $3::int) e) x"
-    " WHERE before < " + std::to_string(replay_batch_bytes) + " ORDER BY seq";
+// A batch of a stream's events: up to $3 (replay_batch at most), cut by
+// size (core::events_page_sql).
+const std::string events_sql = core::events_page_sql(replay_batch_bytes);
 
 // Whether a stream's reader has gone: it sends nothing after its request,
 // so its socket at end of file, or in error (reset), means it closed.
