@@ -52,4 +52,21 @@ grep -q 'msg="stopping job" job_id='"$id"' reason="deadline reached"' "$E2E_DIR/
 fast=$("$BGEXEC" submit workflow --timeout 30s '{"steps": [{"id": "s", "sleep": 0.2}]}') || fail submit
 wait_status "$fast" completed 15
 kill -0 "$PID_w1" || fail "worker died"
+
+# A second end during a step's kill grace (a stop 2 s into the 3 s grace
+# of its step timeout) keeps the first KILL: the step that ignores TERM
+# ends 3 s after its timeout's TERM.  Each end re-armed the KILL a whole
+# grace later: 5 s after it.
+start_worker w2 --allow-run --queue kq --reconcile-interval 3600 --lease 10 --kill-grace 3
+k=$("$BGEXEC" submit workflow --queue kq '{"steps": [{"id": "deaf", "timeout": 1,
+  "run": ["sh", "-c", "trap \"\" TERM; sleep 60 & wait; wait"]}]}') || fail submit
+wait_for 20 grep -q "msg=\"step timed out\" job_id=$k" "$E2E_DIR/w2.log" || fail "the step did not time out: $(cat "$E2E_DIR/w2.log")"
+sleep 2
+"$BGEXEC" stop "$k" >/dev/null
+wait_for 20 bash -c "[[ \$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job_event WHERE job_id = $k AND kind = 'step_failed'\") == 1 ]]" \
+  || fail "the step did not end"
+took=$(sql "SELECT extract(epoch FROM f.created_at - s.created_at) FROM bgexec.job_event s, bgexec.job_event f
+             WHERE s.job_id = $k AND s.kind = 'step_started' AND f.job_id = $k AND f.kind = 'step_failed'")
+echo "# the step ended ${took} s after it started (timeout 1 s, kill grace 3 s, a stop 2 s into it)" >&2
+awk -v r="$took" 'BEGIN {exit !(r < 5)}' || fail "the step ended ${took} s after it started: its KILL was put off by the stop"
 ok

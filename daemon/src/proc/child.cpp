@@ -313,7 +313,15 @@ void Child::signal_group(int sig) {
 void Child::terminate(double grace_s) {
   if (exited_) return;
   signal_group(SIGTERM);
-  kill_timer_.expires_after(std::chrono::milliseconds(static_cast<long>(grace_s * 1000)));
+  // A second end of the same step (a stop in a step timeout's grace, a
+  // deadline, a shutdown, a lost lease) keeps the first one's KILL, or an
+  // earlier one: re-armed each time, the KILL came a whole grace after the
+  // last, and a step that ignores TERM outlived its promised grace.
+  const auto at = asio::steady_timer::clock_type::now() +
+                  std::chrono::milliseconds(static_cast<long>(grace_s * 1000));
+  if (kill_armed_ && kill_timer_.expiry() <= at) return;
+  kill_armed_ = true;
+  kill_timer_.expires_at(at);
   // A weak reference: the timer's handler may already be queued when the
   // leader is reaped and the last owner lets the Child go.
   kill_timer_.async_wait([self = weak_from_this()](const boost::system::error_code& ec) {

@@ -83,6 +83,7 @@ class Child : public std::enable_shared_from_this<Child> {
   asio::posix::stream_descriptor in_, out_, err_;
   asio::steady_timer done_;
   asio::steady_timer kill_timer_;
+  bool kill_armed_ = false;  // terminate() set kill_timer_
   bool exited_ = false;
   Exit exit_;
 };
