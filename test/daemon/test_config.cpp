@@ -378,8 +378,19 @@ TEST(WorkerConfig, FileNotReadableOrInvalid) {
             "config file /nonexistent/bgexec.json: No such file or directory");
   EXPECT_EQ(error_of({"--config", "/dev/zero"}), "config file /dev/zero: not a regular file");
   EXPECT_EQ(error_of({"--config", "/tmp"}), "config file /tmp: not a regular file");
+  // The parser's reason and place, as the CLI gives them for a JSON argument.
   TempConfig bad("{not json");
-  EXPECT_NE(error_of({"--config", bad.path()}).find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(error_of({"--config", bad.path()}),
+            "config file " + bad.path() +
+                ": not valid JSON: parse error at line 1, column 3: syntax error while parsing object key - "
+                "invalid literal; last read: '{no'; expected string literal");
+  TempConfig comma("{\"lease\": 20,\n \"grace\": 5,\n}\n");
+  EXPECT_NE(error_of({"--config", comma.path()}).find("not valid JSON: parse error at line 3, column 1: syntax "
+                                                     "error while parsing object key - unexpected '}'; expected "
+                                                     "string literal"),
+            std::string::npos);
+  TempConfig huge(R"({"lease": 1e400})");
+  EXPECT_NE(error_of({"--config", huge.path()}).find("not valid JSON: number overflow"), std::string::npos);
   TempConfig arr("[1]");
   EXPECT_NE(error_of({"--config", arr.path()}).find("JSON object"), std::string::npos);
   TempConfig twice(R"({"lease": 30, "lease": 40})");

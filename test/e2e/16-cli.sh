@@ -104,6 +104,12 @@ BGEXEC_DB="bogus=1" expect_usage 'BGEXEC_DB: invalid connection string: invalid 
 expect_usage '--db: invalid connection string: invalid connection option "bogus"' status 1 --db "bogus=1"
 echo '{"t": "r"}' >"$E2E_DIR/tokens.json"
 expect_usage '--db: invalid connection string' serve --tokens "$E2E_DIR/tokens.json" --db "bogus=1"
+# A config file that is not JSON names the parser's reason and place, as
+# the CLI does for a JSON argument (it said "not valid JSON" alone).
+printf '{"lease": 20,\n "grace": 5,\n}\n' >"$E2E_DIR/comma.json"
+expect_usage "config file $E2E_DIR/comma.json: not valid JSON: parse error at line 3, column 1: syntax error while parsing object key - unexpected '}'; expected string literal" worker --config "$E2E_DIR/comma.json"
+echo '{"lease": 1e400}' >"$E2E_DIR/huge.json"
+expect_usage "config file $E2E_DIR/huge.json: not valid JSON: number overflow parsing '1e400'" worker --config "$E2E_DIR/huge.json"
 # SIGINT while the worker still retries its connection: exit 0, and the
 # stop is logged (it exited silently).  A --secrets-dir that is not there
 # is warned about at start (a job using it failed later, with no sign why).

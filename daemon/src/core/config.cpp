@@ -364,7 +364,11 @@ void apply_file(WorkerConfig& cfg, const std::string& path) {
   if (parsed.error == JsonInput::Error::duplicate_key)
     throw ConfigError(where + ": key \"" + parsed.key + "\" is given twice" +
                       (parsed.path.empty() ? "" : " in " + parsed.path));
-  if (!parsed) throw ConfigError(where + ": not valid JSON");
+  if (parsed.error == JsonInput::Error::too_deep)
+    throw ConfigError(where + ": JSON nested deeper than " + std::to_string(max_json_depth) + " levels");
+  // The parser's message names the place (line and column) and what it
+  // found there, as the CLI's JSON arguments and the gateway's bodies do.
+  if (!parsed) throw ConfigError(where + ": not valid JSON: " + parsed.message);
   nlohmann::json doc = std::move(parsed.value);
   if (!doc.is_object()) throw ConfigError(where + ": must be a JSON object");
   for (const auto& [key, value] : doc.items()) {
