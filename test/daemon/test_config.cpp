@@ -295,11 +295,25 @@ TEST(WorkerConfig, PrecedenceFlagsOverEnvOverFile) {
 
   // --queue on the command line replaces env and file queues.
   EXPECT_EQ(parse_worker_config({"--queue", "cli"}, env).queues, Args{"cli"});
-  // Last --config wins and --config beats BGEXEC_CONFIG.
+  // --config beats BGEXEC_CONFIG.
   TempConfig other(R"({"db": "other"})");
   EXPECT_EQ(parse_worker_config({"--config", other.path()}, env).db, "other");
-  // Repeated scalar flags: the last one wins.
-  EXPECT_EQ(parse_worker_config({"--id", "one", "--id", "two"}, {}).id, "two");
+}
+
+// Only --queue and --action add up when repeated; any other flag given
+// twice, in either spelling, is refused naming it (the last value won
+// unnoticed: --lease 5 --lease 60 ran with 60).
+TEST(WorkerConfig, FlagGivenTwice) {
+  EXPECT_EQ(error_of({"--id", "one", "--id", "two"}), "--id is given more than once");
+  EXPECT_EQ(error_of({"--lease", "5", "--lease=60"}), "--lease is given more than once");
+  EXPECT_EQ(error_of({"--concurrency=2", "--concurrency=2"}), "--concurrency is given more than once");
+  EXPECT_EQ(error_of({"--allow-run", "--allow-run=false"}), "--allow-run is given more than once");
+  EXPECT_EQ(error_of({"--grace", "0", "--queue", "q", "--grace", "600"}), "--grace is given more than once");
+  EXPECT_EQ(error_of({"--config", "/a.json", "--config", "/b.json"}), "--config is given more than once");
+  const WorkerConfig c =
+      parse_worker_config({"--queue", "a", "--queue=b", "--action", "x=/bin/x", "--action=y=/bin/y"}, {});
+  EXPECT_EQ(c.queues, (Args{"a", "b"}));
+  EXPECT_EQ(c.actions, (Env{{"x", "/bin/x"}, {"y", "/bin/y"}}));
 }
 
 // An action's entry in the file may list the only variables its steps'

@@ -104,6 +104,18 @@ BGEXEC_DB="bogus=1" expect_usage 'BGEXEC_DB: invalid connection string: invalid 
 expect_usage '--db: invalid connection string: invalid connection option "bogus"' status 1 --db "bogus=1"
 echo '{"t": "r"}' >"$E2E_DIR/tokens.json"
 expect_usage '--db: invalid connection string' serve --tokens "$E2E_DIR/tokens.json" --db "bogus=1"
+# A worker, serve or bench flag given twice is refused, as a client's
+# option is, in either spelling: the last value won unnoticed (--lease 5
+# --lease 60 ran with 60).  --queue and --action add up, as documented.
+expect_usage 'bgexec worker: --lease is given more than once' worker --lease 5 --lease 60
+expect_usage '--concurrency is given more than once' worker --concurrency 2 --concurrency=20
+expect_usage '--id is given more than once' worker --id=a --id b
+expect_usage '--allow-run is given more than once' worker --allow-run --allow-run=false
+expect_usage '--grace is given more than once' worker --grace 0 --grace=600
+expect_usage '--config is given more than once' worker --config "$E2E_DIR/db.json" --config "$E2E_DIR/db.json"
+expect_usage '--lease: expected a duration greater than 0' worker --queue a --queue=b --action x=/bin/x --action=y=/bin/y --lease 0
+expect_usage 'bgexec serve: --pool is given more than once' serve --tokens "$E2E_DIR/tokens.json" --listen 127.0.0.1:0 --pool 5 --pool=50
+expect_usage 'bgexec bench: --jobs is given more than once' bench --jobs 5 --jobs=50
 # A config file that is not JSON names the parser's reason and place, as
 # the CLI does for a JSON argument (it said "not valid JSON" alone).
 printf '{"lease": 20,\n "grace": 5,\n}\n' >"$E2E_DIR/comma.json"

@@ -803,6 +803,10 @@ Options parse_options(const std::vector<std::string>& args) {
   static const std::set<std::string> flags = {"--skip-reference", "--skip-rss", "--scaling", "--keep"};
   auto p = core::parse_args(args, values, flags);
   if (!p.positional.empty()) throw core::ConfigError("unexpected argument \"" + p.positional[0] + "\"");
+  // One value each, as the worker and the client commands take theirs: of
+  // two, the last won unnoticed.
+  for (const auto& [name, given] : p.options)
+    if (given.size() > 1) throw core::ConfigError(name + " is given more than once");
   Options o;
   if (const char* e = std::getenv("BGEXEC_DB"); e && *e) o.db = e;
   auto get = [&](const std::string& k) -> const std::string* {

@@ -384,9 +384,14 @@ struct FlagValue {
   std::string value;
 };
 
-// Splits the command line into known flags with their values.
+// Splits the command line into known flags with their values.  Only
+// --queue and --action may be given more than once (their values add up);
+// of two values of any other flag one would win unnoticed (--lease 5
+// --lease 60 ran with 60), so a second is refused, as the client commands
+// refuse a repeated option, in "--flag value" and "--flag=value" alike.
 std::vector<FlagValue> scan_flags(const std::vector<std::string>& args) {
   std::vector<FlagValue> out;
+  std::set<const Setting*> seen;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-h" || arg == "--help") continue;
@@ -397,6 +402,8 @@ std::vector<FlagValue> scan_flags(const std::vector<std::string>& args) {
     const std::string name = arg.substr(0, eq);
     const Setting* s = find_flag(name);
     if (s == nullptr) throw ConfigError("unknown flag " + name);
+    if (s->kind != Kind::queues && s->kind != Kind::actions && !seen.insert(s).second)
+      throw ConfigError(name + " is given more than once");
     if (s->kind == Kind::boolean) {
       out.push_back({s, eq == std::string::npos ? "true" : arg.substr(eq + 1)});
       continue;
@@ -507,8 +514,9 @@ std::string worker_usage() {
 
 Claims jobs from PostgreSQL and runs them. Precedence: flags > environment >
 config file > defaults. Every flag accepts both "--flag value" and
-"--flag=value". Durations are seconds ("30", "1.5") or take a unit ("500ms",
-"30s", "5m", "2h"); in the config file, a number of seconds or such a string.
+"--flag=value"; only --queue and --action may be given more than once.
+Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
+"2h"); in the config file, a number of seconds or such a string.
 
   --db CONNINFO              libpq connection string, passed verbatim (PG*
                              variables and service= work). Env BGEXEC_DB.

@@ -45,8 +45,8 @@ class ConfigError : public std::runtime_error {
 // config file (--config FILE, else BGEXEC_CONFIG) > defaults. --queue given
 // on the command line replaces queues from env/file; --action/BGEXEC_ACTIONS
 // entries merge over the file's actions by name (an action's env list, from
-// the file only, stays with its name). Empty environment variables
-// count as unset. -h/--help is accepted and ignored (check help_requested()
+// the file only, stays with its name); any other flag given twice is an
+// error. Empty environment variables count as unset. -h/--help is accepted and ignored (check help_requested()
 // first). Throws ConfigError naming the culprit on any bad input.
 WorkerConfig parse_worker_config(const std::vector<std::string>& args,
                                  const std::map<std::string, std::string>& env);

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 namespace bgexec::http {
@@ -128,6 +129,9 @@ int run_serve(const std::vector<std::string>& args) {
   std::string conninfo_source = "BGEXEC_DB";
   if (const char* db = std::getenv("BGEXEC_DB")) cfg.conninfo = db;
   std::string listen = "127.0.0.1:8080", tokens_file;
+  // One value each, as the worker and the client commands take theirs: of
+  // two, the last won unnoticed (--pool 5 --pool 50 ran with 50).
+  std::set<std::string> seen;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -142,6 +146,7 @@ int run_serve(const std::vector<std::string>& args) {
     };
     try {
       auto flag = a.substr(0, a.find('='));
+      if (!seen.insert(flag).second) throw std::runtime_error(flag + " is given more than once");
       if (flag == "--db") cfg.conninfo = value(), conninfo_source = "--db";
       else if (flag == "--listen") listen = value();
       else if (flag == "--tokens") tokens_file = value();
