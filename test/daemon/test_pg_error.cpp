@@ -49,6 +49,29 @@ TEST(PgError, CopyKeepsTheFlag) {  // as http/pool.cpp's RoleSwitchLost copies i
   EXPECT_EQ(copy.fields().primary, "closed");
 }
 
+// libpq quotes a malformed URI whole, or a token of it, in its reason; the
+// reason is printed, so every password in it reads *** (the whole URI,
+// password included, was echoed).  No connection is made: the PgError
+// filter runs without the test cluster.
+TEST(PgError, ConninfoErrorHidesPasswords) {
+  auto err = [](const std::string& conninfo) { return conninfo_error(conninfo).value_or("(parses)"); };
+  EXPECT_EQ(err("postgresql://bgexec:S3cretPw@[::1/app"),
+            "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
+            "\"postgresql://bgexec:***@[::1/app\"");
+  EXPECT_EQ(err("postgres://u:p w@[::1/app?password=x2&sslpassword=y3"),
+            "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
+            "\"postgres://u:***@[::1/app?password=***&sslpassword=***\"");
+  // A password with a bad %-escape is quoted alone.
+  EXPECT_EQ(err("postgresql://u:pa%zzss@h/db"), "invalid percent-encoded token: \"***\"");
+  EXPECT_EQ(err("postgresql://u@h/db?password=xx%zz"), "invalid percent-encoded token: \"***\"");
+  // No password: the message as libpq gave it.
+  EXPECT_EQ(err("postgresql://bgexec@[::1/app"),
+            "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
+            "\"postgresql://bgexec@[::1/app\"");
+  EXPECT_EQ(err("password=abc bogus=1"), "invalid connection option \"bogus\"");
+  EXPECT_EQ(err("postgresql://u:pw@h/db"), "(parses)");
+}
+
 // Runs `call` on `io` to its end; its exception is rethrown here.
 template <class T>
 T run(asio::io_context& io, asio::awaitable<T> call) {

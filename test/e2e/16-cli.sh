@@ -104,6 +104,22 @@ BGEXEC_DB="bogus=1" expect_usage 'BGEXEC_DB: invalid connection string: invalid 
 expect_usage '--db: invalid connection string: invalid connection option "bogus"' status 1 --db "bogus=1"
 echo '{"t": "r"}' >"$E2E_DIR/tokens.json"
 expect_usage '--db: invalid connection string' serve --tokens "$E2E_DIR/tokens.json" --db "bogus=1"
+# libpq's reason may quote a malformed URI whole: its password is shown as
+# *** (it was echoed, from --db, BGEXEC_DB or the config file alike).
+printf '{"db": "postgresql://bgexec:S3cretPw@[::1/app"}' >"$E2E_DIR/db.json"
+uri_reason='invalid connection string: end of string reached when looking for matching "]" in IPv6 host address in URI: "postgresql://bgexec:***@[::1/app"'
+for how in "--db" BGEXEC_DB config "status --db" serve; do
+  case $how in
+    --db) expect_usage "--db: $uri_reason" worker --db 'postgresql://bgexec:S3cretPw@[::1/app' ;;
+    BGEXEC_DB) BGEXEC_DB='postgresql://bgexec:S3cretPw@[::1/app' expect_usage "BGEXEC_DB: $uri_reason" worker ;;
+    config) BGEXEC_DB= expect_usage "config file $E2E_DIR/db.json: key \"db\": $uri_reason" worker --config "$E2E_DIR/db.json" ;;
+    "status --db") expect_usage "--db: $uri_reason" status 1 --db 'postgresql://bgexec:S3cretPw@[::1/app' ;;
+    serve) expect_usage "--db: $uri_reason" serve --tokens "$E2E_DIR/tokens.json" --db 'postgresql://bgexec:S3cretPw@[::1/app' ;;
+  esac
+  ! grep -q S3cretPw "$E2E_DIR/err" || fail "$how: the password is shown: $(cat "$E2E_DIR/err")"
+done
+expect_usage '--db: invalid connection string: invalid percent-encoded token: "***"' worker --db 'postgresql://u:S3c%zzPw@h/db'
+! grep -q S3c "$E2E_DIR/err" || fail "a %-escaped password is shown: $(cat "$E2E_DIR/err")"
 # A worker, serve or bench flag given twice is refused, as a client's
 # option is, in either spelling: the last value won unnoticed (--lease 5
 # --lease 60 ran with 60).  --queue and --action add up, as documented.

@@ -289,6 +289,75 @@ ConnectPlan connect_plan(const std::string& conninfo, const std::function<const 
   return plan;
 }
 
+namespace {
+
+// Where the userinfo of the URI whose "scheme://" ends at `from` ends (its
+// '@'), found as libpq finds it: the first '@' before any '/'; npos when
+// the URI names no user.
+std::size_t userinfo_end(std::string_view text, std::size_t from) {
+  const std::size_t at = text.find_first_of("@/", from);
+  return at != std::string_view::npos && text[at] == '@' ? at : std::string_view::npos;
+}
+
+// The passwords a postgres:// or postgresql:// URI holds, as written (its
+// %-escapes not decoded): user:PASSWORD@ and ?password=, ?sslpassword=.
+std::vector<std::string> uri_passwords(std::string_view uri) {
+  std::vector<std::string> out;
+  const std::size_t scheme = uri.find("://");
+  if (scheme == std::string_view::npos) return out;
+  if (const std::size_t at = userinfo_end(uri, scheme + 3); at != std::string_view::npos) {
+    const std::size_t colon = uri.substr(0, at).find(':', scheme + 3);
+    if (colon != std::string_view::npos && colon + 1 < at) out.emplace_back(uri.substr(colon + 1, at - colon - 1));
+  }
+  for (std::size_t q = uri.find('?'); q != std::string_view::npos; q = uri.find('&', q + 1)) {
+    const std::string_view param = uri.substr(q + 1, uri.find('&', q + 1) - q - 1);
+    for (std::string_view key : {"password=", "sslpassword="})
+      if (param.rfind(key, 0) == 0 && param.size() > key.size()) out.emplace_back(param.substr(key.size()));
+  }
+  return out;
+}
+
+// `msg`, libpq's reason for refusing `conninfo`, with every password in it
+// replaced by ***.  libpq quotes a malformed URI whole (`"postgresql://
+// app:S3cret@[::1/db"`), or one token of it (a password with a bad
+// %-escape: `"S3%zz"`), and the message is printed, where a service
+// manager's journal keeps it.  Three shapes are covered: a URI's
+// user:PASSWORD@, a password=VALUE pair (a URI's query or a key=value
+// string; sslpassword too), and a quoted token that is one of the URI's
+// passwords.
+std::string redact_passwords(std::string msg, std::string_view conninfo) {
+  for (std::size_t p = msg.find("://"); p != std::string::npos; p = msg.find("://", p + 3)) {
+    const std::string_view before = std::string_view(msg).substr(0, p);
+    if (!before.ends_with("postgres") && !before.ends_with("postgresql")) continue;
+    const std::size_t at = userinfo_end(msg, p + 3);
+    if (at == std::string::npos) continue;
+    const std::size_t colon = msg.find(':', p + 3);
+    if (colon < at - 1) msg.replace(colon + 1, at - colon - 1, "***");
+  }
+  for (std::size_t p = msg.find("password="); p != std::string::npos; p = msg.find("password=", p + 1)) {
+    const std::size_t value = p + 9;
+    std::size_t end = value;
+    if (end < msg.size() && msg[end] == '\'') {  // a key=value string's quoted value, \' escaped
+      for (++end; end < msg.size() && msg[end] != '\''; ++end)
+        if (msg[end] == '\\') ++end;
+      end = std::min(end + 1, msg.size());
+    } else {
+      end = std::min(msg.find_first_of("&\" \t\n", value), msg.size());
+    }
+    if (end > value) msg.replace(value, end - value, "***");
+  }
+  if (conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0) {
+    for (const auto& pw : uri_passwords(conninfo)) {
+      const std::string quoted = "\"" + pw + "\"";
+      for (std::size_t p = msg.find(quoted); p != std::string::npos; p = msg.find(quoted, p + 5))
+        msg.replace(p, quoted.size(), "\"***\"");
+    }
+  }
+  return msg;
+}
+
+}  // namespace
+
 // The same test as libpq's recognized_connection_string(): what
 // PQconnectStartParams would expand rather than take as a database name.
 std::optional<std::string> conninfo_error(const std::string& conninfo) {
@@ -303,7 +372,7 @@ std::optional<std::string> conninfo_error(const std::string& conninfo) {
   std::string msg = err ? err : "out of memory";
   if (err) PQfreemem(err);
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  return msg;
+  return redact_passwords(std::move(msg), conninfo);
 }
 
 Connection::Connection(asio::any_io_executor ex, std::string conninfo, std::string name)

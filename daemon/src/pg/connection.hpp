@@ -234,7 +234,8 @@ struct ConnectParams {
 };
 
 // Why libpq would refuse `conninfo` before connecting (an unknown keyword,
-// a malformed key=value string or URI), in libpq's words; nullopt when it
+// a malformed key=value string or URI), in libpq's words with any password
+// they quote replaced by *** (user:***@, password=***); nullopt when it
 // parses.  A bare database name (no '=', not a URI) is not parsed: libpq
 // takes it whole as dbname.  What the values name (a host, a database, a
 // role) is not checked: that takes a connection.
