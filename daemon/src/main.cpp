@@ -4,6 +4,7 @@
 #include "core/config.hpp"
 #include "core/limits.hpp"
 #include "core/logfmt.hpp"
+#include "core/output.hpp"
 #include "http/serve.hpp"
 #include "pg/connection.hpp"
 #include "proc/guard.hpp"
@@ -79,10 +80,7 @@ std::map<std::string, std::string> environment() {
 }
 
 int run_worker(const std::vector<std::string>& args) {
-  if (bgexec::core::help_requested(args)) {
-    std::cout << bgexec::core::worker_usage();
-    return 0;
-  }
+  if (bgexec::core::help_requested(args)) return bgexec::core::print("bgexec worker", bgexec::core::worker_usage());
   bgexec::core::WorkerConfig cfg;
   try {
     cfg = bgexec::core::parse_worker_config(args, environment());
@@ -138,10 +136,11 @@ int run_worker(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::cout << usage_text;
-    return args.empty() ? 2 : 0;
-  }
+  // The usage, --help and version print on stdout, failing as the client
+  // commands do when it cannot be written (core::print): `bgexec version
+  // >/dev/full` exited 0.
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help")
+    return bgexec::core::print("bgexec", usage_text, args.empty() ? 2 : 0);
   // Like every other setting, a bad value is refused, not silently ignored;
   // empty counts as unset, names are case-insensitive.
   if (const char* lvl = std::getenv("BGEXEC_LOG_LEVEL"); lvl && *lvl) {
@@ -164,8 +163,7 @@ int main(int argc, char** argv) {
       std::cerr << "bgexec version: version takes no arguments\n";
       return 2;
     }
-    std::cout << "bgexec " << BGEXEC_VERSION << "\n";
-    return 0;
+    return bgexec::core::print("bgexec version", std::string("bgexec ") + BGEXEC_VERSION + "\n");
   }
   if (bgexec::client::is_command(cmd)) return bgexec::client::run(cmd, args, environment());
   std::cerr << "bgexec: unknown command \"" << cmd << "\"\n\n" << usage_text;

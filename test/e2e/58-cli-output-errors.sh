@@ -31,7 +31,8 @@ done
 closed_pipe() {
   python3 -c 'import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); os.execv(sys.argv[1], sys.argv[1:])' "$@"
 }
-for args in jobs "status $id" workers "submit noop --json"; do
+for args in jobs "status $id" workers "submit noop --json" version --help "worker --help" "serve --help" \
+  "bench --help" "jobs --help"; do
   set +e; closed_pipe "$BGEXEC" $args 2>"$E2E_DIR/err"; rc=$?; set -e
   ((rc == 141)) && [[ ! -s $E2E_DIR/err ]] || fail "$args to a closed pipe: exit $rc, stderr $(cat "$E2E_DIR/err")"
 done
@@ -44,6 +45,13 @@ expect_full() {
   [[ $(cat "$E2E_DIR/err") =~ ^$needle$ ]] || fail "bgexec $* > /dev/full: stderr $(cat "$E2E_DIR/err")"
 }
 expect_full 'bgexec jobs: cannot write output: No space left on device' jobs
+# version, the usage and every --help alike (they exited 0).
+expect_full 'bgexec version: cannot write output: No space left on device' version
+expect_full 'bgexec: cannot write output: No space left on device' --help
+expect_full 'bgexec worker: cannot write output: No space left on device' worker --help
+expect_full 'bgexec serve: cannot write output: No space left on device' serve --help
+expect_full 'bgexec bench: cannot write output: No space left on device' bench --help
+expect_full 'bgexec submit: cannot write output: No space left on device' submit --help
 expect_full 'bgexec status: cannot write output: No space left on device' status "$id"
 expect_full 'bgexec workers: cannot write output: No space left on device' workers
 expect_full 'bgexec queues: cannot write output: No space left on device' queues --json
@@ -56,4 +64,10 @@ expect_full "bgexec submit: cannot write output: No space left on device \\(job 
 next=$((id + 3))
 expect_full "bgexec submit: cannot write output: No space left on device \\(job $next was submitted\\)" \
   submit noop --queue nobody --follow
+# The worker logs on stderr and prints nothing: its stdout on /dev/full
+# changes nothing (only the help texts check their writes).
+"$BGEXEC" worker --id full --queue full >/dev/full 2>"$E2E_DIR/full.log" &
+E2E_PIDS+=("$!")
+fid=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"sleep\": 0}]}', 'full')")
+wait_status "$fid" completed
 ok

@@ -20,6 +20,7 @@
 
 #include "bench/procs.hpp"
 #include "core/config.hpp"
+#include "core/output.hpp"
 #include "pg/sync.hpp"
 
 #include <nlohmann/json.hpp>
@@ -937,10 +938,7 @@ void print_table(const json& r) {
 }  // namespace
 
 int run_bench(const std::vector<std::string>& args) {
-  if (core::help_requested(args)) {
-    std::cout << usage_text;
-    return 0;
-  }
+  if (core::help_requested(args)) return core::print("bgexec bench", usage_text);
   Options o;
   try {
     o = parse_options(args);

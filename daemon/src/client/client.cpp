@@ -11,6 +11,7 @@
 #include "core/json_input.hpp"
 #include "core/many.hpp"
 #include "core/number.hpp"
+#include "core/output.hpp"
 #include "core/read_capped.hpp"
 #include "core/utf8.hpp"
 #include "pg/connection.hpp"
@@ -150,63 +151,11 @@ struct Usage : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// stdout of a client command: a buffer written to fd 1 that keeps the errno
-// of its first failed write.  stdio's buffer drops its data and forgets
-// why on the failure, and nothing looked: `bgexec jobs > /dev/full` exited
-// 0, and `bgexec tail ID | head -1` followed a closed pipe until the job
-// ended (SIGPIPE is ignored: main).  After a failure every write is a
-// no-op (the stream is bad).
-class OutBuf : public std::streambuf {
- public:
-  OutBuf() { setp(buf_, buf_ + sizeof buf_); }
-  int error() const { return err_; }
-
- protected:
-  int_type overflow(int_type c) override {
-    if (sync() != 0) return traits_type::eof();
-    if (!traits_type::eq_int_type(c, traits_type::eof())) {
-      *pptr() = traits_type::to_char_type(c);
-      pbump(1);
-    }
-    return traits_type::not_eof(c);
-  }
-  int sync() override {
-    if (err_) return -1;
-    for (const char* p = pbase(); p < pptr();) {
-      const ssize_t n = ::write(STDOUT_FILENO, p, static_cast<std::size_t>(pptr() - p));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        err_ = n < 0 ? errno : EIO;
-        return -1;
-      }
-      p += n;
-    }
-    setp(buf_, buf_ + sizeof buf_);
-    return 0;
-  }
-
- private:
-  char buf_[8192];
-  int err_ = 0;
-};
-
-// stdout could not be written: err is the errno (EPIPE: the reader is
-// gone); submitted, the job a submit had queued, whose id was lost.
-struct OutputError : std::runtime_error {
-  int err;
-  std::optional<std::int64_t> submitted;
-  explicit OutputError(int e) : std::runtime_error(std::strerror(e)), err(e) {}
-};
-
-// Flushes stdout; throws OutputError when a write to it failed, now or
-// before.  Called where a command's output, or a part a reader waits for
-// (an event, a submitted id), is complete.
-void check_output() {
-  std::cout.flush();
-  if (std::cout.good()) return;
-  auto* out = dynamic_cast<OutBuf*>(std::cout.rdbuf());
-  throw OutputError(out && out->error() ? out->error() : EIO);
-}
+// stdout of a client command is core::OutBuf (core/output.hpp): a failed
+// write is an exit status, never lost.
+using core::check_output;
+using core::OutBuf;
+using core::OutputError;
 
 // While follow waits with nothing to print: a pipe whose reader has gone
 // reports POLLERR on its write end (`bgexec tail ID | head -1` of a job
@@ -1235,10 +1184,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
   // usage as the job's id.
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--") break;
-    if (args[i] == "--help" || args[i] == "-h") {
-      std::cout << usage_text;
-      return ok;
-    }
+    if (args[i] == "--help" || args[i] == "-h") return core::print("bgexec " + cmd, usage_text);
     if (valued.count(args[i])) ++i;
   }
   core::ParsedArgs parsed;
@@ -1326,14 +1272,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         } catch (const OutputError& o) {
           // A closed pipe ends the command quietly, with the status a
           // shell gives a process SIGPIPE killed (`| head -1` is no error).
-          if (o.err == EPIPE) {
-            code = output_closed;
-          } else {
-            std::cerr << "bgexec " << cmd << ": cannot write output: " << o.what();
-            if (o.submitted) std::cerr << " (job " << *o.submitted << " was submitted)";
-            std::cerr << "\n";
-            code = output_error;
-          }
+          code = core::output_failed("bgexec " + cmd, o);
         } catch (const pg::Error& pe) {
           // The server's message, its detail and hint below it; not its
           // CONTEXT, a PL/pgSQL call stack.  A value the server could not

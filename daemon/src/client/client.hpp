@@ -1,6 +1,8 @@
 #pragma once
 // Client subcommands: submit, status, tail, stop, resume, retry, queues.
 
+#include "core/output.hpp"
+
 #include <map>
 #include <string>
 #include <vector>
@@ -18,8 +20,8 @@ enum Exit : int {
   db_error = 3,
   not_found = 4,
   suspended = 5,
-  output_error = 6,
-  output_closed = 141
+  output_error = core::exit_output_error,
+  output_closed = core::exit_output_closed
 };
 
 bool is_command(const std::string& cmd);

@@ -6,6 +6,7 @@
 #include "core/limits.hpp"
 #include "core/logfmt.hpp"
 #include "core/number.hpp"
+#include "core/output.hpp"
 #include "http/gateway.hpp"
 #include "pg/connection.hpp"
 #include "util/hangup.hpp"
@@ -134,10 +135,7 @@ int run_serve(const std::vector<std::string>& args) {
   std::set<std::string> seen;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      return 0;
-    }
+    if (a == "--help" || a == "-h") return core::print("bgexec serve", usage);
     auto value = [&]() -> std::string {
       auto eq = a.find('=');
       if (eq != std::string::npos) return a.substr(eq + 1);
