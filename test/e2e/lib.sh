@@ -54,10 +54,13 @@ e2e_cluster() {
 
 sql() { psql -qXAt -c "$1"; }
 
-# start_worker NAME [ARGS...]: a worker in the background; its PID in WORKER_PID and PID_<NAME>.
+# start_worker NAME [ARGS...]: a worker in the background, with a 2 s lease
+# unless ARGS give one (a flag given twice is a usage error); its PID in
+# WORKER_PID and PID_<NAME>.
 start_worker() {
-  local name=$1; shift
-  "$BGEXEC" worker --id "$name" --lease 2 "$@" >>"$E2E_DIR/$name.log" 2>&1 &
+  local name=$1 lease=(--lease 2) a; shift
+  for a in "$@"; do [[ $a == --lease || $a == --lease=* ]] && lease=(); done
+  "$BGEXEC" worker --id "$name" "${lease[@]}" "$@" >>"$E2E_DIR/$name.log" 2>&1 &
   WORKER_PID=$!
   E2E_PIDS+=("$WORKER_PID")
   printf -v "PID_$name" '%s' "$WORKER_PID"
