@@ -470,6 +470,19 @@ CREATE INDEX job_finished_idx ON bgexec.job (finished_at) WHERE finished_at IS N
 -- running ones it counts through the indexes above).  Only suspended rows
 -- have an entry; A/B with the claim+finish harness: no measurable cost.
 CREATE INDEX job_suspended_idx ON bgexec.job (queue) WHERE status = 'suspended';
+-- retry of many (`bgexec retry --queue Q`, POST /v1/jobs/retry, the
+-- dashboard's "retry failed") takes the jobs that ended badly by id, a
+-- batch at a time, of one queue or of all: in this order a batch reads
+-- those jobs alone, not the retained history before them (core/many.hpp).
+-- Not (status, queue, id): status is no index condition under row-level
+-- security (enum equality is not leakproof), and without a queue a client's
+-- batch read the table.  Only jobs that ended badly have entries, so claim
+-- and finish to completed add none, and no update that was HOT stops being
+-- one: status is in other predicates already.
+CREATE INDEX job_ended_badly_idx ON bgexec.job (queue, id)
+	WHERE status IN ('failed', 'cancelled', 'timed_out');
+CREATE INDEX job_ended_badly_id_idx ON bgexec.job (id)
+	WHERE status IN ('failed', 'cancelled', 'timed_out');
 -- No (owner, id) index: every claim and finish is a non-HOT update that
 -- would add an entry to it (owner is a 64-byte name); without it the
 -- claim+finish harness runs 14-19 % faster (bench/README.md).  A tenant's listing walks the primary key
