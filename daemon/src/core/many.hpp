@@ -48,6 +48,7 @@ inline const char* many_statuses_text(bool retry) {
 // 1 250 failed jobs among 1M completed, now 9 ms (bench/README.md).  The
 // same for a client (row-level security): the status test, not
 // leakproof, is no index condition, the queue and id tests are.
+//
 // The order the calls lock in: stop goes by id, as a worker's finish_many
 // locks its jobs, so a stop and a finish cannot wait for each other in a
 // cycle.  retry goes by queue, then id: it takes each capped queue's
@@ -70,8 +71,8 @@ inline std::string many_sql(bool retry) {
                 "'::bgexec.job_status AND '" + st +
                 "'::text OPERATOR(pg_catalog.=) ANY(pg_catalog.string_to_array($3::text, ','))"
                 " AND ($1::text IS NULL OR queue = $1::text) AND ($2::text IS NULL OR kind = $2::text)"
-                " AND id > $4::bigint ORDER BY " + (retry ? "id" : "CASE WHEN $1::text IS NULL THEN id + 0 ELSE id END") +
-                " LIMIT $5::int)";
+                " AND id > $4::bigint ORDER BY " +
+                (retry ? "id" : "CASE WHEN $1::text IS NULL THEN id + 0 ELSE id END") + " LIMIT $5::int)";
   return std::string("SELECT count(*) FILTER (WHERE r IN ('true', 'cancelled')) AS done,"
                      " count(*) FILTER (WHERE r = 'running') AS stop_requested, count(*) AS matched,"
                      " max(id) AS last FROM (SELECT id, ") +
