@@ -69,4 +69,18 @@ took=$(sql "SELECT extract(epoch FROM f.created_at - s.created_at) FROM bgexec.j
              WHERE s.job_id = $k AND s.kind = 'step_started' AND f.job_id = $k AND f.kind = 'step_failed'")
 echo "# the step ended ${took} s after it started (timeout 1 s, kill grace 3 s, a stop 2 s into it)" >&2
 awk -v r="$took" 'BEGIN {exit !(r < 5)}' || fail "the step ended ${took} s after it started: its KILL was put off by the stop"
+
+# A process that exits well inside its step's timeout completes the step,
+# though its output is read past the deadline (a descendant of its own
+# session holds its stdout: the read gets the 3 s kill grace).  The
+# deadline passing in that read failed the step, step_timeout.
+e=$("$BGEXEC" submit workflow --queue kq "{\"steps\": [{\"id\": \"quick\", \"timeout\": 2,
+  \"run\": [\"sh\", \"-c\", \"env -i /usr/bin/setsid /bin/sleep 30 & echo \$! >> $P; sleep 0.3; echo ok\"]},
+  {\"id\": \"beside\", \"run\": [\"sleep\", \"4\"]}]}") || fail submit
+wait_for 30 bash -c "[[ \$(psql -qXAt -c \"SELECT status FROM bgexec.job WHERE id = $e\") =~ ^(completed|failed|cancelled|timed_out)\$ ]]" \
+  || fail "job $e did not end"
+[[ $(job_status "$e") == completed ]] \
+  || fail "a step that exited inside its timeout: job $e $(job_status "$e"): $(sql "SELECT string_agg(kind || ' ' || data::text, ' | ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $e")"
+[[ $(sql "SELECT data->>'output' FROM bgexec.job_event WHERE job_id = $e AND kind = 'step_completed' AND data->>'step' = 'quick'") == ok ]] \
+  || fail "step quick's output: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $e AND data->>'step' = 'quick'")"
 ok

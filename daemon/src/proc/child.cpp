@@ -310,8 +310,10 @@ void Child::signal_group(int sig) {
   if (!exited_) ::kill(-pid_, sig);
 }
 
-void Child::terminate(double grace_s) {
-  if (exited_) return;
+bool Child::terminate(double grace_s) {
+  // Reaped now if it has exited: a leader that exited before its step's
+  // deadline, its output still being read, was not ended by it.
+  if (poll()) return false;
   signal_group(SIGTERM);
   // A second end of the same step (a stop in a step timeout's grace, a
   // deadline, a shutdown, a lost lease) keeps the first one's KILL, or an
@@ -319,7 +321,7 @@ void Child::terminate(double grace_s) {
   // last, and a step that ignores TERM outlived its promised grace.
   const auto at = asio::steady_timer::clock_type::now() +
                   std::chrono::milliseconds(static_cast<long>(grace_s * 1000));
-  if (kill_armed_ && kill_timer_.expiry() <= at) return;
+  if (kill_armed_ && kill_timer_.expiry() <= at) return true;
   kill_armed_ = true;
   kill_timer_.expires_at(at);
   // A weak reference: the timer's handler may already be queued when the
@@ -327,6 +329,7 @@ void Child::terminate(double grace_s) {
   kill_timer_.async_wait([self = weak_from_this()](const boost::system::error_code& ec) {
     if (auto child = self.lock(); child && !ec) child->signal_group(SIGKILL);
   });
+  return true;
 }
 
 }  // namespace bgexec::proc

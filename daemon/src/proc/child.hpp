@@ -50,8 +50,9 @@ class Child : public std::enable_shared_from_this<Child> {
   asio::awaitable<Exit> wait();
   // Sends sig to the whole process group (no-op once reaped).
   void signal_group(int sig);
-  // Sends SIGTERM to the group, then SIGKILL after grace_s if the leader still runs.
-  void terminate(double grace_s);
+  // Sends SIGTERM to the group, then SIGKILL after grace_s if the leader
+  // still runs; false when the leader had already exited (nothing sent).
+  bool terminate(double grace_s);
 
   // Installs the SIGCHLD handler on ex; call once before the first spawn.
   // With `subreaper` (Linux; the worker only) this process becomes the child

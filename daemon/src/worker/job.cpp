@@ -330,21 +330,27 @@ void Job::StepDeadline::disarm() {
   timer_.cancel();
 }
 
-void Job::StepDeadline::arm(Clock::duration d, std::function<void()> on_expiry) {
+void Job::StepDeadline::arm(Clock::duration d, std::function<bool()> on_expiry) {
   timer_.expires_after(d);
   timer_.async_wait([state = state_, f = std::move(on_expiry)](const boost::system::error_code& ec) {
     if (ec || !state->armed) return;
     state->passed = true;
-    f();
+    state->ended = f();
   });
 }
 
-void Job::on_step_deadline(const std::string& sid, double secs) {
-  core::log("warn", "step timed out", {{"job_id", id_str(id())}, {"step", sid}, {"timeout_s", seconds_text(secs)}});
+// Ends the step for its timeout; false when its process had exited already
+// (its output still being read: the step did not time out).  A step with
+// no killer yet (not started) is ended all the same.
+bool Job::on_step_deadline(const std::string& sid, double secs) {
+  bool ended = true;
   if (auto it = killers_.find(sid); it != killers_.end()) {
     auto kill = it->second;  // a killer may unregister itself
-    kill();
+    ended = kill();
   }
+  if (ended)
+    core::log("warn", "step timed out", {{"job_id", id_str(id())}, {"step", sid}, {"timeout_s", seconds_text(secs)}});
+  return ended;
 }
 
 void Job::release_render(const std::string& sid) {
@@ -936,7 +942,8 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     StepDeadline deadline(w_.executor());
     if (limit)
       deadline.arm(step_wait(*limit), [self = weak_from_this(), sid, secs = *limit] {
-        if (auto job = self.lock()) job->on_step_deadline(sid, secs);
+        auto job = self.lock();
+        return !job || job->on_step_deadline(sid, secs);
       });
     json output;
     std::string out_text;
@@ -957,13 +964,16 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     } catch (const Abandoned&) {
       throw;
     } catch (...) {
-      if (!deadline.passed()) throw;
+      if (!deadline.ended()) throw;
       failed_late = true;
     }
     deadline.disarm();  // not while step_completed is written
-    // Past its deadline a process or a sleep has been ended early, whatever
-    // its exit; a sql step counts as done only when its COMMIT made it.
-    if (failed_late || (deadline.passed() && kind != "sql")) {
+    // Ended by its deadline, a process or a sleep stopped early, whatever
+    // its exit; a sql step counts as done only when its COMMIT made it.  A
+    // process that exited before the deadline and whose output was read
+    // past it (descendants holding its pipes get --kill-grace) ended by
+    // itself: it failed a step that had completed (step_timeout, retried).
+    if (failed_late || (deadline.ended() && kind != "sql")) {
       std::string text = seconds_text(*limit);
       throw StepFailure{"step " + sid + " timed out after " + text + " s", true, "step_timeout"};
     }
@@ -1199,7 +1209,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   auto escalation = std::make_shared<Escalation>(w_.executor());
   killers_[sid] = [conn, escalation, grace = w_.config().kill_grace_s, job_id = id_str(id()), sid] {
     conn->cancel();
-    if (escalation->armed) return;
+    if (escalation->armed) return true;
     escalation->armed = true;
     escalation->timer.expires_after(seconds(grace));
     escalation->timer.async_wait([conn, escalation, job_id, sid](const boost::system::error_code& ec) {
@@ -1208,6 +1218,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
                 {{"job_id", job_id}, {"step", sid}});
       conn->close();
     });
+    return true;
   };
   // Disarmed however the step ends (the timer's handler holds the connection).
   struct Disarm {
@@ -1301,7 +1312,10 @@ asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) 
   else secs = core::number_of(v);  // a raw number too (numbers as stored)
   if (!secs || *secs < 0) throw StepFailure{"sleep must be a number of seconds or a duration", false};
   auto t = std::make_shared<asio::steady_timer>(w_.executor(), step_wait(*secs));
-  killers_[sid] = [t] { t->cancel(); };
+  killers_[sid] = [t] {
+    t->cancel();
+    return true;
+  };
   co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
   killers_.erase(sid);
 }
@@ -1406,7 +1420,7 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
     throw StepFailure{std::string("cannot start ") + argv[0] + ": " + e.code().message(), transient};
   }
   double grace = w_.config().kill_grace_s;
-  killers_[sid] = [child, grace] { child->terminate(grace); };
+  killers_[sid] = [child, grace] { return child->terminate(grace); };
   core::log("debug", "process started", {{"job_id", id_str(id())}, {"step", sid}, {"pid", std::to_string(child->pid())}});
   ProcOutput out;
   auto data = std::make_shared<std::string>(stdin_data);

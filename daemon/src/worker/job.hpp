@@ -105,15 +105,20 @@ class Job : public std::enable_shared_from_this<Job> {
     ~StepDeadline();
     StepDeadline(const StepDeadline&) = delete;
     StepDeadline& operator=(const StepDeadline&) = delete;
-    void arm(Clock::duration d, std::function<void()> on_expiry);
+    // on_expiry: whether it ended the step (false: it had ended already).
+    void arm(Clock::duration d, std::function<bool()> on_expiry);
     // The step is over: a deadline passing from now on does nothing.
     void disarm();
     bool passed() const { return state_->passed; }
+    // Passed, and ended the step: a process that exited before its
+    // deadline, its output read past it, was not.
+    bool ended() const { return state_->ended; }
 
    private:
     struct State {
       bool armed = true;
       bool passed = false;
+      bool ended = false;
     };
     asio::steady_timer timer_;
     std::shared_ptr<State> state_;
@@ -172,7 +177,7 @@ class Job : public std::enable_shared_from_this<Job> {
   void kill_steps();
   // A step's deadline passed: ends it through its killer (TERM then KILL, a
   // cancel, the end of a sleep).
-  void on_step_deadline(const std::string& id, double seconds);
+  bool on_step_deadline(const std::string& id, double seconds);
   // Renders a field of step `sid` (its templates: core::render), within
   // the job's render budget (render_cap, held until the step ends).
   nlohmann::json render(const nlohmann::json& v, const std::string& sid);
@@ -220,7 +225,7 @@ class Job : public std::enable_shared_from_this<Job> {
   // The job's steps are being ended: a stop (or timeout, shutdown), a lost
   // lease, or a step's failure.  A step that sees it starts nothing more.
   bool halted() const { return stop_ != StopReason::none || abandoned_ || failure_.has_value(); }
-  std::map<std::string, std::function<void()>> killers_;
+  std::map<std::string, std::function<bool()>> killers_;  // true: it ended something
   core::Masker masker_;
   Event wake_;
   asio::steady_timer deadline_timer_;
