@@ -42,6 +42,25 @@ kill "$PID_onstandby"; wait "$PID_onstandby" || true
 longest=$(awk '{ if (length($0) > n) n = length($0) } END { print n + 0 }' "$E2E_DIR/onstandby.log")
 ((longest < 600)) || fail "the worker on the standby logged a line of $longest characters"
 ok "a worker on the standby retries, in lines of at most $longest characters"
+# A gateway on the standby answers an event stream at once: LISTEN is
+# refused there, and every stream waited 5 s for it before its first byte.
+done_id=$(sql "SELECT bgexec.submit('noop', queue => 'sb')")
+sql "SELECT bgexec.stop($done_id)" >/dev/null
+wait_for 30 caught_up "$(sql "SELECT pg_current_wal_lsn()")" || fail "the standby did not catch up"
+echo '{"t": "postgres"}' >"$E2E_DIR/tokens.json"
+"$BGEXEC" serve --db "host=$S port=57939 dbname=postgres user=postgres" --listen 127.0.0.1:0 \
+  --tokens "$E2E_DIR/tokens.json" >>"$E2E_DIR/serve.log" 2>&1 &
+serve_pid=$!
+E2E_PIDS+=("$serve_pid")
+wait_for 10 grep -q 'msg=serving' "$E2E_DIR/serve.log" || fail "serve did not start: $(cat "$E2E_DIR/serve.log")"
+url=http://$(sed -n 's/.*msg=serving listen=\([0-9.:]*\).*/\1/p' "$E2E_DIR/serve.log" | head -1)
+refused() { grep -q 'cannot execute LISTEN during recovery' "$E2E_DIR/serve.log"; }
+wait_for 15 refused || fail "the gateway's LISTEN on the standby: $(cat "$E2E_DIR/serve.log")"
+took=$(curl -s -m 20 -o "$E2E_DIR/stream.txt" -w '%{http_code} %{time_total}' -H "Authorization: Bearer t" "$url/v1/jobs/$done_id/events")
+[[ ${took% *} == 200 ]] && grep -q '^event: cancelled' "$E2E_DIR/stream.txt" || fail "the stream of job $done_id on the standby: $took $(cat "$E2E_DIR/stream.txt")"
+awk -v t="${took#* }" 'BEGIN {exit !(t < 3)}' || fail "the stream of an ended job on the standby took ${took#* } s"
+kill "$serve_pid"; wait "$serve_pid" || true
+ok "a gateway on the standby streamed an ended job's events in ${took#* } s"
 as_pg "$PGBIN/pg_ctl" -D "$S/data" -w -t 60 stop -m fast >/dev/null || fail "stopping the standby"
 
 # The old primary, alone: 100 leases and then job X's, none of them replicated.

@@ -42,19 +42,25 @@ void Subscription::wake(std::int64_t seq) {
 Notifier::Notifier(asio::any_io_executor ex, std::string conninfo)
     : ex_(ex), conn_(ex, std::move(conninfo), "http-listen") {}
 
-void Notifier::set_listening(bool on) {
+void Notifier::set_listening(bool on, bool refused) {
   listening_ = on;
-  if (!on) return;
+  refused_ = refused;
+  if (!on && !refused) return;
   for (auto& t : listen_waiters_) t->cancel();
   listen_waiters_.clear();
 }
 
+// A stream waits for LISTEN so that no event committed after its replay
+// goes unannounced.  On a hot standby LISTEN is refused (25006) at every
+// try: each stream waited its whole 5 s before its first byte, and each
+// EventSource reconnect again; it polls there, as bgexec tail does.
 asio::awaitable<bool> Notifier::wait_listening(std::chrono::steady_clock::duration d) {
   if (listening_) co_return true;
+  if (refused_) co_return false;
   auto t = std::make_shared<asio::steady_timer>(ex_, d);
-  auto it = listen_waiters_.insert(listen_waiters_.end(), t);
+  listen_waiters_.push_back(t);
   co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
-  if (!listening_) listen_waiters_.erase(it);
+  listen_waiters_.remove(t);  // still there when it timed out (set_listening clears the list)
   co_return listening_;
 }
 
@@ -90,7 +96,8 @@ asio::awaitable<void> Notifier::run() {
           if (n.channel == "bgexec_events") dispatch(n.payload);
       }
     } catch (const std::exception& e) {
-      set_listening(false);
+      const auto* pe = dynamic_cast<const pg::Error*>(&e);
+      set_listening(false, pe && pe->sqlstate() == "25006");
       // One line per 10 s, as "database unavailable": on a hot standby
       // (LISTEN is refused during recovery) or a database away for long,
       // every retry fails again.

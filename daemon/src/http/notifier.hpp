@@ -56,18 +56,20 @@ class Notifier {
   Notifier(asio::any_io_executor ex, std::string conninfo);
   // Runs forever: connect, LISTEN, dispatch; reconnects with backoff.
   asio::awaitable<void> run();
-  // Waits (at most `d`) until LISTEN is in effect; true when it is.
+  // Waits (at most `d`) until LISTEN is in effect; true when it is.  No
+  // wait while the server refuses LISTEN (a hot standby): streams poll.
   asio::awaitable<bool> wait_listening(std::chrono::steady_clock::duration d);
   std::size_t subscribers() const { return count_; }
 
  private:
   friend class Subscription;
   void dispatch(const std::string& payload);
-  void set_listening(bool on);
+  void set_listening(bool on, bool refused = false);
 
   asio::any_io_executor ex_;
   pg::Connection conn_;
   bool listening_ = false;
+  bool refused_ = false;  // the last LISTEN was refused (25006): until one is not
   std::size_t count_ = 0;
   std::unordered_map<std::int64_t, std::list<Subscription*>> subs_;
   std::list<std::shared_ptr<asio::steady_timer>> listen_waiters_;
