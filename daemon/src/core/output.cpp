@@ -1,3 +1,4 @@
+// stdout of the commands that print and exit (see output.hpp).
 #include "output.hpp"
 
 #include <unistd.h>

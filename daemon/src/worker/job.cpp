@@ -631,14 +631,18 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
     throw;
   }
   finish_written_ = true;
+  // Applied: said so even when the job was abandoned while the reply was
+  // on its way (a heartbeat whose snapshot followed the finish's commit
+  // answers "lost"), which logged a completed job as "abandoning job"
+  // alone.
+  if (r.status)
+    core::log("info", "job finished", {{"job_id", id_str(id())}, {"outcome", outcome}, {"status", *r.status}});
   if (abandoned_) throw Abandoned{};
   finished_ = true;
   if (!r.status) {
     // After a re-sent batch, a refusal may mean the first attempt was applied.
     core::log("warn", "finish refused: lease no longer current",
               {{"job_id", id_str(id())}, {"outcome", outcome}, {"retried", r.retried ? "true" : "false"}});
-  } else {
-    core::log("info", "job finished", {{"job_id", id_str(id())}, {"outcome", outcome}, {"status", *r.status}});
   }
 }
 
