@@ -76,9 +76,12 @@ export async function freePort() {
 // gateway under another command (prlimit).  It is ready once `probe`
 // answers (a /metrics scrape, which also starts its counters' window,
 // unless the test needs the first scrape to itself).
+// The suite's tokens unless `args` give a file of their own (a flag given
+// twice is a usage error).
 export async function startGateway(port = 0, args = [], probe = '/metrics', { wrap = [] } = {}) {
+  const tokens = args.some((a) => a === '--tokens' || a.startsWith('--tokens=')) ? [] : ['--tokens', process.env.BGEXEC_TOKENS];
   const argv = [...wrap, process.env.BGEXEC_BIN,
-    'serve', '--listen', `127.0.0.1:${port}`, '--tokens', process.env.BGEXEC_TOKENS, ...args];
+    'serve', '--listen', `127.0.0.1:${port}`, ...tokens, ...args];
   const proc = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   let listen;
