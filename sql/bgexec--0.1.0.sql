@@ -1098,6 +1098,9 @@ CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 100
 		 WHERE j.id = ANY (ARRAY(
 			SELECT id FROM bgexec.job
 			 WHERE finished_at < now() - p_older_than
+			   -- _can_see's two tests, each made once per statement
+			   -- (purge's comment): _can_see(NULL) is the superuser test
+			   -- alone, NULL being no caller's name.
 			   AND (NOT p_own_only OR owner = (SELECT bgexec._caller()) OR (SELECT bgexec._can_see(NULL)))
 			 ORDER BY finished_at
 			 LIMIT p_batch
@@ -2646,9 +2649,11 @@ $$;
 COMMENT ON FUNCTION bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text) IS
 	'enqueues a job owned by the caller (transactional; idempotent per owner + idempotency_key)';
 
+-- VOLATILE: the answer for one xid changes within a transaction when the
+-- subtransaction that wrote it aborts.
 CREATE FUNCTION bgexec._xid_is_current(xid) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'bgexec_xid_is_current'
-	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+	LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION bgexec._xid_is_current(xid) IS
 	'whether the xid is this transaction''s or one of its live subtransactions''';
 

@@ -510,10 +510,11 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
       if (print) check_reader();
       pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
       auto r = co_await s.conn.query(page_sql, params);
-      long long fetched = 0;
+      // The same on every row: how many events the page's query read.
+      const long long fetched =
+          r.rows() > 0 ? parse_integer(r.get(0, "fetched").value_or("0"), 0, page).value_or(0) : 0;
       for (int i = 0; i < r.rows(); ++i) {
         json e = row_event(r, i);
-        fetched = parse_integer(r.get(i, "fetched").value_or("0"), 0, page).value_or(0);
         if (e["seq"].get<int>() <= last) continue;
         last = e["seq"].get<int>();
         if (print) print_event(e, s.json_out);
