@@ -1015,7 +1015,8 @@ $$;
  * (invariant 5).  The caller must hold the row lock and must have checked the
  * job is not terminal. */
 CREATE FUNCTION bgexec._terminal(p_job bigint, p_status bgexec.job_status,
-                                 p_result jsonb, p_error jsonb)
+                                 p_result jsonb, p_error jsonb,
+                                 p_was_running boolean DEFAULT true)
 	RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1037,7 +1038,9 @@ BEGIN
 		RETURN NULL;
 	END IF;
 	PERFORM bgexec._count(v_queue, p_status, 1);
-	PERFORM bgexec._running_ended(ARRAY[v_queue]);
+	IF p_was_running THEN  -- a queued or suspended job frees no running slot
+		PERFORM bgexec._running_ended(ARRAY[v_queue]);
+	END IF;
 	PERFORM bgexec._event(p_job, v_seq, p_status::text,
 		CASE WHEN p_status = 'completed' THEN _jsonb_object('{result}', ARRAY[p_result])
 		     ELSE _jsonb_object('{error}', ARRAY[p_error]) END);
@@ -2957,7 +2960,8 @@ DECLARE
 BEGIN
 	IF j.status IN ('queued', 'suspended') THEN
 		RETURN bgexec._terminal(j.id, 'cancelled', NULL,
-			jsonb_build_object('reason', 'stopped', 'message', 'stopped by ' || bgexec._caller()));
+			jsonb_build_object('reason', 'stopped', 'message', 'stopped by ' || bgexec._caller()),
+			p_was_running => false);
 	ELSIF j.status = 'running' THEN
 		IF j.stop_requested_at IS NULL THEN
 			UPDATE bgexec.job x SET stop_requested_at = now(), last_seq = x.last_seq + 1

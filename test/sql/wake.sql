@@ -208,6 +208,11 @@ SELECT woken, job_id IS NOT NULL AS claimed FROM bgexec.await_claim('wc', '{wcap
 SELECT id AS k2, lease AS l2 FROM bgexec.job WHERE queue = 'wcap' AND status = 'running' \gset
 SELECT bgexec.finish(:k2, :l2, 'failed', '{"message": "x", "retryable": false}');
 SELECT woken, job_id IS NOT NULL AS claimed FROM bgexec.await_claim('wc', '{wcap}', 2, '0');
+-- a stop of a queued or suspended job frees no running slot: it wakes no one
+SELECT bgexec.submit('noop', queue => 'wcap') AS q4 \gset
+SELECT woken, job_id FROM bgexec.await_claim('wc', '{wcap}', 2, '0');  -- the submit's; the cap is full
+SELECT bgexec.stop(:q4);
+SELECT woken, job_id FROM bgexec.await_claim('wc', '{wcap}', 2, '0');
 SELECT bgexec.submit('noop', queue => 'wuncapped') AS u \gset
 SELECT woken FROM bgexec.await_claim('wc', '{wuncapped}', 2, '0');  -- registers
 SELECT lease AS ul FROM bgexec.claim('wz', '{wuncapped}', 1) \gset
