@@ -3232,6 +3232,8 @@ CREATE FUNCTION bgexec.run_schedule(name text) RETURNS bigint
 DECLARE
 	s bgexec.schedule;
 	v_last bgexec.job_status;
+	v_last_key text;
+	v_key text;
 	v_job bigint;
 BEGIN
 	SELECT x.* INTO s FROM bgexec.schedule x
@@ -3240,19 +3242,21 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN NULL;
 	END IF;
+	v_key := 'schedule:' || s.name || '@manual:'
+	         || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
 	IF NOT s.overlap THEN
-		SELECT j.status INTO v_last FROM bgexec.job j WHERE j.id = s.last_job_id;
-		IF NOT bgexec._is_terminal(v_last) THEN  -- unfinished (a purged job: NULL, no)
+		SELECT j.status, j.idempotency_key INTO v_last, v_last_key
+		  FROM bgexec.job j WHERE j.id = s.last_job_id;
+		-- unfinished (a purged job: NULL, no), and not this transaction's
+		-- own run, which the key returns again
+		IF NOT bgexec._is_terminal(v_last) AND v_last_key IS DISTINCT FROM v_key THEN
 			RAISE EXCEPTION 'schedule "%" does not overlap: job % of its last run is still %',
 			                s.name, s.last_job_id, v_last
 				USING ERRCODE = 'object_in_use';
 		END IF;
 	END IF;
 	v_job := bgexec._submit_one(s.owner, s.kind, s.payload, s.queue, s.priority, now(),
-		s.max_attempts, s.timeout,
-		'schedule:' || s.name || '@manual:'
-		  || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-		s.concurrency_key);
+		s.max_attempts, s.timeout, v_key, s.concurrency_key);
 	UPDATE bgexec.schedule x SET last_run_at = now(), last_job_id = v_job, last_error = NULL
 	 WHERE x.owner = s.owner AND x.name = s.name;
 	RETURN v_job;

@@ -240,6 +240,16 @@ SET ROLE regress_alice;
 SELECT bgexec.run_schedule('adhoc') > :run1 AS ran_again, bgexec.run_schedule('no-such') AS none;
 RESET ROLE;
 SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-run';
+-- two calls in one transaction: one job (the key is the transaction's
+-- start), its id twice; overlap false does not refuse the second
+SELECT bgexec.finish(job_id, lease, 'completed') FROM bgexec.claim('w', '{sch-run}', 1);
+SET ROLE regress_alice;
+BEGIN;
+SELECT bgexec.run_schedule('adhoc') AS run3 \gset
+SELECT bgexec.run_schedule('adhoc') = :run3 AS same_job;
+COMMIT;
+RESET ROLE;
+SELECT count(*) AS jobs FROM bgexec.job WHERE queue = 'sch-run';
 DELETE FROM bgexec.schedule WHERE name = 'adhoc';
 -- replacing a schedule keeps its history, clears its error, starts from now
 SET ROLE regress_bob;
