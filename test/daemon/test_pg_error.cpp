@@ -68,8 +68,45 @@ TEST(PgError, ConninfoErrorHidesPasswords) {
   EXPECT_EQ(err("postgresql://bgexec@[::1/app"),
             "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
             "\"postgresql://bgexec@[::1/app\"");
-  EXPECT_EQ(err("password=abc bogus=1"), "invalid connection option \"bogus\"");
   EXPECT_EQ(err("postgresql://u:pw@h/db"), "(parses)");
+  EXPECT_EQ(err("host=/tmp password='abc def' dbname=x"), "(parses)");
+}
+
+// A key=value string libpq cannot split quotes one token; after password=
+// it may be a piece of the password (an unquoted blank in it), and where
+// the password ends is unknown: every such token reads "***", one before
+// it is named.
+TEST(PgError, ConninfoErrorHidesKeyValuePasswordPieces) {
+  auto err = [](const std::string& conninfo) { return conninfo_error(conninfo).value_or("(parses)"); };
+  const std::string hint = " (*** is a token after password=; a value with a space is quoted: password='a b')";
+  EXPECT_EQ(err("host=/tmp password=abc def dbname=x"),
+            "missing \"=\" after \"***\" in connection info string" + hint);
+  EXPECT_EQ(err("password=abc def=1"), "invalid connection option \"***\"" + hint);
+  EXPECT_EQ(err("password=abc bogus=1"), "invalid connection option \"***\"" + hint);
+  EXPECT_EQ(err("password = abc\tdef"), "missing \"=\" after \"***\" in connection info string" + hint);
+  EXPECT_EQ(err("sslpassword='x'def ghi"), "missing \"=\" after \"***\" in connection info string" + hint);
+  EXPECT_EQ(err("user=u password=a\\ b c"), "missing \"=\" after \"***\" in connection info string" + hint);
+  // A token before the password is named; no password, nothing hidden.
+  EXPECT_EQ(err("hots=h password=abc def"), "invalid connection option \"hots\"");
+  EXPECT_EQ(err("host=h bogus=1"), "invalid connection option \"bogus\"");
+  EXPECT_EQ(err("password='abc def"), "unterminated quoted string in connection info string");
+}
+
+// redact_passwords alone: a URI's password reads *** only between the marks
+// libpq quotes it with, not in libpq's own words ("in", "URI").
+TEST(PgError, RedactPasswordsKeepsLibpqWords) {
+  EXPECT_EQ(redact_passwords("bad thing in URI: \"postgresql://u:in@h/db?password=URI\"",
+                             "postgresql://u:in@h/db?password=URI"),
+            "bad thing in URI: \"postgresql://u:***@h/db?password=***\"");
+  // A password with a tab (a URI's is taken as written): hidden before
+  // conninfo_error folds the message's blanks.
+  EXPECT_EQ(conninfo_error("postgresql://u:a\tb@[::1/db").value_or(""),
+            "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
+            "\"postgresql://u:***@[::1/db\"");
+  // A %-escaped key may decode to password: its value is hidden too.
+  EXPECT_EQ(redact_passwords("x: \"postgres://h/db?pass%77ord=S3cret&sslmode=require\"",
+                             "postgres://h/db?pass%77ord=S3cret&sslmode=require"),
+            "x: \"postgres://h/db?pass%77ord=***&sslmode=require\"");
 }
 
 // Runs `call` on `io` to its end; its exception is rethrown here.

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -222,22 +223,90 @@ std::vector<std::string> split_list(const std::string& s) {
   }
 }
 
+// A URI, as libpq's uri_prefix_length() tells one.
+bool is_uri(std::string_view s) { return s.starts_with("postgresql://") || s.starts_with("postgres://"); }
+
+// libpq's recognized_connection_string(): a string libpq expands (a URI or
+// key=value pairs) rather than takes whole as a database name.
+bool recognized(std::string_view s) { return is_uri(s) || s.find('=') != std::string_view::npos; }
+
+// The options libpq reads from a recognized string; nullopt when it cannot
+// parse it, its reason in *error (libpq's words: they may quote a password).
+std::optional<std::map<std::string, std::string>> parse_conninfo(const std::string& conninfo,
+                                                                 std::string* error = nullptr) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+  if (!opts) {
+    if (error) {
+      *error = err ? err : "out of memory";
+      while (!error->empty() && (error->back() == '\n' || error->back() == ' ')) error->pop_back();
+    }
+    if (err) PQfreemem(err);
+    return std::nullopt;
+  }
+  std::map<std::string, std::string> given;
+  for (PQconninfoOption* o = opts; o->keyword; ++o)
+    if (o->val) given[o->keyword] = o->val;
+  PQconninfoFree(opts);
+  return given;
+}
+
+bool blank(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }  // libpq's isspace
+
+// The passwords of a URI, as written (%-escapes not decoded), found as
+// libpq finds them: the userinfo is what comes before the first '@' that
+// comes before any '/', its password after its first ':'; a query
+// parameter's value is one when its key is password or sslpassword (or is
+// %-escaped: it may decode to one).
+std::vector<std::string> uri_passwords(std::string_view uri) {
+  std::vector<std::string> out;
+  const std::size_t from = uri.find("://") + 3;
+  if (const std::size_t at = uri.find_first_of("@/", from); at != std::string_view::npos && uri[at] == '@')
+    if (const std::size_t colon = uri.substr(0, at).find(':', from); colon != std::string_view::npos)
+      out.emplace_back(uri.substr(colon + 1, at - colon - 1));
+  for (std::size_t q = uri.find('?'); q != std::string_view::npos; q = uri.find('&', q + 1)) {
+    const std::string_view param = uri.substr(q + 1, uri.find('&', q + 1) - q - 1);
+    const std::size_t eq = param.find('=');
+    const std::string_view key = param.substr(0, eq);
+    if (eq != std::string_view::npos && (key.ends_with("password") || key.find('%') != std::string_view::npos))
+      out.emplace_back(param.substr(eq + 1));
+  }
+  return out;
+}
+
+// What libpq may quote of a password in a key=value string it could not
+// split: every token that starts after the first password's '=' (a
+// keyword's place: after a blank or a closing quote, up to a blank or
+// '='), for where the value ends is unknown (`password=abc def`).
+std::vector<std::string> tokens_after_password(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t value = std::string_view::npos;
+  for (std::size_t p = s.find("password"); p != std::string_view::npos && value == std::string_view::npos;
+       p = s.find("password", p + 1)) {
+    std::size_t q = p + 8;
+    while (q < s.size() && blank(s[q])) ++q;
+    if (q < s.size() && s[q] == '=') value = q + 1;
+  }
+  if (value == std::string_view::npos) return out;
+  const std::string_view tail = s.substr(value);
+  for (std::size_t i = 0; i < tail.size(); ++i) {
+    if (blank(tail[i]) || (i > 0 && !blank(tail[i - 1]) && tail[i - 1] != '\'')) continue;
+    std::size_t e = i;
+    while (e < tail.size() && !blank(tail[e]) && tail[e] != '=') ++e;
+    if (e > i) out.emplace_back(tail.substr(i, e - i));
+  }
+  return out;
+}
+
 }  // namespace
 
 ConnectPlan connect_plan(const std::string& conninfo, const std::function<const char*(const char*)>& env) {
   ConnectPlan plan;
   std::map<std::string, std::string> given;
-  const bool uri = conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
-  if (uri || conninfo.find('=') != std::string::npos) {
-    char* err = nullptr;
-    PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
-    if (!opts) {  // libpq says why when it tries the string
-      if (err) PQfreemem(err);
-      return plan;
-    }
-    for (PQconninfoOption* o = opts; o->keyword; ++o)
-      if (o->val) given[o->keyword] = o->val;
-    PQconninfoFree(opts);
+  if (recognized(conninfo)) {
+    auto parsed = parse_conninfo(conninfo);
+    if (!parsed) return plan;  // libpq says why when it tries the string
+    given = std::move(*parsed);
   } else if (!conninfo.empty()) {
     given["dbname"] = conninfo;  // a bare database name, as libpq takes it
   }
@@ -289,90 +358,35 @@ ConnectPlan connect_plan(const std::string& conninfo, const std::function<const 
   return plan;
 }
 
-namespace {
-
-// Where the userinfo of the URI whose "scheme://" ends at `from` ends (its
-// '@'), found as libpq finds it: the first '@' before any '/'; npos when
-// the URI names no user.
-std::size_t userinfo_end(std::string_view text, std::size_t from) {
-  const std::size_t at = text.find_first_of("@/", from);
-  return at != std::string_view::npos && text[at] == '@' ? at : std::string_view::npos;
-}
-
-// The passwords a postgres:// or postgresql:// URI holds, as written (its
-// %-escapes not decoded): user:PASSWORD@ and ?password=, ?sslpassword=.
-std::vector<std::string> uri_passwords(std::string_view uri) {
-  std::vector<std::string> out;
-  const std::size_t scheme = uri.find("://");
-  if (scheme == std::string_view::npos) return out;
-  if (const std::size_t at = userinfo_end(uri, scheme + 3); at != std::string_view::npos) {
-    const std::size_t colon = uri.substr(0, at).find(':', scheme + 3);
-    if (colon != std::string_view::npos && colon + 1 < at) out.emplace_back(uri.substr(colon + 1, at - colon - 1));
-  }
-  for (std::size_t q = uri.find('?'); q != std::string_view::npos; q = uri.find('&', q + 1)) {
-    const std::string_view param = uri.substr(q + 1, uri.find('&', q + 1) - q - 1);
-    for (std::string_view key : {"password=", "sslpassword="})
-      if (param.rfind(key, 0) == 0 && param.size() > key.size()) out.emplace_back(param.substr(key.size()));
-  }
-  return out;
-}
-
-// `msg`, libpq's reason for refusing `conninfo`, with every password in it
-// replaced by ***.  libpq quotes a malformed URI whole (`"postgresql://
-// app:S3cret@[::1/db"`), or one token of it (a password with a bad
-// %-escape: `"S3%zz"`), and the message is printed, where a service
-// manager's journal keeps it.  Three shapes are covered: a URI's
-// user:PASSWORD@, a password=VALUE pair (a URI's query or a key=value
-// string; sslpassword too), and a quoted token that is one of the URI's
-// passwords.
 std::string redact_passwords(std::string msg, std::string_view conninfo) {
-  for (std::size_t p = msg.find("://"); p != std::string::npos; p = msg.find("://", p + 3)) {
-    const std::string_view before = std::string_view(msg).substr(0, p);
-    if (!before.ends_with("postgres") && !before.ends_with("postgresql")) continue;
-    const std::size_t at = userinfo_end(msg, p + 3);
-    if (at == std::string::npos) continue;
-    const std::size_t colon = msg.find(':', p + 3);
-    if (colon < at - 1) msg.replace(colon + 1, at - colon - 1, "***");
-  }
-  for (std::size_t p = msg.find("password="); p != std::string::npos; p = msg.find("password=", p + 1)) {
-    const std::size_t value = p + 9;
-    std::size_t end = value;
-    if (end < msg.size() && msg[end] == '\'') {  // a key=value string's quoted value, \' escaped
-      for (++end; end < msg.size() && msg[end] != '\''; ++end)
-        if (msg[end] == '\\') ++end;
-      end = std::min(end + 1, msg.size());
-    } else {
-      end = std::min(msg.find_first_of("&\" \t\n", value), msg.size());
-    }
-    if (end > value) msg.replace(value, end - value, "***");
-  }
-  if (conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0) {
-    for (const auto& pw : uri_passwords(conninfo)) {
-      const std::string quoted = "\"" + pw + "\"";
-      for (std::size_t p = msg.find(quoted); p != std::string::npos; p = msg.find(quoted, p + 5))
-        msg.replace(p, quoted.size(), "\"***\"");
+  const bool uri = is_uri(conninfo);
+  const auto secrets = uri ? uri_passwords(conninfo) : tokens_after_password(conninfo);
+  // A secret reads *** where the message has it between two of the marks
+  // libpq puts around what it quotes: "…", and in a URI quoted whole
+  // user:…@, password=…& and password=…" (a word of libpq's own text that
+  // holds a short secret stays as it is).
+  bool hidden = false;
+  for (const auto& secret : secrets) {
+    if (secret.empty()) continue;
+    for (std::size_t p = msg.find(secret); p != std::string::npos; p = msg.find(secret, p + 1)) {
+      const std::size_t end = p + secret.size();
+      if ((p > 0 && std::string_view(":=\"").find(msg[p - 1]) == std::string_view::npos) ||
+          (end < msg.size() && std::string_view("@&\"").find(msg[end]) == std::string_view::npos))
+        continue;
+      msg.replace(p, secret.size(), "***");
+      hidden = true;
     }
   }
+  if (hidden && !uri) msg += " (*** is a token after password=; a value with a space is quoted: password='a b')";
   return msg;
 }
 
-}  // namespace
-
-// The same test as libpq's recognized_connection_string(): what
-// PQconnectStartParams would expand rather than take as a database name.
 std::optional<std::string> conninfo_error(const std::string& conninfo) {
-  const bool uri = conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
-  if (!uri && conninfo.find('=') == std::string::npos) return std::nullopt;
-  char* err = nullptr;
-  PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
-  if (opts) {
-    PQconninfoFree(opts);
-    return std::nullopt;
-  }
-  std::string msg = err ? err : "out of memory";
-  if (err) PQfreemem(err);
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  return redact_passwords(std::move(msg), conninfo);
+  if (!recognized(conninfo)) return std::nullopt;
+  std::string why;
+  if (parse_conninfo(conninfo, &why)) return std::nullopt;
+  // Redacted before its blanks are folded: a password may hold a tab.
+  return clean(redact_passwords(std::move(why), conninfo).c_str());
 }
 
 Connection::Connection(asio::any_io_executor ex, std::string conninfo, std::string name)

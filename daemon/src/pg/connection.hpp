@@ -234,12 +234,22 @@ struct ConnectParams {
 };
 
 // Why libpq would refuse `conninfo` before connecting (an unknown keyword,
-// a malformed key=value string or URI), in libpq's words with any password
-// they quote replaced by *** (user:***@, password=***); nullopt when it
-// parses.  A bare database name (no '=', not a URI) is not parsed: libpq
-// takes it whole as dbname.  What the values name (a host, a database, a
-// role) is not checked: that takes a connection.
+// a malformed key=value string or URI), in libpq's words with no part of a
+// password in them (redact_passwords); nullopt when it parses.  A bare
+// database name (no '=', not a URI) is not parsed: libpq takes it whole as
+// dbname.  What the values name (a host, a database, a role) is not
+// checked: that takes a connection.
 std::optional<std::string> conninfo_error(const std::string& conninfo);
+
+// `msg`, libpq's reason for refusing `conninfo`, with no part of a password
+// in it.  libpq quotes what it could not read: a URI whole, or one token.
+// A URI's passwords (user:PASSWORD@, ?password= and ?sslpassword= values)
+// are found as libpq finds them and read *** wherever the message quotes
+// them; in a key=value string that libpq could not split, where a password
+// ends is unknown (`password=abc def` is two tokens), so every token after
+// a password keyword that the message quotes reads "***"
+// (`missing "=" after "***"`), a keyword misspelt there too.
+std::string redact_passwords(std::string msg, std::string_view conninfo);
 
 // One connection; statements are serialized in FIFO order (one at a time on
 // the wire).  Connects lazily.  All waits are asynchronous: nothing blocks
