@@ -475,7 +475,15 @@ TEST(ParseArgs, MixedArguments) {
   EXPECT_EQ(p.positional, (Args{"kind", "{\"a\":1}"}));
   EXPECT_EQ(p.options.at("--queue"), (Args{"q1", "q2"}));
   EXPECT_EQ(p.options.at("after"), Args{"5"});
-  EXPECT_EQ(p.flags, (std::set<std::string>{"--follow"}));
+  EXPECT_EQ(p.flags, (std::multiset<std::string>{"--follow"}));
+}
+
+// A switch given twice is there twice, for the caller to refuse as it
+// refuses an option's second value (--json --json was taken silently).
+TEST(ParseArgs, RepeatedSwitchCounts) {
+  const ParsedArgs p = parse_args({"--json", "x", "--json", "--wait"}, {}, {"--json", "--wait"});
+  EXPECT_EQ(p.flags.count("--json"), 2u);
+  EXPECT_EQ(p.flags.count("--wait"), 1u);
 }
 
 TEST(ParseArgs, PositionalForms) {

@@ -42,6 +42,12 @@ expect_usage '--no-overlap is not an option of submit' submit noop --no-overlap
 expect_usage '--queue is given more than once' submit noop --queue a --queue b
 expect_usage '--max-queued is given more than once' configure-queue q --max-queued none --max-queued 5
 expect_usage '--from is given more than once' tail 1 --from 1 --from 2
+# ... and a switch given twice, as a value is (--json --json was taken)
+expect_usage 'bgexec jobs: --json is given more than once' jobs --json --json
+expect_usage '--wait is given more than once' submit noop --wait --wait
+expect_usage '--follow is given more than once' run-schedule n --follow --follow
+expect_usage '--all is given more than once' workers --all --all
+expect_usage '--no-overlap is given more than once' schedule s '0 0 * * *' noop --no-overlap --no-overlap
 expect_usage '--run-after is not an option of schedule' schedule s '0 0 * * *' noop --run-after +1h
 expect_usage '--idempotency-key is not an option of schedule' schedule s '0 0 * * *' noop --idempotency-key k
 expect_usage '--run-after is not an option of stop' stop 1 --run-after +1h
@@ -149,6 +155,8 @@ expect_usage '--config is given more than once' worker --config "$E2E_DIR/db.jso
 expect_usage '--lease: expected a duration greater than 0' worker --queue a --queue=b --action x=/bin/x --action=y=/bin/y --lease 0
 expect_usage 'bgexec serve: --pool is given more than once' serve --tokens "$E2E_DIR/tokens.json" --listen 127.0.0.1:0 --pool 5 --pool=50
 expect_usage 'bgexec bench: --jobs is given more than once' bench --jobs 5 --jobs=50
+expect_usage 'bgexec bench: --keep is given more than once' bench --keep --keep
+expect_usage 'bgexec bench: --scaling is given more than once' bench --scaling --skip-rss --scaling
 # A config file that is not JSON names the parser's reason and place, as
 # the CLI does for a JSON argument (it said "not valid JSON" alone).
 printf '{"lease": 20,\n "grace": 5,\n}\n' >"$E2E_DIR/comma.json"

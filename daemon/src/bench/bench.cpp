@@ -805,9 +805,11 @@ Options parse_options(const std::vector<std::string>& args) {
   auto p = core::parse_args(args, values, flags);
   if (!p.positional.empty()) throw core::ConfigError("unexpected argument \"" + p.positional[0] + "\"");
   // One value each, as the worker and the client commands take theirs: of
-  // two, the last won unnoticed.
+  // two, the last won unnoticed; a switch once too (--keep --keep).
   for (const auto& [name, given] : p.options)
     if (given.size() > 1) throw core::ConfigError(name + " is given more than once");
+  for (const auto& name : p.flags)
+    if (p.flags.count(name) > 1) throw core::ConfigError(name + " is given more than once");
   Options o;
   if (const char* e = std::getenv("BGEXEC_DB"); e && *e) o.db = e;
   auto get = [&](const std::string& k) -> const std::string* {

@@ -1206,9 +1206,10 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         return usage;
       }
     // One value each: of two, one would win unnoticed (submit --queue a
-    // --queue b went to b), as the gateway refuses a repeated parameter.
-    for (auto& [name, values] : parsed.options)
-      if (values.size() > 1) {
+    // --queue b went to b), as the gateway refuses a repeated parameter;
+    // a switch too, once (--json --json was taken silently).
+    for (auto& name : given)
+      if ((parsed.options.count(name) && parsed.options.at(name).size() > 1) || parsed.flags.count(name) > 1) {
         std::cerr << "bgexec " << cmd << ": " << name << " is given more than once\n";
         return usage;
       }

@@ -62,7 +62,7 @@ std::string worker_usage();
 struct ParsedArgs {
   std::vector<std::string> positional;
   std::map<std::string, std::vector<std::string>> options;
-  std::set<std::string> flags;
+  std::multiset<std::string> flags;  // a switch given twice is here twice
 };
 
 // Generic parser for the client subcommands. Accepts `--opt value`,
