@@ -64,6 +64,16 @@ expect_full "bgexec submit: cannot write output: No space left on device \\(job 
 next=$((id + 3))
 expect_full "bgexec submit: cannot write output: No space left on device \\(job $next was submitted\\)" \
   submit noop --queue nobody --follow
+# bench's results table: its printf calls failed unnoticed, exit 0.  Its
+# progress notes go to stderr, the failure last.
+set +e
+timeout 120 "$BGEXEC" bench --jobs 20 --rounds 1 --workers 1 --concurrency 2 --pickup-jobs 3 --pickup-gap-ms 1 \
+  --skip-reference --skip-rss >/dev/full 2>"$E2E_DIR/bench.err"
+rc=$?
+set -e
+((rc == 6)) || fail "bench > /dev/full: exit $rc (expected 6): $(tail -3 "$E2E_DIR/bench.err")"
+[[ $(tail -1 "$E2E_DIR/bench.err") == 'bgexec bench: cannot write output: No space left on device' ]] \
+  || fail "bench > /dev/full: stderr ends $(tail -1 "$E2E_DIR/bench.err")"
 # The worker logs on stderr and prints nothing: its stdout on /dev/full
 # changes nothing (only the help texts check their writes).
 "$BGEXEC" worker --id full --queue full >/dev/full 2>"$E2E_DIR/full.log" &

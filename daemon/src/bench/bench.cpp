@@ -857,11 +857,22 @@ std::string fmt(double x, int prec = 0) {
   return buf;
 }
 
-void print_table(const json& r) {
-  auto row = [](const std::string& k, const std::string& v, const std::string& target = "") {
-    std::printf("  %-40s %18s   %s\n", k.c_str(), v.c_str(), target.c_str());
+// The results table, printed by run_bench as one text (core::print: a
+// failed write is its exit status, as for every command that prints).
+std::string results_table(const json& r) {
+  std::string out;
+  auto add = [&out](const char* format, auto... args) {
+    const int n = std::snprintf(nullptr, 0, format, args...);
+    if (n <= 0) return;
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(n) + 1);
+    std::snprintf(out.data() + at, static_cast<std::size_t>(n) + 1, format, args...);
+    out.pop_back();  // snprintf's '\0'
   };
-  std::printf("\nbgexec bench  (%s)\n", r["config"]["summary"].get<std::string>().c_str());
+  auto row = [&](const std::string& k, const std::string& v, const std::string& target = "") {
+    add("  %-40s %18s   %s\n", k.c_str(), v.c_str(), target.c_str());
+  };
+  add("\nbgexec bench  (%s)\n", r["config"]["summary"].get<std::string>().c_str());
   row("metric", "value", "target");
   if (r.contains("reference_update_tps")) row("reference UPDATE tps (pgbench)", fmt(r["reference_update_tps"], 0));
   row("enqueue jobs/s", fmt(r["enqueue_jobs_per_s"], 0));
@@ -911,7 +922,7 @@ void print_table(const json& r) {
     const auto& s = r["scaling"];
     for (const char* st : {"empty", "loaded"}) {
       const auto& x = s[st];
-      std::printf("\n  scaling: %s (jobs %lld, queued %lld, events %lld)\n", st, x["tables"]["jobs"].get<long long>(),
+      add("\n  scaling: %s (jobs %lld, queued %lld, events %lld)\n", st, x["tables"]["jobs"].get<long long>(),
                   x["tables"]["queued"].get<long long>(), x["tables"]["events"].get<long long>());
       row("claim p50 / p99 ms", fmt(x["claim"]["claim_p50_ms"], 3) + " / " + fmt(x["claim"]["claim_p99_ms"], 3));
       row("finish p50 / p99 ms", fmt(x["claim"]["finish_p50_ms"], 3) + " / " + fmt(x["claim"]["finish_p99_ms"], 3));
@@ -924,7 +935,7 @@ void print_table(const json& r) {
     }
     row("claim p99 loaded / empty", fmt(s["claim_p99_loaded_over_empty"], 2) + "x", "<= 2x");
     if (s.contains("trickle")) {
-      std::printf("\n  scaling: idle workers, single submits 2 ms apart (commits/job, host CPU ms/job, pickup p50/p99 ms)\n");
+      add("\n  scaling: idle workers, single submits 2 ms apart (commits/job, host CPU ms/job, pickup p50/p99 ms)\n");
       for (const auto& t : s["trickle"])
         row("trickle " + std::to_string(t["workers"].get<int>()) + " workers x " +
                 std::to_string(t["concurrency"].get<int>()),
@@ -933,8 +944,8 @@ void print_table(const json& r) {
                 fmt(t["pickup_p50_ms"], 2) + "/" + fmt(t["pickup_p99_ms"], 2));
     }
   }
-  std::printf("\n");
-  std::fflush(stdout);
+  add("\n");
+  return out;
 }
 
 }  // namespace
@@ -1069,7 +1080,9 @@ int run_bench(const std::vector<std::string>& args) {
     return 3;
   }
 
-  print_table(r);
+  // A table that could not be written whole is exit 6 (141 to a closed
+  // pipe), as for every command: its printf calls failed unnoticed, exit 0.
+  const int printed = core::print("bgexec bench", results_table(r), bad == 0 ? 0 : 1);
   if (!o.json_path.empty()) {
     std::ofstream f(o.json_path);
     f << r.dump(2) << "\n";
@@ -1078,7 +1091,7 @@ int run_bench(const std::vector<std::string>& args) {
       return 3;
     }
   }
-  return bad == 0 ? 0 : 1;
+  return printed;
 }
 
 }  // namespace bgexec::bench
