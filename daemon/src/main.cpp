@@ -136,11 +136,15 @@ int run_worker(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
-  // The usage, --help and version print on stdout, failing as the client
-  // commands do when it cannot be written (core::print): `bgexec version
-  // >/dev/full` exited 0.
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help")
-    return bgexec::core::print("bgexec", usage_text, args.empty() ? 2 : 0);
+  // --help and version print on stdout, failing as the client commands do
+  // when it cannot be written (core::print): `bgexec version >/dev/full`
+  // exited 0.  No command is a usage error, its usage on stderr as for an
+  // unknown command: exit 2 whatever stdout is (to /dev/full it was 6).
+  if (args.empty()) {
+    std::cerr << usage_text;
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") return bgexec::core::print("bgexec", usage_text);
   // Like every other setting, a bad value is refused, not silently ignored;
   // empty counts as unset, names are case-insensitive.
   if (const char* lvl = std::getenv("BGEXEC_LOG_LEVEL"); lvl && *lvl) {

@@ -64,6 +64,14 @@ expect_full "bgexec submit: cannot write output: No space left on device \\(job 
 next=$((id + 3))
 expect_full "bgexec submit: cannot write output: No space left on device \\(job $next was submitted\\)" \
   submit noop --queue nobody --follow
+# No command at all is a usage error, exit 2 whatever stdout is: the usage
+# goes to stderr, as for an unknown command (it went to stdout, and to
+# /dev/full the exit was 6).
+for args in "" "nosuchcommand"; do
+  set +e; "$BGEXEC" $args >/dev/full 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 2)) || fail "bgexec $args > /dev/full: exit $rc (expected 2): $(cat "$E2E_DIR/err")"
+  grep -q '^usage: bgexec COMMAND' "$E2E_DIR/err" || fail "bgexec $args: no usage on stderr: $(cat "$E2E_DIR/err")"
+done
 # bench's results table: its printf calls failed unnoticed, exit 0.  Its
 # progress notes go to stderr, the failure last.
 set +e
