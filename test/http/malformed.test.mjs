@@ -449,12 +449,15 @@ function answerBeforeBody(bytes, ms = 3000) {
 
 test('a body is read only from a request that may send one: 401 and 413 come before it', async () => {
   const before = count();
-  // /v1 without a valid token: 401 before its 1 MiB body, and the connection closed.
+  // /v1 without a valid token: 401 before its body, and the connection
+  // closed; over 1 MiB too (it was 413 "larger than 64 KiB").
   for (const auth of ['', 'Authorization: Bearer wrong\r\n']) {
-    const out = await answerBeforeBody(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\n` +
-      `Content-Length: ${1 << 20}\r\n\r\n`);
-    assert.match(out, /^HTTP\/1\.1 401 /, JSON.stringify(out.slice(0, 120)));
-    assert.match(out, /\r\nConnection: close\r\n/i);
+    for (const length of [1 << 20, (1 << 20) + 1]) {
+      const out = await answerBeforeBody(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\n` +
+        `Content-Length: ${length}\r\n\r\n`);
+      assert.match(out, /^HTTP\/1\.1 401 /, JSON.stringify(out.slice(0, 120)));
+      assert.match(out, /\r\nConnection: close\r\n/i);
+    }
     const chunked = await answerBeforeBody('POST /v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
     assert.match(chunked, /^HTTP\/1\.1 401 /, JSON.stringify(chunked.slice(0, 120)));
   }
@@ -470,6 +473,11 @@ test('a body is read only from a request that may send one: 401 and 413 come bef
   assert.match(chunks, /^HTTP\/1\.1 413 /, JSON.stringify(chunks.slice(0, 120)));
   const small = await rawRequest('GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
   assert.match(small, /^HTTP\/1\.1 200 /, JSON.stringify(small.slice(0, 120)));
+  // With a token, 1 MiB at most, refused before it is sent.
+  const over = await answerBeforeBody(`POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${(1 << 20) + 1}\r\n\r\n`);
+  assert.match(over, /^HTTP\/1\.1 413 /, JSON.stringify(over.slice(0, 120)));
+  assert.match(over, /larger than 1 MiB"/);
   // With a token, a body as before: the job is submitted.
   const queue = uniq('body-token');
   const body = JSON.stringify({ kind: 'noop', queue });

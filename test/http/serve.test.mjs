@@ -95,6 +95,9 @@ test('a tokens file that is not valid JSON, has no tokens, a token twice or an e
     // an empty token is named as such (it was blamed on the role)
     ['{"": "tenant_a"}', /^bgexec serve: \S+badtok\.json: a token must not be empty\n$/],
     ['{"t": ""}', /^bgexec serve: \S+badtok\.json: every token must map to a role name\n$/],
+    // one no request could present: a header's value is trimmed of its blanks
+    ...['{"tok ": "tenant_a"}', '{" tok": "tenant_a"}', '{"to\\tk\\u0001": "tenant_a"}', '{"t": "tenant_a", "u\\t": "tenant_b"}']
+      .map((t) => [t, /^bgexec serve: \S+badtok\.json: a token must not begin or end with a blank, nor hold a control character\n$/]),
   ]) {
     writeFileSync(`${dir}/badtok.json`, text);
     const r = spawnSync(process.env.BGEXEC_BIN, ['serve', '--tokens', `${dir}/badtok.json`, ...listen],

@@ -931,7 +931,10 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       std::optional<HttpError> framing;
       Target target;
       bool body_unread = false;  // a /v1 request without a token: 401, and closed
-      parser.body_limit(max_body);
+      // No bound on the body until the token is known (below): past it, the
+      // header read failed with body_limit, and a /v1 request without a
+      // token was 413 for its length where README promises 401.
+      parser.body_limit(boost::none);
       parser.header_limit(64 * 1024);  // the README's bound, as the buffer's
       stream.expires_after(idle_timeout);
       beast::error_code ec;
@@ -943,21 +946,25 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
         if (!ec) framing = transfer_coding_error(parser.get(), parser.chunked());
         if (!ec && !framing) framing = request_form_error(parser.get());
         if (!ec && !framing) target = split_target(parser.get().target());
-        if (!ec && !framing && !parser.is_done() &&
-            !authenticate(parser.get(), target.qs, events_path(target.seg))) {
-          // The body only for a request that may send one (above).
-          if (!target.seg.empty() && target.seg[0] == "v1")
+        if (!ec && !framing && !parser.is_done()) {
+          // The body only for a request that may send one (above).  A
+          // Content-Length over the bound is refused here; a chunked body
+          // fails its read at the chunk that passes it (body_limit, 413 below).
+          const bool token = authenticate(parser.get(), target.qs, events_path(target.seg)) != nullptr;
+          const std::uint64_t limit = token ? max_body : max_body_without_token;
+          if (!token && !target.seg.empty() && target.seg[0] == "v1")
             body_unread = true;
-          else if (parser.content_length().value_or(0) > max_body_without_token)
+          else if (parser.content_length().value_or(0) > limit)
             framing = http_error(bhttp::status::payload_too_large, "54000",
-                                 "request body is larger than 64 KiB (without a token)");
+                                 token ? "request body is larger than 1 MiB"
+                                       : "request body is larger than 64 KiB (without a token)");
           else
-            parser.body_limit(max_body_without_token);  // a chunked body's (before any of it is read)
+            parser.body_limit(limit);  // before any of the body is read
         }
         if (!ec && !framing && !body_unread && !parser.is_done()) {
           // A client that asked to be invited waits for it before sending the
-          // body (curl: 1 s).  A Content-Length over the limit never gets here:
-          // the header read already failed with body_limit (413 below).
+          // body (curl: 1 s).  A Content-Length over the limit never gets here
+          // (above).
           if (parser.get().version() >= 11 &&
               beast::iequals(parser.get()[bhttp::field::expect], "100-continue")) {
             bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, parser.get().version()};

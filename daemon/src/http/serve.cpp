@@ -199,6 +199,14 @@ int run_serve(const std::vector<std::string>& args) {
     if (j.empty()) throw std::runtime_error(tokens_file + " has no tokens: it must map at least one token to a role");
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (it.key().empty()) throw std::runtime_error(tokens_file + ": a token must not be empty");
+      // One no request could present: a header's value loses its blanks at
+      // either end (the gateway trims them too), and holds no control
+      // character.  Taken, it was a token that could never authenticate.
+      const std::string& t = it.key();
+      if (t.front() == ' ' || t.front() == '\t' || t.back() == ' ' || t.back() == '\t' ||
+          std::any_of(t.begin(), t.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+        throw std::runtime_error(tokens_file +
+                                 ": a token must not begin or end with a blank, nor hold a control character");
       if (!it.value().is_string() || it.value().get<std::string>().empty())
         throw std::runtime_error(tokens_file + ": every token must map to a role name");
       cfg.tokens[it.key()] = it.value().get<std::string>();
