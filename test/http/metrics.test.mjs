@@ -253,3 +253,35 @@ test('a job finished just before the gateway started is not counted by its secon
     gw.kill();
   }
 });
+
+// A scrape reads each queued job once: the gauges count them, and the queue
+// names (with their workers) come from bgexec._queue_names, which finds a
+// queue's active jobs by one index descent.  It read them through
+// queue_stats too, which counted every queued job a second time.  The index
+// entries the claim index gave out (pg_stat_user_indexes, flushed when the
+// gateway's statement ends) stay below 1.5 per queued job.
+test('a scrape reads each queued job once', { timeout: 60000 }, async () => {
+  const gw = await startGateway(0);
+  const queue = uniq('metrics-once');
+  const n = 3000;
+  try {
+    psql(`SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', '${queue}'))
+                                                     FROM generate_series(1, ${n})))`);
+    const reads = () => Number(psql(`SELECT idx_tup_read FROM pg_stat_user_indexes
+                                      WHERE indexrelid = 'bgexec.job_runnable_idx'::regclass`));
+    await sleep(1100);  // the gateway's sessions flush their counts when the statement ends
+    const before = reads();
+    const m = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.equal(value(m, `bgexec_jobs{queue="${queue}",status="queued"}`), n);
+    let read = 0;
+    for (let i = 0; i < 150 && read < n; i++) {
+      await sleep(100);
+      read = reads() - before;
+    }
+    assert.ok(read >= n, `the scrape's reads were never flushed (${read})`);
+    assert.ok(read < 1.5 * n, `a scrape read ${read} entries of job_runnable_idx with ${n} jobs queued`);
+  } finally {
+    gw.kill();
+    psql(`DELETE FROM bgexec.job WHERE queue = '${queue}'`);
+  }
+});

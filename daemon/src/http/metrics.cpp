@@ -35,8 +35,16 @@ constexpr const char* commit_margin = "5 seconds";
 // timestamptz's text under DateStyle SQL in Asia/Kolkata it read "… IST",
 // which PostgreSQL reads as Israel's time, and every scrape's window was
 // empty from then on.  'queue' rows name the known
-// queues: queue_stats reads as its owner, so it names every tenant's
-// queues whatever RLS lets the login role count.  $1: the previous scrape's
+// queues, those queue_stats lists, from bgexec._queue_names: it reads as its
+// owner, as queue_stats does, so it names every tenant's queues whatever RLS
+// lets the login role count, and it counts no job (queue_stats counted
+// every queued one a second time).  The active jobs are counted once, by
+// bgexec._active_counts() as the login role (no JIT, no parallel workers:
+// under RLS the planner costed the empty running set like half the table).
+// Both window bounds are columns of w, so that they are conditions of
+// job_finished_idx under RLS too: a bound written as coalesce(...) in the
+// WHERE was not (coalesce counts as leaky), and a tenant login role's
+// scrape walked every finished job (1 s at 1M).  $1: the previous scrape's
 // watermark; on the first scrape, NULL, and the window starts $3 ago: when
 // the gateway started (its uptime on the host's clock), so the counters
 // count from there, not from the first scrape; nor from before it: within
@@ -52,24 +60,15 @@ constexpr const char* commit_margin = "5 seconds";
 // ->> with its untyped key, = of the enum job_status (fin's and active's
 // status are text).
 const char* metrics_sql = R"SQL(
-WITH w AS (SELECT greatest(now() - $2::interval, now() - $3::interval) AS cur),
+WITH w AS (SELECT greatest(now() - $2::interval, now() - $3::interval) AS cur,
+                  coalesce($1::timestamptz, now() - $3::interval) AS lo),
 fin AS (
   SELECT j.queue, j.status::text AS status, j.attempt, j.error OPERATOR(pg_catalog.->>) 'reason' AS reason,
          j.error OPERATOR(pg_catalog.?) 'attempt' AS by_watchdog,
          CASE WHEN isfinite(j.started_at) THEN extract(epoch FROM j.finished_at - j.started_at)::float8 END AS s
     FROM bgexec.job j, w
-   WHERE j.finished_at > coalesce($1::timestamptz, now() - $3::interval) AND j.finished_at <= w.cur),
-active AS (
-  SELECT queue, 'queued' AS status, count(*) AS n,
-         extract(epoch FROM now() - min(run_after)
-                 FILTER (WHERE run_after <= now() AND isfinite(run_after)))::float8 AS oldest
-    FROM bgexec.job WHERE status OPERATOR(pg_catalog.=) 'queued' GROUP BY queue
-  UNION ALL
-  SELECT queue, 'running', count(*), NULL FROM bgexec.job
-   WHERE status OPERATOR(pg_catalog.=) 'running' GROUP BY queue
-  UNION ALL
-  SELECT queue, 'suspended', count(*), NULL FROM bgexec.job
-   WHERE status OPERATOR(pg_catalog.=) 'suspended' GROUP BY queue)
+   WHERE j.finished_at > w.lo AND j.finished_at <= w.cur),
+active AS (SELECT queue, status, n, oldest FROM bgexec._active_counts())
 -- v through numeric, whose text has every digit whatever extra_float_digits
 -- is set to (at -15, a float8 count of 17 read 20)
 SELECT m, l1, l2, v::numeric FROM (
@@ -77,7 +76,7 @@ SELECT 'watermark' AS m,
        (SELECT pg_catalog.to_char(cur AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM w) AS l1,
        NULL AS l2, NULL::float8 AS v
 UNION ALL
-SELECT 'queue', queue, NULL, workers::float8 FROM bgexec.queue_stats
+SELECT 'queue', queue, NULL, workers::float8 FROM bgexec._queue_names
 UNION ALL
 SELECT 'active', queue, status, n::float8 FROM active
 UNION ALL
