@@ -3466,6 +3466,8 @@ COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interva
 -- run_after of -infinity (only a direct write can store one: submit refuses
 -- it) has no age: it is left out of oldest_queued_age rather than failing
 -- the view for every reader ("cannot subtract infinite timestamps").
+-- _queue_names lists the same queues and workers without counting jobs
+-- (GET /metrics): keep its names and claiming in step (regress counts).
 CREATE VIEW bgexec.queue_stats AS
 	WITH fin AS (
 		SELECT c.queue,
@@ -3553,7 +3555,7 @@ COMMENT ON VIEW bgexec.worker_stats IS
 -- descent per queue of the partial index of each active status (a loose
 -- index scan), so the cost follows the number of queues, not the backlog.
 -- Like queue_stats it reads as its owner: every tenant's queues.  Keep its
--- names and claiming in step with queue_stats'.
+-- names and claiming in step with queue_stats' (regress counts compares them).
 CREATE VIEW bgexec._queue_names AS
 	WITH RECURSIVE
 	queued(queue) AS (
