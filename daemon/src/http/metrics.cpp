@@ -41,10 +41,11 @@ constexpr const char* commit_margin = "5 seconds";
 // every queued one a second time).  The active jobs are counted once, by
 // bgexec._active_counts() as the login role (no JIT, no parallel workers:
 // under RLS the planner costed the empty running set like half the table).
-// Both window bounds are columns of w, so that they are conditions of
-// job_finished_idx under RLS too: a bound written as coalesce(...) in the
-// WHERE was not (coalesce counts as leaky), and a tenant login role's
-// scrape walked every finished job (1 s at 1M).  $1: the previous scrape's
+// fin's bounds are w's cur (now() is the transaction's start: the same
+// value) and coalesce($1, now() - $3) written as a CASE: under RLS a
+// coalesce counts as leaky, so it was no condition of job_finished_idx,
+// and a tenant login role's scrape walked every finished job (1 s at 1M);
+// as columns of w joined in, the planner could still scan job first.  $1: the previous scrape's
 // watermark; on the first scrape, NULL, and the window starts $3 ago: when
 // the gateway started (its uptime on the host's clock), so the counters
 // count from there, not from the first scrape; nor from before it: within
@@ -60,14 +61,14 @@ constexpr const char* commit_margin = "5 seconds";
 // ->> with its untyped key, = of the enum job_status (fin's and active's
 // status are text).
 const char* metrics_sql = R"SQL(
-WITH w AS (SELECT greatest(now() - $2::interval, now() - $3::interval) AS cur,
-                  coalesce($1::timestamptz, now() - $3::interval) AS lo),
+WITH w AS (SELECT greatest(now() - $2::interval, now() - $3::interval) AS cur),
 fin AS (
   SELECT j.queue, j.status::text AS status, j.attempt, j.error OPERATOR(pg_catalog.->>) 'reason' AS reason,
          j.error OPERATOR(pg_catalog.?) 'attempt' AS by_watchdog,
          CASE WHEN isfinite(j.started_at) THEN extract(epoch FROM j.finished_at - j.started_at)::float8 END AS s
-    FROM bgexec.job j, w
-   WHERE j.finished_at > w.lo AND j.finished_at <= w.cur),
+    FROM bgexec.job j
+   WHERE j.finished_at > CASE WHEN $1::timestamptz IS NULL THEN now() - $3::interval ELSE $1::timestamptz END
+     AND j.finished_at <= greatest(now() - $2::interval, now() - $3::interval)),
 active AS (SELECT queue, status, n, oldest FROM bgexec._active_counts())
 -- v through numeric, whose text has every digit whatever extra_float_digits
 -- is set to (at -15, a float8 count of 17 read 20)
