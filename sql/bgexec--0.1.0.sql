@@ -3460,102 +3460,17 @@ COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interva
 
 /* ---------------------------------------------------------------- views */
 
--- Terminal counts from queue_count; queued, running and suspended jobs (and
--- the oldest runnable one) through their partial indexes: the cost follows
--- the active jobs and the number of queues, not the retained history.  A
--- run_after of -infinity (only a direct write can store one: submit refuses
--- it) has no age: it is left out of oldest_queued_age rather than failing
--- the view for every reader ("cannot subtract infinite timestamps").
--- _queue_names lists the same queues and workers without counting jobs
--- (GET /metrics): keep its names and claiming in step (regress counts).
-CREATE VIEW bgexec.queue_stats AS
-	WITH fin AS (
-		SELECT c.queue,
-		       coalesce(sum(c.n) FILTER (WHERE c.status = 'completed'), 0)::bigint AS completed,
-		       coalesce(sum(c.n) FILTER (WHERE c.status = 'failed'), 0)::bigint AS failed,
-		       coalesce(sum(c.n) FILTER (WHERE c.status = 'cancelled'), 0)::bigint AS cancelled,
-		       coalesce(sum(c.n) FILTER (WHERE c.status = 'timed_out'), 0)::bigint AS timed_out
-		  FROM bgexec.queue_count c GROUP BY c.queue),
-	queued AS (
-		SELECT j.queue, count(*) AS queued,
-		       now() - min(j.run_after) FILTER (WHERE j.run_after <= now() AND isfinite(j.run_after))
-		           AS oldest_queued_age
-		  FROM bgexec.job j WHERE j.status = 'queued' GROUP BY j.queue),
-	running AS (
-		SELECT j.queue, count(*) AS running
-		  FROM bgexec.job j WHERE j.status = 'running' GROUP BY j.queue),
-	suspended AS (
-		SELECT j.queue, count(*) AS suspended
-		  FROM bgexec.job j WHERE j.status = 'suspended' GROUP BY j.queue),
-	-- Workers that claim from the queue: not stopped, a heartbeat within
-	-- the minute (or the lease, when longer).  worker_stats' alive also
-	-- counts a worker whose heartbeats stopped while a lease of its lives
-	-- on; such a worker claims nothing, and testing it costs a scan of
-	-- the running jobs per worker.
-	claiming AS (
-		SELECT qn AS queue, count(DISTINCT w.id) AS workers
-		  FROM bgexec.worker w CROSS JOIN LATERAL unnest(w.queues) AS qn
-		 WHERE w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)
-		 GROUP BY qn),
-	names AS (
-		SELECT name FROM bgexec.queue
-		UNION SELECT queue FROM fin
-		       WHERE completed <> 0 OR failed <> 0 OR cancelled <> 0 OR timed_out <> 0
-		UNION SELECT queue FROM queued
-		UNION SELECT queue FROM running
-		UNION SELECT queue FROM suspended)
-	SELECT n.name AS queue,
-	       coalesce(q.paused, false) AS paused,
-	       coalesce(qd.queued, 0) AS queued,
-	       coalesce(r.running, 0) AS running,
-	       coalesce(su.suspended, 0) AS suspended,
-	       coalesce(f.completed, 0) AS completed,
-	       coalesce(f.failed, 0) AS failed,
-	       coalesce(f.cancelled, 0) AS cancelled,
-	       coalesce(f.timed_out, 0) AS timed_out,
-	       qd.oldest_queued_age,
-	       q.max_queued, q.max_running, q.max_running_per_key,
-	       coalesce(cl.workers, 0) AS workers,
-	       q.rate_limit, CASE WHEN q.rate_limit IS NOT NULL THEN q.rate_period END AS rate_period
-	  FROM names n
-	  LEFT JOIN bgexec.queue q ON q.name = n.name
-	  LEFT JOIN fin f ON f.queue = n.name
-	  LEFT JOIN queued qd ON qd.queue = n.name
-	  LEFT JOIN running r ON r.queue = n.name
-	  LEFT JOIN suspended su ON su.queue = n.name
-	  LEFT JOIN claiming cl ON cl.queue = n.name;
-COMMENT ON VIEW bgexec.queue_stats IS
-	'per queue: job counts by status (fleet-wide, all owners), age of the oldest runnable job, caps, live workers claiming from it';
-
--- The running jobs are counted once for all workers: a lookup per worker
--- walked the index of every running job (no index has lease_owner), and
--- 1000 workers with 5000 jobs running took 1.8 s.  The join is removed
--- when neither column is read (the heartbeat's lookup of its own row).
-CREATE VIEW bgexec.worker_stats AS
-	SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.started_at, w.heartbeat_at,
-	       w.stopped_at,
-	       (w.stopped_at IS NULL AND coalesce(r.live, false)
-	        OR w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)) AS alive,
-	       coalesce(r.n, 0) AS in_flight
-	  FROM bgexec.worker w
-	  LEFT JOIN (SELECT j.lease_owner, count(*) AS n, bool_or(j.lease_expires_at > now()) AS live
-	               FROM bgexec.job j WHERE j.status = 'running'
-	              GROUP BY j.lease_owner) r ON r.lease_owner = w.id;
-COMMENT ON VIEW bgexec.worker_stats IS
-	'per worker: liveness (a heartbeat within a minute and its lease, or a live lease) and jobs in flight';
-
--- GET /metrics (daemon/src/http/metrics.cpp) names a series for every queue
--- queue_stats lists, with its workers, and counts the active jobs itself
--- (as its login role, under row-level security): reading the names from
--- queue_stats counted every queued job a second time (a scrape took 60 ms
--- with 100 000 queued as a superuser, and 2 s as a tenant role, JIT and
--- parallel workers included).  This view lists the same queues with the
--- same workers without counting any: a queue with a settings row, with
--- terminal counts in queue_count, or with an active job, found by one
--- descent per queue of the partial index of each active status (a loose
--- index scan), so the cost follows the number of queues, not the backlog.
--- Like queue_stats it reads as its owner: every tenant's queues.  Keep its
--- names and claiming in step with queue_stats' (regress counts compares them).
+-- _queue_names: the known queues and the live workers claiming from each,
+-- without counting any job: a queue with a settings row, with terminal
+-- counts in queue_count, or with an active job, found by one descent per
+-- queue of the partial index of each active status (a loose index scan),
+-- so the cost follows the number of queues, not the backlog.  queue_stats
+-- lists these; GET /metrics (daemon/src/http/metrics.cpp) names a series
+-- for each and counts the active jobs itself, as its login role under
+-- row-level security: reading the names from queue_stats counted every
+-- queued job a second time (a scrape took 60 ms with 100 000 queued as a
+-- superuser, and 2 s as a tenant role, JIT and parallel workers
+-- included).  Reads as its owner, as queue_stats: every tenant's queues.
 CREATE VIEW bgexec._queue_names AS
 	WITH RECURSIVE
 	queued(queue) AS (
@@ -3576,13 +3491,17 @@ CREATE VIEW bgexec._queue_names AS
 		SELECT (SELECT j.queue FROM bgexec.job j
 		         WHERE j.status = 'suspended' AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
 		  FROM suspended q WHERE q.queue IS NOT NULL),
-	-- as queue_stats' claiming
+	-- Workers that claim from the queue: not stopped, a heartbeat within
+	-- the minute (or the lease, when longer).  worker_stats' alive also
+	-- counts a worker whose heartbeats stopped while a lease of its lives
+	-- on; such a worker claims nothing, and testing it costs a scan of
+	-- the running jobs per worker.
 	claiming AS (
 		SELECT qn AS queue, count(DISTINCT w.id) AS workers
 		  FROM bgexec.worker w CROSS JOIN LATERAL unnest(w.queues) AS qn
 		 WHERE w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)
 		 GROUP BY qn),
-	-- as queue_stats' names (its fin: a queue with a non-zero terminal count)
+	-- a queue whose terminal counts are not all 0
 	names AS (
 		SELECT name FROM bgexec.queue
 		UNION SELECT c.queue FROM bgexec.queue_count c GROUP BY c.queue
@@ -3597,6 +3516,70 @@ CREATE VIEW bgexec._queue_names AS
 	  FROM names n LEFT JOIN claiming cl ON cl.queue = n.name;
 COMMENT ON VIEW bgexec._queue_names IS
 	'the queues queue_stats lists, with its workers, without counting their jobs (GET /metrics)';
+
+-- Terminal counts from queue_count; queued, running and suspended jobs (and
+-- the oldest runnable one) through their partial indexes: the cost follows
+-- the active jobs and the number of queues, not the retained history.  A
+-- run_after of -infinity (only a direct write can store one: submit refuses
+-- it) has no age: it is left out of oldest_queued_age rather than failing
+-- the view for every reader ("cannot subtract infinite timestamps").
+CREATE VIEW bgexec.queue_stats AS
+	WITH fin AS (
+		SELECT c.queue,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'completed'), 0)::bigint AS completed,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'failed'), 0)::bigint AS failed,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'cancelled'), 0)::bigint AS cancelled,
+		       coalesce(sum(c.n) FILTER (WHERE c.status = 'timed_out'), 0)::bigint AS timed_out
+		  FROM bgexec.queue_count c GROUP BY c.queue),
+	queued AS (
+		SELECT j.queue, count(*) AS queued,
+		       now() - min(j.run_after) FILTER (WHERE j.run_after <= now() AND isfinite(j.run_after))
+		           AS oldest_queued_age
+		  FROM bgexec.job j WHERE j.status = 'queued' GROUP BY j.queue),
+	running AS (
+		SELECT j.queue, count(*) AS running
+		  FROM bgexec.job j WHERE j.status = 'running' GROUP BY j.queue),
+	suspended AS (
+		SELECT j.queue, count(*) AS suspended
+		  FROM bgexec.job j WHERE j.status = 'suspended' GROUP BY j.queue)
+	SELECT n.queue,
+	       coalesce(q.paused, false) AS paused,
+	       coalesce(qd.queued, 0) AS queued,
+	       coalesce(r.running, 0) AS running,
+	       coalesce(su.suspended, 0) AS suspended,
+	       coalesce(f.completed, 0) AS completed,
+	       coalesce(f.failed, 0) AS failed,
+	       coalesce(f.cancelled, 0) AS cancelled,
+	       coalesce(f.timed_out, 0) AS timed_out,
+	       qd.oldest_queued_age,
+	       q.max_queued, q.max_running, q.max_running_per_key,
+	       n.workers,
+	       q.rate_limit, CASE WHEN q.rate_limit IS NOT NULL THEN q.rate_period END AS rate_period
+	  FROM bgexec._queue_names n
+	  LEFT JOIN bgexec.queue q ON q.name = n.queue
+	  LEFT JOIN fin f ON f.queue = n.queue
+	  LEFT JOIN queued qd ON qd.queue = n.queue
+	  LEFT JOIN running r ON r.queue = n.queue
+	  LEFT JOIN suspended su ON su.queue = n.queue;
+COMMENT ON VIEW bgexec.queue_stats IS
+	'per queue: job counts by status (fleet-wide, all owners), age of the oldest runnable job, caps, live workers claiming from it';
+
+-- The running jobs are counted once for all workers: a lookup per worker
+-- walked the index of every running job (no index has lease_owner), and
+-- 1000 workers with 5000 jobs running took 1.8 s.  The join is removed
+-- when neither column is read (the heartbeat's lookup of its own row).
+CREATE VIEW bgexec.worker_stats AS
+	SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.started_at, w.heartbeat_at,
+	       w.stopped_at,
+	       (w.stopped_at IS NULL AND coalesce(r.live, false)
+	        OR w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)) AS alive,
+	       coalesce(r.n, 0) AS in_flight
+	  FROM bgexec.worker w
+	  LEFT JOIN (SELECT j.lease_owner, count(*) AS n, bool_or(j.lease_expires_at > now()) AS live
+	               FROM bgexec.job j WHERE j.status = 'running'
+	              GROUP BY j.lease_owner) r ON r.lease_owner = w.id;
+COMMENT ON VIEW bgexec.worker_stats IS
+	'per worker: liveness (a heartbeat within a minute and its lease, or a live lease) and jobs in flight';
 
 -- GET /metrics' gauges: the active jobs per queue and status, each read
 -- once, as the caller (row-level security limits a tenant role to its own
