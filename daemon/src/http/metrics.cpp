@@ -41,12 +41,12 @@ constexpr const char* commit_margin = "5 seconds";
 // every queued one a second time).  The active jobs are counted once, by
 // bgexec._active_counts() as the login role (no JIT, no parallel workers:
 // under RLS the planner costed the empty running set like half the table).
-// fin's bounds are w's cur (now() is the transaction's start: the same
-// value) and coalesce($1, now() - $3) written as a CASE: under RLS a
-// coalesce counts as leaky, so it was no condition of job_finished_idx,
-// and a tenant login role's scrape walked every finished job (1 s at 1M);
-// as columns of w joined in, the planner could still scan job first.  $1: the previous scrape's
-// watermark; on the first scrape, NULL, and the window starts $3 ago: when
+// fin's bounds are written out in its WHERE, its upper one as w's cur (now()
+// is the transaction's start: the same value), its lower one as a CASE:
+// under RLS a coalesce counts as leaky, so coalesce($1, now() - $3) was no
+// condition of job_finished_idx, and a tenant login role's scrape walked
+// every finished job (1 s at 1M); as columns of w joined in, the planner
+// could still scan job first.  $1: the previous scrape's watermark; on the first scrape, NULL, and the window starts $3 ago: when
 // the gateway started (its uptime on the host's clock), so the counters
 // count from there, not from the first scrape; nor from before it: within
 // 5 s of the start the window ends at the start, not 5 s before, where the
