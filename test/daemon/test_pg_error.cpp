@@ -109,6 +109,32 @@ TEST(PgError, RedactPasswordsKeepsLibpqWords) {
             "x: \"postgres://h/db?pass%77ord=***&sslmode=require\"");
 }
 
+// A '/' or '@' written raw in a URI's password: libpq reads the rest of
+// it as port, host or database, and a connect's message quotes them.
+// Those pieces read *** as words, with a hint; a URI libpq reads as meant
+// is left alone.
+TEST(PgError, RedactPasswordsHidesAMisreadUriPassword) {
+  const std::string hint =
+      " (the URI's user info ends at its first '@' before a '/': a '/' or '@' in a password is written %2F or %40)";
+  EXPECT_EQ(redact_passwords("connect: invalid integer value \"se\" for connection option \"port\"",
+                             "postgresql://u:se/cret@h/db"),
+            "connect: invalid integer value \"***\" for connection option \"port\"" + hint);
+  EXPECT_EQ(redact_passwords("connect: FATAL: database \"cret@h/db\" does not exist",
+                             "postgresql://u:5432/cret@h/db"),
+            "connect: FATAL: database \"***@h/db\" does not exist" + hint);
+  EXPECT_EQ(redact_passwords("connect: could not translate host name \"ss@h\" to address: Name or service not known",
+                             "postgres://u:p@ss@h/db"),
+            "connect: could not translate host name \"***@h\" to address: Name or service not known" + hint);
+  // A piece inside a longer word stays: "se" in "server".
+  EXPECT_EQ(redact_passwords("connection to server at \"u\" failed", "postgresql://u:se/x@h"),
+            "connection to server at \"u\" failed" + hint);
+  // Read as meant: nothing hidden, no hint.
+  EXPECT_EQ(redact_passwords("connect: port 5 failed", "postgresql://u:a:b@localhost:5/db"), "connect: port 5 failed");
+  EXPECT_EQ(redact_passwords("connect: port 5 failed", "postgresql://localhost:5/db?user=u"),
+            "connect: port 5 failed");
+  EXPECT_EQ(redact_passwords("connect: port 5 failed", "host=h port=5"), "connect: port 5 failed");
+}
+
 // Runs `call` on `io` to its end; its exception is rethrown here.
 template <class T>
 T run(asio::io_context& io, asio::awaitable<T> call) {

@@ -143,6 +143,27 @@ expect_usage '--db: invalid connection string: missing "=" after "***"' \
 ! grep -q S3c "$E2E_DIR/err" || fail "a password's piece is shown: $(cat "$E2E_DIR/err")"
 expect_usage '--db: invalid connection string: invalid connection option "hots"' worker --db 'hots=h password=abc S3cretPw'
 ! grep -q S3c "$E2E_DIR/err" || fail "a password's piece is shown: $(cat "$E2E_DIR/err")"
+# A '/' written raw in a URI's password: libpq ends the user info at the
+# '/', and reads the password's first piece as the port, which the
+# connect's message quotes (`invalid integer value "S3c"`).  Those pieces
+# read *** in a client's, bench's, worker's and gateway's message, with the
+# escape named.
+misread='postgresql://u:S3c/retPw@h/db'
+uri_hint="a '/' or '@' in a password is written %2F or %40"
+for cmd in status bench worker serve; do
+  case $cmd in
+    status) args=(status 1 --db "$misread") ;;
+    bench) args=(bench --db "$misread") ;;
+    worker) args=(worker --db "$misread") ;;
+    serve) args=(serve --tokens "$E2E_DIR/tokens.json" --listen 127.0.0.1:0 --db "$misread") ;;
+  esac
+  set +e; timeout 3 "$BGEXEC" "${args[@]}" >"$E2E_DIR/out" 2>"$E2E_DIR/err"; set -e
+  # (the worker's and the gateway's log lines escape the quotes)
+  grep -qE 'invalid integer value \\?"\*\*\*\\?" for connection option' "$E2E_DIR/err" \
+    || fail "$cmd, a misread URI password: $(cat "$E2E_DIR/err")"
+  grep -qF "$uri_hint" "$E2E_DIR/err" || fail "$cmd, a misread URI password: no hint: $(cat "$E2E_DIR/err")"
+  ! grep -q S3c "$E2E_DIR/err" || fail "$cmd: a password's piece is shown: $(cat "$E2E_DIR/err")"
+done
 # A worker, serve or bench flag given twice is refused, as a client's
 # option is, in either spelling: the last value won unnoticed (--lease 5
 # --lease 60 ran with 60).  --queue and --action add up, as documented.

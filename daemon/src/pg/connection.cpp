@@ -298,6 +298,31 @@ std::vector<std::string> tokens_after_password(std::string_view s) {
   return out;
 }
 
+// What a URI's writer meant as its password, in pieces, when libpq reads
+// it otherwise: libpq ends the user info at the first '@' before any '/',
+// so a '/' or '@' written raw in a password puts the rest of it in the
+// host, port or database (`postgresql://u:se/cret@h/db` is host u, port
+// "se", database "cret@h/db"), where a connect's message may quote it.
+// The meant password runs from the first ':' after "://" to the last '@'
+// before any '?'; its pieces are split where libpq splits.  None when
+// libpq reads the same user info.
+std::vector<std::string> misread_password(std::string_view uri) {
+  std::vector<std::string> out;
+  const std::size_t from = uri.find("://") + 3;
+  const std::string_view head = uri.substr(from, uri.find('?', from) - from);
+  const std::size_t last_at = head.rfind('@'), colon = head.find(':');
+  if (last_at == std::string_view::npos || head.find_first_of("@/") == last_at || colon > last_at) return out;
+  const std::string_view meant = head.substr(colon + 1, last_at - colon - 1);
+  for (std::size_t i = 0; i <= meant.size();) {
+    const std::size_t e = std::min(meant.find_first_of("/:@", i), meant.size());
+    if (e > i) out.emplace_back(meant.substr(i, e - i));
+    i = e + 1;
+  }
+  return out;
+}
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '%'; }
+
 }  // namespace
 
 ConnectPlan connect_plan(const std::string& conninfo, const std::function<const char*(const char*)>& env) {
@@ -378,6 +403,17 @@ std::string redact_passwords(std::string msg, std::string_view conninfo) {
     }
   }
   if (hidden && !uri) msg += " (*** is a token after password=; a value with a space is quoted: password='a b')";
+  // A misread password's pieces read *** wherever they stand as a word:
+  // libpq quotes a port or a host, the server names a database.
+  if (const auto pieces = uri ? misread_password(conninfo) : std::vector<std::string>{}; !pieces.empty()) {
+    for (const auto& piece : pieces)
+      for (std::size_t p = msg.find(piece); p != std::string::npos; p = msg.find(piece, p + 1)) {
+        const std::size_t end = p + piece.size();
+        if ((p > 0 && word_char(msg[p - 1])) || (end < msg.size() && word_char(msg[end]))) continue;
+        msg.replace(p, piece.size(), "***");
+      }
+    msg += " (the URI's user info ends at its first '@' before a '/': a '/' or '@' in a password is written %2F or %40)";
+  }
   return msg;
 }
 
@@ -448,7 +484,8 @@ asio::awaitable<void> Connection::connect() {
   if (plan.hosts.empty()) {
     ConnectParams params(conninfo_, name_);
     if (auto failed = co_await attempt(params, plan.timeout_s))
-      throw Error::lost(failed->timed_out ? "08001" : "08006", name_ + ": " + failed->message);
+      throw Error::lost(failed->timed_out ? "08001" : "08006",
+                        name_ + ": " + redact_passwords(failed->message, conninfo_));
     co_return;
   }
   // Each server in turn, as libpq's blocking connect tries them; why each
@@ -464,7 +501,7 @@ asio::awaitable<void> Connection::connect() {
     why += "host " + (host.host.empty() ? host.hostaddr : host.host) +
            (host.port.empty() ? "" : " port " + host.port) + ": " + failed->message;
   }
-  throw Error::lost(all_timed_out ? "08001" : "08006", name_ + ": " + why);
+  throw Error::lost(all_timed_out ? "08001" : "08006", name_ + ": " + redact_passwords(why, conninfo_));
 }
 
 asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(const ConnectParams& params,

@@ -248,7 +248,11 @@ std::optional<std::string> conninfo_error(const std::string& conninfo);
 // them; in a key=value string that libpq could not split, where a password
 // ends is unknown (`password=abc def` is two tokens), so every token after
 // a password keyword that the message quotes reads "***"
-// (`missing "=" after "***"`), a keyword misspelt there too.
+// (`missing "=" after "***"`), a keyword misspelt there too.  A connect's
+// message goes through it too: when a '/' or '@' written raw in a URI's
+// password made libpq read the rest of it as host, port or database, those
+// pieces read *** wherever they stand as a word, and a hint names the
+// escapes (%2F, %40).
 std::string redact_passwords(std::string msg, std::string_view conninfo);
 
 // One connection; statements are serialized in FIFO order (one at a time on

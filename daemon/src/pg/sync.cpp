@@ -22,7 +22,7 @@ SyncConnection::SyncConnection(const std::string& conninfo, std::string_view nam
   ConnectParams params(conninfo, name);
   conn_ = PQconnectdbParams(params.keywords.data(), params.values.data(), params.expand_dbname);
   if (PQstatus(conn_) != CONNECTION_OK) {
-    std::string msg = clean(PQerrorMessage(conn_));
+    std::string msg = redact_passwords(clean(PQerrorMessage(conn_)), conninfo);
     PQfinish(conn_);
     conn_ = nullptr;
     throw Error::lost("08006", "cannot connect: " + msg);
