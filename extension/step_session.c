@@ -183,6 +183,46 @@ end_marked(int64 job_id, int64 lease, bool signal)
 	return n;
 }
 
+/*
+ * At commit: sends SIGTERM to each backend of this database, not this one,
+ * whose transaction is marked as the step of a job under a lease this
+ * transaction took back (ends), once, as end_marked would for each.  One
+ * pass over the slots, under one acquisition of the lock: a pass over the
+ * slots for each lease took the lock 20 000 times at the commit of a
+ * reconcile that took back 20 000 leases.  Only marked slots are compared
+ * with the requests, so a lease requested twice still ends its session
+ * once.
+ */
+static void
+end_requested(void)
+{
+	LWLockAcquire(step_shared->lock, LW_SHARED);
+	for (int i = 0; i < step_shared->nslots; i++)
+	{
+		StepSlot   *s = &step_shared->slots[i];
+
+		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId)
+			continue;
+		for (int r = 0; r < nends; r++)
+		{
+			if (ends[r].job_id != s->job_id || ends[r].lease != s->lease)
+				continue;
+			/* As pg_terminate_backend: a backend leads its process group. */
+#ifdef HAVE_SETSID
+			if (kill(-s->pid, SIGTERM) == 0)
+#else
+			if (kill(s->pid, SIGTERM) == 0)
+#endif
+				ereport(LOG,
+						(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
+								": its lease " INT64_FORMAT " was taken back",
+								s->pid, s->job_id, s->lease)));
+			break;
+		}
+	}
+	LWLockRelease(step_shared->lock);
+}
+
 static void
 step_xact_callback(XactEvent event, void *arg)
 {
@@ -195,8 +235,7 @@ step_xact_callback(XactEvent event, void *arg)
 				/* A failure here must not turn a commit into an error. */
 				PG_TRY();
 				{
-					for (int i = 0; i < nends; i++)
-						end_marked(ends[i].job_id, ends[i].lease, true);
+					end_requested();
 				}
 				PG_CATCH();
 				{
@@ -355,9 +394,16 @@ bgexec_end_step_sessions(PG_FUNCTION_ARGS)
 	job_id = PG_GETARG_INT64(0);
 	lease = PG_GETARG_INT64(1);
 	register_callbacks();
-	for (int i = 0; i < nends; i++)
-		if (ends[i].job_id == job_id && ends[i].lease == lease && ends[i].level == level)
-			PG_RETURN_INT32(end_marked(job_id, lease, false));
+	/*
+	 * The same lease again, at the same level, is not recorded twice: only
+	 * the last request is compared.  A comparison with every request was
+	 * quadratic (0.2 s of a reconcile that took back 20 000 leases, each
+	 * asked for once); a lease asked for again after others is one more
+	 * request, which end_requested still ends once.
+	 */
+	if (nends > 0 && ends[nends - 1].job_id == job_id && ends[nends - 1].lease == lease &&
+		ends[nends - 1].level == level)
+		PG_RETURN_INT32(end_marked(job_id, lease, false));
 	if (nends == maxends)
 	{
 		int			grow = maxends == 0 ? 8 : maxends * 2;

@@ -2525,13 +2525,16 @@ CREATE FUNCTION bgexec._reconcile_jobs(each boolean) RETURNS int
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
+	v_id bigint;
 	j bgexec.job;
 	v_n int := 0;
 	v_batch bigint[] := '{}';
 	v_size int := 10;
 BEGIN
-	FOR j IN
-		SELECT x.* FROM bgexec.job x
+	-- Only the id: a row variable holds its values detoasted, the payload
+	-- and the result of every job the loop passes.
+	FOR v_id IN
+		SELECT x.id FROM bgexec.job x
 		 WHERE x.id = ANY (ARRAY(
 		         SELECT e.id FROM bgexec.job e
 		          WHERE e.lease_expires_at < now()
@@ -2546,7 +2549,7 @@ BEGIN
 		   FOR UPDATE SKIP LOCKED
 	LOOP
 		IF NOT each THEN
-			v_batch := v_batch || j.id;
+			v_batch := v_batch || v_id;
 			IF cardinality(v_batch) >= v_size THEN
 				v_n := v_n + bgexec._reconcile_batch(v_batch);
 				v_batch := '{}';
@@ -2554,6 +2557,7 @@ BEGIN
 			END IF;
 			CONTINUE;
 		END IF;
+		SELECT x.* INTO j FROM bgexec.job x WHERE x.id = v_id;  -- locked above
 		BEGIN
 			PERFORM bgexec._reconcile_one(j);
 			v_n := v_n + 1;
