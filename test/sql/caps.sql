@@ -120,3 +120,30 @@ SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '2 day
 SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '1 day -1 hour')$$);
 SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '1 mon')$$);
 SELECT rate_limit, rate_period FROM bgexec.queue WHERE name = 'rateq';
+-- configure_queue at its boundaries (a mutation test's survivors): 0 is a
+-- cap, kept as 0 (a negative value removes one); a submit to max_queued 0
+-- is refused; nothing else changed by the refusal
+SELECT name, max_queued, max_running, max_running_per_key, rate_limit
+  FROM bgexec.configure_queue('zeroq', max_queued => 0, max_running => 0,
+                              max_running_per_key => 0, rate_limit => 0);
+SELECT * FROM try($$SELECT bgexec.submit('noop', queue => 'zeroq')$$);
+SELECT count(*) FROM bgexec.job WHERE queue = 'zeroq';
+SELECT name, max_queued, max_running, max_running_per_key, rate_limit
+  FROM bgexec.configure_queue('zeroq', max_queued => -1, max_running => -1,
+                              max_running_per_key => -1, rate_limit => -1);
+-- a changed limit keeps its bucket (tokens and time); removing it forgets both
+SELECT (bgexec.configure_queue('zeroq', rate_limit => 5)).name;
+UPDATE bgexec.queue SET rate_tokens = 2, rate_at = '2000-01-01 00:00 UTC' WHERE name = 'zeroq';
+SELECT rate_limit, rate_tokens, rate_at = '2000-01-01 00:00 UTC' AS at_kept
+  FROM bgexec.configure_queue('zeroq', rate_limit => 3);
+SELECT rate_limit, rate_tokens, rate_at = '2000-01-01 00:00 UTC' AS at_kept
+  FROM bgexec.configure_queue('zeroq', max_running => 2);
+SELECT rate_limit, rate_tokens, rate_at FROM bgexec.configure_queue('zeroq', rate_limit => -1);
+-- rate_period's bounds are inclusive (1 ms, a day); retry_cap may equal
+-- retry_base, not be below it (23514); a null name is 22023
+SELECT rate_period FROM bgexec.configure_queue('zeroq', rate_period => '1 ms');
+SELECT rate_period FROM bgexec.configure_queue('zeroq', rate_period => '1 day');
+SELECT retry_base, retry_cap FROM bgexec.configure_queue('zeroq', retry_base => '5 s', retry_cap => '5 s');
+SELECT * FROM try($$SELECT bgexec.configure_queue('zeroq', retry_cap => '4 s')$$);
+SELECT * FROM try($$SELECT bgexec.configure_queue(NULL, max_running => 1)$$);
+SELECT rate_period, retry_base, retry_cap FROM bgexec.queue WHERE name = 'zeroq';

@@ -325,6 +325,14 @@ SELECT count(*) > 0 AS queue_stats_reads FROM bgexec.queue_stats;
 -- submit_many names the first element of the wrong shape: not an object
 SELECT * FROM try($q$SELECT bgexec.submit_many('[1]')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop"}, "noop"]')$q$);
+-- and the whole argument: NULL or not an array (a mutation test: a NULL
+-- submitted nothing and said nothing)
+SELECT * FROM try($q$SELECT bgexec.submit_many(NULL)$q$);
+SELECT * FROM try($q$SELECT bgexec.submit_many('{"kind": "noop"}')$q$);
+-- names one past their limits on the set-based path: a queue of 64
+-- characters, a kind of 129 (22023, naming the field, as submit does)
+SELECT * FROM try(format($q$SELECT bgexec.submit_many('[{"kind": "noop", "queue": "%s"}]')$q$, repeat('q', 64)));
+SELECT * FROM try(format($q$SELECT bgexec.submit_many('[{"kind": "%s"}]')$q$, repeat('k', 129)));
 -- a key that is not a string (it was dropped: the set-based path, chosen by
 -- the type of idempotency_key, inserted the job without it)
 SELECT * FROM try($q$SELECT bgexec.submit_many('[{"kind": "noop", "idempotency_key": 42}]')$q$);

@@ -72,6 +72,20 @@ SELECT (bgexec.configure_queue('wq', max_running_per_key => -1)).max_running_per
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT (bgexec.configure_queue('wq', max_running => -1, max_queued => -1)).max_running;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- the rate limit likewise: a new one or a longer period wakes no one; a
+-- shorter period, a limit raised or removed does
+SELECT (bgexec.configure_queue('wq', rate_limit => 10, rate_period => '1 s')).rate_limit;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', rate_period => '2 s')).rate_period;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', rate_period => '500 ms')).rate_period;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', rate_limit => 20)).rate_limit;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', rate_limit => -1)).rate_limit;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT (bgexec.configure_queue('wq', rate_period => '1 s')).rate_period;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 -- nothing for: a rolled back submit, a subtransaction rolled back (a released
 -- one counts), another queue, a job due later, a worker with no free slot
 BEGIN;
@@ -111,6 +125,15 @@ SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
 SELECT clock_timestamp() >= run_after AS due, clock_timestamp() - run_after < interval '5 seconds' AS on_time
   FROM bgexec.job WHERE id = :d;
+-- and one of a submit_many that also submits a job due now (a mutation
+-- test: the due-later wake of each queue's later times was not checked)
+SELECT max(id) AS dm FROM bgexec.submit_many(jsonb_build_array(
+  jsonb_build_object('kind', 'noop', 'queue', 'wq'),
+  jsonb_build_object('kind', 'noop', 'queue', 'wq', 'run_after', now() + interval '300 ms'))) AS s(id) \gset
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');  -- the job due now
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
+SELECT clock_timestamp() >= run_after AS due, clock_timestamp() - run_after < interval '5 seconds' AS on_time
+  FROM bgexec.job WHERE id = :dm;
 -- so does a retry's backoff
 SELECT (bgexec.configure_queue('wq', retry_base => '200 ms', retry_cap => '200 ms')).retry_cap;
 SELECT bgexec.submit('noop', queue => 'wq', max_attempts => 2) AS f \gset
