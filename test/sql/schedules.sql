@@ -297,6 +297,17 @@ RESET ROLE;
 SET ROLE bgexec_client;
 SELECT * FROM try($$SELECT bgexec.schedule('g', '* * * * *', 'noop')$$);
 RESET ROLE;
+-- a tick due at this very instant fires: next_run_at = now(), in one
+-- transaction (a mutation test: next_run_at < now() passed every suite)
+BEGIN;
+SET ROLE regress_alice;
+SELECT bgexec.schedule('instant', '0 0 1 1 *', 'noop', queue => 'sch-now') > now() AS later;
+RESET ROLE;
+UPDATE bgexec.schedule SET next_run_at = now() WHERE owner = 'regress_alice' AND name = 'instant';
+SELECT bgexec._fire_schedules() >= 1 AS fired;
+SELECT last_job_id IS NOT NULL AS fired_at_now, next_run_at > now() AS moved_on
+  FROM bgexec.schedule WHERE owner = 'regress_alice' AND name = 'instant';
+ROLLBACK;
 -- leave nothing to the suites after this one
 DELETE FROM bgexec.schedule;
 SELECT count(*) AS cancelled FROM bgexec.job j, bgexec.stop(j.id) WHERE j.queue LIKE 'sch%';
