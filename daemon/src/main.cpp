@@ -18,6 +18,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -110,26 +111,37 @@ int run_worker(const std::vector<std::string>& args) {
                       {{"limit", std::to_string(nofile)}, {"wanted", std::to_string(needs)},
                        {"concurrency", std::to_string(cfg.concurrency)}});
   boost::asio::io_context io;
-  bgexec::worker::Worker worker(io, cfg);
+  std::optional<bgexec::worker::Worker> worker;
   int code = 1;
-  boost::asio::co_spawn(io, worker.run(), [&](std::exception_ptr e, int rc) {
-    code = rc;
-    if (e) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        bgexec::core::log("error", "worker failed", {{"error", ex.what()}});
+  // What the worker's own resources fail with (the signal set's pipe at an
+  // open-file limit of 7: EMFILE) ends it as any other error does, logged
+  // and exit 1: uncaught, it aborted (exit 134).
+  try {
+    worker.emplace(io, cfg);
+    boost::asio::co_spawn(io, worker->run(), [&](std::exception_ptr e, int rc) {
+      code = rc;
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          bgexec::core::log("error", "worker failed", {{"error", ex.what()}});
+        }
+        code = 1;
       }
-      code = 1;
-    }
-    io.stop();
-  });
-  io.run();
+      io.stop();
+    });
+    io.run();
+  } catch (const std::exception& ex) {
+    bgexec::core::log("error", "worker failed", {{"error", ex.what()}});
+    code = 1;
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   // Coroutine frames still parked in the loop are not unwound: exit now.
   std::_Exit(code);
 }
+
+int run_command(const std::string& cmd, std::vector<std::string>& args);
 
 }  // namespace
 
@@ -157,12 +169,27 @@ int main(int argc, char** argv) {
   }
   std::string cmd = args[0];
   args.erase(args.begin());
+  // The last resort for an error no command expected (an io_context that
+  // cannot get its descriptors at an open-file limit of 3): one line and
+  // exit 1, never an abort.
+  try {
+    return run_command(cmd, args);
+  } catch (const std::exception& e) {
+    std::cerr << "bgexec " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+namespace {
+
+int run_command(const std::string& cmd, std::vector<std::string>& args) {
   bgexec::pg::set_program("bgexec " + cmd);  // application_name of every connection
   if (cmd == "__guard") return bgexec::proc::guard::main(args);  // started by the worker
   if (cmd == "worker") return run_worker(args);
   if (cmd == "bench") return bgexec::bench::run_bench(args);
   if (cmd == "serve") return bgexec::http::run_serve(args);
   if (cmd == "version" || cmd == "--version") {
+    if (bgexec::core::help_requested(args)) return bgexec::core::print("bgexec version", "usage: bgexec version\n");
     if (!args.empty()) {  // as every command with an argument too many
       std::cerr << "bgexec version: version takes no arguments\n";
       return 2;
@@ -173,3 +200,5 @@ int main(int argc, char** argv) {
   std::cerr << "bgexec: unknown command \"" << cmd << "\"\n\n" << usage_text;
   return 2;
 }
+
+}  // namespace

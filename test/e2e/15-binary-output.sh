@@ -198,6 +198,13 @@ wait_status "$big" failed 60
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $big") == *"stdout is 16777216 bytes or more"* ]] \
   || fail "big output: $(sql "SELECT left(error::text, 300) FROM bgexec.job WHERE id = $big")"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $big AND kind = 'step_completed'") == 0 ]] || fail "big output completed"
+# A step that writes for ever (`yes`) fails as its stdout reaches the cap,
+# its process stopped: it was read for ever, its output thrown away, and
+# ended only by a timeout or a stop (the worker spent half a CPU on it).
+endless=$("$BGEXEC" submit workflow '{"steps": [{"id": "yes", "run": ["yes"]}]}') || fail submit
+wait_status "$endless" failed 60
+[[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $endless") == *"stdout is 16777216 bytes or more"* ]] \
+  || fail "endless output: $(sql "SELECT left(error::text, 300) FROM bgexec.job WHERE id = $endless")"
 prog=$("$BGEXEC" submit workflow '{"steps": [{"id": "p", "run": ["python3", "-c",
   "import sys\nfor i in range(30000): print(\"::progress {\\\"i\\\": %d, \\\"pad\\\": \\\"%s\\\"}\" % (i, \"p\" * 80), file=sys.stderr)"]}]}') || fail submit
 wait_status "$prog" completed 60

@@ -143,6 +143,22 @@ expect_usage '--db: invalid connection string: missing "=" after "***"' \
 ! grep -q S3c "$E2E_DIR/err" || fail "a password's piece is shown: $(cat "$E2E_DIR/err")"
 expect_usage '--db: invalid connection string: invalid connection option "hots"' worker --db 'hots=h password=abc S3cretPw'
 ! grep -q S3c "$E2E_DIR/err" || fail "a password's piece is shown: $(cat "$E2E_DIR/err")"
+# An open-file limit too low for the event loop's own descriptors: the
+# signal set's pipe fails (EMFILE), at 7 for the worker and the gateway.
+# One error and a documented exit (1; 2 for a gateway that cannot listen),
+# where the uncaught exception aborted (exit 134).
+for n in 5 6 7; do
+  for cmd in worker serve; do
+    args=(worker)
+    [[ $cmd == serve ]] && args=(serve --tokens "$E2E_DIR/tokens.json" --listen 127.0.0.1:0)
+    set +e; (ulimit -n "$n"; exec timeout 10 "$BGEXEC" "${args[@]}") >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+    ((rc == 1 || rc == 2)) || fail "$cmd at an open-file limit of $n: exit $rc: $(cat "$E2E_DIR/err")"
+    ! grep -q "terminate called" "$E2E_DIR/err" || fail "$cmd at an open-file limit of $n: $(cat "$E2E_DIR/err")"
+  done
+done
+grep -q 'Too many open files' "$E2E_DIR/err" || fail "serve at an open-file limit of 7: $(cat "$E2E_DIR/err")"
+# every command's --help prints its usage
+"$BGEXEC" version --help | grep -qx 'usage: bgexec version' || fail "version --help"
 # A '/' written raw in a URI's password: libpq ends the user info at the
 # '/', and reads the password's first piece as the port, which the
 # connect's message quotes (`invalid integer value "S3c"`).  Those pieces

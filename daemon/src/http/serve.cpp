@@ -20,12 +20,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <cstring>
 
 namespace bgexec::http {
 
@@ -185,7 +188,7 @@ int run_serve(const std::vector<std::string>& args) {
     cfg.port = static_cast<unsigned short>(*port);
     if (tokens_file.empty()) throw std::runtime_error("--tokens FILE is required");
     std::ifstream in(tokens_file);
-    if (!in) throw std::runtime_error("cannot read " + tokens_file);
+    if (!in) throw std::runtime_error("cannot read " + tokens_file + ": " + std::strerror(errno));
     std::stringstream ss;
     ss << in.rdbuf();
     // A token given twice would map to whichever role came last.
@@ -236,19 +239,36 @@ int run_serve(const std::vector<std::string>& args) {
     return 2;
   }
   for (const auto& a : acceptors) bound += (bound.empty() ? "" : ",") + show(a.local_endpoint());
-  Gateway gw(io.get_executor(), cfg);
-  asio::co_spawn(io, gw.notifier().run(), asio::detached);
-  for (auto& a : acceptors) asio::co_spawn(io, gw.listen(a), asio::detached);
-  asio::signal_set signals(io, SIGINT, SIGTERM);
-  add_hangup(signals);
-  signals.async_wait([&](const boost::system::error_code&, int sig) {
+  // What the gateway's own resources fail with (the signal set's pipe at
+  // an open-file limit of 7: EMFILE) is one line and exit 1: uncaught, it
+  // aborted (exit 134).
+  std::optional<Gateway> gw;
+  std::optional<asio::signal_set> signals;
+  try {
+    gw.emplace(io.get_executor(), cfg);
+    signals.emplace(io, SIGINT, SIGTERM);
+    add_hangup(*signals);
+  } catch (const std::exception& e) {
+    std::cerr << "bgexec serve: " << e.what() << "\n";
+    return 1;
+  }
+  asio::co_spawn(io, gw->notifier().run(), asio::detached);
+  for (auto& a : acceptors) asio::co_spawn(io, gw->listen(a), asio::detached);
+  signals->async_wait([&](const boost::system::error_code&, int sig) {
     core::log("info", "stopping", {{"signal", std::to_string(sig)}});
     io.stop();
   });
   core::log("info", "serving", {{"listen", bound}, {"tokens", std::to_string(cfg.tokens.size())},
                                  {"max_connections", std::to_string(cfg.max_connections)},
                                  {"response_memory_mib", std::to_string(cfg.response_memory >> 20)}});
-  io.run();
+  try {
+    io.run();
+  } catch (const std::exception& e) {
+    core::log("error", "gateway failed", {{"error", e.what()}});
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   // Coroutine frames parked in the loop (streams, LISTEN) are not unwound.

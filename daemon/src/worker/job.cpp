@@ -1331,11 +1331,19 @@ asio::awaitable<void> Job::read_stream(asio::posix::stream_descriptor& sd, const
   core::StreamMasker masked(masker_);
   core::LineSplitter splitter;
   std::array<char, 65536> buf;
+  bool over_cap = false;
   for (;;) {
     auto [ec, n] = co_await sd.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
     if (n > 0) {
       std::string_view chunk(buf.data(), n);
       if (capture && capture->size() < capture_cap) capture->append(chunk);
+      // Past the cap the step has failed (run_process): its process is
+      // stopped now.  Left to run, a step that wrote for ever (`yes`) was
+      // read for ever, its output thrown away, until a timeout or a stop.
+      if (capture && capture->size() >= capture_cap && !over_cap) {
+        over_cap = true;
+        if (auto k = killers_.find(sid); k != killers_.end()) k->second();
+      }
       if (log)
         for (auto& line : splitter.feed(masked.feed(chunk))) log_line(sid, stream, std::move(line));
     }
@@ -1433,14 +1441,16 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
                               feed_stdin(child, data) &&
                               read_outputs(child, sid, log_stdout, &out.stdout_text, drain));
   killers_.erase(sid);
-  if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
   // Not cut and kept: the first 16 MiB of a larger JSON output are not JSON,
   // and became a string output that the steps after it read as such.
+  // Before the exit's own failure: a process stopped at the cap exits on
+  // its signal.
   if (out.stdout_text.size() >= capture_cap)
     throw StepFailure{argv[0] + ": stdout is " + std::to_string(capture_cap) +
                           " bytes or more, the most a step's output may be (write large output to a file"
                           " and print its path)",
                       false};
+  if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
   // Binary output does not fail the step: invalid UTF-8 and NUL (`find
   // -print0`) become U+FFFD, after masking, so no secret is missed because
   // one of its bytes was replaced.
