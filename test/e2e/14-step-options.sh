@@ -246,6 +246,18 @@ else
   kill -0 "$ns_worker" || fail "the worker in its PID namespace died"
 fi
 
+# A sleep template's value outside what submit takes for a literal (0 to
+# 100 years, or a duration) fails the step naming the template and its
+# value, not retried: one over 100 years slept until a stop, and the
+# error named neither.
+for d in '"1h1m"' '1e300'; do
+  j=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"z\", \"sleep\": \"{{input.d}}\"}], \"input\": {\"d\": $d}}") \
+    || fail submit
+  wait_status "$j" failed 20
+  msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $j")
+  [[ $msg == *'"sleep" {{input.d}} is '*', not seconds from 0 to 3110400000 (100 years)'* ]] \
+    || fail "sleep $d: $msg"
+done
 # A second signal exits at once and kills every step's processes, a
 # detached descendant the worker adopted too.
 F=$E2E_DIR/fatal

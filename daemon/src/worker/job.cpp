@@ -1314,7 +1314,16 @@ asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) 
   std::optional<double> secs;
   if (v.is_string()) secs = core::parse_seconds(v.get<std::string>());
   else secs = core::number_of(v);  // a raw number too (numbers as stored)
-  if (!secs || *secs < 0) throw StepFailure{"sleep must be a number of seconds or a duration", false};
+  // As submit bounds a literal: 0 to 100 years.  The value is named, as
+  // an "if"'s is (masked before it is cut).
+  constexpr double max_sleep = 3110400000.0;
+  if (!secs || !(*secs >= 0 && *secs <= max_sleep)) {
+    const json& t = step["sleep"];
+    std::string shown = core::utf8_cut(core::dump(masker_.mask_json(v)), 100, "…");
+    throw StepFailure{"step " + sid + ": \"sleep\" " + (t.is_string() ? core::utf8_cut(t.get<std::string>(), 100, "…") + " is " : "") + shown +
+                          ", not seconds from 0 to 3110400000 (100 years) or a duration such as \"500ms\"",
+                      false};
+  }
   auto t = std::make_shared<asio::steady_timer>(w_.executor(), step_wait(*secs));
   killers_[sid] = [t] {
     t->cancel();
