@@ -44,6 +44,21 @@ std::string error_of(const json& value, const TemplateContext& ctx) {
   return "";
 }
 
+// An error quotes its expression and the path it missed cut: a path of a
+// payload's size (hundreds of KB) was quoted whole, in the job's error and
+// two of its events.
+TEST(Template, ErrorQuotesALongPathCut) {
+  const auto ctx = make_ctx();
+  std::string path = "input";
+  for (int i = 0; i < 20000; ++i) path += ".k" + std::to_string(i);
+  const std::string err = error_of(json("{{" + path + "}}"), ctx);
+  EXPECT_LT(err.size(), 1000u) << err.size();
+  EXPECT_EQ(err.rfind("template {{input.k0.k1.k2", 0), 0u) << err.substr(0, 100);
+  EXPECT_NE(err.find("…}}: "), std::string::npos) << err.substr(0, 300);
+  // A short one is whole.
+  EXPECT_EQ(error_of(json("{{input.nope}}"), ctx), "template {{input.nope}}: input has no field \"nope\"");
+}
+
 TEST(Template, PlainValuesUntouched) {
   const auto ctx = make_ctx();
   const json v = {{"a", 1}, {"b", "no templates"}, {"c", nullptr}, {"d", {true, 2.5}}};

@@ -76,9 +76,11 @@ std::optional<std::size_t> parse_index(const std::string& seg) {
   return idx;
 }
 
-// Builds the error for one expression: `template {{EXPR}}: WHAT`.
+// Builds the error for one expression: `template {{EXPR}}: WHAT`, each
+// cut (a path of a payload's size, hundreds of KB, was quoted whole, in the
+// job's error and two of its events).
 TemplateError error_for(const std::string& expr, const std::string& what) {
-  return TemplateError("template {{" + expr + "}}: " + what);
+  return TemplateError("template {{" + utf8_cut(expr, 200, "…") + "}}: " + utf8_cut(what, 400, "…"));
 }
 
 // Walks parts[from..] through objects (by key) and arrays (by index). On a
@@ -178,7 +180,7 @@ void charge(RenderBudget* budget, std::size_t n, const std::string& expr) {
   if (n > budget->left) {
     std::string what = "the rendered value would be over " +
                        (budget->bound.empty() ? std::to_string(budget->cap) + " bytes" : budget->bound);
-    throw TemplateError(expr.empty() ? "template: " + what : "template {{" + expr + "}}: " + what);
+    throw expr.empty() ? TemplateError("template: " + what) : error_for(expr, what);
   }
   budget->left -= n;
 }

@@ -379,7 +379,8 @@ bool Job::condition(const std::string& sid, const json& c) {
   // Masked before it is cut: a secret cut at 100 bytes no longer matches
   // the masker, and its first 99 bytes were stored in the job's error.
   std::string shown = core::utf8_cut(core::dump(masker_.mask_json(v)), 100, "…");
-  throw StepFailure{"step " + sid + ": \"if\" " + c.get<std::string>() + " is " + shown + ", not true or false",
+  throw StepFailure{"step " + sid + ": \"if\" " + core::utf8_cut(c.get<std::string>(), 100, "…") + " is " + shown +
+                        ", not true or false",
                     false};
 }
 
