@@ -200,7 +200,7 @@ TEST(WorkerConfig, FileDurationStrings) {
             "config file " + negative.path() + ": key \"kill_grace\": expected a duration of 0 or more, got \"-1s\"");
   // The kill of an abandoned job must fit before its lease expires.
   EXPECT_EQ(error_of({"--lease", "6", "--kill-grace", "2"}),
-            "kill_grace must be less than a third of lease (kill_grace 2 s, lease 6 s)");
+            "--kill-grace: 2 s must be less than a third of the lease (6 s, from --lease)");
   EXPECT_EQ(error_of({"--lease", "6", "--kill-grace", "1.9"}), "");
   // A lease over a day: the database would refuse every claim.
   EXPECT_EQ(error_of({"--lease", "25h"}), "--lease: expected a duration of at most 86400 seconds, got \"25h\"");
@@ -242,10 +242,89 @@ TEST(WorkerConfig, KillGraceDefaultFitsShortLease) {
   EXPECT_EQ(parse_worker_config({"--lease", "3"}, {}).kill_grace_s, 0.5);
   EXPECT_EQ(parse_worker_config({"--lease", "60"}, {}).kill_grace_s, 0.5);
   EXPECT_EQ(error_of({"--lease", "1", "--kill-grace", "0.5"}),
-            "kill_grace must be less than a third of lease (kill_grace 0.5 s, lease 1 s)");
+            "--kill-grace: 0.5 s must be less than a third of the lease (1 s, from --lease)");
   TempConfig file(R"({"kill_grace": 0.5})");
   EXPECT_NE(error_of({"--config", file.path(), "--lease", "1"}), "");
   EXPECT_EQ(parse_worker_config({"--lease", "1", "--kill-grace", "0.2"}, {}).kill_grace_s, 0.2);
+}
+
+// The conflict of the kill grace with the lease names where each value
+// came from, as every other setting's error names its source (it named the
+// config keys when both came from flags or variables).
+TEST(WorkerConfig, KillGraceConflictNamesSources) {
+  EXPECT_EQ(error_of({"--kill-grace", "10"}), "--kill-grace: 10 s must be less than a third of the lease (30 s, the default)");
+  EXPECT_EQ(error_of({}, {{"BGEXEC_KILL_GRACE", "10"}, {"BGEXEC_LEASE", "30"}}),
+            "BGEXEC_KILL_GRACE: 10 s must be less than a third of the lease (30 s, from BGEXEC_LEASE)");
+  TempConfig file(R"({"kill_grace": 0.5})");
+  EXPECT_EQ(error_of({"--config", file.path(), "--lease", "1"}),
+            "config file " + file.path() + ": key \"kill_grace\": 0.5 s must be less than a third of the lease (1 s, from --lease)");
+  TempConfig lease(R"({"lease": 3})");
+  EXPECT_EQ(error_of({"--config", lease.path(), "--kill-grace", "1"}),
+            "--kill-grace: 1 s must be less than a third of the lease (3 s, from config file " + lease.path() +
+                ": key \"lease\")");
+}
+
+// --poll and --reconcile-interval are periods of loops that query the
+// database: at least a millisecond (--poll 0.0000000001 claimed in a busy
+// loop), from every source.
+TEST(WorkerConfig, LoopIntervalsHaveAFloor) {
+  EXPECT_EQ(error_of({"--poll", "0.0000000001"}),
+            "--poll: expected a duration of at least 0.001 seconds, got \"0.0000000001\"");
+  EXPECT_EQ(error_of({"--reconcile-interval", "0.5ms"}),
+            "--reconcile-interval: expected a duration of at least 0.001 seconds, got \"0.5ms\"");
+  EXPECT_EQ(error_of({}, {{"BGEXEC_POLL", "0.0009"}}),
+            "BGEXEC_POLL: expected a duration of at least 0.001 seconds, got \"0.0009\"");
+  TempConfig file(R"({"reconcile_interval": 1e-9})");
+  EXPECT_EQ(error_of({"--config", file.path()}), "config file " + file.path() +
+                                                     ": key \"reconcile_interval\": expected a duration of at least "
+                                                     "0.001 seconds, got 1e-09");
+  EXPECT_DOUBLE_EQ(parse_worker_config({"--poll", "1ms", "--reconcile-interval", "0.001"}, {}).poll_s, 0.001);
+  EXPECT_DOUBLE_EQ(parse_worker_config({"--poll", "1ms", "--reconcile-interval", "0.001"}, {}).reconcile_s, 0.001);
+}
+
+// An action named twice in one source is refused naming the source and
+// the action (the last path won unnoticed); across sources the stronger
+// one's path replaces the weaker's, as documented.
+TEST(WorkerConfig, ActionGivenTwiceInOneSource) {
+  EXPECT_EQ(error_of({"--action", "a=/x", "--action=a=/y"}), "--action: action \"a\" is given more than once");
+  EXPECT_EQ(error_of({"--action", "a=/x", "--action", " a =/x"}), "--action: action \"a\" is given more than once");
+  EXPECT_EQ(error_of({}, {{"BGEXEC_ACTIONS", "a=/x,b=/b,a=/y"}}),
+            "BGEXEC_ACTIONS: action \"a\" is given more than once");
+  TempConfig file(R"({"actions": {"a": "/file/a"}})");
+  const WorkerConfig c =
+      parse_worker_config({"--config", file.path(), "--action", "a=/flag/a"}, {{"BGEXEC_ACTIONS", "a=/env/a,b=/env/b"}});
+  EXPECT_EQ(c.actions, (Env{{"a", "/flag/a"}, {"b", "/env/b"}}));
+}
+
+// A bad entry of the file's "actions" names the action and its field, and
+// shows the value at fault, not the whole object.
+TEST(WorkerConfig, BadActionEntryNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"actions": {"a": {"path": "/x", "env": [""]}, "b": "/b"}})",
+       R"(key "actions": action "a": "env": expected variable names, non-empty and without '=', got "")"},
+      {R"({"actions": {"a": {"path": "/x", "env": ["A=B"]}}})",
+       R"(key "actions": action "a": "env": expected variable names, non-empty and without '=', got "A=B")"},
+      {R"({"actions": {"a": {"path": "/x", "env": "X"}}})",
+       R"(key "actions": action "a": "env": expected an array of variable names, got "X")"},
+      {R"({"actions": {"a": {"path": ""}}})", R"(key "actions": action "a": "path": expected a non-empty string, got "")"},
+      {R"({"actions": {"a": ""}})",
+       R"(key "actions": action "a": expected a path (a non-empty string) or {"path": path, "env": [names]}, got "")"},
+      {R"({"actions": {"a": 1}})",
+       R"(key "actions": action "a": expected a path (a non-empty string) or {"path": path, "env": [names]}, got 1)"},
+      {R"({"actions": {"a": {"env": []}}})", R"(key "actions": action "a": "path" is missing)"},
+      {R"({"actions": {"a": {"path": "/a", "envs": []}}})",
+       R"(key "actions": action "a": unknown field "envs" (expected "path" and "env"))"},
+      {R"({"actions": {"": "/x"}})", R"(key "actions": an action name must not be empty)"},
+  };
+  for (const auto& [content, expected] : cases) {
+    TempConfig file(content);
+    EXPECT_EQ(error_of({"--config", file.path()}), "config file " + file.path() + ": " + expected) << content;
+  }
+  // Not the whole object: a value past 60 bytes is cut.
+  TempConfig big(R"({"actions": {"a": {"path": "/a", "env": [")" + std::string(200, 'X') + R"(="]}}})");
+  const std::string msg = error_of({"--config", big.path()});
+  EXPECT_NE(msg.find(std::string(59, 'X') + "..."), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(std::string(61, 'X')), std::string::npos) << msg;
 }
 
 // The sql step sessions default to the job slots; a value of its own from

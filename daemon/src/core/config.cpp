@@ -69,9 +69,12 @@ const Setting settings[] = {
     {"--action", "BGEXEC_ACTIONS", "actions", Kind::actions},
     {"--grace", "BGEXEC_GRACE", "grace", Kind::nonneg_seconds, nullptr, &WorkerConfig::grace_s},
     {"--secrets-dir", "BGEXEC_SECRETS_DIR", "secrets_dir", Kind::text, &WorkerConfig::secrets_dir},
-    {"--poll", "BGEXEC_POLL", "poll", Kind::positive_seconds, nullptr, &WorkerConfig::poll_s},
+    // At least a millisecond: each is the period of a loop that queries
+    // the database (--poll 0.0000000001 claimed in a busy loop).
+    {"--poll", "BGEXEC_POLL", "poll", Kind::positive_seconds, nullptr, &WorkerConfig::poll_s, nullptr, 0, 0, 0,
+     0.001},
     {"--reconcile-interval", "BGEXEC_RECONCILE_INTERVAL", "reconcile_interval", Kind::positive_seconds,
-     nullptr, &WorkerConfig::reconcile_s},
+     nullptr, &WorkerConfig::reconcile_s, nullptr, 0, 0, 0, 0.001},
     {"--kill-grace", "BGEXEC_KILL_GRACE", "kill_grace", Kind::nonneg_seconds, nullptr,
      &WorkerConfig::kill_grace_s},
     {"--log-cap", "BGEXEC_LOG_CAP", "log_cap", Kind::bytes},
@@ -130,6 +133,11 @@ std::pair<std::string, std::string> parse_action(std::string_view text, const st
   return {trim(text.substr(0, eq)), trim(text.substr(eq + 1))};
 }
 
+// An action named twice in one source (--action flags, BGEXEC_ACTIONS).
+std::string action_twice(const std::string& label, const std::string& name) {
+  return label + ": action \"" + name + "\" is given more than once";
+}
+
 // Accepts 1/true/yes/on and 0/false/no/off, case-insensitively.
 bool parse_bool(std::string_view text, const std::string& label) {
   std::string lower(text);
@@ -159,6 +167,13 @@ int checked_integer(std::optional<long long> v, const Setting& s, const std::str
   return static_cast<int>(*v);
 }
 
+// A number of seconds as a message shows it: 30, 0.001, 1.5.
+std::string seconds_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 // Seconds must be finite and > 0 (positive kinds) or >= 0.
 double checked_seconds(std::optional<double> v, const Setting& s, const std::string& label, const std::string& shown) {
   if (s.kind == Kind::positive_seconds) {
@@ -167,8 +182,8 @@ double checked_seconds(std::optional<double> v, const Setting& s, const std::str
     throw ConfigError(label + ": expected a duration of 0 or more, got " + shown);
   }
   if (s.min_s > 0 && *v < s.min_s) {
-    throw ConfigError(label + ": expected a duration of at least " + std::to_string(static_cast<long long>(s.min_s)) +
-                      " seconds, got " + shown);
+    throw ConfigError(label + ": expected a duration of at least " + seconds_text(s.min_s) + " seconds, got " +
+                      shown);
   }
   const double most = s.max_s > 0 ? s.max_s : max_duration_s;
   if (*v > most) {
@@ -176,6 +191,14 @@ double checked_seconds(std::optional<double> v, const Setting& s, const std::str
                       " seconds, got " + shown);
   }
   return *v;
+}
+
+// Sets a seconds setting, remembering where the lease and the kill grace
+// came from: their conflict names both sources.
+void set_seconds(WorkerConfig& cfg, const Setting& s, double v, const std::string& label) {
+  cfg.*(s.seconds_member) = v;
+  if (s.seconds_member == &WorkerConfig::lease_s) cfg.lease_source = label;
+  if (s.seconds_member == &WorkerConfig::kill_grace_s) cfg.kill_grace_source = label;
 }
 
 // A duration from text (a flag, a variable, a file's string): text that is
@@ -223,23 +246,39 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
     }
     case Kind::positive_seconds:
     case Kind::nonneg_seconds:
-      cfg.*(s.seconds_member) = checked_seconds_text(value, s, label);
+      set_seconds(cfg, s, checked_seconds_text(value, s, label), label);
       break;
     case Kind::boolean:
       cfg.allow_run = parse_bool(value, label);
       break;
-    case Kind::actions:
+    case Kind::actions: {
+      // A name twice in one source is refused, as a repeated flag is: of
+      // its two paths one would win unnoticed.  (Across sources a name's
+      // path is replaced by the stronger one's, as documented.)
+      std::set<std::string> named;
       for (const auto& item : split_list(value, label)) {
         auto [name, path] = parse_action(item, label);
+        if (!named.insert(name).second) throw ConfigError(action_twice(label, name));
         cfg.actions.insert_or_assign(std::move(name), std::move(path));
       }
       break;
+    }
     case Kind::bytes:
       cfg.log_cap_bytes = checked_bytes(parse_unsigned(value), label, shown);
       break;
     case Kind::config:
       break;
   }
+}
+
+// A JSON value as a message shows it: compact, cut to 60 bytes at a
+// character's start (a whole "actions" object was echoed).
+std::string excerpt(const nlohmann::json& v) {
+  std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() <= 60) return text;
+  std::size_t cut = 60;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut) + "...";
 }
 
 // Applies one config-file entry, insisting on the key's JSON type.
@@ -281,11 +320,11 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
     case Kind::nonneg_seconds:
       // A number of seconds, or a string read as the flags and variables are ("30s").
       if (v.is_string()) {
-        cfg.*(s.seconds_member) = checked_seconds_text(v.get_ref<const std::string&>(), s, label);
+        set_seconds(cfg, s, checked_seconds_text(v.get_ref<const std::string&>(), s, label), label);
         break;
       }
       if (!v.is_number()) throw wrong_type("a number of seconds or a duration string");
-      cfg.*(s.seconds_member) = checked_seconds(v.get<double>(), s, label, v.dump());
+      set_seconds(cfg, s, checked_seconds(v.get<double>(), s, label, v.dump()), label);
       break;
     case Kind::boolean:
       if (!v.is_boolean()) throw wrong_type("true or false");
@@ -293,31 +332,42 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
       break;
     case Kind::actions: {
       // name: path, or name: {"path": path, "env": [variable names]}: the
-      // only variables the action's steps may set in "env".
-      const char* shape = "an object of name: path or name: {\"path\": path, \"env\": [names]}";
-      if (!v.is_object()) throw wrong_type(shape);
+      // only variables the action's steps may set in "env".  A bad entry
+      // names its action and field, and shows the value at fault (cut
+      // short), not the whole object.
+      if (!v.is_object())
+        throw ConfigError(label + ": expected an object of name: path or name: {\"path\": path, \"env\": [names]}, got " +
+                          excerpt(v));
       for (const auto& [name, entry] : v.items()) {
+        if (name.empty()) throw ConfigError(label + ": an action name must not be empty");
+        const std::string where = label + ": action " + excerpt(nlohmann::json(name));
         const nlohmann::json* path = &entry;
         if (entry.is_object()) {
           for (const auto& [k, unused] : entry.items())
-            if (k != "path" && k != "env") throw wrong_type(shape);
+            if (k != "path" && k != "env")
+              throw ConfigError(where + ": unknown field " + excerpt(nlohmann::json(k)) +
+                                " (expected \"path\" and \"env\")");
           auto p = entry.find("path");
-          if (p == entry.end()) throw wrong_type(shape);
+          if (p == entry.end()) throw ConfigError(where + ": \"path\" is missing");
           path = &*p;
+          if (!path->is_string() || path->get_ref<const std::string&>().empty())
+            throw ConfigError(where + ": \"path\": expected a non-empty string, got " + excerpt(*path));
           std::vector<std::string> names;
           if (auto e = entry.find("env"); e != entry.end()) {
-            if (!e->is_array()) throw wrong_type(shape);
+            if (!e->is_array())
+              throw ConfigError(where + ": \"env\": expected an array of variable names, got " + excerpt(*e));
             for (const auto& n : *e) {
               if (!n.is_string() || n.get_ref<const std::string&>().empty() ||
                   n.get_ref<const std::string&>().find_first_of(std::string_view("=\0", 2)) != std::string::npos)
-                throw wrong_type(shape);
+                throw ConfigError(where + ": \"env\": expected variable names, non-empty and without '=', got " +
+                                  excerpt(n));
               names.push_back(n.get<std::string>());
             }
             cfg.action_env.insert_or_assign(name, std::move(names));
           }
-        }
-        if (name.empty() || !path->is_string() || path->get_ref<const std::string&>().empty()) {
-          throw wrong_type(shape);
+        } else if (!entry.is_string() || entry.get_ref<const std::string&>().empty()) {
+          throw ConfigError(where + ": expected a path (a non-empty string) or {\"path\": path, \"env\": [names]}, got " +
+                            excerpt(entry));
         }
         cfg.actions.insert_or_assign(name, path->get<std::string>());
       }
@@ -462,12 +512,14 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
   }
 
   std::vector<std::string> flag_queues;
+  std::set<std::string> flag_actions;
   for (const auto& f : flags) {
     const std::string label(f.setting->flag);
     if (f.setting->kind == Kind::queues) {
       for (auto& q : split_list(f.value, label)) flag_queues.push_back(std::move(q));
     } else if (f.setting->kind == Kind::actions) {
       auto [name, path] = parse_action(f.value, label);
+      if (!flag_actions.insert(name).second) throw ConfigError(action_twice(label, name));
       cfg.actions.insert_or_assign(std::move(name), std::move(path));
     } else {
       apply_text(cfg, *f.setting, f.value, label);
@@ -482,14 +534,12 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
   // A job whose lease cannot be renewed is abandoned a margin before it
   // expires, and its processes must be dead by then: TERM, then KILL after
   // the kill grace (Worker::lease_guard, at most a third of the lease early).
+  // Both values' sources are named, as every other setting's error names
+  // its own (the config keys were named when the values came from flags).
   if (cfg.kill_grace_s >= cfg.lease_s / 3) {
-    auto text = [](double v) {
-      std::ostringstream os;
-      os << v;
-      return os.str();
-    };
-    throw ConfigError("kill_grace must be less than a third of lease (kill_grace " + text(cfg.kill_grace_s) +
-                      " s, lease " + text(cfg.lease_s) + " s)");
+    throw ConfigError(cfg.kill_grace_source + ": " + seconds_text(cfg.kill_grace_s) +
+                      " s must be less than a third of the lease (" + seconds_text(cfg.lease_s) + " s, " +
+                      (cfg.lease_source.empty() ? "the default" : "from " + cfg.lease_source) + ")");
   }
   return cfg;
 }
@@ -545,8 +595,8 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              log_cap, finish_batch, finish_delay,
                              claim_backoff.
                              Env BGEXEC_CONFIG. Defaults to none.
-  --action NAME=PATH         Executable run for action NAME; repeatable, merged
-                             over env/file. Env BGEXEC_ACTIONS
+  --action NAME=PATH         Executable run for action NAME; repeatable (each
+                             name once), merged over env/file. Env BGEXEC_ACTIONS
                              (name=path,name=path). Defaults to none.
                              In the config file, an action may be
                              {"path": PATH, "env": [NAMES]}: its steps' env
@@ -559,10 +609,10 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
   --secrets-dir DIR          Directory holding one file per secret
                              ({{secrets.NAME}}). Env BGEXEC_SECRETS_DIR.
                              Defaults to none.
-  --poll SECONDS             Poll interval when no NOTIFY arrives, > 0.
+  --poll SECONDS             Poll interval when no NOTIFY arrives, >= 0.001.
                              Env BGEXEC_POLL. Defaults to 1.
   --reconcile-interval SECONDS
-                             How often reconcile() runs, > 0.
+                             How often reconcile() runs, >= 0.001.
                              Env BGEXEC_RECONCILE_INTERVAL. Defaults to 5.
   --kill-grace SECONDS       Delay between TERM and KILL for step processes,
                              >= 0 and less than a third of the lease.

@@ -18,6 +18,7 @@ struct WorkerConfig {
   int concurrency = 10;                         // job slots, 1..1024
   int sql_steps = 0;                            // sql step sessions at once, 1..1024; 0 = concurrency
   double lease_s = 30;                          // lease length per claim/heartbeat
+  std::string lease_source;                     // where lease_s came from, for messages ("" = the default)
   bool allow_run = false;                       // permit `run` (arbitrary argv) steps
   std::map<std::string, std::string> actions;   // action name -> executable path
   // action name -> the only variables its steps' "env" may set (config file:
@@ -28,6 +29,7 @@ struct WorkerConfig {
   double poll_s = 1.0;                          // fallback poll interval
   double reconcile_s = 5.0;                     // reconcile() timer
   double kill_grace_s = 0.5;                    // TERM -> KILL delay for step processes
+  std::string kill_grace_source;                // where kill_grace_s came from ("" = the default)
   std::size_t log_cap_bytes = 1 << 20;          // per-job cap on captured output
   int finish_batch = 64;                        // finishes per finish_many call, 1..1000
   double finish_delay_s = 0.002;                // batch window of the first finish
