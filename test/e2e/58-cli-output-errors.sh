@@ -88,4 +88,17 @@ set -e
 E2E_PIDS+=("$!")
 fid=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"sleep\": 0}]}', 'full')")
 wait_status "$fid" completed
+# --wait prints the id only at the job's end: lost there, the error names
+# the job as a plain submit's does (it exited 6 with no id anywhere).
+"$BGEXEC" schedule full-sched '0 0 1 1 *' workflow '{"steps": [{"id": "s", "sleep": 0}]}' --queue full >/dev/null \
+  || fail "schedule"
+for args in "submit workflow {\"steps\":[{\"id\":\"s\",\"sleep\":0}]} --queue full --wait" \
+  "submit workflow {\"steps\":[{\"id\":\"s\",\"sleep\":0}]} --queue full --wait --json" \
+  "run-schedule full-sched --wait" "run-schedule full-sched --wait --json"; do
+  cmd=${args%% *}
+  # shellcheck disable=SC2086
+  expect_full "bgexec $cmd: cannot write output: No space left on device \\(job [0-9]+ was submitted\\)" $args
+  wid=$(grep -o 'job [0-9]* was submitted' "$E2E_DIR/err" | grep -o '[0-9]*')
+  [[ $(job_status "$wid") == completed ]] || fail "$args: job $wid: $(job_status "$wid")"
+done
 ok

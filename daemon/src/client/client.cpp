@@ -673,7 +673,8 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
   }
   if (!wait && !follow_flag) co_return ok;
   int code = co_await follow(s, id, 0, follow_flag);
-  if (wait && !follow_flag) {
+  if (!wait || follow_flag) co_return code;
+  try {
     pg::Params ip = {std::to_string(id)};
     auto st = co_await s.conn.query("SELECT status::text, result, error FROM bgexec.job WHERE id = $1", ip);
     std::string status = st.get(0, 0).value_or("?");
@@ -686,6 +687,12 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
     } else {
       std::cout << id << " " << status << std::endl;
     }
+    check_output();
+  } catch (OutputError& e) {
+    // --wait prints the id only now: lost, the error names the job (it
+    // exited 6 with no id anywhere), as a plain submit's does.
+    e.submitted = id;
+    throw;
   }
   co_return code;
 }
@@ -1214,6 +1221,17 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         return usage;
       }
   }
+  // A filter's queue or kind name is never empty (the extension's names
+  // are 1 to 63 or 128 characters): stop --queue '' matched nothing and
+  // exited 0 where submit --queue '' is refused.
+  if (cmd == "jobs" || cmd == "stop" || cmd == "retry")
+    for (const char* name : {"--queue", "--kind"})
+      if (auto it = parsed.options.find(name); it != parsed.options.end() && !it->second.empty() &&
+                                               it->second.back().empty()) {
+        std::cerr << "bgexec " << cmd << ": " << name << ": expected a " << (name[2] == 'q' ? "queue" : "kind")
+                  << " name, got \"\"\n";
+        return usage;
+      }
   // Every usage line offers one or the other: --follow prints what --wait hides.
   if (parsed.flags.count("--wait") && parsed.flags.count("--follow")) {
     std::cerr << "bgexec " << cmd << ": --wait and --follow cannot be used together\n";
