@@ -25,6 +25,9 @@ continued=$SECONDS
 # its job ended, 2 minutes on.
 wait_for 20 grep -q 'worker id taken by another live process: draining' "$E2E_DIR/busy.log" \
   || fail "the busy worker was not told its id was taken: $(tail -3 "$E2E_DIR/busy.log")"
+# The line names the process that took the id (its holder was "").
+grep 'worker id taken by another live process' "$E2E_DIR/busy.log" \
+  | grep -q "holder=\"pid $TAKER on host $(hostname)\"" || fail "the holder is not named: $(grep 'worker id taken' "$E2E_DIR/busy.log")"
 wait_for 20 gone "$PID_busy" || fail "the busy worker did not exit"
 set +e; wait "$PID_busy"; rc=$?; set -e
 ((rc == 3)) || fail "the busy worker exited $rc, expected 3"

@@ -380,7 +380,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     } catch (const pg::Error& e) {
       await_asked_ = 0;
       if (free > 0 && e.classify() == core::ErrorClass::connection) lost_claim(before);
-      if (e.sqlstate() == "55006") id_lost(e);
+      if (e.sqlstate() == "55006") id_lost(e.fields().detail);
       if (draining_) drained_.notify();
       throw;
     }
@@ -582,7 +582,7 @@ asio::awaitable<void> Worker::try_unclaim() {
   } catch (const pg::Error& e) {
     auto cls = e.classify();
     if (e.sqlstate() == "55006") {
-      id_lost(e);  // the jobs under the id are the new holder's to give back
+      id_lost(e.fields().detail);  // the jobs under the id are the new holder's to give back
     } else {
       core::log("warn", "unclaim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
     }
@@ -661,7 +661,7 @@ asio::awaitable<void> Worker::fetcher() {
         fetch_idle_.notify();
         failed = true;
         if (e.sqlstate() == "55006") {
-          id_lost(e);
+          id_lost(e.fields().detail);
           break;
         }
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
@@ -726,26 +726,29 @@ asio::awaitable<void> Worker::heartbeater() {
       // With it, in the same statement, a row 'holder' when the worker row
       // is another process's: someone deleted this worker's row and a
       // process waiting for the id registered it (register_worker allows
-      // one live process per id).
+      // one live process per id).  The row names that process, as a
+      // refused claim's DETAIL does (the log's holder was "").
       pg::Params arg1_ = {cfg_.id, bigint_array(leases), core::to_pg_interval(cfg_.lease_s),
                           std::to_string(::getpid()), host_name(), process_};
       auto r = co_await hb_.query(
-          "SELECT lease, action FROM bgexec.heartbeat($1, $2::bigint[], $3::interval, $6::jsonb)"
-          " UNION ALL SELECT NULL, 'holder' FROM bgexec.worker_stats"
+          "SELECT lease, action, NULL::text FROM bgexec.heartbeat($1, $2::bigint[], $3::interval, $6::jsonb)"
+          " UNION ALL SELECT NULL, 'holder', pg_catalog.format('pid %s on host %s', pid, host)"
+          " FROM bgexec.worker_stats"
           " WHERE id = $1 AND (pid IS DISTINCT FROM $4::int OR host IS DISTINCT FROM $5)",
           std::move(arg1_), /*prepare=*/true);
       std::map<std::int64_t, std::string> actions;
-      bool unregistered = false, taken = false;
+      bool unregistered = false;
+      std::optional<std::string> holder;
       for (int i = 0; i < r.rows(); ++i) {
         auto lease = r.get(i, 0);
         if (!lease) {
           unregistered = unregistered || r.get(i, 1) == "register";
-          taken = taken || r.get(i, 1) == "holder";
+          if (r.get(i, 1) == "holder") holder = r.get(i, 2).value_or("");
           continue;
         }
         actions[std::stoll(*lease)] = r.get(i, 1).value_or("lost");
       }
-      if (taken) id_lost({});
+      if (holder) id_lost(*holder);
       for (auto& job : live) {
         auto it = actions.find(job->lease());
         job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
@@ -764,7 +767,7 @@ asio::awaitable<void> Worker::heartbeater() {
         // While the row was missing, another process registered under this
         // id (one that waited for it): two live processes under one id is
         // what register_worker refuses.
-        id_lost(e);
+        id_lost(e.fields().detail);
       } else {
         core::log("warn", "heartbeat failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         // Leases it cannot renew: no more claims until it can.
@@ -920,10 +923,10 @@ void Worker::on_signal(int sig) {
 // a registration is refused (55006).  This process claims nothing more,
 // drains the jobs it holds (their leases are its own) and exits 3, leaving
 // the row, the other's, as it is.
-void Worker::id_lost(const std::optional<pg::Error>& refusal) {
+void Worker::id_lost(const std::string& holder) {
   if (id_taken_) return;
   core::log("error", "worker id taken by another live process: draining",
-            {{"worker_id", cfg_.id}, {"holder", refusal ? refusal->fields().detail : std::string()}});
+            {{"worker_id", cfg_.id}, {"holder", holder}});
   id_taken_ = true;
   begin_drain();  // (already draining: goes on; either way, no deregister)
 }

@@ -133,7 +133,9 @@ class Worker {
   void start_job(std::shared_ptr<Job> job);
   void on_signal(int sig);
   void begin_drain();
-  void id_lost(const std::optional<pg::Error>& refusal);
+  // holder: the other process (its pid and host), from a refusal's
+  // DETAIL or the heartbeat's row.
+  void id_lost(const std::string& holder);
   void arm_signals();
   void set_backlog(bool more);
 
