@@ -89,6 +89,24 @@ expect_usage 'version takes no arguments' version --db x
 # Durations a worker's timers cannot hold, and a lease under a second
 expect_usage '--poll: expected a duration of at most 3110400000 seconds' worker --poll 10000000000
 expect_usage '--lease: expected a duration of at least 1 seconds' worker --lease 0.0000001
+# --poll and --reconcile-interval: at least 1 ms (--poll 0.0000000001
+# claimed in a busy loop).
+expect_usage '--poll: expected a duration of at least 0.001 seconds, got "0.0000000001"' worker --poll 0.0000000001
+BGEXEC_RECONCILE_INTERVAL=0.5ms expect_usage 'BGEXEC_RECONCILE_INTERVAL: expected a duration of at least 0.001 seconds' \
+  worker
+# The kill grace's conflict with the lease names where each came from (it
+# named the config keys).
+expect_usage '--kill-grace: 10 s must be less than a third of the lease (30 s, the default)' worker --kill-grace 10
+BGEXEC_KILL_GRACE=3 expect_usage 'BGEXEC_KILL_GRACE: 3 s must be less than a third of the lease (6 s, from --lease)' \
+  worker --lease 6
+# One action named twice in one source: the last path won unnoticed.
+expect_usage '--action: action "a" is given more than once' worker --action a=/bin/x --action a=/bin/y
+BGEXEC_ACTIONS=a=/bin/x,a=/bin/y expect_usage 'BGEXEC_ACTIONS: action "a" is given more than once' worker
+# A filter's empty queue or kind name: stop --queue '' matched nothing and
+# exited 0.
+expect_usage 'bgexec stop: --queue: expected a queue name, got ""' stop --queue ''
+expect_usage 'bgexec retry: --kind: expected a kind name, got ""' retry --kind= --queue q
+expect_usage 'bgexec jobs: --queue: expected a queue name, got ""' jobs --queue=
 
 # An unknown BGEXEC_LOG_LEVEL is refused by every command, naming the
 # variable and the allowed values; any case of a known one is taken.
