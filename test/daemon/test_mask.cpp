@@ -209,6 +209,29 @@ TEST(Masker, SlashEscapedForms) {
   EXPECT_EQ(m.mask(R"(sk\/live-43)"), R"(sk\/live-43)");
 }
 
+// Go's encoding/json writes & < > (and U+2028, U+2029) as \u00XX by
+// default, Gson & < > = ' too: the secret was stored one unescape away.
+TEST(Masker, HtmlSafeEscapedForms) {
+  Masker m;
+  m.add("pa&ss<wd>");
+  m.add("k=v'&/\xc3\xa4");             // "k=v'&/ä"
+  m.add("sep\xe2\x80\xa8" "x\xe2\x80\xa9" "\xc3\xa4");  // "sep" U+2028 "x" U+2029 "ä"
+  // Go (json.Marshal), and upper-case hex (.NET)
+  EXPECT_EQ(m.mask(R"({"k":"pa\u0026ss\u003cwd\u003e"})"), R"({"k":"***"})");
+  EXPECT_EQ(m.mask(R"({"k":"pa\u0026ss\u003Cwd\u003E"})"), R"({"k":"***"})");
+  EXPECT_EQ(m.mask("{\"k\":\"k=v'\\u0026/\xc3\xa4\"}"), R"({"k":"***"})");
+  EXPECT_EQ(m.mask("{\"k\":\"sep\\u2028x\\u2029\xc3\xa4\"}"), R"({"k":"***"})");
+  // Gson, with '/' as \/ and non-ASCII escaped as well
+  EXPECT_EQ(m.mask("{\"k\":\"k\\u003dv\\u0027\\u0026/\xc3\xa4\"}"), R"({"k":"***"})");
+  EXPECT_EQ(m.mask(R"({"k":"k\u003dv\u0027\u0026\/\u00e4"})"), R"({"k":"***"})");
+  EXPECT_EQ(m.mask(R"({"k":"k\u003Dv\u0027\u0026\/\u00E4"})"), R"({"k":"***"})");
+  EXPECT_EQ(m.mask(R"({"k":"k=v'\u0026\/\u00e4"})"), R"({"k":"***"})");
+  // One form per encoder: a mix of escaped and bare characters no encoder
+  // writes is not registered, nor is what is not the secret.
+  EXPECT_EQ(m.mask(R"(pa\u0026ss<wd>)"), R"(pa\u0026ss<wd>)");
+  EXPECT_EQ(m.mask(R"(pa\u0026ss\u003cwd)"), R"(pa\u0026ss\u003cwd)");
+}
+
 TEST(Masker, JsonEscapedFormsOfInvalidUtf8) {
   Masker m;
   m.add("bad\xff\"x");  // no encoder writes it; the raw form is masked

@@ -12,7 +12,9 @@ mkdir -p "$E2E_DIR/secrets" "$E2E_DIR/seen"; chmod 777 "$E2E_DIR/seen"
 printf '%s\n' "$S2" >"$E2E_DIR/secrets/FILETOKEN"
 # a secret longer than the 100 bytes an error message quotes of a value
 S3=long-$(head -c 90 /dev/urandom | od -An -tx1 | tr -d ' \n')
-BGEXEC_SECRET_ENVTOKEN=$S1 BGEXEC_SECRET_LONGTOKEN=$S3 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
+# a secret holding characters Go's encoding/json writes as \u0026, \u003c, \u003e
+S4="pa&ss<wd>-$RANDOM$RANDOM"
+BGEXEC_SECRET_ENVTOKEN=$S1 BGEXEC_SECRET_LONGTOKEN=$S3 BGEXEC_SECRET_HTMLTOKEN=$S4 start_worker w1 --allow-run --secrets-dir "$E2E_DIR/secrets"
 
 id=$("$BGEXEC" submit workflow "{\"steps\": [
   {\"id\": \"use\", \"run\": [\"sh\", \"-c\",
@@ -55,6 +57,18 @@ wait_status "$if_id" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $if_id") == 'step i: "if" {{secrets.LONGTOKEN}} is "***", not true or false' ]] \
   || fail "if error: $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $if_id")"
 
+# a step printing the secret as Go's json.Marshal writes it: text output,
+# stored as the step's stdout and result, never re-masked as parsed JSON
+cat >"$E2E_DIR/go-json.sh" <<'EOF'
+printf 'go: {"k":"%s"}\n' "$(printf '%s' "$1" | sed 's/&/\\u0026/g; s/</\\u003c/g; s/>/\\u003e/g')"
+EOF
+go_id=$("$BGEXEC" submit workflow "{\"steps\": [{\"id\": \"go\", \"run\": [\"sh\", \"$E2E_DIR/go-json.sh\", \"{{secrets.HTMLTOKEN}}\"]}]}")
+wait_status "$go_id" completed 20
+[[ $(sql "SELECT result->>'go' FROM bgexec.job WHERE id = $go_id") == 'go: {"k":"***"}' ]] \
+  || fail "Go-escaped secret: result $(sql "SELECT result->>'go' FROM bgexec.job WHERE id = $go_id")"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $go_id AND data::text LIKE '%u003cwd%'") == 0 ]] \
+  || fail "Go-escaped secret: in events $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $go_id AND data::text LIKE '%u003cwd%'")"
+
 # pg_dump skips extension tables without pg_extension_config_dump, so the
 # bgexec tables are copied out explicitly next to the dump.
 pg_dump --data-only >"$E2E_DIR/dump.sql" || fail "pg_dump"
@@ -62,7 +76,7 @@ for t in $(sql "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHE
   psql -qX -c "COPY $t TO STDOUT" >>"$E2E_DIR/dump.sql" || fail "copy $t"
 done
 grep -q "token=\*\*\*" "$E2E_DIR/dump.sql" || fail "masked log line missing from the dump"
-if grep -q -e "$S1" -e "$S2" -e "${S3:0:40}" "$E2E_DIR/dump.sql"; then fail "a secret reached the database"; fi
+if grep -q -F -e "$S1" -e "$S2" -e "${S3:0:40}" -e "$S4" "$E2E_DIR/dump.sql"; then fail "a secret reached the database"; fi
 # an unknown secret fails the job with a clear error, not the worker
 bad=$("$BGEXEC" submit workflow '{"steps": [{"id": "x", "run": ["echo", "{{secrets.NOPE}}"]}]}')
 wait_status "$bad" failed 20

@@ -63,40 +63,100 @@ std::string slash_escaped(const std::string& escaped) {
   return out;
 }
 
-}  // namespace
+// The characters an "HTML-safe" encoder writes as \u00XX: Go's
+// encoding/json (by default) those of go_html, Gson those of gson_html.
+constexpr std::string_view go_html = "&<>";
+constexpr std::string_view gson_html = "&<>='";
 
-// The secret and its JSON-escaped forms, each registered once.
-void Masker::add(std::string secret) {
-  if (secret.empty()) return;
-  for (bool ascii : {false, true}) {
-    if (auto escaped = json_escaped(secret, ascii)) {
-      if (escaped->find('/') != std::string::npos) {
-        std::string slashed = slash_escaped(*escaped);
-        insert(upper_hex(slashed));
-        insert(std::move(slashed));
-      }
-      insert(upper_hex(*escaped));
-      insert(std::move(*escaped));
+// escaped (a form json_escaped wrote) with each character of html written
+// as \u00XX in lower-case hex and U+2028 and U+2029 as \u2028 and \u2029,
+// as Go and Gson write them; the characters of escaped's own escapes are
+// left alone.
+std::string html_escaped(const std::string& escaped, std::string_view html) {
+  constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < escaped.size(); ++i) {
+    const char c = escaped[i];
+    if (c == '\\' && i + 1 < escaped.size()) {  // \", \\, \n, \uXXXX: its hex digits are not in html
+      out.push_back(c);
+      out.push_back(escaped[++i]);
+    } else if (html.find(c) != std::string_view::npos) {
+      out += "\\u00";
+      out.push_back(hex[static_cast<unsigned char>(c) >> 4]);
+      out.push_back(hex[static_cast<unsigned char>(c) & 15]);
+    } else if (escaped.compare(i, 3, "\xe2\x80\xa8") == 0 || escaped.compare(i, 3, "\xe2\x80\xa9") == 0) {
+      out += escaped[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out.push_back(c);
     }
   }
-  insert(std::move(secret));
+  return out;
+}
+
+// Whether an HTML-safe encoder writes text otherwise than a plain one.
+bool has_html(const std::string& text) {
+  return text.find_first_of(gson_html) != std::string::npos || text.find("\xe2\x80\xa8") != std::string::npos ||
+         text.find("\xe2\x80\xa9") != std::string::npos;
+}
+
+// Whether a and b are in secrets_'s order: longest first, then lexical.
+bool before(const std::string& a, const std::string& b) {
+  return a.size() != b.size() ? a.size() > b.size() : a < b;
+}
+
+}  // namespace
+
+// The secret and the forms JSON encoders write it in, one per encoder
+// style (never a mix of styles within one string): plain or ensure_ascii;
+// '/' bare or \/; bare or HTML-safe as Go or as Gson; lower or upper hex.
+// At most 24 forms besides the secret, and only those that differ.
+void Masker::add(std::string secret) {
+  if (secret.empty()) return;
+  std::vector<std::string> forms;
+  const bool html = has_html(secret);
+  const bool slash = secret.find('/') != std::string::npos;
+  for (bool ascii : {false, true}) {
+    auto escaped = json_escaped(secret, ascii);
+    if (!escaped) continue;
+    std::vector<std::string> styles{std::move(*escaped)};
+    if (html) {
+      styles.push_back(html_escaped(styles[0], go_html));
+      styles.push_back(html_escaped(styles[0], gson_html));
+    }
+    for (std::string& style : styles) {
+      if (slash) {
+        forms.push_back(slash_escaped(style));
+        forms.push_back(upper_hex(forms.back()));
+      }
+      forms.push_back(upper_hex(style));
+      forms.push_back(std::move(style));
+    }
+  }
+  forms.push_back(std::move(secret));
+  insert(std::move(forms));
 }
 
 // Keeps secrets_ sorted by descending length (ties: lexical, for a stable
-// order) so mask() tries the longest candidate first at each offset.
-void Masker::insert(std::string secret) {
-  if (std::find(secrets_.begin(), secrets_.end(), secret) != secrets_.end()) return;
-  const auto b0 = static_cast<unsigned char>(secret[0]);
-  starts_[b0] = true;
-  for (unsigned b1 = 0; b1 < 256; ++b1)
-    if (secret.size() == 1 || b1 == static_cast<unsigned char>(secret[1])) {
-      const unsigned k = (b0 << 8) | b1;
-      pairs_[k >> 6] |= std::uint64_t{1} << (k & 63);
-    }
-  secrets_.push_back(std::move(secret));
-  std::sort(secrets_.begin(), secrets_.end(), [](const std::string& a, const std::string& b) {
-    return a.size() != b.size() ? a.size() > b.size() : a < b;
-  });
+// order) so mask() tries the longest candidate first at each offset.  One
+// sort and one rebuild of by_first_ for all of a secret's forms.
+void Masker::insert(std::vector<std::string> forms) {
+  const std::size_t old_size = secrets_.size();
+  for (std::string& secret : forms) {
+    if (std::binary_search(secrets_.begin(), secrets_.begin() + static_cast<std::ptrdiff_t>(old_size), secret, before) ||
+        std::find(secrets_.begin() + static_cast<std::ptrdiff_t>(old_size), secrets_.end(), secret) != secrets_.end())
+      continue;
+    const auto b0 = static_cast<unsigned char>(secret[0]);
+    starts_[b0] = true;
+    for (unsigned b1 = 0; b1 < 256; ++b1)
+      if (secret.size() == 1 || b1 == static_cast<unsigned char>(secret[1])) {
+        const unsigned k = (b0 << 8) | b1;
+        pairs_[k >> 6] |= std::uint64_t{1} << (k & 63);
+      }
+    secrets_.push_back(std::move(secret));
+  }
+  if (secrets_.size() == old_size) return;
+  std::sort(secrets_.begin(), secrets_.end(), before);
   for (auto& bucket : by_first_) bucket.clear();
   for (std::uint32_t k = 0; k < secrets_.size(); ++k)
     by_first_[static_cast<unsigned char>(secrets_[k][0])].push_back(k);

@@ -19,8 +19,9 @@ class Masker {
   // are kept longest first so a secret containing another is masked whole.
   // The forms a JSON encoder writes it in are registered with it (quote,
   // backslash and control characters escaped; non-ASCII as \uXXXX in lower
-  // or upper case hex): a step printing JSON on stdout or stderr writes
-  // those, and they are stored as the step's captured stdout or log lines.
+  // or upper case hex; '/' as \/; & < > (Go), and = ' (Gson), as \u00XX):
+  // a step printing JSON on stdout or stderr writes those, and they are
+  // stored as the step's captured stdout or log lines.
   void add(std::string secret);
 
   // Returns text with every occurrence of every secret replaced by "***",
@@ -45,8 +46,8 @@ class Masker {
   std::size_t mask_decided(std::string_view text, std::string& out) const;
 
  private:
-  // Adds one string to secrets_ (no escaped forms).
-  void insert(std::string text);
+  // Adds the strings of forms not in secrets_ yet (no escaped forms).
+  void insert(std::vector<std::string> forms);
 
   // Whether a secret may start at text[i]: its first byte, and its first
   // two (a one-byte secret matching any second).  Most offsets of most
