@@ -2,8 +2,10 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/json_input.hpp"
+#include "core/numeric.hpp"
 #include "core/utf8.hpp"
 
 namespace bgexec::core {
@@ -306,6 +308,41 @@ TEST(JsonInput, ExactNumbersGrowADocumentBoundedly) {
   EXPECT_GT(out.size(), 2 * many.size() - 16385);
   EXPECT_EQ(raw_number_text(r.value[0]).size(), 16385u);
   EXPECT_EQ(raw_number_text(r.value[199999]), "1e-16383");
+}
+
+// numeric's range, tried on PostgreSQL 15 (SELECT '...'::jsonb): 131072
+// digits before the point and 16383 after, once the exponent is applied.
+//   1e131071  1234e131068  1e-16383  0.1e-16382  0e-16383  0e999999   stored
+//   1e131072  1e-16384  1.5e-16383  -0.0e-16384  0e-16384  1e2147483647,
+//   the digit 1 and 131072 zeros                     value overflows numeric format
+TEST(JsonInput, NumericAccepts) {
+  const std::vector<std::string> stored = {
+      "0", "-1", "1.5", "1e131071", "-1e131071", "1234e131068", "1e-16383", "0.1e-16382", "0e-16383", "0e999999",
+      "1E+131071", "1e-0000000000000000016383", "1e308", "1e-400", "1" + std::string(131071, '0'),
+      "0." + std::string(16382, '0') + "1", "0." + std::string(20000, '0') + "1e20000"};
+  for (const auto& in : stored) EXPECT_TRUE(numeric_accepts(in)) << in.substr(0, 40);
+  const std::vector<std::string> refused = {
+      "1e131072", "-1e131072", "12345e131068", "1e-16384", "1.5e-16383", "-0.0e-16384", "0e-16384", "1e2147483647",
+      "1e-2147483647", "0e1073741823", "1e99999999999999999999", "1" + std::string(131072, '0'),
+      "0." + std::string(16383, '0') + "1"};
+  for (const auto& in : refused) EXPECT_FALSE(numeric_accepts(in)) << in.substr(0, 40);
+}
+
+// Exact, the first number numeric refuses is found (cut to 40 characters),
+// however deep; none for numbers it stores, though kept as written past
+// the growth a document may take.  (Those past a double's range, 1e131072
+// among them, are syntax errors already, as 1e400 is.)
+TEST(JsonInput, ExactNumbersNameTheFirstNumericRefuses) {
+  EXPECT_EQ(unstorable_number(exact(R"({"pct": 10, "x": [1, {"y": 1e-16384}], "z": 0e-16384})").value), "1e-16384");
+  EXPECT_EQ(unstorable_number(exact("[0e1073741823]").value), "0e1073741823");
+  EXPECT_EQ(unstorable_number(exact("0." + std::string(16384, '0')).value), "0." + std::string(38, '0') + "...");
+  EXPECT_EQ(exact("1e131072").error, JsonInput::Error::syntax);
+  EXPECT_EQ(unstorable_number(exact(R"({"pct": 10, "big": 1e131071, "small": 1e-16383, "d": 1.5})").value), "");
+  std::string many = "[";
+  for (int i = 0; i < 1000; ++i) many += i ? ",1e-16383" : "1e-16383";
+  EXPECT_EQ(unstorable_number(exact(many + "]").value), "");
+  // Doubles: not looked for (the number is nlohmann's double, 0 for 1e-16384).
+  EXPECT_EQ(unstorable_number(parse_json_input("1e-16384").value), "");
 }
 
 TEST(JsonInput, DoublesByDefault) {

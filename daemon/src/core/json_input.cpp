@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "numeric.hpp"
 #include "utf8.hpp"
 
 namespace bgexec::core {
@@ -60,9 +61,13 @@ constexpr std::size_t numeric_growth_floor = 1 << 15;
 // nothing else) and no sign on zero.  1e2 is 100, 2.50E+1 is 25.0, -0.0 is
 // 0.0, 1.5e-3 is 0.0015.  No rounding: the digits it keeps are those
 // given, moved by the exponent.  Nullopt for a number numeric_in refuses
-// (which the database refuses as written), and for one longer than
-// `max_size` as stored, found before it is written.
-std::optional<std::string> numeric_text(std::string_view text, std::size_t max_size) {
+// (which the database refuses as written; *refused is then set), and for
+// one longer than `max_size` as stored, found before it is written.
+std::optional<std::string> numeric_text(std::string_view text, std::size_t max_size, bool* refused = nullptr) {
+  auto refuse = [&] {
+    if (refused) *refused = true;
+    return std::nullopt;
+  };
   const bool negative = !text.empty() && text.front() == '-';
   if (negative) text.remove_prefix(1);
   long long exponent = 0;
@@ -73,7 +78,7 @@ std::optional<std::string> numeric_text(std::string_view text, std::size_t max_s
     if (!x.empty() && (x.front() == '-' || x.front() == '+')) x.remove_prefix(1);
     for (char c : x) {  // digits only (JSON's grammar); leading zeros allowed
       exponent = exponent * 10 + (c - '0');
-      if (exponent >= numeric_max_exponent) return std::nullopt;
+      if (exponent >= numeric_max_exponent) return refuse();
     }
     if (down) exponent = -exponent;
     text = text.substr(0, e);
@@ -90,14 +95,14 @@ std::optional<std::string> numeric_text(std::string_view text, std::size_t max_s
   };
   const long long point = static_cast<long long>(whole.size()) + exponent;  // digits before the point
   const long long dscale = std::max(0LL, static_cast<long long>(fraction.size()) - exponent);
-  if (dscale > numeric_max_dscale) return std::nullopt;
+  if (dscale > numeric_max_dscale) return refuse();
   long long first = 0;  // the first digit not 0; n when the number is zero
   while (first < n && digit(first) == '0') ++first;
   const bool zero = first == n;
   if (!zero) {
     const long long dweight = point - 1 - first;  // its power of ten
     const long long weight = dweight >= 0 ? dweight / 4 : -((-dweight - 1) / 4 + 1);
-    if (weight < numeric_min_weight || weight > numeric_max_weight) return std::nullopt;
+    if (weight < numeric_min_weight || weight > numeric_max_weight) return refuse();
   }
   // Digits before the point: from the first not 0 (its weight bounds them), else a 0.
   const long long int_digits = zero || first >= point ? 0 : point - first;
@@ -324,6 +329,34 @@ bool contains_nul(const nlohmann::json& v) {
     }
   }
   return false;
+}
+
+bool numeric_accepts(std::string_view number) {
+  bool refused = false;
+  numeric_text(number, 0, &refused);  // size 0: nothing is written
+  return !refused;
+}
+
+std::string unstorable_number(const nlohmann::json& v) {
+  // Walked with its own stack, children pushed last first: the first in
+  // the document's order (an object's keys sorted) is found first.
+  std::vector<const nlohmann::json*> todo{&v};
+  while (!todo.empty()) {
+    const auto* j = todo.back();
+    todo.pop_back();
+    if (is_raw_number(*j)) {
+      const std::string_view text = raw_number_text(*j);
+      if (numeric_accepts(text)) continue;
+      constexpr std::size_t keep = 40;
+      return text.size() <= keep ? std::string(text) : std::string(text.substr(0, keep)) + "...";
+    }
+    if (j->is_object() || j->is_array()) {
+      const std::size_t at = todo.size();
+      for (const auto& e : *j) todo.push_back(&e);
+      std::reverse(todo.begin() + static_cast<std::ptrdiff_t>(at), todo.end());
+    }
+  }
+  return {};
 }
 
 }  // namespace bgexec::core

@@ -3,6 +3,7 @@
 
 #include "core/duration.hpp"
 #include "core/json_input.hpp"
+#include "core/numeric.hpp"
 #include "core/logfmt.hpp"
 #include "core/sqlstate.hpp"
 #include "core/utf8.hpp"
@@ -128,13 +129,25 @@ std::string too_deep_text(const std::string& what) {
 }
 
 // A step's output from its stdout: the JSON value it printed, else the trimmed text
-// (null when it printed nothing); nullopt when it is JSON nested too deep.
-std::optional<json> parse_output(const std::string& out) {
+// (null when it printed nothing); nullopt, with why it cannot be stored in
+// `error`, when it is JSON nested too deep or holding a number numeric
+// refuses (the database refused the step's event with "value overflows
+// numeric format", and the step was retried as if that could change).
+std::optional<json> parse_output(const std::string& out, std::string& error) {
   std::string t = trim_newline(out);
   if (t.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;
   auto in = core::parse_json_input(t, core::max_json_depth, core::DuplicateKeys::last_wins, core::Numbers::exact);
-  if (in.error == core::JsonInput::Error::too_deep) return std::nullopt;
+  if (in.error == core::JsonInput::Error::too_deep) {
+    error = too_deep_text("output is JSON");
+    return std::nullopt;
+  }
   if (!in) return json(t);
+  if (const auto number = core::unstorable_number(in.value); !number.empty()) {
+    error = "output is JSON holding the number " + number +
+            ", out of the range of PostgreSQL's numeric (at most 131072 digits before the point and 16383"
+            " after)";
+    return std::nullopt;
+  }
   // The text is storable already; only a "\u0000" escape makes a NUL (which
   // PostgreSQL stores nowhere) in the value: walked only then.
   if (t.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);
@@ -526,10 +539,11 @@ void Job::log_line(const std::string& id, const char* stream, std::string line) 
   // A stderr line "::progress JSON" becomes a progress event (same batch, same order).
   static constexpr std::string_view progress_prefix = "::progress ";
   if (!over_cap && std::string_view(stream) == "stderr" && masked.rfind(progress_prefix, 0) == 0) {
-    // Not JSON (or nested too deep to handle): kept as a log line.
+    // Not JSON (or nested too deep to handle, or holding a number numeric
+    // refuses, which failed its whole batch of events): kept as a log line.
     auto in = core::parse_json_input(std::string_view(masked).substr(progress_prefix.size()), core::max_json_depth,
                                      core::DuplicateKeys::last_wins, core::Numbers::exact);
-    if (in) {
+    if (in && core::unstorable_number(in.value).empty()) {
       if (masked.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);  // as parse_output
       log_bytes_ += masked.size() + line_overhead;
       // Masked again once parsed, as a step's output is: an escape the
@@ -595,11 +609,73 @@ asio::awaitable<void> Job::flush_logs() {
   json batch = std::move(pending_logs_);
   pending_logs_ = json::array();
   pending_lines_ = 0;
-  pg::Params arg1_ = {id_str(id()), id_str(lease()), core::dump(batch)};
   std::optional<std::string> seq;
   ++log_flushes_;
   try {
-    seq = co_await append_write("SELECT bgexec.append_events($1, $2, $3::jsonb, $4)", std::move(arg1_));
+    // In one append_events.  Should the database refuse its data (SQLSTATE
+    // class 22: a value it cannot store, which log_line's checks should
+    // have kept out), its events one at a time, an event refused alone
+    // replaced by a log line saying so: one bad event took its whole batch
+    // with it (the lines around it, the progress), and only the worker's
+    // log told.  Under one turn of append_order_ (append_write's), so
+    // nothing is written between them; a statement per event, paid only
+    // after such a refusal.
+    co_await append_order_.lock();
+    FifoLock::Guard guard{append_order_};
+    static const std::string sql = "SELECT bgexec.append_events($1, $2, $3::jsonb, $4)";
+    // append_write's parameters and its note of the seq written, the lock held here.
+    auto params = [this](const json& events) {
+      return pg::Params{id_str(id()), id_str(lease()), core::dump(events), std::to_string(known_seq_)};
+    };
+    auto written = [this](const std::optional<std::string>& r) {
+      if (!r) return;
+      char* end = nullptr;
+      long v = std::strtol(r->c_str(), &end, 10);
+      if (*end == '\0' && v > known_seq_ && v <= INT32_MAX) known_seq_ = static_cast<int>(v);
+    };
+    auto log_refused = [this](const std::string& why) {
+      core::log("warn", "events refused, written one at a time", {{"job_id", id_str(id())}, {"error", why}});
+    };
+    auto refused = [](const pg::Error& e) -> std::string {
+      if (e.connection_lost() || e.sqlstate().rfind("22", 0) != 0) throw;
+      return e.fields().primary.empty() ? e.what() : e.fields().primary;
+    };
+    std::string why;  // the server's message (no co_await in a handler)
+    try {
+      const pg::Params all = params(batch);
+      seq = co_await write(sql, all);
+      written(seq);
+    } catch (const pg::Error& e) {
+      why = refused(e);
+    }
+    if (!why.empty()) {
+      log_refused(why);
+      for (const auto& event : batch) {
+        why.clear();
+        try {
+          // Built apart: GCC cannot keep an initializer_list's array across a co_await.
+          const pg::Params one = params(json::array({event}));
+          seq = co_await write(sql, one);
+          written(seq);
+        } catch (const pg::Error& e) {
+          why = refused(e);
+        }
+        if (!why.empty()) {
+          const json& data = event["data"];
+          const std::string line = "[bgexec: a " + event.value("kind", std::string("log")) +
+                                   " event could not be stored: " + why + "]";
+          json note = {{"kind", "log"},
+                       {"data",
+                        {{"step", data.contains("step") ? data["step"] : json("")},
+                         {"stream", "stderr"},
+                         {"lines", json::array({line})}}}};
+          const pg::Params noted = params(json::array({std::move(note)}));
+          seq = co_await write(sql, noted);
+          written(seq);
+        }
+        if (!seq) break;
+      }
+    }
   } catch (...) {
     --log_flushes_;
     wake_.notify();
@@ -1106,8 +1182,9 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
   std::string in = core::dump(with);
   auto out = co_await run_process(sid, arg1_, in, false, env);
   stdout_text = std::move(out.stdout_text);
-  auto output = parse_output(stdout_text);
-  if (!output) throw StepFailure{too_deep_text("output is JSON"), false};
+  std::string unstorable;
+  auto output = parse_output(stdout_text, unstorable);
+  if (!output) throw StepFailure{unstorable, false};
   co_return std::move(*output);
 }
 
@@ -1130,8 +1207,9 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
   EnvVars env = step_env(sid, step);
   auto out = co_await run_process(sid, args, in_text, true, env);
   stdout_text = std::move(out.stdout_text);
-  auto output = parse_output(stdout_text);
-  if (!output) throw StepFailure{too_deep_text("output is JSON"), false};
+  std::string unstorable;
+  auto output = parse_output(stdout_text, unstorable);
+  if (!output) throw StepFailure{unstorable, false};
   co_return std::move(*output);
 }
 
