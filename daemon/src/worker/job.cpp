@@ -489,16 +489,24 @@ asio::awaitable<std::optional<std::string>> Job::write(const std::string& sql, c
   co_return r.get(0, 0);
 }
 
+namespace {
+
+// known_seq moved up to the seq an append wrote (its function's answer).
+void note_written(int& known_seq, const std::optional<std::string>& seq) {
+  if (!seq) return;
+  char* end = nullptr;
+  long v = std::strtol(seq->c_str(), &end, 10);
+  if (*end == '\0' && v > known_seq && v <= INT32_MAX) known_seq = static_cast<int>(v);
+}
+
+}  // namespace
+
 asio::awaitable<std::optional<std::string>> Job::append_write(const std::string& sql, pg::Params params) {
   co_await append_order_.lock();
   FifoLock::Guard guard{append_order_};
   params.push_back(std::to_string(known_seq_));
   auto seq = co_await write(sql, params);
-  if (seq) {
-    char* end = nullptr;
-    long v = std::strtol(seq->c_str(), &end, 10);
-    if (*end == '\0' && v > known_seq_ && v <= INT32_MAX) known_seq_ = static_cast<int>(v);
-  }
+  note_written(known_seq_, seq);
   co_return seq;
 }
 
@@ -627,12 +635,7 @@ asio::awaitable<void> Job::flush_logs() {
     auto params = [this](const json& events) {
       return pg::Params{id_str(id()), id_str(lease()), core::dump(events), std::to_string(known_seq_)};
     };
-    auto written = [this](const std::optional<std::string>& r) {
-      if (!r) return;
-      char* end = nullptr;
-      long v = std::strtol(r->c_str(), &end, 10);
-      if (*end == '\0' && v > known_seq_ && v <= INT32_MAX) known_seq_ = static_cast<int>(v);
-    };
+    auto written = [this](const std::optional<std::string>& r) { note_written(known_seq_, r); };
     auto log_refused = [this](const std::string& why) {
       core::log("warn", "events refused, written one at a time", {{"job_id", id_str(id())}, {"error", why}});
     };
