@@ -143,12 +143,12 @@ clear_mark(void)
 }
 
 /*
- * Sends SIGTERM to each backend of this database, not this one, whose
- * transaction is marked as the step of the job under the lease; how many.
- * With signal false, only counts them.
+ * How many backends of this database, not this one, have their transaction
+ * marked as the step of the job under the lease: those end_requested ends
+ * at commit.
  */
 static int
-end_marked(int64 job_id, int64 lease, bool signal)
+count_marked(int64 job_id, int64 lease)
 {
 	int			n = 0;
 
@@ -157,27 +157,9 @@ end_marked(int64 job_id, int64 lease, bool signal)
 	{
 		StepSlot   *s = &step_shared->slots[i];
 
-		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId ||
-			s->job_id != job_id || s->lease != lease)
-			continue;
-		if (!signal)
-		{
+		if (s->pid != 0 && s->pid != MyProcPid && s->dboid == MyDatabaseId &&
+			s->job_id == job_id && s->lease == lease)
 			n++;
-			continue;
-		}
-		/* As pg_terminate_backend: a backend leads its process group. */
-#ifdef HAVE_SETSID
-		if (kill(-s->pid, SIGTERM) == 0)
-#else
-		if (kill(s->pid, SIGTERM) == 0)
-#endif
-		{
-			n++;
-			ereport(LOG,
-					(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
-							": its lease " INT64_FORMAT " was taken back",
-							s->pid, job_id, lease)));
-		}
 	}
 	LWLockRelease(step_shared->lock);
 	return n;
@@ -186,12 +168,11 @@ end_marked(int64 job_id, int64 lease, bool signal)
 /*
  * At commit: sends SIGTERM to each backend of this database, not this one,
  * whose transaction is marked as the step of a job under a lease this
- * transaction took back (ends), once, as end_marked would for each.  One
- * pass over the slots, under one acquisition of the lock: a pass over the
- * slots for each lease took the lock 20 000 times at the commit of a
- * reconcile that took back 20 000 leases.  Only marked slots are compared
- * with the requests, so a lease requested twice still ends its session
- * once.
+ * transaction took back (ends), once.  One pass over the slots, under one
+ * acquisition of the lock: a pass over the slots for each lease took the
+ * lock 20 000 times at the commit of a reconcile that took back 20 000
+ * leases.  Only marked slots are compared with the requests, so a lease
+ * requested twice still ends its session once.
  */
 static void
 end_requested(void)
@@ -403,7 +384,7 @@ bgexec_end_step_sessions(PG_FUNCTION_ARGS)
 	 */
 	if (nends > 0 && ends[nends - 1].job_id == job_id && ends[nends - 1].lease == lease &&
 		ends[nends - 1].level == level)
-		PG_RETURN_INT32(end_marked(job_id, lease, false));
+		PG_RETURN_INT32(count_marked(job_id, lease));
 	if (nends == maxends)
 	{
 		int			grow = maxends == 0 ? 8 : maxends * 2;
@@ -417,5 +398,5 @@ bgexec_end_step_sessions(PG_FUNCTION_ARGS)
 	ends[nends].lease = lease;
 	ends[nends].level = level;
 	nends++;
-	PG_RETURN_INT32(end_marked(job_id, lease, false));
+	PG_RETURN_INT32(count_marked(job_id, lease));
 }
