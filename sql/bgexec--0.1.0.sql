@@ -2408,10 +2408,10 @@ BEGIN
 END
 $$;
 
-/* _reconcile_batch: _reconcile_one for many expired jobs the caller has
- * locked (ids in id order), set-based: one UPDATE of the jobs, one INSERT
- * of their events, one of the terminal counts per queue and status, and
- * the wakes grouped by queue.  Each job ends as _reconcile_one leaves it:
+/* _reconcile_batch: takes back expired jobs the caller has locked (ids in
+ * id order), set-based: one UPDATE of the jobs, one INSERT of their
+ * events, one of the terminal counts per queue and status, and the wakes
+ * grouped by queue.  Each job ends as _terminal and _requeue leave one:
  * the same status, error, run_after backoff (per job, _backoff), the same
  * events at the same seqs (worker_lost then the terminal event or
  * retry_scheduled; a job past its deadline timed_out alone).  The
@@ -2514,7 +2514,7 @@ $$;
  * fetches 10 at a time) and taken back in batches (_reconcile_batch) of
  * 10, 20, 40, … at most 1000 jobs: no more locked than before while a
  * batch writes, in the common case of a few expired jobs.
- * each: every job in a subtransaction of its own (_reconcile_one), a row it
+ * each: every job in a subtransaction of its own (a batch of one), a row it
  * cannot write (one written around the API: its last_seq at the int's
  * end, an event row already at its next seq) left as it is and named in a
  * warning, where without it one such row failed the whole call, and with
@@ -2526,7 +2526,6 @@ CREATE FUNCTION bgexec._reconcile_jobs(each boolean) RETURNS int
 	AS $$
 DECLARE
 	v_id bigint;
-	j bgexec.job;
 	v_n int := 0;
 	v_batch bigint[] := '{}';
 	v_size int := 10;
@@ -2557,12 +2556,10 @@ BEGIN
 			END IF;
 			CONTINUE;
 		END IF;
-		SELECT x.* INTO j FROM bgexec.job x WHERE x.id = v_id;  -- locked above
 		BEGIN
-			PERFORM bgexec._reconcile_one(j);
-			v_n := v_n + 1;
+			v_n := v_n + bgexec._reconcile_batch(ARRAY[v_id]);
 		EXCEPTION WHEN OTHERS THEN
-			RAISE WARNING 'bgexec.reconcile: job % left as it is: % (SQLSTATE %)', j.id, SQLERRM, SQLSTATE;
+			RAISE WARNING 'bgexec.reconcile: job % left as it is: % (SQLSTATE %)', v_id, SQLERRM, SQLSTATE;
 		END;
 	END LOOP;
 	IF cardinality(v_batch) > 0 THEN
@@ -2572,42 +2569,12 @@ BEGIN
 END
 $$;
 
-/* _reconcile_one: takes back one expired job the caller has locked. */
+/* _reconcile_one: takes back one expired job the caller has locked, as
+ * _reconcile_batch does (its one definition of how). */
 CREATE FUNCTION bgexec._reconcile_one(j bgexec.job) RETURNS void
-	LANGUAGE plpgsql VOLATILE
+	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
-	AS $$
-DECLARE
-	v_seq int;
-	v_err jsonb;
-BEGIN
-	-- The lease is taken back: a sql step its worker could not end
-	-- (stopped, frozen) ends now, rolled back.
-	PERFORM bgexec._end_step_sessions(j.id, j.lease);
-	IF j.deadline < now() THEN
-		PERFORM bgexec._terminal(j.id, 'timed_out', NULL,
-			jsonb_build_object('reason', 'timeout', 'message',
-				format('job exceeded its timeout of %s', j.timeout),
-				'attempt', j.attempt));
-		RETURN;
-	END IF;
-	-- The lease expired: the worker is gone (or partitioned away).
-	v_err := jsonb_build_object('reason', 'worker_lost', 'worker', j.lease_owner,
-	                            'attempt', j.attempt,
-	                            'message', format('lease of worker %s expired', j.lease_owner));
-	UPDATE bgexec.job x SET last_seq = x.last_seq + 1 WHERE x.id = j.id
-	RETURNING x.last_seq INTO v_seq;
-	PERFORM bgexec._event(j.id, v_seq, 'worker_lost', v_err);
-	IF j.stop_requested_at IS NOT NULL THEN
-		PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
-			v_err || jsonb_build_object('message', 'stop requested; worker lost'));
-	ELSIF j.attempt < j.max_attempts THEN
-		PERFORM bgexec._requeue(j.id, j.queue, j.attempt, v_err);
-	ELSE
-		PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
-	END IF;
-END
-$$;
+	AS $$ SELECT FROM bgexec._reconcile_batch(ARRAY[j.id]) $$;
 
 /* reconcile: the watchdog.  Running jobs whose lease expired: queued with
  * backoff when attempts remain (and no stop was requested), else failed with
