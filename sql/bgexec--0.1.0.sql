@@ -842,12 +842,12 @@ CREATE FUNCTION bgexec._check_submit(
 	AS $$
 BEGIN
 	IF p_kind IS NULL OR NOT bgexec._valid_name(p_kind, 128) THEN
-		RAISE EXCEPTION 'kind must be 1-128 characters of letters, digits, _ . : -'
+		RAISE EXCEPTION 'kind must be 1-128 characters: ASCII letters, digits, _ . : -'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('kind was %L', p_kind);
 	END IF;
 	IF p_queue IS NULL OR NOT bgexec._valid_name(p_queue, 63) THEN
-		RAISE EXCEPTION 'queue must be 1-63 characters of letters, digits, _ . : -'
+		RAISE EXCEPTION 'queue must be 1-63 characters: ASCII letters, digits, _ . : -'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('queue was %L', p_queue);
 	END IF;
@@ -1233,7 +1233,7 @@ BEGIN
 	SELECT q INTO v_bad FROM unnest(queues) AS q
 	 WHERE NOT coalesce(bgexec._valid_name(q, 63), false) LIMIT 1;
 	IF FOUND THEN
-		RAISE EXCEPTION 'queues: each queue must be 1-63 characters of letters, digits, _ . : -'
+		RAISE EXCEPTION 'queues: each queue must be 1-63 characters: ASCII letters, digits, _ . : -'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('queue was %s', coalesce(quote_literal(v_bad), 'null'));
 	END IF;
@@ -3205,7 +3205,7 @@ DECLARE
 	v_next timestamptz;
 BEGIN
 	IF schedule.name IS NULL OR NOT bgexec._valid_name(schedule.name, 128) THEN
-		RAISE EXCEPTION 'name must be 1-128 characters of letters, digits, _ . : -'
+		RAISE EXCEPTION 'name must be 1-128 characters: ASCII letters, digits, _ . : -'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('name was %L', schedule.name);
 	END IF;
@@ -3493,14 +3493,46 @@ DECLARE
 	q bgexec.queue;
 	o bgexec.queue;
 BEGIN
-	-- (A bad name is refused by the CHECK constraint queue_name_valid, 23514.)
 	IF configure_queue.name IS NULL THEN
 		RAISE EXCEPTION 'name must not be null'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	-- A bad value is refused here, naming its parameter, with the SQLSTATE
+	-- (23514) and the constraint name of the table's CHECK constraint it
+	-- breaks, which still guards the row (the constraint's own message
+	-- named neither the parameter nor the value).
+	IF NOT bgexec._valid_name(configure_queue.name, 63) THEN
+		RAISE EXCEPTION 'name must be 1-63 characters: ASCII letters, digits, _ . : -'
+			USING ERRCODE = 'check_violation', CONSTRAINT = 'queue_name_valid',
+			      DETAIL = format('name was %L', configure_queue.name);
+	END IF;
 	INSERT INTO bgexec.queue AS x (name) VALUES (configure_queue.name)
 	ON CONFLICT ON CONSTRAINT queue_pkey DO NOTHING;
 	SELECT * INTO o FROM bgexec.queue x WHERE x.name = configure_queue.name FOR UPDATE;
+	-- The values the row would hold: a parameter left NULL keeps its own.
+	IF NOT bgexec._interval_positive(coalesce(configure_queue.retry_base, o.retry_base)) THEN
+		RAISE EXCEPTION 'retry_base must be above zero, no part of it negative, got %',
+			coalesce(configure_queue.retry_base, o.retry_base)
+			USING ERRCODE = 'check_violation', CONSTRAINT = 'queue_backoff_sane';
+	END IF;
+	IF NOT (bgexec._interval_positive(coalesce(configure_queue.retry_cap, o.retry_cap))
+	        AND bgexec._interval_within(coalesce(configure_queue.retry_cap, o.retry_cap), interval '100 years')) THEN
+		RAISE EXCEPTION 'retry_cap must be above zero and at most 100 years, no part of it negative or over that, got %',
+			coalesce(configure_queue.retry_cap, o.retry_cap)
+			USING ERRCODE = 'check_violation', CONSTRAINT = 'queue_backoff_sane';
+	END IF;
+	IF coalesce(configure_queue.retry_cap, o.retry_cap) < coalesce(configure_queue.retry_base, o.retry_base) THEN
+		RAISE EXCEPTION 'retry_cap must be at least retry_base, got retry_cap % and retry_base %',
+			coalesce(configure_queue.retry_cap, o.retry_cap), coalesce(configure_queue.retry_base, o.retry_base)
+			USING ERRCODE = 'check_violation', CONSTRAINT = 'queue_backoff_sane';
+	END IF;
+	IF NOT (coalesce(configure_queue.rate_period, o.rate_period) >= interval '1 millisecond'
+	        AND bgexec._interval_positive(coalesce(configure_queue.rate_period, o.rate_period))
+	        AND bgexec._interval_within(coalesce(configure_queue.rate_period, o.rate_period), interval '1 day')) THEN
+		RAISE EXCEPTION 'rate_period must be from 1 millisecond to 1 day, no part of it negative or over that, got %',
+			coalesce(configure_queue.rate_period, o.rate_period)
+			USING ERRCODE = 'check_violation', CONSTRAINT = 'queue_rate_sane';
+	END IF;
 	UPDATE bgexec.queue x
 	   SET paused = coalesce(configure_queue.paused, x.paused),
 	       max_queued = CASE WHEN configure_queue.max_queued < 0 THEN NULL

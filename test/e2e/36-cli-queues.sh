@@ -104,13 +104,13 @@ expect 2 'configure-queue takes NAME and at least one of --max-queued' configure
 expect 2 '--max-running: expected none or an integer from 0 to 2147483647, got "-1"' configure-queue mail --max-running -1
 expect 2 '--max-queued: expected none or an integer from 0 to 2147483647, got "99999999999"' configure-queue mail --max-queued 99999999999
 expect 2 '--retry-base: invalid input syntax for type interval: "abc"' configure-queue mail --retry-base abc
-expect 3 'violates check constraint "queue_backoff_sane" (SQLSTATE 23514)' configure-queue mail --retry-base 2h --retry-cap 1s
+expect 3 'retry_cap must be at least retry_base, got retry_cap 00:00:01 and retry_base 02:00:00 (SQLSTATE 23514)' configure-queue mail --retry-base 2h --retry-cap 1s
 expect 2 '--rate-limit: expected none or an integer from 0 to 2147483647, got "-3"' configure-queue mail --rate-limit -3
-expect 3 'violates check constraint "queue_rate_sane" (SQLSTATE 23514)' configure-queue mail --rate-limit 5 --rate-period 2d
+expect 3 'rate_period must be from 1 millisecond to 1 day, no part of it negative or over that, got 2 days (SQLSTATE 23514)' configure-queue mail --rate-limit 5 --rate-period 2d
 expect 2 'pause-queue takes NAME' pause-queue
 expect 2 '--max-queued is not an option of resume-queue' resume-queue mail --max-queued 3
 [[ $(settings) == "$before" ]] || fail "a refused call changed the queue: $(settings)"
-expect 3 'violates check constraint "queue_name_valid" (SQLSTATE 23514)' pause-queue 'bad name!'
+expect 3 'name must be 1-63 characters: ASCII letters, digits, _ . : - (SQLSTATE 23514)' pause-queue 'bad name!'
 [[ $(sql "SELECT count(*) FROM bgexec.queue") == 2 ]] || fail "a bad name made a queue"
 # configure_queue is not granted to clients
 psql -qX -c "CREATE ROLE e2e_tenant LOGIN; GRANT bgexec_client TO e2e_tenant" >/dev/null

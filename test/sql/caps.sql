@@ -147,3 +147,33 @@ SELECT retry_base, retry_cap FROM bgexec.configure_queue('zeroq', retry_base => 
 SELECT * FROM try($$SELECT bgexec.configure_queue('zeroq', retry_cap => '4 s')$$);
 SELECT * FROM try($$SELECT bgexec.configure_queue(NULL, max_running => 1)$$);
 SELECT rate_period, retry_base, retry_cap FROM bgexec.queue WHERE name = 'zeroq';
+-- A bad value's error names the parameter and its value, and keeps the
+-- table constraint's SQLSTATE and name in the constraint field; a value
+-- the call leaves NULL is read from the row (here retry_base 5 s against a
+-- new retry_cap); the constraint itself still guards a direct write.
+DO $$
+DECLARE c text; m text;
+BEGIN
+	PERFORM bgexec.configure_queue('zeroq', retry_cap => '2 s');
+EXCEPTION WHEN check_violation THEN
+	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, m = MESSAGE_TEXT;
+	RAISE NOTICE '% / %', c, m;
+END $$;
+DO $$
+DECLARE c text; m text;
+BEGIN
+	PERFORM bgexec.configure_queue('no such queue!', paused => true);
+EXCEPTION WHEN check_violation THEN
+	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, m = MESSAGE_TEXT;
+	RAISE NOTICE '% / %', c, m;
+END $$;
+DO $$
+DECLARE c text; m text;
+BEGIN
+	PERFORM bgexec.configure_queue('zeroq', rate_period => '0');
+EXCEPTION WHEN check_violation THEN
+	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, m = MESSAGE_TEXT;
+	RAISE NOTICE '% / %', c, m;
+END $$;
+SELECT * FROM try($$UPDATE bgexec.queue SET retry_cap = '1 s' WHERE name = 'zeroq'$$);
+SELECT count(*) FROM bgexec.queue WHERE name = 'no such queue!';
