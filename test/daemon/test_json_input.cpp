@@ -42,6 +42,15 @@ TEST(JsonInput, SyntaxErrorQuotesAtMostSixtyBytesOfTheToken) {
   auto s = parse_json_input("[1, x]");
   ASSERT_FALSE(s);
   EXPECT_NE(s.message.find("last read: '1, x'"), std::string::npos) << s.message;
+  // A number past a double's range is quoted by its own message, cut too.
+  auto n = parse_json_input("{\"x\": 1" + std::string(200000, '0') + "}", 512, DuplicateKeys::refuse, Numbers::exact);
+  ASSERT_FALSE(n);
+  EXPECT_LT(n.message.size(), 300u) << n.message.substr(0, 300);
+  EXPECT_NE(n.message.find("number overflow parsing '1" + std::string(59, '0') + "...'"), std::string::npos)
+      << n.message.substr(0, 300);
+  auto o = parse_json_input("{\"x\": 1e400}");
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.message.find("number overflow parsing '1e400'"), std::string::npos) << o.message;
 }
 
 TEST(JsonInput, RawNulAndByteOrderMarkAreSyntaxErrors) {

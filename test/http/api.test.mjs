@@ -265,6 +265,11 @@ test('a string holding NUL gets 422 naming the field, never a truncated value', 
   assert.equal(r.status, 422, r.text);
   assert.equal(r.body.error.message, 'resume input must not contain NUL (\\u0000)');
   assert.equal((await api('GET', `/v1/jobs/${id}`, { token: A })).body.status, 'suspended');
+  r = await api('POST', `/v1/jobs/${id}/resume`, { token: A, raw: '{"ok": [1e-16384]}' });
+  assert.equal(r.status, 422, r.text);
+  assert.equal(r.body.error.sqlstate, '22003', r.text);
+  assert.match(r.body.error.message, /^resume input holds the number 1e-16384, out of the range of PostgreSQL's numeric/);
+  assert.equal((await api('GET', `/v1/jobs/${id}`, { token: A })).body.status, 'suspended');
   for (const q of [`queue=${queue}%00x`, 'status=queued%00']) {
     r = await api('GET', `/v1/jobs?${q}`, { token: A });
     assert.equal(r.status, 422, `${q}: ${r.text}`);
@@ -299,6 +304,32 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   const big = await api('POST', '/v1/jobs', { token: A, raw: '{"kind": "noop", "max_attempts": 18446744073709551615}' });
   assert.equal(big.status, 422);
   assert.equal(big.body.error.sqlstate, '22003');
+  // A number PostgreSQL's numeric refuses is named with its own field: the
+  // payload is cast from the whole body, and the database's "value
+  // overflows numeric format" was pinned on the payload whichever field held
+  // it.  Nothing is submitted.
+  const nq = uniq('numeric');
+  const numeric = [
+    [`{"kind":"noop","queue":"${nq}","priority":0e-99999,"payload":{}}`, /^priority holds the number 0e-99999, out of the range of PostgreSQL's numeric/],
+    [`{"kind":"noop","queue":"${nq}","payload":{"a":[1e-16384]}}`, /^payload holds the number 1e-16384, out of the range/],
+    [`{"kind":"noop","queue":"${nq}","payload":{},"timeout":1.${'0'.repeat(17000)}}`, /^timeout holds the number 1\.0{38}\.\.\., out of the range/],
+  ];
+  for (const [raw, message] of numeric) {
+    const r = await api('POST', '/v1/jobs', { token: A, raw });
+    assert.equal(r.status, 422, `${raw.slice(0, 80)}: ${r.text.slice(0, 300)}`);
+    assert.equal(r.body.error.sqlstate, '22003', r.text.slice(0, 300));
+    assert.match(r.body.error.message, message, r.text.slice(0, 300));
+  }
+  const sched = await api('PUT', `/v1/schedules/${nq}`, { token: A, raw: '{"cron":"* * * * *","kind":"noop","priority":1e-16384,"payload":{}}' });
+  assert.equal(sched.status, 422, sched.text);
+  assert.match(sched.body.error.message, /^priority holds the number 1e-16384/);
+  assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${nq}'`), '0');
+  assert.equal(psql(`SELECT count(*) FROM bgexec.schedule WHERE name = '${nq}'`), '0');
+  // A number past a double's range is a syntax error, quoting at most 60 bytes of it.
+  const huge = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","payload":{"x":1${'0'.repeat(200000)}}}` });
+  assert.equal(huge.status, 400);
+  assert.ok(huge.text.length < 400, huge.text.slice(0, 400));
+  assert.match(huge.body.error.message, /number overflow parsing '10{59}\.\.\.'/);
   const bad = await api('POST', '/v1/jobs', { token: A, body: { kind: 'bad kind' } });
   assert.equal(bad.body.error.detail, "kind was 'bad kind'");
   const st = await api('GET', '/v1/jobs?status=bogus', { token: A });

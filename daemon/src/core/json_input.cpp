@@ -18,18 +18,22 @@ using json = nlohmann::json;
 
 // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
 // without its bracketed prefix.
-// The text it last read is cut to 60 bytes: it quoted a malformed token
-// whole, and a 1 MiB request body came back in its 400.
+// The text it quotes is cut to 60 bytes: it quoted a malformed token
+// whole ("last read: '...'"), or a number past a double's range ("number
+// overflow parsing '1000...'"), and a 1 MiB request body came back in its
+// 400.
 std::string parser_message(const std::string& what) {
   std::string m = what;
   if (auto p = m.find("] "); m.rfind("[json.exception.", 0) == 0 && p != std::string::npos) m = m.substr(p + 2);
-  constexpr std::string_view marker = "last read: '";
   constexpr std::size_t keep = 60;
-  const auto start = m.find(marker);
-  const auto end = m.rfind('\'');
-  if (start != std::string::npos && end != std::string::npos && end > start + marker.size() + keep) {
-    const std::size_t from = start + marker.size();
-    m = m.substr(0, from + utf8_prefix(std::string_view(m).substr(from), keep)) + "..." + m.substr(end);
+  for (std::string_view marker : {"last read: '", "parsing '"}) {
+    const auto start = m.find(marker);
+    const auto end = m.rfind('\'');
+    if (start != std::string::npos && end != std::string::npos && end > start + marker.size() + keep) {
+      const std::size_t from = start + marker.size();
+      m = m.substr(0, from + utf8_prefix(std::string_view(m).substr(from), keep)) + "..." + m.substr(end);
+      break;
+    }
   }
   return m;
 }

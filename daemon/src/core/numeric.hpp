@@ -26,4 +26,12 @@ bool numeric_accepts(std::string_view number);
 // Walks with its own stack, so any depth is safe.
 std::string unstorable_number(const nlohmann::json& v);
 
+// "the number N, out of the range of PostgreSQL's numeric (...)": how an
+// error names such a number, after what held it (a step's output, a
+// request's field).
+inline std::string numeric_refuses(const std::string& number) {
+  return "the number " + number +
+         ", out of the range of PostgreSQL's numeric (at most 131072 digits before the point and 16383 after)";
+}
+
 }  // namespace bgexec::core

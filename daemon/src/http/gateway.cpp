@@ -6,6 +6,7 @@
 #include "core/logfmt.hpp"
 #include "core/many.hpp"
 #include "core/number.hpp"
+#include "core/numeric.hpp"
 #include "core/utf8.hpp"
 #include "http/assets.hpp"
 
@@ -177,6 +178,14 @@ HttpError method_not_allowed(std::string allow) {
 // (libpq takes C strings) and jsonb refuses it (22021: character_not_in_repertoire).
 HttpError nul_in(const std::string& what) {
   return {bhttp::status::unprocessable_entity, "22021", what + " must not contain NUL (\\u0000)"};
+}
+// A request value holding a number PostgreSQL's numeric refuses
+// (1e-16384; 22003: numeric_value_out_of_range).  Found here, where the
+// field is known: the database's own "value overflows numeric format" was
+// pinned on the field whose cast read the body, the payload, whichever
+// field held the number.
+HttpError unstorable_in(const std::string& what, const std::string& number) {
+  return {bhttp::status::unprocessable_entity, "22003", what + " holds " + core::numeric_refuses(number)};
 }
 // A request value nested past core::max_json_depth (54000: program_limit_exceeded).
 HttpError too_deep(const std::string& what) {
@@ -650,6 +659,9 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     // -> (pg/connection.hpp): a ->(jsonb, jsonb) elsewhere would be taken
     // for the untyped key.
     arg("payload", text, "(?::jsonb) OPERATOR(pg_catalog.->) 'payload'");
+    // So a number numeric refuses anywhere in the body fails that cast.
+    for (auto it = body.begin(); it != body.end(); ++it)
+      if (auto n = core::unstorable_number(it.value()); !n.empty()) throw unstorable_in(it.key(), n);
   }
   if (auto q = str("queue")) arg("queue", *q, "?::text");
   if (auto p = integer("priority", std::numeric_limits<std::int32_t>::min())) arg("priority", *p, "?::int");
@@ -1289,11 +1301,12 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       std::optional<std::string> input;
       auto b = std::string_view(req.body());
       if (b.find_first_not_of(" \t\r\n") != std::string_view::npos) {
-        auto in = core::parse_json_input(b, core::max_json_depth, core::DuplicateKeys::refuse);
+        auto in = core::parse_json_input(b, core::max_json_depth, core::DuplicateKeys::refuse, core::Numbers::exact);
         if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the resume input");
         if (in.error == core::JsonInput::Error::too_deep) throw too_deep("resume input");
         if (!in) throw bad_request("request body is not valid JSON: " + in.message);
         if (core::contains_nul(in.value)) throw nul_in("resume input");
+        if (auto n = core::unstorable_number(in.value); !n.empty()) throw unstorable_in("resume input", n);
         input = std::string(b);  // as sent: numbers exact (see build_submit)
       }
       pg::Result r;

@@ -143,9 +143,7 @@ std::optional<json> parse_output(const std::string& out, std::string& error) {
   }
   if (!in) return json(t);
   if (const auto number = core::unstorable_number(in.value); !number.empty()) {
-    error = "output is JSON holding the number " + number +
-            ", out of the range of PostgreSQL's numeric (at most 131072 digits before the point and 16383"
-            " after)";
+    error = "output is JSON holding " + core::numeric_refuses(number);
     return std::nullopt;
   }
   // The text is storable already; only a "\u0000" escape makes a NUL (which
