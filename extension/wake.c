@@ -846,7 +846,7 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	if (slot == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("await_work needs bgexec in shared_preload_libraries"),
+				 errmsg("await_work and await_claim need bgexec in shared_preload_libraries"),
 				 errhint("Add bgexec to shared_preload_libraries and restart, or LISTEN bgexec_jobs instead.")));
 	if (!slot_exit_registered)
 	{

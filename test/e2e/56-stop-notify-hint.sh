@@ -29,3 +29,9 @@ wait_status "$id" cancelled 20
 ms=$((($(date +%s%N) - start) / 1000000))
 ((ms < 5000)) || fail "a real stop took ${ms} ms (the next heartbeat, not the notification)"
 ok "a real stop cancelled the job after ${ms} ms"
+# Called without the preload, await_claim's error names it too (it said
+# await_work, which the caller never called).
+err=$(psql -qXAt -d postgres -c "SELECT * FROM bgexec.await_claim('w1', '{default}', 1, '10 ms')" 2>&1 || true)
+[[ $err == *"await_work and await_claim need bgexec in shared_preload_libraries"* ]] \
+  || fail "await_claim without the preload: $err"
+ok "await_claim without the preload names itself"

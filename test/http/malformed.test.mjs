@@ -312,14 +312,17 @@ test('the event stream\'s ?token=: ambiguous is 400 before any lookup; no valid 
     const r = await call(`${ev}?${q}`);
     assert.equal(r.status, 401, `${q}: ${r.text}`);
     assert.doesNotMatch(r.text, /bogus|after/, q);
+    assert.match(r.text, /missing or unknown bearer token \(Authorization: Bearer <token>, or \?token=\)/, q);
   }
   // A valid token: the request's own error.
   for (const [q, msg] of [
     [`token=${A}&bogus=1`, /unknown query parameter \\"bogus\\"/],
     [`token=${A}&after=1&after=2`, /query parameter \\"after\\" is given more than once/],
-    [`token=${A}&after=x`, /after must be a non-negative integer/],
+    [`token=${A}&after=x`, /after must be an integer from 0 to 2147483647/],
     // empty, as an empty limit= or before= is refused (it replayed from 0)
-    [`token=${A}&after=`, /after must be a non-negative integer/],
+    [`token=${A}&after=`, /after must be an integer from 0 to 2147483647/],
+    // past a seq's range: the message says the range, not "non-negative"
+    [`token=${A}&after=2147483648`, /after must be an integer from 0 to 2147483647/],
   ]) {
     const r = await call(`${ev}?${q}`);
     assert.equal(r.status, 400, `${q}: ${r.text}`);
@@ -507,7 +510,7 @@ test('a bad ?after= is 400 with a Last-Event-ID too; a query name with a control
     const r = await fetch(`${BASE}/v1/jobs/${id}/events?after=${q}`,
       { headers: { Authorization: `Bearer ${A}`, 'Last-Event-ID': '0' }, signal: AbortSignal.timeout(5000) });
     assert.equal(r.status, 400, q);
-    assert.match((await r.json()).error.message, /^after must be a non-negative integer/);
+    assert.match((await r.json()).error.message, /^after must be an integer from 0 to 2147483647/);
   }
   const r = await api('GET', '/v1/jobs?%01repeated%20limit=1', { token: A });
   assert.equal(r.status, 400, r.text);

@@ -1459,7 +1459,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // Browsers' EventSource cannot send headers: ?token= is accepted here.
   const std::string* role = authenticate(req, qs, true);
   if (!role) {
-    co_await reply_error(http_error(bhttp::status::unauthorized, "28000", "missing or unknown bearer token"));
+    co_await reply_error(http_error(bhttp::status::unauthorized, "28000",
+                                    "missing or unknown bearer token (Authorization: Bearer <token>, or ?token=)"));
     co_return;
   }
   if (auto e = unknown_param(qs, event_params)) {
@@ -1504,11 +1505,11 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   };
   std::optional<std::int64_t> from_header, from_query;
   if (auto it = qs.find("after"); it != qs.end() && !(from_query = seq_of(it->second))) {
-    co_await reply_error(bad_request("after must be a non-negative integer"));
+    co_await reply_error(bad_request("after must be an integer from 0 to 2147483647"));
     co_return;
   }
   if (std::string h(req["Last-Event-ID"]); !h.empty() && !(from_header = seq_of(h))) {
-    co_await reply_error(bad_request("Last-Event-ID must be a non-negative integer"));
+    co_await reply_error(bad_request("Last-Event-ID must be an integer from 0 to 2147483647"));
     co_return;
   }
   if (from_header) cursor = *from_header;
