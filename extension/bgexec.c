@@ -260,7 +260,7 @@ bgexec_caller(PG_FUNCTION_ARGS)
 }
 
 /*
- * bgexec._owner() -> name: the owner a job submitted now gets, _caller(),
+ * bgexec._owner() -> name: the owner a job or schedule made now gets, _caller(),
  * refused (42501) when that is the group role bgexec_client or
  * bgexec_worker: a job one of them owned would be every member's to read
  * (row-level security compares owner and current_user).
@@ -274,8 +274,8 @@ bgexec_owner(PG_FUNCTION_ARGS)
 	if (strcmp(rolname, "bgexec_client") == 0 || strcmp(rolname, "bgexec_worker") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role %s cannot own jobs: every member of it could read them", rolname),
-				 errhint("Submit as your own role (RESET ROLE, or SET ROLE to a role of yours).")));
+				 errmsg("role %s cannot own jobs or schedules: every member of it could read them", rolname),
+				 errhint("Act as your own role (RESET ROLE, or SET ROLE to a role of yours).")));
 	namestrcpy(result, rolname);
 	PG_RETURN_NAME(result);
 }

@@ -57,12 +57,13 @@ BEGIN
 		        SELECT o.oprnamespace, o.oprowner, o.oid::pg_catalog.regoperator::pg_catalog.text
 		          FROM pg_catalog.pg_operator o
 		        UNION ALL
-		        -- (a relation's row type and array type go with it, named above)
+		        -- (a relation's row type goes with it, named above, and an
+		        -- array type with its element type, named here or above: a
+		        -- domain was named by its array type, d[])
 		        SELECT t.typnamespace, t.typowner, t.oid::pg_catalog.regtype::pg_catalog.text
 		          FROM pg_catalog.pg_type t
 		         WHERE t.typrelid = 0
-		           AND NOT EXISTS (SELECT FROM pg_catalog.pg_type e
-		                            WHERE e.typarray = t.oid AND e.typrelid <> 0)
+		           AND NOT EXISTS (SELECT FROM pg_catalog.pg_type e WHERE e.typarray = t.oid)
 		        UNION ALL
 		        -- and every other kind of object a name in the schema can
 		        -- resolve to

@@ -71,6 +71,11 @@ CREATE TABLE bgexec.planted_t (x int);
 ALTER TABLE bgexec.planted_t OWNER TO regress_alice;
 CREATE EXTENSION bgexec;
 DROP TABLE bgexec.planted_t;
+-- a domain is named as itself, not by its array type (planted_d[])
+CREATE DOMAIN bgexec.planted_d AS int;
+ALTER DOMAIN bgexec.planted_d OWNER TO regress_alice;
+CREATE EXTENSION bgexec;
+DROP DOMAIN bgexec.planted_d;
 CREATE COLLATION bgexec.planted_c FROM "C";
 ALTER COLLATION bgexec.planted_c OWNER TO regress_alice;
 CREATE EXTENSION bgexec;
