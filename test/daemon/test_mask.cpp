@@ -360,6 +360,89 @@ TEST(Masker, ManySecretsAsTheReference) {
   }
 }
 
+// The reference of mask_decided(): the reference pass, stopping at the first
+// offset where a form longer than the rest of text starts with that rest.
+std::size_t decided_by_hand(const std::string& text, const std::vector<std::string>& forms, std::string& out) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t rest = text.size() - i;
+    const std::string* hit = nullptr;
+    for (const auto& f : forms) {
+      if (f.size() > rest && f.compare(0, rest, text, i, rest) == 0) return i;
+      if (text.compare(i, f.size(), f) == 0 && (!hit || f.size() > hit->size())) hit = &f;
+    }
+    if (hit) out += "***", i += hit->size();
+    else out += text[i++];
+  }
+  return text.size();
+}
+
+// Random secrets (prefixes, extensions and overlaps of one another, shared
+// first bytes, multibyte UTF-8, invalid UTF-8, every character a JSON
+// encoder escapes) and texts made of pieces of their escaped forms: mask(),
+// a StreamMasker fed in random chunks, and mask_decided() on each prefix
+// fed, all as the references over the masker's forms.
+TEST(Masker, RandomSecretsAsTheReference) {
+  std::mt19937 rng(46);
+  auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+  const std::vector<std::string> atoms = {"a", "b", "ab", "&", "<", ">", "/", "=", "'", "\"", "\\", "\n", "\t",
+                                          "\xc3\xa4", "\xc3\xa9", "\xe2\x80\xa8", "\xf0\x9f\x94\x91", "u", "0", "\xc3"};
+  auto random_atoms = [&](std::size_t most) {
+    std::string s;
+    for (std::size_t k = 0, len = 1 + pick(most); k < len; ++k) s += atoms[pick(atoms.size() - (pick(10) == 0 ? 0 : 1))];
+    return s;
+  };
+  for (int round = 0; round < 6000; ++round) {
+    Masker m;
+    std::vector<std::string> secrets;
+    for (std::size_t k = 0, count = 1 + pick(round % 4 == 0 ? 2 : 6); k < count; ++k) {
+      std::string s;
+      if (secrets.empty() || pick(3) == 0) {
+        s = random_atoms(round % 5 == 0 ? 2 : 6);
+      } else {
+        const std::string& other = secrets[pick(secrets.size())];
+        switch (pick(4)) {
+          case 0: s = other.substr(0, 1 + pick(other.size())); break;           // a prefix of another
+          case 1: s = other + random_atoms(3); break;                          // extends another
+          case 2: s = other.substr(pick(other.size())) + random_atoms(3); break;  // overlaps another's end
+          default: s = other.substr(0, pick(other.size())) + random_atoms(2); break;  // shares its first bytes
+        }
+      }
+      secrets.push_back(s);
+      m.add(s);
+    }
+    const std::vector<std::string>& forms = m.forms();
+    std::string text;
+    for (std::size_t k = 0, pieces = pick(24); k < pieces; ++k) {
+      if (pick(3) == 0) {
+        text += random_atoms(3);
+        continue;
+      }
+      const std::string& f = forms[pick(forms.size())];
+      const std::size_t from = pick(3) == 0 ? pick(f.size()) : 0;
+      text += f.substr(from, pick(2) == 0 ? std::string::npos : 1 + pick(f.size()));
+    }
+    const std::string expected = mask_by_hand(text, forms);
+    ASSERT_EQ(m.mask(text), expected) << "round " << round << ": " << text;
+    StreamMasker stream(m);
+    std::string streamed;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t n = std::min(text.size() - at, 1 + pick(round % 2 == 0 ? 4 : 40));
+      streamed += stream.feed(std::string_view(text).substr(at, n));
+      at += n;
+      ASSERT_EQ(expected.compare(0, streamed.size(), streamed), 0) << "round " << round << ": " << text;
+      if (pick(4) != 0) continue;  // the reference is quadratic in the fed text
+      const std::string fed = text.substr(0, at);
+      std::string want;
+      const std::size_t want_n = decided_by_hand(fed, forms, want);
+      std::string got;
+      ASSERT_EQ(m.mask_decided(fed, got), want_n) << "round " << round << ": " << fed;
+      ASSERT_EQ(got, want) << "round " << round << ": " << fed;
+    }
+    streamed += stream.flush();
+    ASSERT_EQ(streamed, expected) << "round " << round << ": " << text;
+  }
+}
+
 // A hundred secrets against 8 MiB of hex, the text every one of them may
 // start at: compared with each offset's few candidates, not all hundred
 // (the worker held its event loop 28 s for 15 MiB).  Milliseconds here;

@@ -138,36 +138,146 @@ void Masker::add(std::string secret) {
 }
 
 // Keeps secrets_ sorted by descending length (ties: lexical, for a stable
-// order) so mask() tries the longest candidate first at each offset.  One
-// sort and one rebuild of by_first_ for all of a secret's forms.
+// order; duplicates are found by binary search).  One sort and one build of
+// the automaton, before the next masking, for all the secrets added since.
 void Masker::insert(std::vector<std::string> forms) {
   const std::size_t old_size = secrets_.size();
   for (std::string& secret : forms) {
     if (std::binary_search(secrets_.begin(), secrets_.begin() + static_cast<std::ptrdiff_t>(old_size), secret, before) ||
         std::find(secrets_.begin() + static_cast<std::ptrdiff_t>(old_size), secrets_.end(), secret) != secrets_.end())
       continue;
-    const auto b0 = static_cast<unsigned char>(secret[0]);
-    starts_[b0] = true;
-    for (unsigned b1 = 0; b1 < 256; ++b1)
-      if (secret.size() == 1 || b1 == static_cast<unsigned char>(secret[1])) {
-        const unsigned k = (b0 << 8) | b1;
-        pairs_[k >> 6] |= std::uint64_t{1} << (k & 63);
-      }
     secrets_.push_back(std::move(secret));
   }
   if (secrets_.size() == old_size) return;
   std::sort(secrets_.begin(), secrets_.end(), before);
-  for (auto& bucket : by_first_) bucket.clear();
-  for (std::uint32_t k = 0; k < secrets_.size(); ++k)
-    by_first_[static_cast<unsigned char>(secrets_[k][0])].push_back(k);
+  built_ = false;
 }
 
-bool Masker::may_start(std::string_view text, std::size_t i) const {
-  const auto b0 = static_cast<unsigned char>(text[i]);
-  if (!starts_[b0]) return false;
-  if (i + 1 >= text.size()) return true;
-  const unsigned k = (unsigned{b0} << 8) | static_cast<unsigned char>(text[i + 1]);
-  return (pairs_[k >> 6] >> (k & 63)) & 1;
+// The trie first (each node's children a list through sibling links), then
+// its nodes renumbered breadth first as states, so each state's failure
+// link, match and dense row are computed from states already complete: a
+// suffix of a prefix is shorter, so it comes earlier.
+void Masker::build() const {
+  std::vector<std::uint32_t> first_kid(1, 0);
+  std::vector<std::uint32_t> sibling(1, 0);
+  std::vector<unsigned char> byte(1, 0);
+  std::vector<bool> ends(1, false);  // a form ends at the node
+  for (const std::string& secret : secrets_) {
+    std::uint32_t at = 0;
+    for (const char ch : secret) {
+      const auto c = static_cast<unsigned char>(ch);
+      std::uint32_t kid = first_kid[at];
+      while (kid != 0 && byte[kid] != c) kid = sibling[kid];
+      if (kid == 0) {
+        kid = static_cast<std::uint32_t>(first_kid.size());
+        first_kid.push_back(0);
+        sibling.push_back(first_kid[at]);
+        byte.push_back(c);
+        ends.push_back(false);
+        first_kid[at] = kid;
+      }
+      at = kid;
+    }
+    ends[at] = true;
+  }
+  const std::size_t count = first_kid.size();
+  states_.assign(count, State{});
+  bytes_.assign(count, 0);
+  dense_rows_ = 1;
+  for (std::uint32_t kid = first_kid[0]; kid != 0; kid = sibling[kid]) ++dense_rows_;
+  dense_.assign(dense_rows_ * 256, 0);
+  std::vector<std::uint32_t> order{0};  // trie nodes by state number
+  order.reserve(count);
+  for (std::uint32_t k = 0; k < order.size(); ++k) {
+    State& s = states_[k];
+    s.kids = static_cast<std::uint32_t>(order.size());
+    for (std::uint32_t node = first_kid[order[k]]; node != 0; node = sibling[node]) {
+      const auto id = static_cast<std::uint32_t>(order.size());
+      order.push_back(node);
+      State& kid = states_[id];
+      kid.depth = s.depth + 1;
+      bytes_[id] = byte[node];
+      if (ends[node]) {
+        kid.fail = dead;
+        kid.match = id;
+      } else {
+        kid.fail = k == 0 ? 0 : next(s.fail, byte[node]);
+        kid.match = kid.fail == dead ? 0 : states_[kid.fail].match;
+      }
+    }
+    s.kid_count = static_cast<std::uint32_t>(order.size()) - s.kids;
+    if (k < dense_rows_) {  // the root's row, or their failure link's (the root's or dead) with their own children
+      const auto row = dense_.begin() + static_cast<std::ptrdiff_t>(k) * 256;
+      if (k != 0 && s.fail == dead) std::fill(row, row + 256, dead);
+      else if (k != 0) std::copy(dense_.begin(), dense_.begin() + 256, row);
+      for (std::uint32_t kid = s.kids; kid < s.kids + s.kid_count; ++kid) row[bytes_[kid]] = kid;
+    }
+  }
+  built_ = true;
+}
+
+// Follows failure links until a state continues with c; a state with a
+// dense row has the answer there.
+std::uint32_t Masker::next(std::uint32_t state, unsigned char c) const {
+  for (; state >= dense_rows_; state = states_[state].fail) {
+    if (state == dead) return dead;
+    const State& s = states_[state];
+    for (std::uint32_t kid = s.kids; kid < s.kids + s.kid_count; ++kid)
+      if (bytes_[kid] == c) return kid;
+  }
+  return dense_[state * 256 + c];
+}
+
+// Masks as a reference pass would: at each offset left to right, the
+// longest form starting there becomes "***" and the pass resumes after it,
+// otherwise the byte is copied.  The automaton (leftmost-longest, as the
+// aho-corasick crate builds it) reports in each state the form ending there
+// that starts first; past a form's end no failure link leads anywhere but
+// dead, so a form found is only ever replaced by one starting at the same
+// offset or earlier, and when the automaton dies the last form found is the
+// leftmost and, for its offset, the longest.  The pass starts over at its
+// end: the bytes read past it, fewer than the longest form, are read again.
+std::size_t Masker::scan(std::string_view text, std::string& out, bool whole) const {
+  if (!built_) build();
+  const std::size_t n = text.size();
+  std::size_t copied = 0;     // text[0, copied) is decided and in out
+  std::size_t found = 0;      // the last form found: text[found, found_end)
+  std::size_t found_end = 0;  // 0: none since the pass started over
+  std::uint32_t state = 0;
+  std::size_t j = 0;
+  for (;;) {
+    if (state == 0)  // no form under way: skip the bytes no form starts with
+      while (j < n && dense_[static_cast<unsigned char>(text[j])] == 0) ++j;
+    if (j < n) {
+      state = next(state, static_cast<unsigned char>(text[j]));
+      if (state != dead) {
+        if (const std::uint32_t m = states_[state].match; m != 0) {
+          found = j + 1 - states_[m].depth;
+          found_end = j + 1;
+        }
+        ++j;
+        continue;
+      }
+    } else {
+      if (state == 0) break;
+      // Streaming, the text from the state's offset on is a proper prefix
+      // of a form: it is held back, with any form found (it starts there
+      // or later).  Every offset before starts no form.
+      if (!whole && states_[state].kid_count != 0) {
+        const std::size_t at = n - states_[state].depth;
+        out.append(text.data() + copied, at - copied);
+        return at;
+      }
+      if (found_end == 0) break;
+    }
+    out.append(text.data() + copied, found - copied);
+    out += mask_text;
+    copied = j = found_end;
+    found_end = 0;
+    state = 0;
+  }
+  out.append(text.data() + copied, n - copied);
+  return n;
 }
 
 // Single left-to-right pass: at each offset the longest matching secret is
@@ -176,24 +286,7 @@ std::string Masker::mask(std::string_view text) const {
   if (secrets_.empty()) return std::string(text);
   std::string out;
   out.reserve(text.size());
-  std::size_t i = 0;
-  while (i < text.size()) {
-    if (!may_start(text, i)) {  // no secret starts here: the common case
-      out.push_back(text[i++]);
-      continue;
-    }
-    bool matched = false;
-    for (const std::uint32_t k : by_first_[static_cast<unsigned char>(text[i])]) {
-      const std::string& secret = secrets_[k];
-      if (secret.size() <= text.size() - i && text.compare(i, secret.size(), secret) == 0) {
-        out += mask_text;
-        i += secret.size();
-        matched = true;
-        break;
-      }
-    }
-    if (!matched) out.push_back(text[i++]);
-  }
+  scan(text, out, true);
   return out;
 }
 
@@ -250,36 +343,10 @@ void Masker::mask_json_in_place(nlohmann::json& value) const {
 // No secrets registered.
 bool Masker::empty() const { return secrets_.empty(); }
 
-// mask()'s pass, stopping at the first offset where a secret longer than the
-// rest of text starts with that rest: longest first, so a longer secret that
-// may still match wins over a shorter one matching now, as in mask().
-std::size_t Masker::mask_decided(std::string_view text, std::string& out) const {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    if (!may_start(text, i)) {
-      out.push_back(text[i++]);
-      continue;
-    }
-    const std::size_t rest = text.size() - i;
-    const std::string* hit = nullptr;
-    for (const std::uint32_t k : by_first_[static_cast<unsigned char>(text[i])]) {
-      const std::string& secret = secrets_[k];
-      if (secret.size() > rest) {
-        if (text.compare(i, rest, secret, 0, rest) == 0) return i;
-      } else if (text.compare(i, secret.size(), secret) == 0) {
-        hit = &secret;
-        break;
-      }
-    }
-    if (hit) {
-      out += mask_text;
-      i += hit->size();
-    } else {
-      out.push_back(text[i++]);
-    }
-  }
-  return i;
-}
+// mask()'s pass, stopping at the first offset where a form longer than the
+// rest of text starts with that rest: a longer form that may still match
+// wins over a shorter one matching now, as in mask().
+std::size_t Masker::mask_decided(std::string_view text, std::string& out) const { return scan(text, out, false); }
 
 std::string StreamMasker::feed(std::string_view chunk) {
   std::string out;

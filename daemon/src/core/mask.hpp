@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,6 +12,8 @@ namespace bgexec::core {
 
 // Replaces secret values with "***" before text leaves the worker (logs,
 // events, results), so resolved {{secrets.NAME}} values are never persisted.
+// One thread at a time, const calls included: the first masking after an
+// add() builds the automaton it masks with.
 class Masker {
  public:
   // Registers a secret; empty strings and duplicates are ignored. Secrets
@@ -45,22 +46,61 @@ class Masker {
   // waits for more input.  For StreamMasker.
   std::size_t mask_decided(std::string_view text, std::string& out) const;
 
+  // Every string masked: the secrets and their escaped forms, longest
+  // first (for tests that compare mask() with a reference).
+  const std::vector<std::string>& forms() const { return secrets_; }
+
  private:
-  // Adds the strings of forms not in secrets_ yet (no escaped forms).
+  // A state of the automaton: a prefix of some secret's form.  State 0 is
+  // the empty prefix (the root).
+  struct State {
+    std::uint32_t depth = 0;  // the prefix's length
+    // The longest proper suffix of the prefix that is a state; dead once the
+    // prefix holds a whole form (a form found, no later one may start).
+    std::uint32_t fail = 0;
+    // The form the prefix ends with that starts first (itself or a suffix
+    // up its failure links): a state, 0 if none.
+    std::uint32_t match = 0;
+    std::uint32_t kids = 0;       // its first child: the prefix plus a byte (children are numbered in a row)
+    std::uint32_t kid_count = 0;  // 0: no form continues the prefix
+  };
+  static constexpr std::uint32_t dead = UINT32_MAX;  // no form can be under way
+
+  // Adds the strings of forms not in secrets_ yet (no escaped forms); the
+  // automaton is built again, once, before the next masking.
   void insert(std::vector<std::string> forms);
 
-  // Whether a secret may start at text[i]: its first byte, and its first
-  // two (a one-byte secret matching any second).  Most offsets of most
-  // text are passed over here.
-  bool may_start(std::string_view text, std::size_t i) const;
+  // Builds the Aho-Corasick automaton of secrets_ for leftmost-longest
+  // matching: a trie of every form, each state with its failure link and
+  // the form it reports.
+  // Time linear in the forms' total length; once for all the secrets a
+  // job adds one by one before it masks anything.
+  void build() const;
+
+  // The state after reading byte c in state: the longest suffix of the
+  // prefix read, plus c, that is a prefix of some form; dead past a form
+  // when there is none that starts at the form's offset or before.
+  std::uint32_t next(std::uint32_t state, unsigned char c) const;
+
+  // mask() (whole) or mask_decided() (!whole): the automaton over text,
+  // started over after each form masked; appends the masked text of the
+  // offsets it decides to out and returns how many there are.
+  std::size_t scan(std::string_view text, std::string& out, bool whole) const;
 
   std::vector<std::string> secrets_;  // longest first, unique, non-empty
-  std::array<bool, 256> starts_{};     // bytes some secret starts with
-  // secrets_'s indexes by first byte, longest first: an offset is compared
-  // with the secrets that start with its byte, not with every secret (a
-  // hundred secrets against 15 MiB of hex output held the worker 28 s).
-  std::array<std::vector<std::uint32_t>, 256> by_first_{};
-  std::array<std::uint64_t, 65536 / 64> pairs_{};  // first two bytes some secret may start with
+  mutable bool built_ = true;          // the automaton is secrets_'s
+  // The automaton: masking takes time linear in the text and the forms
+  // found in it, whatever the number of forms.  Comparing each offset with
+  // the forms sharing its first bytes, a hundred secrets holding & < / = '
+  // > and a non-ASCII letter (24 forms each, sharing their first bytes)
+  // took seconds over 8 MiB of their pieces.
+  mutable std::vector<State> states_{State{}};
+  mutable std::vector<unsigned char> bytes_{0};  // by state: the last byte of its prefix
+  // next() of the root and of the states one byte deep, where the text
+  // keeps the automaton most of the time, by state * 256 + byte: rows
+  // 0 .. dense_rows_ - 1 (states are numbered breadth first).
+  mutable std::vector<std::uint32_t> dense_ = std::vector<std::uint32_t>(256);
+  mutable std::size_t dense_rows_ = 1;
 };
 
 // Masks a stream fed in chunks exactly as Masker::mask masks the whole of
