@@ -55,8 +55,9 @@ class Masker {
   // the empty prefix (the root).
   struct State {
     std::uint32_t depth = 0;  // the prefix's length
-    // The longest proper suffix of the prefix that is a state; dead once the
-    // prefix holds a whole form (a form found, no later one may start).
+    // The longest proper suffix of the prefix that is a state and starts no
+    // later than any whole form the prefix holds (a form found, no later
+    // one may start); dead if there is none.
     std::uint32_t fail = 0;
     // The form the prefix ends with that starts first (itself or a suffix
     // up its failure links): a state, 0 if none.
@@ -72,9 +73,8 @@ class Masker {
 
   // Builds the Aho-Corasick automaton of secrets_ for leftmost-longest
   // matching: a trie of every form, each state with its failure link and
-  // the form it reports.
-  // Time linear in the forms' total length; once for all the secrets a
-  // job adds one by one before it masks anything.
+  // the form it reports.  Time linear in the forms' total length; once for
+  // all the secrets a job adds one by one before it masks anything.
   void build() const;
 
   // The state after reading byte c in state: the longest suffix of the
@@ -89,11 +89,12 @@ class Masker {
 
   std::vector<std::string> secrets_;  // longest first, unique, non-empty
   mutable bool built_ = true;          // the automaton is secrets_'s
-  // The automaton: masking takes time linear in the text and the forms
-  // found in it, whatever the number of forms.  Comparing each offset with
-  // the forms sharing its first bytes, a hundred secrets holding & < / = '
-  // > and a non-ASCII letter (24 forms each, sharing their first bytes)
-  // took seconds over 8 MiB of their pieces.
+  // The automaton: masking reads each byte once, and after each form found
+  // at most the longest form's length again, whatever the number of forms.
+  // Comparing each offset with the forms sharing its first bytes, a hundred
+  // secrets holding & < / = ' > and a non-ASCII letter (up to 25 forms
+  // each, all sharing their first bytes) took seconds over 8 MiB of pieces
+  // of them.
   mutable std::vector<State> states_{State{}};
   mutable std::vector<unsigned char> bytes_{0};  // by state: the last byte of its prefix
   // next() of the root and of the states one byte deep, where the text
