@@ -47,7 +47,11 @@
  *
  * Locking.  One LWLock guards the slots; a wake scans them once per
  * committing transaction that recorded wakes (MaxBackends slots, a few
- * microseconds), and sets the latches after releasing it.
+ * microseconds), and sets the latches after releasing it.  Due times cost
+ * one more pass over the slots and one over the table, however many the
+ * transaction recorded: it keeps only the 256 earliest of each
+ * subtransaction level, the most the table could keep (a reconcile that
+ * re-queued 20 000 jobs, each due at its own time, held the lock 20 ms).
  *
  * Needs shared_preload_libraries: without it await_work raises 55000 and
  * the worker falls back to LISTEN bgexec_jobs, bgexec_stop.
@@ -168,8 +172,28 @@ static WakeShared *wake_shared = NULL;
 static WakeRequest *requests = NULL;	/* in TopTransactionContext */
 static int	nrequests = 0;
 static int	maxrequests = 0;
+
+/*
+ * The due times a transaction recorded (WAKE_LATER requests), kept apart:
+ * a reconcile that re-queues 20 000 jobs with jittered backoffs records
+ * 20 000 of them, and a scan of the list for each, to merge equal times,
+ * cost 0.1-0.3 s of its backend (bench/README.md, forty-sixth round).
+ * They are appended as they come; compact_dues sorts them, merges equal
+ * times and keeps the WAKE_MAX_DUE earliest of each subtransaction level.
+ * The shared table keeps the WAKE_MAX_DUE earliest of all it is given, so a
+ * time later than WAKE_MAX_DUE others of its level can never be kept: the
+ * requests of a level share its fate (an abort drops them all, a commit
+ * hands them all to the parent), so whenever it would reach the table,
+ * those do too.
+ */
+static WakeRequest *dues = NULL;	/* in TopTransactionContext */
+static int	ndues = 0;
+static int	maxdues = 0;
+static int	dues_compact_at = 2 * WAKE_MAX_DUE; /* compact_dues at this many */
 static bool callbacks_registered = false;
 static bool slot_exit_registered = false;
+
+static void compact_dues(void);
 
 PG_FUNCTION_INFO_V1(bgexec_await_work);
 PG_FUNCTION_INFO_V1(bgexec_jobs_ready);
@@ -254,45 +278,172 @@ slot_has_queue(const WakeSlot *s, NameHash q, uint32 *bit)
 	return false;
 }
 
+/* A queue of the due times a transaction committed, and its earliest. */
+typedef struct DueQueue
+{
+	NameHash	queue;
+	TimestampTz at;
+} DueQueue;
+
+/* qsort: by queue, then time. */
+static int
+due_queue_cmp(const void *a, const void *b)
+{
+	const DueQueue *x = a;
+	const DueQueue *y = b;
+
+	if (x->queue != y->queue)
+		return x->queue < y->queue ? -1 : 1;
+	if (x->at != y->at)
+		return x->at < y->at ? -1 : 1;
+	return 0;
+}
+
+/* The index of queue q's entry in queues[0..n) (sorted by queue), or -1. */
+static int
+due_queue_find(const DueQueue *queues, int n, NameHash q)
+{
+	int			lo = 0;
+	int			hi = n - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (queues[mid].queue == q)
+			return mid;
+		if (queues[mid].queue < q)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* The index of the request for queue q at `at` in dues[0..n) (by time, then queue), or -1. */
+static int
+due_request_find(const WakeRequest *reqs, int n, NameHash q, TimestampTz at)
+{
+	int			lo = 0;
+	int			hi = n - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+		const WakeRequest *d = &reqs[mid];
+
+		if (d->at == at && d->hash == q)
+			return mid;
+		if (d->at < at || (d->at == at && d->hash < q))
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* qsort: indexes of the table's entries, the latest first. */
+static int
+due_latest_first_cmp(const void *a, const void *b)
+{
+	TimestampTz x = wake_shared->due[*(const int *) a].at;
+	TimestampTz y = wake_shared->due[*(const int *) b].at;
+
+	if (x != y)
+		return x > y ? -1 : 1;
+	return *(const int *) a - *(const int *) b;
+}
+
 /*
- * Records jobs of queue q (this database) runnable at `at`; the caller holds
- * the lock exclusively.  Merges with an entry of the same time; when the
- * table is full, replaces the latest entry if this one is earlier (a job
- * left out is found by the workers' poll).  Drops entries nobody took.
+ * Records the due times reqs[0..n) of this database (distinct, by time
+ * then queue, at most WAKE_MAX_DUE), as one at a time in time order would:
+ * each is merged with an entry of the same queue and time; else it takes a
+ * free entry; else, when the table is full, the latest entry if it is
+ * earlier (a job left out is found by the workers' poll).  So the table
+ * holds the WAKE_MAX_DUE earliest of what it held and what it is given.
+ * Drops entries nobody took.  Then marks the latches of the sleepers of
+ * each queue (queues[0..nqueues), its earliest time) that would sleep past
+ * it: they sleep until then.  The caller holds the lock exclusively: one
+ * pass over the table and one over the slots, where a pass of each per due
+ * time held it 20 ms for 20 000 of them.
  */
 static void
-add_due(NameHash q, TimestampTz at, int64 jobs, TimestampTz now)
+add_dues(const WakeRequest *reqs, int n, const DueQueue *queues, int nqueues,
+		 TimestampTz now, bool *latch)
 {
-	int			free_i = -1;
-	int			latest_i = -1;
+	bool		merged[WAKE_MAX_DUE] = {false};
+	int			free_i[WAKE_MAX_DUE];
+	int			used[WAKE_MAX_DUE];
+	int			nfree = 0;
+	int			nused = 0;
+	int			f = 0;
+	int			u = 0;
+	bool		sorted = false;
 
+	Assert(n <= WAKE_MAX_DUE);
 	for (int i = 0; i < WAKE_MAX_DUE; i++)
 	{
 		DueEntry   *e = &wake_shared->due[i];
+		int			k;
 
 		if (e->dboid != InvalidOid && now - e->at > WAKE_DUE_EXPIRE_US)
 			e->dboid = InvalidOid;
 		if (e->dboid == InvalidOid)
 		{
-			if (free_i < 0)
-				free_i = i;
+			free_i[nfree++] = i;
 			continue;
 		}
-		if (e->dboid == MyDatabaseId && e->queue == q && e->at == at)
+		used[nused++] = i;
+		if (e->dboid == MyDatabaseId &&
+			(k = due_request_find(reqs, n, e->queue, e->at)) >= 0)
 		{
-			e->jobs = Min(e->jobs + jobs, PG_INT32_MAX);
-			return;
+			e->jobs = Min(e->jobs + reqs[k].jobs, PG_INT32_MAX);
+			merged[k] = true;
 		}
-		if (latest_i < 0 || e->at > wake_shared->due[latest_i].at)
-			latest_i = i;
 	}
-	if (free_i < 0)
+	for (int k = 0; k < n; k++)
 	{
-		if (wake_shared->due[latest_i].at <= at)
-			return;
-		free_i = latest_i;
+		int			i;
+
+		if (merged[k])
+			continue;
+		if (f < nfree)
+			i = free_i[f++];
+		else
+		{
+			/*
+			 * In place of the latest entry held before: one recorded here
+			 * is no later than this request, nor the rest of them.
+			 */
+			if (!sorted)
+			{
+				qsort(used, nused, sizeof(int), due_latest_first_cmp);
+				sorted = true;
+			}
+			if (u == nused || wake_shared->due[used[u]].at <= reqs[k].at)
+				break;			/* and none later is kept either */
+			i = used[u++];
+		}
+		wake_shared->due[i] = (DueEntry) {MyDatabaseId, reqs[k].hash, reqs[k].at, reqs[k].jobs};
 	}
-	wake_shared->due[free_i] = (DueEntry) {MyDatabaseId, q, at, jobs};
+	/* Sleepers of a queue that would wake after its earliest time: sooner. */
+	for (int i = 0; i < wake_shared->nslots; i++)
+	{
+		WakeSlot   *s = &wake_shared->slots[i];
+
+		if (s->pid == 0 || s->dboid != MyDatabaseId || !s->sleeping ||
+			s->sleep_until <= reqs[0].at)
+			continue;
+		if (s->nqueues < 0)
+			latch[i] = true;	/* as slot_has_queue: every queue */
+		for (int j = 0; j < s->nqueues && !latch[i]; j++)
+		{
+			int			k = due_queue_find(queues, nqueues, s->queues[j]);
+
+			if (k >= 0 && s->sleep_until > queues[k].at)
+				latch[i] = true;
+		}
+	}
 }
 
 /*
@@ -382,22 +533,37 @@ wake_one(int i, uint32 bit, int64 need, bool *latch)
  * (their next call returns at once, in turn from where the last left), until
  * their capacity covers the jobs; a slot already holding a job wake counts
  * as covering up to its capacity and is not woken twice.  A stop request
- * wakes every slot of the worker.  A request for later records its time,
- * and wakes the queue's sleepers that would sleep past it, to sleep until
- * then.  Takes the slots' lock; sets each latch once, after releasing it.
+ * wakes every slot of the worker.  The due times dues[0..ndues) (requests
+ * for later, as compact_dues leaves them: distinct, by time then queue, at
+ * most WAKE_MAX_DUE) are recorded, and each queue's sleepers that would
+ * sleep past its earliest are woken, to sleep until then.  Takes the
+ * slots' lock; sets each latch once, after releasing it.
  */
 static void
-wake_slots(const WakeRequest *reqs, int n)
+wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 {
 	bool	   *latch;
 	Sleeper    *sleepers;
 	int			nsleepers;
+	DueQueue   *queues = NULL;
+	int			nqueues = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (wake_shared == NULL || n == 0)
+	if (wake_shared == NULL || (n == 0 && ndues == 0))
 		return;
 	latch = palloc0(sizeof(bool) * wake_shared->nslots);
 	sleepers = palloc(sizeof(Sleeper) * wake_shared->nslots);
+	/* Each queue's earliest due time, by queue, before taking the lock. */
+	if (ndues > 0)
+	{
+		queues = palloc(sizeof(DueQueue) * ndues);
+		for (int k = 0; k < ndues; k++)
+			queues[k] = (DueQueue) {dues[k].hash, dues[k].at};
+		qsort(queues, ndues, sizeof(DueQueue), due_queue_cmp);
+		for (int k = 0; k < ndues; k++)
+			if (nqueues == 0 || queues[nqueues - 1].queue != queues[k].queue)
+				queues[nqueues++] = queues[k];
+	}
 	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
 	for (int r = 0; r < n; r++)
 	{
@@ -415,21 +581,6 @@ wake_slots(const WakeRequest *reqs, int n)
 					continue;
 				latch[i] |= s->sleeping && s->pending == 0;
 				s->pending |= WAKE_STOP;
-			}
-			continue;
-		}
-		if (req->kind == WAKE_LATER)
-		{
-			add_due(req->hash, req->at, req->jobs, now);
-			/* Sleepers of the queue that would wake after it: sooner. */
-			for (int i = 0; i < wake_shared->nslots; i++)
-			{
-				WakeSlot   *s = &wake_shared->slots[i];
-				uint32		bit;
-
-				if (s->pid != 0 && s->dboid == MyDatabaseId && s->sleeping &&
-					s->sleep_until > req->at && slot_has_queue(s, req->hash, &bit))
-					latch[i] = true;
 			}
 			continue;
 		}
@@ -488,10 +639,14 @@ wake_slots(const WakeRequest *reqs, int n)
 			}
 		}
 	}
+	if (ndues > 0)
+		add_dues(dues, ndues, queues, nqueues, now, latch);
 	LWLockRelease(wake_shared->lock);
 	for (int i = 0; i < wake_shared->nslots; i++)
 		if (latch[i])
 			SetLatch(&ProcGlobal->allProcs[wake_shared->slots[i].pgprocno].procLatch);
+	if (queues != NULL)
+		pfree(queues);
 	pfree(sleepers);
 	pfree(latch);
 }
@@ -503,12 +658,14 @@ wake_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-			if (nrequests > 0)
+			if (nrequests > 0 || ndues > 0)
 			{
 				/* A failure here must not turn a commit into an error. */
 				PG_TRY();
 				{
-					wake_slots(requests, nrequests);
+					/* One level now: its WAKE_MAX_DUE earliest. */
+					compact_dues();
+					wake_slots(requests, nrequests, dues, Min(ndues, WAKE_MAX_DUE));
 				}
 				PG_CATCH();
 				{
@@ -523,6 +680,9 @@ wake_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			requests = NULL;	/* freed with TopTransactionContext */
 			nrequests = maxrequests = 0;
+			dues = NULL;
+			ndues = maxdues = 0;
+			dues_compact_at = 2 * WAKE_MAX_DUE;
 			break;
 		default:
 			break;
@@ -536,23 +696,104 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	nrequests = bgexec_subxact_entries(event, requests, nrequests, sizeof(WakeRequest),
 									   offsetof(WakeRequest, level));
+	ndues = bgexec_subxact_entries(event, dues, ndues, sizeof(WakeRequest),
+								   offsetof(WakeRequest, level));
 }
 
-/* Records a wake for the commit of the current transaction. */
-static void
-add_request(uint8 kind, NameHash hash, int64 jobs, TimestampTz at)
+/* qsort: due times by level, then time, then queue. */
+static int
+due_request_cmp(const void *a, const void *b)
 {
-	int			level = GetCurrentTransactionNestLevel();
+	const WakeRequest *x = a;
+	const WakeRequest *y = b;
 
+	if (x->level != y->level)
+		return x->level < y->level ? -1 : 1;
+	if (x->at != y->at)
+		return x->at < y->at ? -1 : 1;
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Sorts the due times by level, time and queue, merges the requests of a
+ * level for the same queue and time, and keeps the WAKE_MAX_DUE earliest of
+ * each level (see dues).  The next call is at twice what it kept: a
+ * request costs a logarithm's worth of sorting.
+ */
+static void
+compact_dues(void)
+{
+	int			kept = 0;
+	int			of_level = 0;
+
+	if (ndues > 1)
+		qsort(dues, ndues, sizeof(WakeRequest), due_request_cmp);
+	for (int i = 0; i < ndues; i++)
+	{
+		WakeRequest *last = kept > 0 ? &dues[kept - 1] : NULL;
+
+		if (last != NULL && last->level == dues[i].level)
+		{
+			if (last->at == dues[i].at && last->hash == dues[i].hash)
+			{
+				last->jobs = Min(last->jobs + dues[i].jobs, PG_INT32_MAX);
+				continue;
+			}
+			if (of_level == WAKE_MAX_DUE)
+				continue;		/* later than WAKE_MAX_DUE of its level */
+		}
+		else
+			of_level = 0;
+		dues[kept++] = dues[i];
+		of_level++;
+	}
+	ndues = kept;
+	dues_compact_at = Max(2 * kept, 2 * WAKE_MAX_DUE);
+}
+
+/* Registers the transaction callbacks, once a backend records a wake. */
+static void
+register_callbacks(void)
+{
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(wake_xact_callback, NULL);
 		RegisterSubXactCallback(wake_subxact_callback, NULL);
 		callbacks_registered = true;
 	}
+}
+
+/* Records jobs of a queue due at `at` for the commit of the current transaction. */
+static void
+add_due_request(NameHash hash, int64 jobs, TimestampTz at)
+{
+	register_callbacks();
+	if (ndues >= dues_compact_at)
+		compact_dues();
+	if (ndues == maxdues)
+	{
+		int			grown = Max(64, maxdues * 2);
+
+		dues = dues == NULL ?
+			MemoryContextAlloc(TopTransactionContext, sizeof(WakeRequest) * grown) :
+			repalloc(dues, sizeof(WakeRequest) * grown);
+		maxdues = grown;
+	}
+	dues[ndues] = (WakeRequest) {WAKE_LATER, hash, jobs, at, GetCurrentTransactionNestLevel(), -1};
+	ndues++;
+}
+
+/* Records a job or stop wake for the commit of the current transaction. */
+static void
+add_request(uint8 kind, NameHash hash, int64 jobs)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	register_callbacks();
 	for (int i = 0; i < nrequests; i++)
-		if (requests[i].kind == kind && requests[i].hash == hash && requests[i].level == level &&
-			requests[i].at == at)
+		if (requests[i].kind == kind && requests[i].hash == hash && requests[i].level == level)
 		{
 			if (kind != WAKE_STOP)
 				requests[i].jobs = Min(requests[i].jobs + jobs, PG_INT32_MAX);
@@ -570,7 +811,7 @@ add_request(uint8 kind, NameHash hash, int64 jobs, TimestampTz at)
 	requests[nrequests].kind = kind;
 	requests[nrequests].hash = hash;
 	requests[nrequests].jobs = jobs;
-	requests[nrequests].at = at;
+	requests[nrequests].at = 0;
 	requests[nrequests].level = level;
 	requests[nrequests].skip_slot = -1;
 	nrequests++;
@@ -592,7 +833,7 @@ bgexec_jobs_ready(PG_FUNCTION_ARGS)
 	if (bgexec_notify_jobs)
 		Async_Notify("bgexec_jobs", text_to_cstring(queue));
 	if (wake_shared != NULL && jobs > 0)
-		add_request(WAKE_JOBS, name_hash(queue), jobs, 0);
+		add_request(WAKE_JOBS, name_hash(queue), jobs);
 	PG_RETURN_VOID();
 }
 
@@ -605,7 +846,7 @@ Datum
 bgexec_wake_stop(PG_FUNCTION_ARGS)
 {
 	if (wake_shared != NULL)
-		add_request(WAKE_STOP, name_hash(PG_GETARG_TEXT_PP(0)), 0, 0);
+		add_request(WAKE_STOP, name_hash(PG_GETARG_TEXT_PP(0)), 0);
 	PG_RETURN_VOID();
 }
 
@@ -623,7 +864,7 @@ bgexec_jobs_due(PG_FUNCTION_ARGS)
 	int64		jobs = PG_GETARG_INT64(2);
 
 	if (wake_shared != NULL && jobs > 0 && !TIMESTAMP_NOT_FINITE(at))
-		add_request(WAKE_LATER, name_hash(queue), jobs, at);
+		add_due_request(name_hash(queue), jobs, at);
 	PG_RETURN_VOID();
 }
 
@@ -684,7 +925,7 @@ pass_on_wakes(const NameHash *queues, int nqueues, uint32 woken)
 		if (woken & ((uint32) 1 << i))
 			reqs[n++] = (WakeRequest) {WAKE_JOBS, queues[i], 1, 0, 0, MyBackendId - 1};
 	if (n > 0)
-		wake_slots(reqs, n);
+		wake_slots(reqs, n, NULL, 0);
 }
 
 /*

@@ -285,3 +285,37 @@ SELECT dblink_disconnect('wm');
 DROP EXTENSION dblink;
 DELETE FROM bgexec.job WHERE queue = 'wm';
 DELETE FROM bgexec.queue WHERE name = 'wm';
+-- due times: a transaction keeps the 256 earliest of each subtransaction
+-- level, merged by queue and time (a reconcile re-queues thousands of jobs,
+-- each due at its own time).  The worker of wd sleeps until its queue's
+-- earliest, recorded three times: twice, after many later times of another
+-- queue in descending order, and once in a released subtransaction; the
+-- many earlier times of a subtransaction rolled back are dropped.
+SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '0');
+BEGIN;
+SELECT now() + interval '300 ms' AS due \gset
+SELECT count(bgexec._jobs_due('wd2', now() + interval '20 s' + i * interval '1 ms', 1))
+  FROM generate_series(600, 1, -1) i;
+SELECT count(bgexec._jobs_due('wd', :'due', 1)) FROM generate_series(1, 2);
+SAVEPOINT s;
+SELECT count(bgexec._jobs_due('wd', now() + interval '100 ms' + i * interval '1 us', 1))
+  FROM generate_series(1, 2000) i;
+ROLLBACK TO SAVEPOINT s;
+SAVEPOINT t;
+SELECT count(bgexec._jobs_due('wd', :'due', 1));
+SELECT count(bgexec._jobs_due('wd2', now() + interval '21 s' + i * interval '1 ms', 1))
+  FROM generate_series(1, 600) i;
+RELEASE SAVEPOINT t;
+COMMIT;
+-- woken when due, for three jobs: two now, one at the next call, no more
+SELECT jobs, clock_timestamp() >= :'due' AS due FROM bgexec.await_work('wd', '{wd}', 2, '10 s');
+SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '0');
+SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '0');
+-- nothing is due of what a rolled-back subtransaction recorded, however many
+BEGIN;
+SAVEPOINT s;
+SELECT count(bgexec._jobs_due('wd', now() + interval '100 ms' + i * interval '1 ms', 1))
+  FROM generate_series(1, 2000) i;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '500 ms');
