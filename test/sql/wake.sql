@@ -288,9 +288,10 @@ DELETE FROM bgexec.queue WHERE name = 'wm';
 -- due times: a transaction keeps the 256 earliest of each subtransaction
 -- level, merged by queue and time (a reconcile re-queues thousands of jobs,
 -- each due at its own time).  The worker of wd sleeps until its queue's
--- earliest, recorded three times: twice, after many later times of another
--- queue in descending order, and once in a released subtransaction; the
--- many earlier times of a subtransaction rolled back are dropped.
+-- earliest, recorded four times: twice, after many later times of another
+-- queue in descending order, once in a released subtransaction, and once
+-- by the next transaction; the many earlier times of a subtransaction
+-- rolled back are dropped.
 SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '0');
 BEGIN;
 SELECT now() + interval '300 ms' AS due \gset
@@ -307,9 +308,11 @@ SELECT count(bgexec._jobs_due('wd2', now() + interval '21 s' + i * interval '1 m
   FROM generate_series(1, 600) i;
 RELEASE SAVEPOINT t;
 COMMIT;
--- woken when due, for three jobs: two now, one at the next call, no more
+SELECT count(bgexec._jobs_due('wd', :'due', 1));
+-- woken when due, for four jobs: as many as the calls' free slots, no more
 SELECT jobs, clock_timestamp() >= :'due' AS due FROM bgexec.await_work('wd', '{wd}', 2, '10 s');
-SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '0');
+SELECT jobs FROM bgexec.await_work('wd', '{wd}', 1, '0');
+SELECT jobs FROM bgexec.await_work('wd', '{wd}', 1, '0');
 SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '0');
 -- nothing is due of what a rolled-back subtransaction recorded, however many
 BEGIN;
@@ -319,3 +322,38 @@ SELECT count(bgexec._jobs_due('wd', now() + interval '100 ms' + i * interval '1 
 ROLLBACK TO SAVEPOINT s;
 COMMIT;
 SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '500 ms');
+-- a worker asleep when due times of its queue commit is woken to sleep
+-- until its queue's earliest, not until its timeout (among more times of
+-- another queue than the table keeps, later, and later ones of its own,
+-- due after its timeout).  (A backend's own timer, PostgreSQL's idle stats
+-- flush, sets its latch some 10 s after its previous statement: a wait
+-- left asleep ends then.)
+CREATE EXTENSION IF NOT EXISTS dblink;
+SELECT dblink_connect('wl', format('host=%s port=%s dbname=%s user=%s',
+              split_part(current_setting('unix_socket_directories'), ',', 1),
+              current_setting('port'), current_database(), current_user)) AS connected;
+SELECT * FROM dblink('wl', $$SELECT jobs FROM bgexec.await_work('wl', '{wl}', 2, '0')$$) AS r(jobs boolean);
+SELECT dblink_send_query('wl', $$SELECT jobs FROM bgexec.await_work('wl', '{wl}', 2, '30 s')$$) AS sent;
+DO $$
+BEGIN
+	FOR i IN 1..3000 LOOP
+		PERFORM pg_stat_clear_snapshot();
+		PERFORM FROM pg_stat_activity WHERE query LIKE '%await_work(''wl''%' AND wait_event_type = 'Extension';
+		IF FOUND THEN RETURN; END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+	RAISE EXCEPTION 'the wait did not start';
+END $$;
+SELECT clock_timestamp() AS t0 \gset
+BEGIN;
+SELECT count(bgexec._jobs_due('wl2', now() + interval '50 s' + i * interval '1 ms', 1))
+  FROM generate_series(1, 300) i;
+SELECT count(bgexec._jobs_due('wl', now() + interval '40 s' + i * interval '1 ms', 1))
+  FROM generate_series(1, 100) i;
+SELECT count(bgexec._jobs_due('wl', now() + interval '300 ms', 1));
+COMMIT;
+SELECT * FROM dblink_get_result('wl') AS r(jobs boolean);
+SELECT * FROM dblink_get_result('wl') AS r(jobs boolean);
+SELECT clock_timestamp() - :'t0' < interval '5 seconds' AS before_its_timeout;
+SELECT dblink_disconnect('wl');
+DROP EXTENSION dblink;
