@@ -326,8 +326,8 @@ SELECT jobs FROM bgexec.await_work('wd', '{wd}', 2, '500 ms');
 -- until its queue's earliest, not until its timeout (among more times of
 -- another queue than the table keeps, later, and later ones of its own,
 -- due after its timeout).  (A backend's own timer, PostgreSQL's idle stats
--- flush, sets its latch some 10 s after its previous statement: a wait
--- left asleep ends then.)
+-- flush, sets its latch up to 10 s after its previous statement: a wait
+-- not woken for the due time finds it then.)
 CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT dblink_connect('wl', format('host=%s port=%s dbname=%s user=%s',
               split_part(current_setting('unix_socket_directories'), ',', 1),
