@@ -151,29 +151,15 @@ SELECT rate_period, retry_base, retry_cap FROM bgexec.queue WHERE name = 'zeroq'
 -- table constraint's SQLSTATE and name in the constraint field; a value
 -- the call leaves NULL is read from the row (here retry_base 5 s against a
 -- new retry_cap); the constraint itself still guards a direct write.
-DO $$
-DECLARE c text; m text;
+CREATE FUNCTION pg_temp.violation(stmt text, OUT constraint_name text, OUT message text)
+LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM bgexec.configure_queue('zeroq', retry_cap => '2 s');
+	EXECUTE stmt;
 EXCEPTION WHEN check_violation THEN
-	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, m = MESSAGE_TEXT;
-	RAISE NOTICE '% / %', c, m;
+	GET STACKED DIAGNOSTICS constraint_name = CONSTRAINT_NAME, message = MESSAGE_TEXT;
 END $$;
-DO $$
-DECLARE c text; m text;
-BEGIN
-	PERFORM bgexec.configure_queue('no such queue!', paused => true);
-EXCEPTION WHEN check_violation THEN
-	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, m = MESSAGE_TEXT;
-	RAISE NOTICE '% / %', c, m;
-END $$;
-DO $$
-DECLARE c text; m text;
-BEGIN
-	PERFORM bgexec.configure_queue('zeroq', rate_period => '0');
-EXCEPTION WHEN check_violation THEN
-	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, m = MESSAGE_TEXT;
-	RAISE NOTICE '% / %', c, m;
-END $$;
+SELECT * FROM pg_temp.violation($$SELECT bgexec.configure_queue('zeroq', retry_cap => '2 s')$$);
+SELECT * FROM pg_temp.violation($$SELECT bgexec.configure_queue('no such queue!', paused => true)$$);
+SELECT * FROM pg_temp.violation($$SELECT bgexec.configure_queue('zeroq', rate_period => '0')$$);
 SELECT * FROM try($$UPDATE bgexec.queue SET retry_cap = '1 s' WHERE name = 'zeroq'$$);
 SELECT count(*) FROM bgexec.queue WHERE name = 'no such queue!';

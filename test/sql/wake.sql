@@ -250,22 +250,25 @@ DELETE FROM bgexec.queue WHERE name IN ('wq', 'wcap');
 -- the running one while its worker was between calls, was left to the poll.
 -- The wait has to be asleep when the first wake comes: a second session.
 CREATE EXTENSION IF NOT EXISTS dblink;
+-- Until the second session's await_work of that worker sleeps on its latch.
+CREATE FUNCTION pg_temp.wait_asleep(worker text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1..3000 LOOP
+		PERFORM pg_stat_clear_snapshot();
+		PERFORM FROM pg_stat_activity
+		 WHERE query LIKE '%await_work(''' || worker || '''%' AND wait_event_type = 'Extension';
+		IF FOUND THEN RETURN; END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+	RAISE EXCEPTION 'the wait did not start';
+END $$;
 SELECT dblink_connect('wm', format('host=%s port=%s dbname=%s user=%s',
               split_part(current_setting('unix_socket_directories'), ',', 1),
               current_setting('port'), current_database(), current_user)) AS connected;
 SELECT (bgexec.configure_queue('wm', max_running => 1)).max_running;
 SELECT * FROM dblink('wm', $$SELECT jobs FROM bgexec.await_work('wm', '{wm}', 2, '0')$$) AS r(jobs boolean);
 SELECT dblink_send_query('wm', $$SELECT jobs FROM bgexec.await_work('wm', '{wm}', 2, '60 s')$$) AS sent;
-DO $$
-BEGIN
-	FOR i IN 1..3000 LOOP
-		PERFORM pg_stat_clear_snapshot();
-		PERFORM FROM pg_stat_activity WHERE query LIKE '%await_work(''wm''%' AND wait_event_type = 'Extension';
-		IF FOUND THEN RETURN; END IF;
-		PERFORM pg_sleep(0.01);
-	END LOOP;
-	RAISE EXCEPTION 'the wait did not start';
-END $$;
+SELECT pg_temp.wait_asleep('wm');
 -- three jobs, the worker's two slots: the wake takes them all
 SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "wm"}, {"kind": "noop", "queue": "wm"},
                                           {"kind": "noop", "queue": "wm"}]');
@@ -334,16 +337,7 @@ SELECT dblink_connect('wl', format('host=%s port=%s dbname=%s user=%s',
               current_setting('port'), current_database(), current_user)) AS connected;
 SELECT * FROM dblink('wl', $$SELECT jobs FROM bgexec.await_work('wl', '{wl}', 2, '0')$$) AS r(jobs boolean);
 SELECT dblink_send_query('wl', $$SELECT jobs FROM bgexec.await_work('wl', '{wl}', 2, '30 s')$$) AS sent;
-DO $$
-BEGIN
-	FOR i IN 1..3000 LOOP
-		PERFORM pg_stat_clear_snapshot();
-		PERFORM FROM pg_stat_activity WHERE query LIKE '%await_work(''wl''%' AND wait_event_type = 'Extension';
-		IF FOUND THEN RETURN; END IF;
-		PERFORM pg_sleep(0.01);
-	END LOOP;
-	RAISE EXCEPTION 'the wait did not start';
-END $$;
+SELECT pg_temp.wait_asleep('wl');
 SELECT clock_timestamp() AS t0 \gset
 BEGIN;
 SELECT count(bgexec._jobs_due('wl2', now() + interval '50 s' + i * interval '1 ms', 1))
