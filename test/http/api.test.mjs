@@ -152,6 +152,12 @@ test('list pages by id desc with a before cursor and filters', async () => {
     assert.equal(r.status, 422, bad);
     assert.ok(r.body.error.sqlstate, bad);
   }
+  // limit as the batch routes' limit: out of range 22003, not an integer 22023
+  for (const [q, state] of [['limit=0', '22003'], ['limit=501', '22003'], ['limit=x', '22023'], ['limit=1.5', '22023']]) {
+    const r = await api('GET', `/v1/jobs?${q}`, { token: A });
+    assert.equal(r.body.error.sqlstate, state, q);
+    assert.equal(r.body.error.message, 'limit must be an integer from 1 to 500', q);
+  }
   assert.equal((await api('GET', '/v1/jobs?colour=red', { token: A })).status, 400);
 });
 

@@ -1197,8 +1197,11 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         if (!b || *b < 1) throw invalid("before must be a positive job id");
         params[2] = std::to_string(*b);
       } else if (k == "limit") {
+        // Not an integer 22023, out of the range 22003: as the batch routes' limit.
         auto l = parse_int(val);
-        if (!l || *l < 1 || *l > 500) throw invalid("limit must be an integer from 1 to 500");
+        if (!l) throw invalid("limit must be an integer from 1 to 500");
+        if (*l < 1 || *l > 500)
+          throw http_error(bhttp::status::unprocessable_entity, "22003", "limit must be an integer from 1 to 500");
         limit = *l;
       }
     }
