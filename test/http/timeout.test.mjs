@@ -86,6 +86,17 @@ test('a write whose answer never comes gets 503 08007 (outcome unknown), and the
     psql('ALTER SYSTEM SET synchronous_commit = local');
     psql("ALTER SYSTEM SET synchronous_standby_names = 'gone'");
     psql('SELECT pg_reload_conf()');
+    // pg_reload_conf only signals the postmaster: the submit below raced its
+    // reload and committed at once (201) on a loaded host.  A session started
+    // with the new value shows the postmaster has reloaded, and so has sent
+    // the gateway's idle backend its SIGHUP, which it takes before the next
+    // statement.
+    let standby = '';
+    for (let i = 0; i < 100 && standby !== 'gone'; i++) {
+      standby = psql("SELECT setting FROM pg_settings WHERE name = 'synchronous_standby_names'");
+      if (standby !== 'gone') await sleep(50);
+    }
+    assert.equal(standby, 'gone', 'the reload did not take');
     const queue = uniq('unknown');
     const t0 = Date.now();
     const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
