@@ -1978,6 +1978,8 @@ DECLARE
 	v_step_ok boolean;
 	v_output jsonb;
 	v_unknown text;
+	v_data_ok boolean;
+	v_data_type text;
 BEGIN
 	IF events IS NULL OR jsonb_typeof(events) <> 'array' THEN
 		RAISE EXCEPTION 'events must be a JSON array of {"kind", "data"} objects'
@@ -1988,17 +1990,19 @@ BEGIN
 	END IF;
 	v_n := jsonb_array_length(events);
 	-- The first bad event, in one pass: not an object, a key but kind and
-	-- data (a misspelt "data" was stored as {}), a kind a worker may not
+	-- data (a misspelt "data" was stored as {}), data that is not an object
+	-- (or null, stored as {}: readers look up data.step), a kind a worker may not
 	-- append, a step event without its step (claim's completed_steps
 	-- is keyed by data.step), or a step's output the worker could not read
 	-- back at the job's next run (as resume's input: _json_fits).  Each
 	-- rule is written once, as a flag: the first event failing one is read.
 	SELECT c.ord - 1, c.is_object, c.e->>'kind', c.kind_ok,
 	       coalesce((c.e->'data'->'step')::text, 'missing'), c.step_ok, c.e->'data'->'output',
-	       c.unknown
-	  INTO v_at, v_object, v_bad, v_kind_ok, v_step, v_step_ok, v_output, v_unknown
+	       c.unknown, c.data_ok, jsonb_typeof(c.e->'data')
+	  INTO v_at, v_object, v_bad, v_kind_ok, v_step, v_step_ok, v_output, v_unknown, v_data_ok, v_data_type
 	  FROM (SELECT x.ord, x.e, jsonb_typeof(x.e) = 'object' AS is_object,
 	               bgexec._unknown_key(x.e, '{kind,data}') AS unknown,
+	               coalesce(jsonb_typeof(x.e->'data') IN ('object', 'null'), true) AS data_ok,
 	               coalesce(x.e->>'kind', '') = ANY (c_worker_kinds) AS kind_ok,
 	               NOT coalesce(x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
 	                            AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
@@ -2006,7 +2010,7 @@ BEGIN
 	               x.e->>'kind' IS DISTINCT FROM 'step_completed'
 	                 OR coalesce(bgexec._json_fits(x.e->'data'->'output', 512), true) AS output_ok
 	          FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)) c
-	 WHERE NOT (c.is_object AND c.unknown IS NULL AND c.kind_ok AND c.step_ok AND c.output_ok)
+	 WHERE NOT (c.is_object AND c.unknown IS NULL AND c.data_ok AND c.kind_ok AND c.step_ok AND c.output_ok)
 	 ORDER BY c.ord
 	 LIMIT 1;
 	IF FOUND AND NOT v_object THEN
@@ -2017,6 +2021,10 @@ BEGIN
 		RAISE EXCEPTION 'events[%]: unknown field %', v_at, quote_literal(v_unknown)
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each event is an object {"kind", "data"}';
+	ELSIF FOUND AND NOT v_data_ok THEN
+		RAISE EXCEPTION 'events[%]: data must be a JSON object, not %', v_at, v_data_type
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'wrap the value: {"value": ...}';
 	ELSIF FOUND AND NOT v_kind_ok THEN
 		RAISE EXCEPTION 'events[%]: event kind % cannot be appended by a worker', v_at,
 			coalesce(quote_literal(v_bad), 'null')
@@ -2097,11 +2105,16 @@ CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
-	-- Checked here too, so that the message names the kind, not events[0].
+	-- Checked here too, so that the message names the kind or data, not events[0].
 	IF coalesce(kind, '') NOT IN ('step_started', 'step_completed', 'step_failed', 'log', 'progress') THEN
 		RAISE EXCEPTION 'event kind % cannot be appended by a worker', coalesce(quote_literal(kind), 'null')
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'workers append step_started, step_completed, step_failed, log or progress';
+	END IF;
+	IF jsonb_typeof(data) NOT IN ('object', 'null') THEN
+		RAISE EXCEPTION 'data must be a JSON object, not %', jsonb_typeof(data)
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'wrap the value: {"value": ...}';
 	END IF;
 	RETURN bgexec.append_events(job_id, lease,
 	         jsonb_build_array(jsonb_build_object('kind', kind, 'data', coalesce(data, '{}'))), after_seq);

@@ -12,6 +12,10 @@ SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, [{"kind": "log"}]]');
 -- an unknown field is named (a misspelt "data" was stored as {}), and
 -- writes nothing
 SELECT bgexec.append_events(:j, :l, '[{"kind": "log", "data": {}}, {"kind": "log", "dat": {"lines": ["x"]}}]');
+-- data that is not an object is named (it was stored as given: readers
+-- look up data.step), and writes nothing; null is {}
+SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, {"kind": "log", "data": [1]}]');
+SELECT bgexec.append_event(:j, :l, 'progress', '5');
 -- a step's output the worker could not read back at the job's next run
 -- (claim's completed_steps): a number past a double's range (22003), or
 -- nested deeper than 512 levels (54000), as a resume input
