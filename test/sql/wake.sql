@@ -114,6 +114,32 @@ SAVEPOINT t;
 ROLLBACK TO SAVEPOINT t;
 COMMIT;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- released subtransactions' wakes merge with their parent's (one request
+-- per queue and level, not one per savepoint): a merged wake still fires,
+-- and one released into a subtransaction that is then rolled back is gone
+-- with it, whatever it merged with there
+BEGIN;
+SAVEPOINT a;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+RELEASE SAVEPOINT a;
+SAVEPOINT b;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+SELECT bgexec.submit('noop', queue => 'elsewhere') > 0 AS submitted;
+RELEASE SAVEPOINT b;
+SAVEPOINT c;
+ROLLBACK TO SAVEPOINT c;
+COMMIT;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+BEGIN;
+SELECT bgexec.submit('noop', queue => 'elsewhere') > 0 AS submitted;
+SAVEPOINT a;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+SAVEPOINT b;
+SELECT bgexec.submit('noop', queue => 'wq') > 0 AS submitted;
+RELEASE SAVEPOINT b;
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT bgexec.submit('noop', queue => 'elsewhere') > 0 AS submitted;
 SELECT bgexec.submit('noop', queue => 'wq', run_after => now() + interval '1 hour') > 0 AS later;
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 0, '0');
