@@ -323,8 +323,12 @@ bgexec_valid_name(PG_FUNCTION_ARGS)
  * asynchronous failover it handed out again leases the old primary had
  * given in transactions it never received, and a worker of the old primary
  * still holding one had its finish accepted on the job claimed again
- * under the same number.  On a timeline it has not checked, a backend's
- * first claim moves lease_seq past every lease of the old one.
+ * under the same number; a copy of the data directory started as it is
+ * recovers to the copy's point on the same timeline, with the same effect.
+ * On a timeline it has not checked, a backend's first claim compares the
+ * timeline and the server's start with lease_epoch's and, when either
+ * differs, moves lease_seq past every lease of the old ones.  A backend
+ * lives within one server start: the timeline is all it keeps.
  *
  * lease_timeline_checked: the timeline this backend has checked, set at
  * the commit of the transaction that checked it (an aborted check is done

@@ -204,17 +204,22 @@ SELECT pg_catalog.setval('bgexec.lease_seq',
  * asynchronous failover it handed out again leases the old primary gave in
  * transactions it never received, and a worker of the old primary still
  * holding one had its finish accepted on the job claimed again under the
- * same number.  So claim and register_worker first call _lease_guard,
- * which on a WAL timeline not yet checked moves lease_seq past every lease
- * of the old one (a promotion starts a timeline).  lease_seq is not dumped:
- * a restore's CREATE EXTENSION seeds it afresh, past the leases of the
- * jobs it restores.  lease_epoch holds the timeline it was last moved on
- * (0: not known); not dumped either. */
+ * same number.  A copy of the data directory started as it is (a file
+ * system or VM snapshot, a base backup without recovery.signal) recovers
+ * to the copy's point on the same timeline, with the same effect.  So
+ * claim and register_worker first call _lease_guard, which on a WAL
+ * timeline or a server start not yet checked moves lease_seq past every
+ * lease of the old one (a promotion starts a timeline; a copy, like any
+ * restart, a server start).  lease_seq is not dumped: a restore's CREATE
+ * EXTENSION seeds it afresh, past the leases of the jobs it restores.
+ * lease_epoch holds the timeline (0: not known) and the server start it was
+ * last moved on; not dumped either. */
 CREATE TABLE bgexec.lease_epoch (
 	one      boolean PRIMARY KEY DEFAULT true CONSTRAINT lease_epoch_one_row CHECK (one),
-	timeline bigint NOT NULL
+	timeline bigint NOT NULL,
+	started  timestamptz
 );
-COMMENT ON TABLE bgexec.lease_epoch IS 'the WAL timeline lease_seq was last moved past every earlier lease on (one row)';
+COMMENT ON TABLE bgexec.lease_epoch IS 'the WAL timeline and server start lease_seq was last moved past every earlier lease on (one row)';
 
 CREATE FUNCTION bgexec._lease_timeline_unchecked() RETURNS bigint
 	AS 'MODULE_PATHNAME', 'bgexec_lease_timeline_unchecked'
@@ -227,11 +232,13 @@ CREATE FUNCTION bgexec._lease_timeline_checked(timeline bigint) RETURNS void
 COMMENT ON FUNCTION bgexec._lease_timeline_checked(bigint) IS
 	'marks the timeline checked for this backend, as of the commit';
 
-INSERT INTO bgexec.lease_epoch (timeline) VALUES (coalesce(bgexec._lease_timeline_unchecked(), 0));
+INSERT INTO bgexec.lease_epoch (timeline, started)
+VALUES (coalesce(bgexec._lease_timeline_unchecked(), 0), pg_catalog.pg_postmaster_start_time());
 
 /* _lease_guard: before a lease is taken from lease_seq (claim,
  * register_worker).  Once per backend and timeline it reads lease_epoch;
- * when that names another timeline, under a lock, it moves lease_seq to
+ * when that names another timeline or server start (a backend lives within
+ * one server start), under a lock, it moves lease_seq to
  * the microseconds since 1970 (as CREATE EXTENSION seeds it: past every
  * lease unless more than one a microsecond was taken on average since)
  * unless it is past them already, and records the timeline.  Claim calls
@@ -247,13 +254,15 @@ BEGIN
 	IF v_tli IS NULL THEN
 		RETURN;
 	END IF;
-	IF NOT EXISTS (SELECT 1 FROM bgexec.lease_epoch e WHERE e.timeline = v_tli) THEN
+	IF NOT EXISTS (SELECT 1 FROM bgexec.lease_epoch e
+	                WHERE e.timeline = v_tli AND e.started = pg_catalog.pg_postmaster_start_time()) THEN
 		PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('bgexec.lease_seq'));
-		IF NOT EXISTS (SELECT 1 FROM bgexec.lease_epoch e WHERE e.timeline = v_tli) THEN
+		IF NOT EXISTS (SELECT 1 FROM bgexec.lease_epoch e
+		                WHERE e.timeline = v_tli AND e.started = pg_catalog.pg_postmaster_start_time()) THEN
 			PERFORM pg_catalog.setval('bgexec.lease_seq',
 				greatest((SELECT s.last_value FROM bgexec.lease_seq s),
 				         (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::bigint));
-			UPDATE bgexec.lease_epoch SET timeline = v_tli;
+			UPDATE bgexec.lease_epoch SET timeline = v_tli, started = pg_catalog.pg_postmaster_start_time();
 		END IF;
 	END IF;
 	PERFORM bgexec._lease_timeline_checked(v_tli);

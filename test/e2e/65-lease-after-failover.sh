@@ -101,3 +101,37 @@ got=$(sql "SELECT lease FROM bgexec.claim('c', '{fo}', 1) WHERE job_id = $y")
 [[ -z $(sql "SELECT bgexec.finish($y, $src, 'completed', '{\"result\": \"stale\"}')") ]] \
   || fail "the source's lease $src finished job $y in the copy"
 ok "after the restore job $y got lease $got (the source's was $src); the stale finish was refused"
+
+# A copy of the data directory started as it is (a file system or VM
+# snapshot, a base backup without recovery.signal): crash recovery to the
+# copy's point, on the same timeline.  A lease the original handed out
+# after the copy is not handed out again: every server start moves
+# lease_seq past the earlier leases, as a new timeline does.
+export PGDATABASE=postgres
+z=$((x + 2))
+[[ $(sql "SELECT status FROM bgexec.job WHERE id = $z") == queued ]] || fail "job $z before the copy: $(job_status "$z")"
+C=$E2E_DIR/copy
+E2E_CLUSTERS+=("$C")
+mkdir -p "$C" && chmod 755 "$C"; [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$C"
+as_pg "$PGBIN/pg_basebackup" -h "$S" -p 57939 -U postgres -D "$C/data" -X stream >"$E2E_DIR/copy.log" 2>&1 \
+  || fail "pg_basebackup of the copy: $(cat "$E2E_DIR/copy.log")"
+{ echo "port = 57938"; echo "unix_socket_directories = '$C'"; } >>"$C/data/postgresql.conf"
+tl=$(sql "SELECT timeline_id FROM pg_control_checkpoint()")
+sql "SELECT count(pg_catalog.nextval('bgexec.lease_seq')) FROM generate_series(1, 100)" >/dev/null
+orig=$(sql "SELECT lease FROM bgexec.claim('b', '{fo}', 1) WHERE job_id = $z")
+[[ $orig =~ ^[0-9]+$ ]] || fail "the original's claim of job $z: '$orig'"
+as_pg "$PGBIN/pg_ctl" -D "$S/data" -w -t 60 stop -m immediate >/dev/null || fail "stopping the original"
+rm -f "$S/postmaster.pid.started"
+as_pg "$PGBIN/pg_ctl" -D "$C/data" -l "$C/postgres.log" -w -t 60 start >/dev/null || fail "the copy did not start: $(tail -5 "$C/postgres.log")"
+head -1 "$C/data/postmaster.pid" >"$C/postmaster.pid.started"
+export PGHOST=$C PGPORT=57938
+[[ $(sql "SELECT timeline_id FROM pg_control_checkpoint()") == "$tl" ]] || fail "the copy is not on the original's timeline $tl"
+[[ $(sql "SELECT status FROM bgexec.job WHERE id = $z") == queued ]] || fail "job $z in the copy: $(job_status "$z")"
+sql "SELECT bgexec.register_worker('d', '{fo}', 4)" >/dev/null
+copy=$(sql "SELECT lease FROM bgexec.claim('d', '{fo}', 1) WHERE job_id = $z")
+[[ $copy =~ ^[0-9]+$ ]] || fail "the copy's claim of job $z: '$copy'"
+((copy > orig)) || fail "the copy handed out lease $copy, not above the original's $orig"
+[[ -z $(sql "SELECT bgexec.finish($z, $orig, 'completed', '{\"result\": \"stale\"}')") ]] \
+  || fail "the original's lease $orig finished job $z in the copy"
+status_is "$z" running || fail "job $z is $(job_status "$z") after a stale finish"
+ok "in a copy started as it is, job $z got lease $copy (the original's was $orig); the stale finish was refused"
