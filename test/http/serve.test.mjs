@@ -7,7 +7,7 @@ import net from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { freePort } from './lib.mjs';
 
-test('a bad --pool or --listen value exits 2 naming the flag', async () => {
+test('a bad --pool, --listen or --request-timeout value exits 2 naming the flag', async () => {
   const listen = `127.0.0.1:${await freePort()}`;
   const tokens = ['--tokens', process.env.BGEXEC_TOKENS];
   for (const [args, flag] of [
@@ -16,7 +16,10 @@ test('a bad --pool or --listen value exits 2 naming the flag', async () => {
     [['--pool', '99999999999999999999', '--listen', listen], '--pool'],
     [['--listen', '127.0.0.1:abc'], '--listen'], [['--listen', '127.0.0.1:'], '--listen'],
     [['--listen', '127.0.0.1:65536'], '--listen'], [['--listen', '127.0.0.1:80x'], '--listen'],
-    [['--listen', '127.0.0.1'], '--listen']]) {
+    [['--listen', '127.0.0.1'], '--listen'],
+    [['--request-timeout', '0', '--listen', listen], '--request-timeout'],
+    [['--request-timeout', '86401', '--listen', listen], '--request-timeout'],
+    [['--request-timeout', 'x', '--listen', listen], '--request-timeout']]) {
     const r = spawnSync(process.env.BGEXEC_BIN, ['serve', ...tokens, ...args], { encoding: 'utf8', timeout: 5000 });
     assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.ok(r.stderr.startsWith(`bgexec serve: ${flag} must be`), `${args.join(' ')}: ${r.stderr}`);

@@ -1,9 +1,11 @@
 // --statement-timeout: a request whose statement waits on the database (here
 // a row lock held by another session) ends with 504 and changes nothing,
 // instead of holding a pool connection for as long as the lock lasts.
+// --request-timeout: a request that does not arrive in time gets 408.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import net from 'node:net';
 import { api, holdRow, psql, sleep, startGateway, uniq, A } from './lib.mjs';
 
 test('a statement blocked past --statement-timeout answers 504 and writes nothing', async () => {
@@ -131,6 +133,73 @@ test('a write the database refuses as read-only (25006) gets 503 with Retry-Afte
     assert.equal(r.status, 503, r.text);
     assert.equal(r.body.error.sqlstate, '25006');
     assert.equal(r.headers.get('retry-after'), '5');
+  } finally {
+    gw.kill();
+  }
+});
+
+// Writes `parts` on a fresh connection, `every` ms apart, never ending its
+// side; resolves with what came back and when the gateway closed it.
+async function slowClient(gw, parts, every = 0) {
+  const sock = net.connect(gw.port, '127.0.0.1');
+  sock.on('error', () => {});
+  await once(sock, 'connect');
+  const t0 = Date.now();
+  let out = '';
+  sock.on('data', (d) => { out += d; });
+  const closed = once(sock, 'close');
+  for (const p of parts) {
+    if (sock.destroyed) break;
+    sock.write(p);
+    if (every) await sleep(every);
+  }
+  const guard = setTimeout(() => sock.destroy(), 15000);
+  await closed;
+  clearTimeout(guard);
+  return { out, ms: Date.now() - t0 };
+}
+
+// --request-timeout bounds a request from its connection's opening (or its
+// last answer) to its last byte: one not whole by then gets 408 (57014) and
+// the connection is closed.  It was closed without a word at 120 s.  A
+// connection idle since it opened or since its last answer is closed
+// without one: an unasked 408 could be read as the answer to the request a
+// client sends at that moment.
+test('a request not whole within --request-timeout gets 408; an idle connection is closed unanswered', { timeout: 60000 }, async () => {
+  const gw = await startGateway(0, ['--request-timeout', '1.5']);
+  try {
+    const header = 'POST /v1/jobs HTTP/1.1\r\nHost: x\r\n';
+    const body = `POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"kind":';
+    const metrics = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
+    const cases = [
+      ['half a header', [header], 0, 0],
+      ['a header whole, the body partly', [body], 0, 0],
+      // A byte every 100 ms: the bound is on the whole request, not on each read.
+      ['a header a byte at a time', [...header], 100, 0],
+      ['the second request of a connection half sent', [metrics + header], 0, 1],
+    ];
+    for (const [name, parts, every, answered] of cases) {
+      const { out, ms } = await slowClient(gw, parts, every);
+      assert.ok(ms >= 1400 && ms < 6000, `${name}: closed after ${ms} ms`);
+      const answers = out.split(/(?=HTTP\/1\.1 )/);
+      assert.equal(answers.length, answered + 1, `${name}: ${JSON.stringify(out)}`);
+      for (const a of answers.slice(0, answered)) assert.match(a, /^HTTP\/1\.1 200 /, name);
+      const last = answers[answered];
+      assert.match(last, /^HTTP\/1\.1 408 Request Timeout\r\n/, `${name}: ${JSON.stringify(out)}`);
+      assert.match(last, /\r\nConnection: close\r\n/i, name);
+      const error = JSON.parse(last.slice(last.indexOf('\r\n\r\n') + 4)).error;
+      assert.deepEqual(error, { sqlstate: '57014',
+        message: 'the request did not arrive whole within 1.5 s; the connection is closed' }, name);
+    }
+    for (const [name, parts] of [['idle since it opened', []], ['idle since its answer', [metrics]]]) {
+      const { out, ms } = await slowClient(gw, parts);
+      assert.ok(ms >= 1400 && ms < 6000, `${name}: closed after ${ms} ms`);
+      assert.doesNotMatch(out, /HTTP\/1\.1 408/, `${name}: ${JSON.stringify(out)}`);
+      assert.equal(out.split(/(?=HTTP\/1\.1 )/).filter(Boolean).length, parts.length, name);
+    }
+    // A request whole in time is served as ever.
+    assert.equal((await api('GET', '/v1/queues', { token: A, base: gw.url })).status, 200);
   } finally {
     gw.kill();
   }

@@ -39,7 +39,6 @@ using namespace std::chrono_literals;
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t max_body = 1 << 20;       // 413 above 1 MiB
-constexpr auto idle_timeout = 120s;             // keep-alive connection idle limit
 constexpr auto keepalive_every = 15s;           // SSE comment while idle
 constexpr auto poll_every = 3s;                 // SSE safety net when a NOTIFY is missed
 constexpr int replay_batch = 1000;              // events per bgexec.events() fetch, at most
@@ -159,6 +158,17 @@ HttpError from_pg(const pg::Error& e, const std::vector<std::string>& params = {
 // same place on every reconnect, so it never got past that event.
 std::chrono::steady_clock::duration write_deadline(std::size_t bytes) {
   return std::chrono::seconds(30 + bytes / (16 * 1024));
+}
+
+// 120 s, 1.5 s, 0.25 s: a duration of whole milliseconds as a message says it.
+std::string seconds_text(std::chrono::milliseconds d) {
+  std::string s = std::to_string(d.count() / 1000);
+  if (const auto ms = d.count() % 1000) {
+    std::string frac = std::to_string(1000 + ms).substr(1);
+    while (frac.back() == '0') frac.pop_back();
+    s += "." + frac;
+  }
+  return s + " s";
 }
 
 HttpError http_error(bhttp::status status, std::string sqlstate, std::string message) {
@@ -726,7 +736,7 @@ asio::awaitable<void> Gateway::listen(asio::ip::tcp::acceptor& acceptor) {
     }
     // Each connection holds a descriptor: past the limit, idle or slow
     // clients would otherwise starve everyone (accept failing with EMFILE,
-    // the pool unable to reconnect) for as long as idle_timeout.
+    // the pool unable to reconnect) for as long as --request-timeout.
     if (connections_ >= cfg_.max_connections && !shed_waiting()) {
       // The 503s hold descriptors too (up to 5 s each, for a client that
       // does not read): past a few at once, close without an answer, so a
@@ -948,47 +958,90 @@ asio::awaitable<void> Gateway::session(asio::ip::tcp::socket sock) {
       // token was 413 for its length where README promises 401.
       parser.body_limit(boost::none);
       parser.header_limit(64 * 1024);  // the README's bound, as the buffer's
-      stream.expires_after(idle_timeout);
       beast::error_code ec;
+      bool timed_out = false, continue_failed = false;
       {
         Waiting waiting{waiting_, next_waiting_++};
         waiting_.emplace(waiting.key, &stream);
-        std::size_t n = 0;
-        std::tie(ec, n) = co_await bhttp::async_read_header(stream, buf, parser, use_tuple);
-        if (!ec) framing = transfer_coding_error(parser.get(), parser.chunked());
-        if (!ec && !framing) framing = request_form_error(parser.get());
-        if (!ec && !framing) target = split_target(parser.get().target());
-        if (!ec && !framing && !parser.is_done()) {
-          // The body only for a request that may send one (above).  A
-          // Content-Length over the bound is refused here; a chunked body
-          // fails its read at the chunk that passes it (body_limit, 413 below).
-          const bool token = authenticate(parser.get(), target.qs, events_path(target.seg)) != nullptr;
-          const std::uint64_t limit = token ? max_body : max_body_without_token;
-          if (!token && !target.seg.empty() && target.seg[0] == "v1")
-            body_unread = true;
-          else if (parser.content_length().value_or(0) > limit)
-            framing = http_error(bhttp::status::payload_too_large, "54000",
-                                 token ? "request body is larger than 1 MiB"
-                                       : "request body is larger than 64 KiB (without a token)");
-          else
-            parser.body_limit(limit);  // before any of the body is read
-        }
-        if (!ec && !framing && !body_unread && !parser.is_done()) {
-          // A client that asked to be invited waits for it before sending the
-          // body (curl: 1 s).  A Content-Length over the limit never gets here
-          // (above).
-          if (parser.get().version() >= 11 &&
-              beast::iequals(parser.get()[bhttp::field::expect], "100-continue")) {
-            bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, parser.get().version()};
-            auto [cec, cn] = co_await bhttp::async_write(stream, cont, use_tuple);
-            if (cec) break;
+        // The request whole: its header, the 100 Continue it may ask for,
+        // its body.
+        auto read = [&]() -> asio::awaitable<beast::error_code> {
+          beast::error_code rec;
+          std::size_t n = 0;
+          std::tie(rec, n) = co_await bhttp::async_read_header(stream, buf, parser, use_tuple);
+          if (!rec) framing = transfer_coding_error(parser.get(), parser.chunked());
+          if (!rec && !framing) framing = request_form_error(parser.get());
+          if (!rec && !framing) target = split_target(parser.get().target());
+          if (!rec && !framing && !parser.is_done()) {
+            // The body only for a request that may send one (above).  A
+            // Content-Length over the bound is refused here; a chunked body
+            // fails its read at the chunk that passes it (body_limit, 413 below).
+            const bool token = authenticate(parser.get(), target.qs, events_path(target.seg)) != nullptr;
+            const std::uint64_t limit = token ? max_body : max_body_without_token;
+            if (!token && !target.seg.empty() && target.seg[0] == "v1")
+              body_unread = true;
+            else if (parser.content_length().value_or(0) > limit)
+              framing = http_error(bhttp::status::payload_too_large, "54000",
+                                   token ? "request body is larger than 1 MiB"
+                                         : "request body is larger than 64 KiB (without a token)");
+            else
+              parser.body_limit(limit);  // before any of the body is read
           }
-          std::tie(ec, n) = co_await bhttp::async_read(stream, buf, parser, use_tuple);
+          if (!rec && !framing && !body_unread && !parser.is_done()) {
+            // A client that asked to be invited waits for it before sending the
+            // body (curl: 1 s).  A Content-Length over the limit never gets here
+            // (above).
+            if (parser.get().version() >= 11 &&
+                beast::iequals(parser.get()[bhttp::field::expect], "100-continue")) {
+              bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, parser.get().version()};
+              auto [cec, cn] = co_await bhttp::async_write(stream, cont, use_tuple);
+              if (cec) {
+                continue_failed = true;
+                co_return cec;
+              }
+            }
+            std::tie(rec, n) = co_await bhttp::async_read(stream, buf, parser, use_tuple);
+          }
+          co_return rec;
+        };
+        // Timed by a timer of the session's own: the stream's expiry closes
+        // the socket when it fires, and a client sending too slowly was cut
+        // off without an answer.  The timer firing first cancels the read
+        // (terminal: only an answer and the close follow) and leaves the
+        // socket open for the 408.  The stream's expiry, later, is a
+        // backstop only.
+        stream.expires_after(cfg_.request_timeout + 10s);
+        asio::steady_timer deadline(ex_, cfg_.request_timeout);
+        using namespace asio::experimental::awaitable_operators;
+        auto done = co_await (read() || deadline.async_wait(use_tuple));
+        if (done.index() == 0)
+          ec = std::get<0>(done);
+        else
+          timed_out = true;
+      }
+      if (continue_failed) break;
+      if (timed_out && stream.socket().is_open()) {
+        // A request begun (a byte of it read, or waiting in the buffer) and
+        // not answered gets 408.  A connection idle since its last answer
+        // is closed without one: a client sending its next request at that
+        // moment would read the 408 as that request's answer.
+        if (buf.size() == 0 && !parser.got_some()) {
+          stream.close();
+          break;
         }
+        auto res = make_error(11, http_error(bhttp::status::request_timeout, "57014",
+                                             "the request did not arrive whole within " +
+                                                 seconds_text(cfg_.request_timeout) +
+                                                 "; the connection is closed"));
+        res.keep_alive(false);
+        res.prepare_payload();
+        stream.expires_after(5s);
+        co_await bhttp::async_write(stream, res, use_tuple);
+        break;
       }
       // Shed for a newer connection (closed by shed_waiting), timed out, or gone.
-      if (!stream.socket().is_open() || ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
-          ec == asio::error::connection_reset || ec == asio::error::eof)
+      if (timed_out || !stream.socket().is_open() || ec == bhttp::error::end_of_stream ||
+          ec == beast::error::timeout || ec == asio::error::connection_reset || ec == asio::error::eof)
         break;
       if (ec || framing) {
         // Malformed or oversized request: answer once, then close (the rest of

@@ -12,6 +12,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <chrono>
 #include <map>
 #include <exception>
 #include <tuple>
@@ -34,6 +35,10 @@ struct GatewayConfig {
   std::map<std::string, std::string> tokens;  // bearer token -> database role
   std::size_t pool_size = 4;
   long statement_timeout_ms = 30000;  // per request statement; 0 = none
+  // A request's header and body whole within this of its first byte (of
+  // the connection's opening, of the last answer); past it, a request
+  // begun gets 408 and the connection is closed (--request-timeout).
+  std::chrono::milliseconds request_timeout{120000};
   // Open connections at most (serve.cpp derives it from RLIMIT_NOFILE).  At
   // the limit a new connection takes the place of the one that has waited
   // longest for its request, else it gets 503.

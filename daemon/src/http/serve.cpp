@@ -35,7 +35,8 @@ namespace bgexec::http {
 namespace {
 
 constexpr const char* usage = R"(usage: bgexec serve [--db CONNINFO] [--listen HOST:PORT] --tokens FILE [--pool N]
-                    [--statement-timeout SECONDS] [--response-memory MIB]
+                    [--statement-timeout SECONDS] [--request-timeout SECONDS]
+                    [--response-memory MIB]
 
 HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
   --db CONNINFO      libpq connection string (else BGEXEC_DB, else PG* variables).
@@ -51,6 +52,12 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
                      waits included); past it the request gets 504.
                      Seconds, or with a unit (500ms, 30s, 5m), 0..86400.
                      Defaults to 30; 0 = no bound.
+  --request-timeout SECONDS
+                     a request's header and body must arrive whole within
+                     this of the last answer (of the connection, for its
+                     first); past it a request begun gets 408, and the
+                     connection is closed.  Seconds, or with a unit
+                     (500ms, 2m), over 0 and at most 86400.  Defaults to 120.
   --response-memory MIB
                      answers and event batches waiting to be read, in MiB,
                      at most; one role's at most half.  Past it a request
@@ -161,6 +168,13 @@ int run_serve(const std::vector<std::string>& args) {
         if (!secs || *secs > 86400) throw std::runtime_error("--statement-timeout must be 0..86400 seconds");
         cfg.statement_timeout_ms = static_cast<long>(*secs * 1000 + 0.5);
         if (*secs > 0 && cfg.statement_timeout_ms == 0) cfg.statement_timeout_ms = 1;
+      }
+      else if (flag == "--request-timeout") {
+        auto secs = core::parse_seconds(value());
+        if (!secs || *secs <= 0 || *secs > 86400)
+          throw std::runtime_error("--request-timeout must be over 0 and at most 86400 seconds");
+        cfg.request_timeout = std::max(std::chrono::milliseconds(1),
+                                       std::chrono::milliseconds(static_cast<long>(*secs * 1000 + 0.5)));
       }
       else if (flag == "--response-memory") {
         auto n = core::parse_integer(value(), 1, 1 << 20);
