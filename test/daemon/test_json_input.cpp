@@ -45,12 +45,65 @@ TEST(JsonInput, SyntaxErrorQuotesAtMostSixtyBytesOfTheToken) {
   // A number past a double's range is quoted by its own message, cut too.
   auto n = parse_json_input("{\"x\": 1" + std::string(200000, '0') + "}", 512, DuplicateKeys::refuse, Numbers::exact);
   ASSERT_FALSE(n);
+  EXPECT_EQ(n.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(n.number, "1" + std::string(39, '0') + "...");
   EXPECT_LT(n.message.size(), 300u) << n.message.substr(0, 300);
   EXPECT_NE(n.message.find("number overflow parsing '1" + std::string(59, '0') + "...'"), std::string::npos)
       << n.message.substr(0, 300);
   auto o = parse_json_input("{\"x\": 1e400}");
   ASSERT_FALSE(o);
   EXPECT_NE(o.message.find("number overflow parsing '1e400'"), std::string::npos) << o.message;
+}
+
+// A number past a double's range stops nlohmann's parser: it was a syntax
+// error of the whole document, which named no field.  It is found where it
+// is, the first in the document's order; the document read with each such
+// number as 0 is the value (its fields' names are checked before it).
+TEST(JsonInput, NumberPastADoublesRangeIsFoundWhereItIs) {
+  auto r = parse_json_input(R"({"kind": "x", "priority": 1e400, "queue": -2e999})", max_json_depth,
+                            DuplicateKeys::refuse, Numbers::exact);
+  EXPECT_EQ(r.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(r.path, "priority");
+  EXPECT_EQ(r.field, "priority");
+  EXPECT_EQ(r.number, "1e400");
+  EXPECT_NE(r.message.find("number overflow parsing '1e400'"), std::string::npos) << r.message;
+  EXPECT_EQ(dump(r.value), R"({"kind":"x","priority":0,"queue":0})");
+  r = parse_json_input(R"({"payload": {"a": [1, {"b c": [-1e999]}], "z": 1}})");
+  EXPECT_EQ(r.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(r.path, R"(payload.a[1]["b c"][0])");
+  EXPECT_EQ(r.field, "payload");
+  EXPECT_EQ(r.number, "-1e999");
+  r = parse_json_input("[1, 2, 1" + std::string(400, '0') + "]");  // an integer past uint64, then a double's
+  EXPECT_EQ(r.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(r.path, "[2]");
+  EXPECT_EQ(r.field, "");
+  r = parse_json_input("1e400");
+  EXPECT_EQ(r.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(r.path, "");
+  EXPECT_EQ(r.value, 0);
+  // Anything else wrong in the document comes first, before or after it:
+  // the rest is read with such numbers as 0, keeping every offset.
+  EXPECT_EQ(parse_json_input(R"({"a": 1e400, "b": })").error, JsonInput::Error::syntax);
+  auto after = parse_json_input(R"({"a": 1e400} x)");
+  EXPECT_EQ(after.error, JsonInput::Error::syntax);
+  EXPECT_EQ(after.message, parse_json_input(R"({"a": 12345} x)").message);
+  EXPECT_EQ(parse_json_input(R"([1e4001])").error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(parse_json_input(R"([1e400 1])").error, JsonInput::Error::syntax);
+  EXPECT_EQ(parse_json_input(R"([1e400x])").error, JsonInput::Error::syntax);
+  EXPECT_EQ(parse_json_input(R"({1e400: 1})").error, JsonInput::Error::syntax);
+  auto dup = parse_json_input(R"({"a": 1e400, "a": 1})", max_json_depth, DuplicateKeys::refuse);
+  EXPECT_EQ(dup.error, JsonInput::Error::duplicate_key);
+  EXPECT_EQ(dup.key, "a");
+  auto deep = parse_json_input(R"({"a": 1e400, "b": [[1]]})", 2);
+  EXPECT_EQ(deep.error, JsonInput::Error::too_deep);
+  EXPECT_EQ(deep.field, "b");
+  // Many of them are read again once, not once each.
+  std::string many = "[";
+  for (int i = 0; i < 100000; ++i) many += i ? ",1e400" : "1e400";
+  r = parse_json_input(many + "]");
+  EXPECT_EQ(r.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(r.path, "[0]");
+  EXPECT_EQ(r.value.size(), 100000u);
 }
 
 TEST(JsonInput, RawNulAndByteOrderMarkAreSyntaxErrors) {
@@ -340,12 +393,12 @@ TEST(JsonInput, NumericAccepts) {
 // Exact, the first number numeric refuses is found (cut to 40 characters),
 // however deep; none for numbers it stores, though kept as written past
 // the growth a document may take.  (Those past a double's range, 1e131072
-// among them, are syntax errors already, as 1e400 is.)
+// among them, are refused by the parser already, as 1e400 is.)
 TEST(JsonInput, ExactNumbersNameTheFirstNumericRefuses) {
   EXPECT_EQ(unstorable_number(exact(R"({"pct": 10, "x": [1, {"y": 1e-16384}], "z": 0e-16384})").value), "1e-16384");
   EXPECT_EQ(unstorable_number(exact("[0e1073741823]").value), "0e1073741823");
   EXPECT_EQ(unstorable_number(exact("0." + std::string(16384, '0')).value), "0." + std::string(38, '0') + "...");
-  EXPECT_EQ(exact("1e131072").error, JsonInput::Error::syntax);
+  EXPECT_EQ(exact("1e131072").error, JsonInput::Error::number_out_of_range);
   EXPECT_EQ(unstorable_number(exact(R"({"pct": 10, "big": 1e131071, "small": 1e-16383, "d": 1.5})").value), "");
   std::string many = "[";
   for (int i = 0; i < 1000; ++i) many += i ? ",1e-16383" : "1e-16383";

@@ -276,6 +276,14 @@ test('a string holding NUL gets 422 naming the field, never a truncated value', 
   assert.equal(r.body.error.sqlstate, '22003', r.text);
   assert.match(r.body.error.message, /^resume input holds the number 1e-16384, out of the range of PostgreSQL's numeric/);
   assert.equal((await api('GET', `/v1/jobs/${id}`, { token: A })).body.status, 'suspended');
+  // Past a double's range: 22003 naming where, not a 400 syntax error.
+  for (const [raw, where] of [['{"ok": [1e400]}', ' at ok[0]'], ['1e400', '']]) {
+    r = await api('POST', `/v1/jobs/${id}/resume`, { token: A, raw });
+    assert.equal(r.status, 422, r.text);
+    assert.deepEqual(r.body.error, { sqlstate: '22003',
+      message: `resume input${where} holds the number 1e400, past a double's range (at most 1.8e308 either way)` });
+  }
+  assert.equal((await api('GET', `/v1/jobs/${id}`, { token: A })).body.status, 'suspended');
   for (const q of [`queue=${queue}%00x`, 'status=queued%00']) {
     r = await api('GET', `/v1/jobs?${q}`, { token: A });
     assert.equal(r.status, 422, `${q}: ${r.text}`);
@@ -331,11 +339,43 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   assert.match(sched.body.error.message, /^priority holds the number 1e-16384/);
   assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${nq}'`), '0');
   assert.equal(psql(`SELECT count(*) FROM bgexec.schedule WHERE name = '${nq}'`), '0');
-  // A number past a double's range is a syntax error, quoting at most 60 bytes of it.
-  const huge = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","payload":{"x":1${'0'.repeat(200000)}}}` });
-  assert.equal(huge.status, 400);
-  assert.ok(huge.text.length < 400, huge.text.slice(0, 400));
-  assert.match(huge.body.error.message, /number overflow parsing '10{59}\.\.\.'/);
+  // A number past a double's range is 22003 naming where it is, as the SQL
+  // functions raise it: it was a 400 syntax error of the whole body (nlohmann
+  // stops at it), naming nothing.  Quoted at most 40 characters of it.
+  const past = ' holds the number 1e400, past a double\'s range (at most 1.8e308 either way)';
+  const doubles = [
+    ['POST', '/v1/jobs', `{"kind":"noop","queue":"${nq}","priority":1e400}`, `priority${past}`],
+    ['POST', '/v1/jobs', `{"kind":"noop","queue":"${nq}","payload":{"a":[1,{"b c":-1e999}]},"priority":1}`,
+      'payload.a[1]["b c"] holds the number -1e999, past a double\'s range (at most 1.8e308 either way)'],
+    ['POST', '/v1/jobs', `{"kind":"noop","queue":"${nq}","payload":{"x":1${'0'.repeat(200000)}}}`,
+      `payload.x holds the number 1${'0'.repeat(39)}..., past a double's range (at most 1.8e308 either way)`],
+    ['PUT', `/v1/schedules/${nq}`, '{"cron":"* * * * *","kind":"noop","timeout":1e400}', `timeout${past}`],
+    ['POST', '/v1/jobs/stop', `{"queue":"${nq}","after":1e400}`, `after${past}`],
+  ];
+  for (const [method, path, raw, message] of doubles) {
+    const r = await api(method, path, { token: A, raw });
+    assert.equal(r.status, 422, `${raw.slice(0, 80)}: ${r.text.slice(0, 300)}`);
+    assert.ok(r.text.length < 400, r.text.slice(0, 400));
+    assert.deepEqual(r.body.error, { sqlstate: '22003', message }, raw.slice(0, 80));
+  }
+  // The body's own faults come first: a syntax error after the number, an
+  // unknown field holding it, a body that is no object.
+  for (const [raw, message] of [
+    [`{"kind":"noop","queue":"${nq}","priority":1e400,}`, /^request body is not valid JSON: parse error .*syntax error/],
+    [`{"kind":"noop","queue":"${nq}","priority":1e400} x`, /^request body is not valid JSON: parse error .*syntax error/],
+    [`{"kind":"noop","queue":"${nq}","priority":1e400,"priority":1}`, /^duplicate key "priority"/],
+    [`{"kind":"noop","queue":"${nq}","bogus":1e400}`, /^unknown field "bogus"$/],
+    ['[1e400]', /^request body must be a JSON object$/],
+  ]) {
+    const r = await api('POST', '/v1/jobs', { token: A, raw });
+    assert.equal(r.status, 400, `${raw}: ${r.text}`);
+    assert.match(r.body.error.message, message, raw);
+  }
+  const nobody = await api('POST', '/v1/jobs/1/stop', { token: A, raw: '{"x":1e400}' });
+  assert.equal(nobody.status, 400, nobody.text);
+  assert.equal(nobody.body.error.message, 'unknown field "x"');
+  assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE queue = '${nq}'`), '0');
+  assert.equal(psql(`SELECT count(*) FROM bgexec.schedule WHERE name = '${nq}'`), '0');
   const bad = await api('POST', '/v1/jobs', { token: A, body: { kind: 'bad kind' } });
   assert.equal(bad.body.error.detail, "kind was 'bad kind'");
   const st = await api('GET', '/v1/jobs?status=bogus', { token: A });

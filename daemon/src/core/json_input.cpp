@@ -38,6 +38,12 @@ std::string parser_message(const std::string& what) {
   return m;
 }
 
+// A number as an error quotes it: at most 40 characters, then "...".
+std::string shown_number(std::string_view text) {
+  constexpr std::size_t keep = 40;
+  return text.size() <= keep ? std::string(text) : std::string(text.substr(0, keep)) + "...";
+}
+
 bool plain_name(const std::string& k) {
   if (k.empty()) return false;
   for (unsigned char c : k)
@@ -177,9 +183,20 @@ class Builder {
     return true;
   }
 
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+  // A number past a double's range (out_of_range.406) is read in a value's
+  // place, so where it is is known: the open containers, and the member
+  // whose key came last or the array's next element.  The `token` is the
+  // number as read.
+  bool parse_error(std::size_t, const std::string& token, const nlohmann::detail::exception& e) {
     out_.error = JsonInput::Error::syntax;
     out_.message = parser_message(e.what());
+    if (e.id == 406) {
+      out_.error = JsonInput::Error::number_out_of_range;
+      out_.number = shown_number(token);
+      out_.path = path(true);
+      if (!stack_.empty() && stack_.front().value->is_object() && stack_.front().key)
+        out_.field = *stack_.front().key;
+    }
     return false;
   }
 
@@ -226,13 +243,18 @@ class Builder {
     return true;
   }
 
-  // Where the innermost open container is, from the top level: `a.b[2]`.
-  std::string path() const {
+  // Where the innermost open container is, from the top level: `a.b[2]`;
+  // with `value`, where the value read next in it goes (its last key's
+  // member, its next element): `a.b[2].c`.
+  std::string path(bool value = false) const {
     std::string p;
-    for (std::size_t i = 0; i + 1 < stack_.size(); ++i) {
+    const std::size_t frames = value || stack_.empty() ? stack_.size() : stack_.size() - 1;
+    for (std::size_t i = 0; i < frames; ++i) {
       const auto& f = stack_[i];
       if (f.value->is_array()) {
-        p += "[" + std::to_string(f.value->size() - 1) + "]";
+        // An outer array's last element is the open container; the
+        // innermost one's next is the value.
+        p += "[" + std::to_string(f.value->size() - (i + 1 < stack_.size() ? 1 : 0)) + "]";
       } else if (plain_name(*f.key)) {
         if (!p.empty()) p += '.';
         p += *f.key;
@@ -251,6 +273,25 @@ class Builder {
   std::vector<Frame> stack_;
   json* element_ = nullptr;  // the member of the innermost object whose key came last
 };
+
+// `text` with every number past a double's range written as 0 and blanks,
+// so every other token keeps its offset (and a syntax error its message).
+// Read with nlohmann's own lexer, so the tokens are the parser's; up to the
+// first token it cannot read, where the parser stops too.
+std::string without_overflowing_numbers(std::string_view text) {
+  std::string out(text);
+  const char* begin = text.data();
+  using Lexer = nlohmann::detail::lexer<json, decltype(nlohmann::detail::input_adapter(begin, begin))>;
+  using Token = Lexer::token_type;
+  Lexer lexer(nlohmann::detail::input_adapter(begin, begin + text.size()), false);
+  for (Token t = lexer.scan(); t != Token::end_of_input && t != Token::parse_error; t = lexer.scan()) {
+    if (t != Token::value_float || std::isfinite(lexer.get_number_float())) continue;
+    const std::size_t end = lexer.get_position().chars_read_total;
+    const std::size_t size = lexer.get_token_string().size();  // [-+.0-9eE]: nothing escaped
+    out.replace(end - size, size, "0" + std::string(size - 1, ' '));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -311,7 +352,25 @@ JsonInput parse_json_input(std::string_view text, std::size_t max_depth, Duplica
     out.error = JsonInput::Error::syntax;
     out.message = "not a JSON document";
   }
-  if (out.error != JsonInput::Error::none) out.value = nullptr;
+  if (out.error == JsonInput::Error::number_out_of_range) {
+    // The parser stops at the number, so the rest is unread: a syntax error
+    // there (a key twice, a nesting too deep) is the document's, and comes
+    // first.  So the document is read again with each such number as 0,
+    // which is the value then, for the checks that come before a value's
+    // (the names of a body's fields).
+    const std::string rest = without_overflowing_numbers(text);
+    JsonInput again;
+    Builder check(again, max_depth, duplicates, Numbers::doubles, 0);
+    try {
+      json::sax_parse(rest.begin(), rest.end(), &check, json::input_format_t::json, true);
+    } catch (const json::exception& e) {
+      again.error = JsonInput::Error::syntax;
+      again.message = parser_message(e.what());
+    }
+    if (again.error != JsonInput::Error::none) out = std::move(again);
+    else out.value = std::move(again.value);
+  }
+  if (out.error != JsonInput::Error::none && out.error != JsonInput::Error::number_out_of_range) out.value = nullptr;
   return out;
 }
 
@@ -351,8 +410,7 @@ std::string unstorable_number(const nlohmann::json& v) {
     if (is_raw_number(*j)) {
       const std::string_view text = raw_number_text(*j);
       if (numeric_accepts(text)) continue;
-      constexpr std::size_t keep = 40;
-      return text.size() <= keep ? std::string(text) : std::string(text.substr(0, keep)) + "...";
+      return shown_number(text);
     }
     if (j->is_object() || j->is_array()) {
       const std::size_t at = todo.size();

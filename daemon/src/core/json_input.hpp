@@ -62,19 +62,33 @@ std::string_view raw_number_text(const nlohmann::json& v);
 std::optional<double> number_of(const nlohmann::json& v);
 
 struct JsonInput {
-  enum class Error { none, syntax, too_deep, duplicate_key };
+  // number_out_of_range: a number past a double's range (1e400), which
+  // nlohmann cannot read, in a document otherwise well formed (a syntax
+  // error, a key twice or a nesting too deep anywhere in it is that error
+  // instead).
+  enum class Error { none, syntax, too_deep, duplicate_key, number_out_of_range };
   Error error = Error::none;
-  nlohmann::json value;  // the document; null unless error is none
-  // syntax: what the parser reported, with its position ("syntax error while
-  // parsing value - invalid literal; last read: 'x' at line 1, column 1").
+  // The document; null unless error is none, but for number_out_of_range:
+  // the document with every such number read as 0, for the checks that come
+  // before its values' (the names of a request's fields).
+  nlohmann::json value;
+  // syntax, number_out_of_range: what the parser reported, with its
+  // position ("syntax error while parsing value - invalid literal; last
+  // read: 'x' at line 1, column 1", "number overflow parsing '1e400'").
   std::string message;
-  // too_deep: the member of the top-level object the limit was hit in; empty
-  // when the top level is not an object (or the limit is hit by it).
+  // too_deep, number_out_of_range: the member of the top-level object the
+  // limit was hit in, or that holds the number; empty when the top level is
+  // not an object (or the limit is hit by it, or it is the number).
   std::string field;
   // duplicate_key: the key given twice, and where its object is: empty for
   // the top level, else the path to it from there (`payload.a[2]`, a key
   // that is not a plain name quoted: `payload["a b"]`).
+  // number_out_of_range: path is where the number is (`payload.a[2]`; empty
+  // when it is the document).
   std::string key, path;
+  // number_out_of_range: the first such number, as read (cut to 40
+  // characters and "...").
+  std::string number;
 
   explicit operator bool() const { return error == Error::none; }
 };
@@ -83,9 +97,9 @@ struct JsonInput {
 // `max_depth` levels: a scalar is depth 0, `[]` and `{}` are 1, `[[]]` is 2.
 // Stops reading at the first container past the limit, and with
 // DuplicateKeys::refuse at the first key its object already has.  Never
-// throws for bad input: a syntax error, a number out of double's range,
-// invalid UTF-8, a raw NUL byte anywhere or a leading byte order mark is
-// Error::syntax.
+// throws for bad input: a syntax error, invalid UTF-8, a raw NUL byte
+// anywhere or a leading byte order mark is Error::syntax; a number past a
+// double's range is Error::number_out_of_range, found where it is read.
 JsonInput parse_json_input(std::string_view text, std::size_t max_depth = max_json_depth,
                            DuplicateKeys duplicates = DuplicateKeys::last_wins,
                            Numbers numbers = Numbers::doubles);

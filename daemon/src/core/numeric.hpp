@@ -34,4 +34,11 @@ inline std::string numeric_refuses(const std::string& number) {
          ", out of the range of PostgreSQL's numeric (at most 131072 digits before the point and 16383 after)";
 }
 
+// "the number N, past a double's range (...)": how an error names a
+// number no JSON parser of bgexec reads (nlohmann's refuses it: the worker
+// could not read a payload holding one), after what held it.
+inline std::string double_refuses(const std::string& number) {
+  return "the number " + number + ", past a double's range (at most 1.8e308 either way)";
+}
+
 }  // namespace bgexec::core

@@ -323,7 +323,8 @@ void check_params(const std::map<std::string, std::string>& qs, const std::set<s
 void check_no_body(const std::string& body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) return;
   auto in = core::parse_json_input(body, 1);
-  if (in.error == core::JsonInput::Error::too_deep) {
+  // A member holding a number past a double's range is one too many as well.
+  if (in.error == core::JsonInput::Error::too_deep || in.error == core::JsonInput::Error::number_out_of_range) {
     if (in.field.empty()) throw bad_request("request body must be a JSON object");
     throw bad_request("unknown field \"" + in.field + "\"");
   }
@@ -499,12 +500,13 @@ WholeNumber whole_number(const json& v, std::int64_t min, std::int64_t max) {
   return w;
 }
 
-// A request body that must be a JSON object, else the 400 (or 422 for a
-// member nested too deep) saying why.  One level more than the limit: the
-// body object itself, so a payload may nest max_json_depth levels of its
-// own.  Numbers exact: an int field's 1.0000000000000001 is no integer,
-// though a double reads it as 1.
-json body_object(const std::string& text) {
+// A request body that must be a JSON object of the `known` fields, else
+// the 400 (or 422 for a member nested too deep, or holding a number past a
+// double's range) saying why.  One level more than the limit: the body
+// object itself, so a payload may nest max_json_depth levels of its own.
+// Numbers exact: an int field's 1.0000000000000001 is no integer, though a
+// double reads it as 1.
+json body_object(const std::string& text, const std::set<std::string>& known) {
   auto in = core::parse_json_input(text, core::max_json_depth + 1, core::DuplicateKeys::refuse, core::Numbers::exact);
   if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the request body");
   if (in.error == core::JsonInput::Error::too_deep) {
@@ -512,8 +514,16 @@ json body_object(const std::string& text) {
     if (in.field.empty()) throw bad_request("request body must be a JSON object");
     throw too_deep(in.field);
   }
-  if (!in) throw bad_request("request body is not valid JSON: " + in.message);
+  if (!in && in.error != core::JsonInput::Error::number_out_of_range)
+    throw bad_request("request body is not valid JSON: " + in.message);
   if (!in.value.is_object()) throw bad_request("request body must be a JSON object");
+  for (auto it = in.value.begin(); it != in.value.end(); ++it)
+    if (!known.count(it.key())) throw bad_request("unknown field \"" + it.key() + "\"");
+  // Found by the parser, where the field is known, so named with it, as
+  // the SQL functions raise it (22003): nlohmann stops at such a number,
+  // and the whole body was a 400 syntax error.
+  if (in.error == core::JsonInput::Error::number_out_of_range)
+    throw http_error(bhttp::status::unprocessable_entity, "22003", in.path + " holds " + core::double_refuses(in.number));
   return std::move(in.value);
 }
 
@@ -527,11 +537,8 @@ struct Many {
 Many parse_many(const std::string& body_text, bool retry) {
   // (an empty body is an object without fields, as for the routes that take none)
   const std::string text = body_text.find_first_not_of(" \t\r\n") == std::string::npos ? "{}" : body_text;
-  const json body = body_object(text);
-  for (auto it = body.begin(); it != body.end(); ++it)
-    if (it.key() != "queue" && it.key() != "kind" && it.key() != "status" && it.key() != "after" &&
-        it.key() != "limit")
-      throw bad_request("unknown field \"" + it.key() + "\"");
+  static const std::set<std::string> known = {"queue", "kind", "status", "after", "limit"};
+  const json body = body_object(text, known);
   auto str = [&](const char* f) -> std::optional<std::string> {
     if (!body.contains(f) || body[f].is_null()) return std::nullopt;
     if (!body[f].is_string()) throw invalid(std::string(f) + " must be a string");
@@ -609,16 +616,13 @@ struct Submit {
 // schedule name, a PUT /v1/schedules/{name} body into one calling
 // bgexec.schedule (cron instead of run_after and idempotency_key).
 Submit build_submit(const std::string& text, const std::optional<std::string>& schedule = std::nullopt) {
-  json body = body_object(text);
   static const std::set<std::string> known = {"kind", "payload", "queue", "priority",
                                               "run_after", "max_attempts", "timeout",
                                               "idempotency_key", "concurrency_key"};
   static const std::set<std::string> known_schedule = {"cron",         "kind",    "payload",         "queue",
                                                        "priority",     "timeout", "concurrency_key", "time_zone",
                                                        "max_attempts", "overlap"};
-  for (auto it = body.begin(); it != body.end(); ++it)
-    if (!(schedule ? known_schedule : known).count(it.key()))
-      throw bad_request("unknown field \"" + it.key() + "\"");
+  json body = body_object(text, schedule ? known_schedule : known);
   pg::Params params;
   std::vector<std::string> fields, args;
   auto arg = [&](const std::string& name, std::string value, const std::string& expr) {
@@ -1360,6 +1364,10 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
         auto in = core::parse_json_input(b, core::max_json_depth, core::DuplicateKeys::refuse, core::Numbers::exact);
         if (in.error == core::JsonInput::Error::duplicate_key) throw duplicate_key(in, "the resume input");
         if (in.error == core::JsonInput::Error::too_deep) throw too_deep("resume input");
+        if (in.error == core::JsonInput::Error::number_out_of_range)
+          throw http_error(bhttp::status::unprocessable_entity, "22003",
+                           "resume input" + (in.path.empty() ? "" : " at " + in.path) + " holds " +
+                               core::double_refuses(in.number));
         if (!in) throw bad_request("request body is not valid JSON: " + in.message);
         if (core::contains_nul(in.value)) throw nul_in("resume input");
         if (auto n = core::unstorable_number(in.value); !n.empty()) throw unstorable_in("resume input", n);
