@@ -14,7 +14,10 @@
  *		SELECT bgexec._retention($1, $2)				-- if bgexec.retention >= 0
  *		SELECT bgexec._retire_workers($1)				-- likewise
  *
- * each in its own transaction, provided the extension bgexec exists in that
+ * each in its own transaction (_retention again, a batch a transaction,
+ * while it purges whole batches, for up to half the interval: one batch a
+ * tick, 1000 jobs a second at the defaults, fell behind a steadier stream
+ * of jobs and let the table grow without bound), provided the extension bgexec exists in that
  * database (checked every tick: it may be created or dropped at any time).
  * Both functions are safe to run concurrently with the daemons' own
  * reconcile timers (invariant 2), so this worker needs no coordination.
@@ -90,7 +93,8 @@
 typedef enum WatchdogTask
 {
 	WATCHDOG_RECONCILE,
-	WATCHDOG_RETENTION
+	WATCHDOG_RETENTION,
+	WATCHDOG_RETIRE
 } WatchdogTask;
 
 /* Whether the extension was found on the last tick, to log only changes. */
@@ -104,6 +108,7 @@ typedef enum ExtensionState
 /* Saved plans (SPI_keepplan), prepared on first use; they outlive ticks. */
 static SPIPlanPtr reconcile_plan = NULL;
 static SPIPlanPtr retention_plan = NULL;
+static int64 retention_purged = 0;	/* by the last WATCHDOG_RETENTION task */
 static SPIPlanPtr retire_plan = NULL;
 
 static ExtensionState extension_state = EXT_UNKNOWN;
@@ -125,6 +130,7 @@ static MemoryContext vacuum_cxt = NULL;
 
 static int64 watchdog_delay_ms(int consecutive_errors);
 static bool watchdog_run(WatchdogTask task);
+static bool watchdog_retention(void);
 static void watchdog_task_body(WatchdogTask task);
 static int64 watchdog_exec(SPIPlanPtr *plan, const char *query, int nargs,
 						   Oid *argtypes, Datum *values);
@@ -304,7 +310,7 @@ bgexec_watchdog_main(Datum main_arg)
 
 		ok = watchdog_run(WATCHDOG_RECONCILE);
 		if (bgexec_retention >= 0 && extension_state == EXT_PRESENT)
-			ok = watchdog_run(WATCHDOG_RETENTION) && ok;
+			ok = watchdog_retention() && ok;
 		if (bgexec_vacuum_threshold >= 0 && extension_state == EXT_PRESENT)
 			watchdog_vacuum();
 
@@ -447,17 +453,45 @@ watchdog_task_body(WatchdogTask task)
 		older_than->time = (int64) bgexec_retention * USECS_PER_SEC;
 		values[0] = IntervalPGetDatum(older_than);
 		values[1] = Int32GetDatum(bgexec_retention_batch);
-		n = watchdog_exec(&retention_plan, RETENTION_QUERY,
-						  2, argtypes, values);
-
-		ereport(n > 0 ? LOG : DEBUG1,
-				(errmsg("bgexec watchdog purged " INT64_FORMAT " finished jobs", n)));
-
-		/* The rows of workers gone as long (one statement, few rows). */
-		n = watchdog_exec(&retire_plan, RETIRE_QUERY, 1, argtypes, values);
-		ereport(n > 0 ? LOG : DEBUG1,
-				(errmsg("bgexec watchdog removed " INT64_FORMAT " rows of workers gone", n)));
+		if (task == WATCHDOG_RETENTION)
+			retention_purged = watchdog_exec(&retention_plan, RETENTION_QUERY,
+											 2, argtypes, values);
+		else
+		{
+			/* The rows of workers gone as long (one statement, few rows). */
+			n = watchdog_exec(&retire_plan, RETIRE_QUERY, 1, argtypes, values);
+			ereport(n > 0 ? LOG : DEBUG1,
+					(errmsg("bgexec watchdog removed " INT64_FORMAT " rows of workers gone", n)));
+		}
 	}
+}
+
+/*
+ * Retention, a tick's worth: _retention a batch a transaction while it
+ * purges whole batches, for up to half of bgexec.watchdog_interval, then
+ * _retire_workers; one log line for the tick's purge.  Returns false if a
+ * transaction raised an ERROR.
+ */
+static bool
+watchdog_retention(void)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	int64		purged = 0;
+	bool		ok;
+
+	for (;;)
+	{
+		retention_purged = 0;
+		ok = watchdog_run(WATCHDOG_RETENTION);
+		purged += retention_purged;
+		if (!ok || extension_state != EXT_PRESENT || retention_purged < bgexec_retention_batch ||
+			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bgexec_watchdog_interval / 2))
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	ereport(purged > 0 ? LOG : DEBUG1,
+			(errmsg("bgexec watchdog purged " INT64_FORMAT " finished jobs", purged)));
+	return watchdog_run(WATCHDOG_RETIRE) && ok;
 }
 
 /*

@@ -73,6 +73,24 @@ retired() { [[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id IN ('wd-stoppe
 wait_for 20 retired || fail "retention did not remove the rows of workers gone: $(sql "SELECT string_agg(id, ' ') FROM bgexec.worker")"
 [[ $(sql "SELECT count(*) FROM bgexec.worker WHERE id = 'wd-alive'") == 1 ]] || fail "a live worker's row was removed"
 grep -q 'bgexec watchdog removed 2 rows of workers gone' "$E2E_DIR/pg/postgres.log" || fail "no log line for the rows removed"
+# A tick purges batch after batch while they come whole (for up to half the
+# interval): one batch a tick fell behind a steady stream of jobs, and the
+# table grew without bound.  60 old jobs in batches of 5: a tick's log line
+# counts more than one batch.
+sql "ALTER SYSTEM SET bgexec.retention_batch = 5" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'ret'))
+       FROM generate_series(1, 60)))" >/dev/null
+[[ $(sql "SELECT count(*) FROM bgexec.finish_many((SELECT jsonb_agg(jsonb_build_object(
+         'job_id', job_id, 'lease', lease, 'outcome', 'completed', 'body', '{}'::jsonb))
+         FROM bgexec.claim('ret', '{ret}', 60)))") == 60 ]] || fail "claim and finish 60 jobs"
+sql "UPDATE bgexec.job SET finished_at = now() - interval '2 hours' WHERE queue = 'ret'" >/dev/null
+all_purged() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'ret'") == 0 ]]; }
+wait_for 20 all_purged || fail "retention did not purge the 60 old jobs"
+most=$(sed -n 's/.*bgexec watchdog purged \([0-9]*\) finished jobs.*/\1/p' "$E2E_DIR/pg/postgres.log" | sort -n | tail -1)
+((most > 5)) || fail "a tick purged at most $most jobs, one batch of 5"
+sql "ALTER SYSTEM RESET bgexec.retention_batch" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
 
 # Vacuum: claims walk the dead index entries of the jobs claimed since the
 # table's last vacuum, so the watchdog vacuums bgexec.job once it has
