@@ -22,7 +22,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-.PHONY: deps daemon install-daemon test demo bench
+.PHONY: deps daemon daemon-bin install-daemon test demo bench
 
 # `make install` installs the extension (PGXS) and the daemon binary
 # (bin/bgexec under DAEMON_PREFIX, default /usr/local), with the systemd
@@ -30,7 +30,7 @@ endif
 DAEMON_PREFIX ?= /usr/local
 DAEMON_DOCS    = README.md daemon/bgexec.example.json
 install: install-daemon
-install-daemon: daemon
+install-daemon: daemon-bin
 	cmake --install daemon/build --prefix $(DAEMON_PREFIX) >/dev/null
 	install -d $(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec
 	install -m 0644 $(DAEMON_DOCS) $(DESTDIR)$(DAEMON_PREFIX)/share/doc/bgexec/
@@ -42,9 +42,14 @@ install-daemon: daemon
 deps:
 	scripts/deps.sh
 
-# Builds the C++ daemon (CMake project in daemon/).
+# Builds the C++ daemon (CMake project in daemon/) and its unit tests.
 daemon:
 	scripts/build-daemon.sh
+
+# Builds the bgexec binary alone (what install needs; the unit tests take
+# minutes more to compile).
+daemon-bin:
+	TARGET=bgexec scripts/build-daemon.sh
 
 # Every suite against a throwaway cluster; non-zero exit on any failure.
 test:

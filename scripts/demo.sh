@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 scripts/deps.sh
-echo "== building the extension and the daemon"
+echo "== building the extension and the daemon, and installing both (make install: a few minutes the first time)"
 make -s install >/dev/null
 BIN=$ROOT/daemon/build/bgexec
 

@@ -26,6 +26,9 @@ result() {  # result NAME RC
 
 echo "== build and install the extension and the daemon"
 make -s install >/dev/null || { echo "build failed"; exit 1; }
+if [[ " $SUITES " == *" unit "* ]]; then
+  make -s daemon >/dev/null || { echo "build of the unit tests failed"; exit 1; }
+fi
 
 if [[ " $SUITES " == *" regress "* || " $SUITES " == *" isolation "* ]]; then
   cluster_start "$WORK/cluster" "$PORT" "fsync = off" "bgexec.watchdog_interval = '1h'" || exit 1
