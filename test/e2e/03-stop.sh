@@ -27,6 +27,26 @@ wait_for 5 bash -c "! pgrep -g $pgid" || fail "processes left in the step's grou
 [[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed' AND data->>'step' = 'long'") == stopped ]] \
   || fail "the stopped step's closing event: $(sql "SELECT string_agg(kind || ' ' || data::text, ', ') FROM bgexec.job_event WHERE job_id = $id")"
 [[ $(sql "SELECT kind FROM bgexec.job_event WHERE job_id = $id ORDER BY seq DESC LIMIT 1") == cancelled ]] || fail "the terminal event is not last"
+# The stopped step's error names it, as every other step failure's does,
+# and so do the job's error and its terminal event (all three lacked step).
+[[ $(sql "SELECT data->'error'->>'step' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed'") == long ]] \
+  || fail "the stopped step's error: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed'")"
+[[ $(sql "SELECT concat_ws(' ', error->>'reason', error->>'step', coalesce(error->>'steps', '-')) FROM bgexec.job WHERE id = $id") == "stopped long -" ]] \
+  || fail "the stopped job's error: $(sql "SELECT error FROM bgexec.job WHERE id = $id")"
+[[ $(sql "SELECT data->'error'->>'step' FROM bgexec.job_event WHERE job_id = $id AND kind = 'cancelled'") == long ]] \
+  || fail "the cancelled event: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $id AND kind = 'cancelled'")"
+# Two steps stopped: the job's error names the first in the workflow's
+# order as step, and both as steps; the step not started is not named.
+two=$("$BGEXEC" submit workflow '{"steps": [{"id": "z", "sleep": 60}, {"id": "y", "run": ["sleep", "60"]},
+  {"id": "x", "needs": ["y"], "sleep": 0}]}') || fail submit
+started_two() { [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $two AND kind = 'step_started'") == 2 ]]; }
+wait_for 20 started_two || fail "the two steps did not start: $(job_status "$two")"
+"$BGEXEC" stop "$two" >/dev/null || fail "stop $two"
+wait_status "$two" cancelled 20
+[[ $(sql "SELECT concat_ws(' ', error->>'step', error->'steps') FROM bgexec.job WHERE id = $two") == 'z ["z", "y"]' ]] \
+  || fail "the error of a job stopped in two steps: $(sql "SELECT error FROM bgexec.job WHERE id = $two")"
+[[ $(sql "SELECT string_agg(data->'error'->>'step', ' ' ORDER BY data->>'step') FROM bgexec.job_event WHERE job_id = $two AND kind = 'step_failed'") == "y z" ]] \
+  || fail "the stopped steps' errors: $(sql "SELECT string_agg(data::text, ' | ') FROM bgexec.job_event WHERE job_id = $two AND kind = 'step_failed'")"
 
 # a tail from past a live job's last event is a usage error at once (it
 # waited for ever, even after the job ended), as the gateway's 400

@@ -46,6 +46,10 @@ echo "# timed out ${ran} s after it started (timeout 2 s)" >&2
 [[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed' AND data->>'step' = 'slow'") == job_timeout ]] \
   || fail "the step was not ended by the worker for the job's timeout: $(sql "SELECT string_agg(kind || ' ' || data::text, ' | ' ORDER BY seq) FROM bgexec.job_event WHERE job_id = $id")"
 grep -q 'msg="stopping job" job_id='"$id"' reason="deadline reached"' "$E2E_DIR/w1.log" || fail "no deadline stop in the worker log"
+# the step's error and the job's name the step the timeout ended
+[[ $(sql "SELECT (SELECT data->'error'->>'step' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed')
+                 || ' ' || (error->>'step') FROM bgexec.job WHERE id = $id") == "slow slow" ]] \
+  || fail "the timed-out step is not named: $(sql "SELECT error FROM bgexec.job WHERE id = $id")"
 # timed_out is terminal: no retry, whatever max_attempts says
 [[ $(sql "SELECT attempt FROM bgexec.job WHERE id = $id") == 1 ]] || fail "a timed-out job was retried"
 

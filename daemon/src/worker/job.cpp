@@ -916,19 +916,19 @@ asio::awaitable<void> Job::execute() {
 
   switch (stop_) {
     case StopReason::stop: {
-      nlohmann::json arg1_ = {{"reason", "stopped"}, {"message", "stopped on request"}};
+      nlohmann::json arg1_ = with_ended_steps({{"reason", "stopped"}, {"message", "stopped on request"}});
       co_await finish("cancelled", std::move(arg1_));
       co_return;
     }
     case StopReason::timeout: {
-      nlohmann::json arg1_ = {{"reason", "timeout"}, {"message", "job exceeded its timeout"}};
+      nlohmann::json arg1_ = with_ended_steps({{"reason", "timeout"}, {"message", "job exceeded its timeout"}});
       co_await finish("timed_out", std::move(arg1_));
       co_return;
     }
     case StopReason::shutdown: {
-      nlohmann::json arg1_ = {{"reason", "worker_shutdown"},
-                                 {"message", "worker shut down before the job finished"},
-                                 {"retryable", true}};
+      nlohmann::json arg1_ = with_ended_steps({{"reason", "worker_shutdown"},
+                                               {"message", "worker shut down before the job finished"},
+                                               {"retryable", true}});
       co_await finish("failed", std::move(arg1_));
       co_return;
     }
@@ -1144,12 +1144,27 @@ asio::awaitable<void> Job::step_ended(const std::string& sid) {
                 : "another step failed";
       break;
   }
+  // Its error names the step, as a step's own failure does.
   json data = {{"step", sid},
-               {"error", {{"message", "step " + sid + " ended: " + why}, {"reason", reason}, {"retryable", true}}}};
+               {"error",
+                {{"message", "step " + sid + " ended: " + why}, {"step", sid}, {"reason", reason}, {"retryable", true}}}};
+  if (stop_ != StopReason::none) ended_.push_back(sid);
   try {
     co_await append("step_failed", std::move(data));
   } catch (...) {
   }
+}
+
+// In the workflow's order of steps, whatever order they ended in.
+json Job::with_ended_steps(json body) const {
+  if (ended_.empty() || !dag_) return body;
+  std::vector<std::string> steps;
+  for (const auto& sid : dag_->ids())
+    if (std::find(ended_.begin(), ended_.end(), sid) != ended_.end()) steps.push_back(sid);
+  if (steps.empty()) return body;
+  body["step"] = steps.front();
+  if (steps.size() > 1) body["steps"] = steps;
+  return body;
 }
 
 asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,

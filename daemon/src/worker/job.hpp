@@ -131,6 +131,9 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::awaitable<void> execute();
   asio::awaitable<void> run_step(std::string id);
   asio::awaitable<void> step_ended(const std::string& sid);
+  // body (the error of a job ended by a stop, its timeout or a shutdown)
+  // naming the steps that ended: "step", and "steps" when several ran.
+  nlohmann::json with_ended_steps(nlohmann::json body) const;
   asio::awaitable<nlohmann::json> step_action(const std::string& id, const nlohmann::json& step,
                                               std::string& stdout_text);
   asio::awaitable<nlohmann::json> step_run(const std::string& id, const nlohmann::json& step,
@@ -222,6 +225,9 @@ class Job : public std::enable_shared_from_this<Job> {
   std::optional<core::Dag> dag_;
   std::set<std::string> done_, running_, waiting_;
   std::optional<nlohmann::json> failure_;
+  // The steps a stop, the job's timeout or a shutdown ended (step_ended):
+  // the job's error names them, as a step's failure names its step.
+  std::vector<std::string> ended_;
   // The job's steps are being ended: a stop (or timeout, shutdown), a lost
   // lease, or a step's failure.  A step that sees it starts nothing more.
   bool halted() const { return stop_ != StopReason::none || abandoned_ || failure_.has_value(); }
