@@ -232,6 +232,38 @@ TEST(Masker, HtmlSafeEscapedForms) {
   EXPECT_EQ(m.mask(R"(pa\u0026ss\u003cwd)"), R"(pa\u0026ss\u003cwd)");
 }
 
+// .NET's System.Text.Json writes " + ` & ' < > as \u00XX by default, in
+// upper-case hex as its non-ASCII escapes: a secret holding one was stored
+// one unescape away (\u0022 for the \" every other encoder writes).
+TEST(Masker, DotnetEscapedForms) {
+  Masker m;
+  m.add("pa\"ss+w<rd>");
+  m.add("k`\xc3\xa4'&/\n=");  // "k`ä'&/" newline "="
+  m.add("q\"\\x");
+  m.add("plain-\xc3\xa4");  // nothing .NET writes otherwise than ensure_ascii in upper hex
+  EXPECT_EQ(m.mask(R"({"p":"pa\u0022ss\u002Bw\u003Crd\u003E"})"), R"({"p":"***"})");
+  EXPECT_EQ(m.mask(R"({"k":"k\u0060\u00E4\u0027\u0026/\n="})"), R"({"k":"***"})");
+  EXPECT_EQ(m.mask(R"({"q":"q\u0022\\x"})"), R"({"q":"***"})");
+  EXPECT_EQ(m.mask(R"({"v":"plain-\u00E4"})"), R"({"v":"***"})");
+  // .NET writes upper-case hex only, and never a mix of styles
+  EXPECT_EQ(m.mask(R"(pa\u0022ss\u002bw\u003crd\u003e)"), R"(pa\u0022ss\u002bw\u003crd\u003e)");
+  EXPECT_EQ(m.mask(R"(pa\u0022ss+w<rd>)"), R"(pa\u0022ss+w<rd>)");
+  // One form more, and only for a secret that needs it
+  Masker one, other;
+  one.add("pass+word");
+  other.add("pass-word");
+  EXPECT_EQ(one.forms(), (std::vector<std::string>{"pass\\u002Bword", "pass+word"}));
+  EXPECT_EQ(other.forms(), std::vector<std::string>{"pass-word"});
+  Masker plain;
+  plain.add("plain-\xc3\xa4");
+  EXPECT_EQ(plain.forms().size(), 3u);  // the secret, \u00e4, \u00E4
+  // Every character at once: at most 25 forms besides the secret
+  Masker all;
+  all.add("a\"+`&<>'=/\xc3\xa4\xe2\x80\xa8\n\x7f");
+  EXPECT_LE(all.forms().size(), 26u);
+  EXPECT_EQ(all.mask(R"(a\u0022\u002B\u0060\u0026\u003C\u003E\u0027=/\u00E4\u2028\n\u007F)"), "***");
+}
+
 TEST(Masker, JsonEscapedFormsOfInvalidUtf8) {
   Masker m;
   m.add("bad\xff\"x");  // no encoder writes it; the raw form is masked
@@ -384,7 +416,7 @@ std::size_t decided_by_hand(const std::string& text, const std::vector<std::stri
 TEST(Masker, RandomSecretsAsTheReference) {
   std::mt19937 rng(46);
   auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
-  const std::vector<std::string> atoms = {"a", "b", "ab", "&", "<", ">", "/", "=", "'", "\"", "\\", "\n", "\t",
+  const std::vector<std::string> atoms = {"a", "b", "ab", "&", "<", ">", "/", "=", "'", "\"", "\\", "\n", "\t", "+", "`",
                                           "\xc3\xa4", "\xc3\xa9", "\xe2\x80\xa8", "\xf0\x9f\x94\x91", "u", "0", "\xc3"};
   auto random_atoms = [&](std::size_t most) {
     std::string s;

@@ -94,6 +94,40 @@ std::string html_escaped(const std::string& escaped, std::string_view html) {
   return out;
 }
 
+// The ASCII characters .NET's System.Text.Json writes as \u00XX by default
+// (JavaScriptEncoder.Default) that an ensure_ascii encoder writes bare or
+// as \": the quote, + and ` besides & ' < >.  Its other escapes are
+// ensure_ascii's in upper-case hex: \\, \n, \t, \b, \f, \r short, other
+// control characters, DEL and every non-ASCII character as \uXXXX.
+constexpr std::string_view dotnet_hex = "\"&'+<>`";
+
+// escaped (a form json_escaped wrote with ensure_ascii) as System.Text.Json
+// writes it: \" as \u0022, each character of dotnet_hex as \u00XX, and the
+// hex digits of every \uXXXX in upper case; the characters of escaped's
+// own escapes (\\, \n, the digits of \u00e4) are left alone.
+std::string dotnet_escaped(const std::string& escaped) {
+  constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (std::size_t i = 0; i < escaped.size(); ++i) {
+    const char c = escaped[i];
+    if (c == '\\' && i + 1 < escaped.size()) {
+      if (escaped[++i] == '"') {
+        out += "\\u0022";
+      } else {
+        out.push_back(c);
+        out.push_back(escaped[i]);
+      }
+    } else if (dotnet_hex.find(c) != std::string_view::npos) {
+      out += "\\u00";
+      out.push_back(hex[static_cast<unsigned char>(c) >> 4]);
+      out.push_back(hex[static_cast<unsigned char>(c) & 15]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return upper_hex(out);
+}
+
 // Whether an HTML-safe encoder writes text otherwise than a plain one.
 bool has_html(const std::string& text) {
   return text.find_first_of(gson_html) != std::string::npos || text.find("\xe2\x80\xa8") != std::string::npos ||
@@ -109,16 +143,19 @@ bool before(const std::string& a, const std::string& b) {
 
 // The secret and the forms JSON encoders write it in, one per encoder
 // style (never a mix of styles within one string): plain or ensure_ascii;
-// '/' bare or \/; bare or HTML-safe as Go or as Gson; lower or upper hex.
-// At most 24 forms besides the secret, and only those that differ.
+// '/' bare or \/; bare or HTML-safe as Go or as Gson; lower or upper hex;
+// and, for a secret holding a character of dotnet_hex, as .NET writes it.
+// At most 25 forms besides the secret, and only those that differ.
 void Masker::add(std::string secret) {
   if (secret.empty()) return;
   std::vector<std::string> forms;
   const bool html = has_html(secret);
   const bool slash = secret.find('/') != std::string::npos;
+  const bool dotnet = secret.find_first_of(dotnet_hex) != std::string::npos;
   for (bool ascii : {false, true}) {
     auto escaped = json_escaped(secret, ascii);
     if (!escaped) continue;
+    if (ascii && dotnet) forms.push_back(dotnet_escaped(*escaped));
     std::vector<std::string> styles{std::move(*escaped)};
     if (html) {
       styles.push_back(html_escaped(styles[0], go_html));

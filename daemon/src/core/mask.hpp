@@ -20,7 +20,8 @@ class Masker {
   // are kept longest first so a secret containing another is masked whole.
   // The forms a JSON encoder writes it in are registered with it (quote,
   // backslash and control characters escaped; non-ASCII as \uXXXX in lower
-  // or upper case hex; '/' as \/; & < > (Go), and = ' (Gson), as \u00XX):
+  // or upper case hex; '/' as \/; & < > (Go), and = ' (Gson), as \u00XX;
+  // " + ` & ' < > as \u00XX in upper-case hex, as .NET's System.Text.Json):
   // a step printing JSON on stdout or stderr writes those, and they are
   // stored as the step's captured stdout or log lines.
   void add(std::string secret);
