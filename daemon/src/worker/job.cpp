@@ -718,9 +718,15 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   if (abandoned_) throw Abandoned{};
   finished_ = true;
   if (!r.status) {
-    // After a re-sent batch, a refusal may mean the first attempt was applied.
-    core::log("warn", "finish refused: lease no longer current",
-              {{"job_id", id_str(id())}, {"outcome", outcome}, {"retried", r.retried ? "true" : "false"}});
+    // After a re-sent batch, a refusal may mean the first attempt was
+    // applied: its reply was lost, and the job ended then (the lease with
+    // it).  Said so, where "refused" alone read as a job lost.
+    if (r.retried)
+      core::log("warn", "finish re-sent and refused: the first attempt may have been applied",
+                {{"job_id", id_str(id())}, {"outcome", outcome}, {"retried", "true"}});
+    else
+      core::log("warn", "finish refused: lease no longer current",
+                {{"job_id", id_str(id())}, {"outcome", outcome}, {"retried", "false"}});
   }
 }
 
