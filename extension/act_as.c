@@ -26,6 +26,8 @@
 #include "access/xact.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 
 
@@ -106,6 +108,22 @@ bgexec_act_as(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("_act_as was called already in this transaction")));
 
+	/*
+	 * SET ROLE's own check, made first for its hint: a worker's login role
+	 * not granted the job owner's role failed the sql step with
+	 * PostgreSQL's bare "permission denied to set role".
+	 */
+	{
+		Oid			roleid = get_role_oid(NameStr(*role), true);
+
+		if (OidIsValid(roleid) && !is_member_of_role(GetSessionUserId(), roleid))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to set role \"%s\"", NameStr(*role)),
+					 errhint("A sql step runs as its job's owner: grant that role to the worker's login role (GRANT %s TO %s).",
+							 quote_identifier(NameStr(*role)),
+							 quote_identifier(GetUserNameFromId(GetSessionUserId(), false)))));
+	}
 	(void) set_config_option("role", NameStr(*role), PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_LOCAL, true, 0, false);
 

@@ -225,12 +225,13 @@ BEGIN;
 SAVEPOINT s;
 SELECT bgexec._act_as('regress_alice');
 ROLLBACK;
--- the session user must be allowed to become the role, as for SET ROLE
+\set VERBOSITY default
+-- the session user must be allowed to become the role, as for SET ROLE,
+-- and the error says which grant a worker's login role lacks
 BEGIN;
 SET LOCAL SESSION AUTHORIZATION regress_worker;
 SELECT bgexec._act_as('regress_alice');
 ROLLBACK;
-\set VERBOSITY default
 -- retry of another role's job in a queue with caps is P0002 too, even under
 -- REPEATABLE READ: the caps' isolation check (0A000) named the job's queue,
 -- and came before the job's owner was checked

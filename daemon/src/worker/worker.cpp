@@ -1077,7 +1077,11 @@ asio::awaitable<int> Worker::run() {
       write_path(conn->name(), e.what());
     }
   }
-  core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", text_array(cfg_.queues)},
+  // The queues comma-separated, as --queue takes them (a queue name holds
+  // no comma): the array literal read queues="{\"default\"}" in logfmt.
+  std::string queues;
+  for (const auto& q : cfg_.queues) queues += (queues.empty() ? "" : ",") + q;
+  core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", queues},
                                        {"concurrency", std::to_string(cfg_.concurrency)},
                                        {"lease_s", std::to_string(cfg_.lease_s)}});
   auto ex = io_.get_executor();
