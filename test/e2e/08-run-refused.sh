@@ -26,6 +26,14 @@ msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $id")
 u=$("$BGEXEC" submit no-such-action '{"x": 1}')
 wait_status "$u" failed 20
 [[ $(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $u") == *no-such-action* ]] || fail "unknown action error"
+# submit --wait says why a job did not complete, on stderr (it printed
+# "N failed" alone, and took a status to learn of the unknown action)
+set +e
+out=$(timeout 60 "$BGEXEC" submit no-such-action --wait 2>"$E2E_DIR/wait.err"); rc=$?
+set -e
+((rc == 1)) && [[ $out =~ ^[0-9]+\ failed$ ]] || fail "submit --wait of an unknown action: exit $rc, stdout '$out'"
+grep -q "^bgexec: job ${out% *} failed: .*no-such-action" "$E2E_DIR/wait.err" \
+  || fail "submit --wait did not say why: $(cat "$E2E_DIR/wait.err")"
 
 # Without --allow-run, an action step's env cannot set what makes a program
 # run other code: a BASH_FUNC_cat%% would run the tenant's shell code in

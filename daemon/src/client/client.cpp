@@ -686,6 +686,13 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
                 << std::endl;
     } else {
       std::cout << id << " " << status << std::endl;
+      // Why, for a job that did not complete: its error's message (it
+      // took a separate status to learn of an unknown action).
+      const json err = db_json(st.get(0, 2));
+      const json message = member(err, "message");
+      if (status != "completed" && message.is_string())
+        std::cerr << "bgexec: job " << id << " " << status << ": "
+                  << core::utf8_cut(message.get<std::string>(), 2000, "...") << "\n";
     }
     check_output();
   } catch (OutputError& e) {
@@ -716,14 +723,19 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   auto exact = [&](const std::string& k) {
     return k == "payload" || k == "result" || k == "error" ? exact_json(r.get(0, k)) : std::nullopt;
   };
+  // In the query's order (id, kind, queue, status first), not the JSON
+  // object's sorted one, which put attempt first and status near the end.
   if (s.json_out) {
     std::string out = "{";
-    for (auto& [k, v] : row.items()) {
-      out += (out.size() > 1 ? "," : "") + core::dump(json(k)) + ":" + exact(k).value_or(core::dump(v));
+    for (int c = 0; c < r.columns(); ++c) {
+      const std::string k = r.column_name(c);
+      out += (out.size() > 1 ? "," : "") + core::dump(json(k)) + ":" + exact(k).value_or(core::dump(row[k]));
     }
     std::cout << out << "}" << std::endl;
   } else {
-    for (auto& [k, v] : row.items()) {
+    for (int c = 0; c < r.columns(); ++c) {
+      const std::string k = r.column_name(c);
+      const json& v = row[k];
       if (v.is_null()) continue;
       std::string text = v.is_string() ? v.get<std::string>() : exact(k).value_or(core::dump(v));
       if (!v.is_string()) text = core::utf8_cut(std::move(text), 2000, "...");
