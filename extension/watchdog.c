@@ -17,8 +17,9 @@
  * each in its own transaction (_retention again, a batch a transaction,
  * while it purges whole batches, for up to half the interval: one batch a
  * tick, 1000 jobs a second at the defaults, fell behind a steadier stream
- * of jobs and let the table grow without bound), provided the extension bgexec exists in that
- * database (checked every tick: it may be created or dropped at any time).
+ * of jobs and let the table grow without bound), provided the extension
+ * bgexec exists in that database (checked every tick: it may be created or
+ * dropped at any time).
  * Both functions are safe to run concurrently with the daemons' own
  * reconcile timers (invariant 2), so this worker needs no coordination.
  * Then, when bgexec.job has bgexec.vacuum_threshold dead rows or more, it

@@ -523,7 +523,8 @@ json body_object(const std::string& text, const std::set<std::string>& known) {
   // the SQL functions raise it (22003): nlohmann stops at such a number,
   // and the whole body was a 400 syntax error.
   if (in.error == core::JsonInput::Error::number_out_of_range)
-    throw http_error(bhttp::status::unprocessable_entity, "22003", in.path + " holds " + core::double_refuses(in.number));
+    throw http_error(bhttp::status::unprocessable_entity, "22003",
+                     in.path + " holds " + core::double_refuses(in.number));
   return std::move(in.value);
 }
 

@@ -1153,7 +1153,10 @@ asio::awaitable<void> Job::step_ended(const std::string& sid) {
   // Its error names the step, as a step's own failure does.
   json data = {{"step", sid},
                {"error",
-                {{"message", "step " + sid + " ended: " + why}, {"step", sid}, {"reason", reason}, {"retryable", true}}}};
+                {{"message", "step " + sid + " ended: " + why},
+                 {"step", sid},
+                 {"reason", reason},
+                 {"retryable", true}}}};
   if (stop_ != StopReason::none) ended_.push_back(sid);
   try {
     co_await append("step_failed", std::move(data));
