@@ -457,8 +457,12 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
   int last = from;
   std::string ending;
   bool checked_status = false;
+  // Read the job row again, before the next page: after a reconnect or a
+  // poll.  Before: the page would print the new events past the position
+  // of a log rewound and written past it again.
+  bool recheck = false, check_first = false;
   bool listening = false;
-  const pg::Params status_params = {std::to_string(id)};
+  std::optional<std::string> last_created;  // created_at of the event at `last`, once read
   // A page at a time: the rest of a long log in one result held it all in
   // memory (100 MB for 500 000 events) before the first line was printed.
   // Cut by size too, as the gateway's streams: a page of a thousand steps'
@@ -504,33 +508,42 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
         listening = true;
         opened = true;
         if (lost) std::cerr << "bgexec: reconnected; following job " << id << " from event " << last << std::endl;
+        if (lost) recheck = check_first = true;  // a failover may have rewound the log
         lost = false;
         backoff.reset();
       }
       if (print) check_reader();
-      pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
-      auto r = co_await s.conn.query(page_sql, params);
-      // The same on every row: how many events the page's query read.
-      const long long fetched =
-          r.rows() > 0 ? parse_integer(r.get(0, "fetched").value_or("0"), 0, page).value_or(0) : 0;
-      for (int i = 0; i < r.rows(); ++i) {
-        json e = row_event(r, i);
-        if (e["seq"].get<int>() <= last) continue;
-        last = e["seq"].get<int>();
-        if (print) print_event(e, s.json_out);
-        std::string k = e["kind"];
-        ending = terminal(k) || k == "suspended" ? k : "";  // a later `resumed` reopens it
+      if (!check_first) {
+        pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
+        auto r = co_await s.conn.query(page_sql, params);
+        // The same on every row: how many events the page's query read.
+        const long long fetched =
+            r.rows() > 0 ? parse_integer(r.get(0, "fetched").value_or("0"), 0, page).value_or(0) : 0;
+        for (int i = 0; i < r.rows(); ++i) {
+          json e = row_event(r, i);
+          if (e["seq"].get<int>() <= last) continue;
+          last = e["seq"].get<int>();
+          last_created = r.get(i, "created_at");
+          if (print) print_event(e, s.json_out);
+          std::string k = e["kind"];
+          ending = terminal(k) || k == "suspended" ? k : "";  // a later `resumed` reopens it
+        }
+        // More written already: the next page at once.  Before the end: a
+        // page ending on an old terminal or suspended event (a retry, a
+        // resume after it) is not the log's end, which tail took it for when
+        // the event fell last on a full page.
+        if (r.rows() >= page || fetched > r.rows()) continue;
+        if (!ending.empty()) co_return exit_for(ending);
       }
-      // More written already: the next page at once.  Before the end: a
-      // page ending on an old terminal or suspended event (a retry, a
-      // resume after it) is not the log's end, which tail took it for when
-      // the event fell last on a full page.
-      if (r.rows() >= page || fetched > r.rows()) continue;
-      if (!ending.empty()) co_return exit_for(ending);
-      if (!checked_status) {
+      if (!checked_status || recheck) {
         // Started after the end (--from at the last event): the job row says how it ended.
+        const bool first = !checked_status;
         checked_status = true;
-        auto st = co_await s.conn.query("SELECT status::text, last_seq FROM bgexec.job WHERE id = $1", status_params);
+        recheck = false;
+        const bool before_page = check_first;
+        check_first = false;
+        pg::Params job_params = {std::to_string(id), std::to_string(last), last_created};
+        auto st = co_await s.conn.query(core::rewind_check_sql(), job_params);
         if (st.rows() == 0) co_return not_found;
         std::string status = st.get(0, 0).value_or("");
         const long long last_seq =
@@ -539,19 +552,38 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
         // reach, even after it ends (the gateway answers 400 alike).  Only
         // the user's: event rows past last_seq (written around the API) are
         // replayed, and were refused as "--from 3" nobody had given.
-        if (from_given && from > last_seq)
+        if (first && from_given && from > last_seq)
           throw Usage("--from " + std::to_string(from) + " is past job " + std::to_string(id) + "'s last event (" +
                       std::to_string(last_seq) + ")");
+        // Rewound (core::rewind_check_sql): an asynchronous failover lost
+        // the newest events and the job's next ones took their seqs.
+        // Waiting for seqs past the position hung, even after the job
+        // ended below it, and skipped the new events: said on stderr, the
+        // follow goes on from the first event that is new.
+        if (auto resume = st.get(0, 2)) {
+          const long long r = parse_integer(*resume, 0, std::numeric_limits<int>::max()).value_or(0);
+          std::cerr << "bgexec: job " << id << "'s event log was rewound by a failover: this follow was at event "
+                    << last << ", the job's last event is now " << last_seq << "; events after " << r
+                    << " are not the ones this follow read, following from there" << std::endl;
+          last = static_cast<int>(r);
+          last_created.reset();
+          ending.clear();
+          continue;
+        }
         // Ended (or suspended) with every event up to last_seq read: the job
         // row's status is final, whatever rows follow last_seq.
         if ((terminal(status) || status == "suspended") && last_seq <= last) co_return exit_for(status);
-        co_await note_unclaimed(s, id);
+        if (first) co_await note_unclaimed(s, id);
+        if (before_page) continue;
       }
       asio::steady_timer poll(co_await asio::this_coro::executor, std::chrono::seconds(1));
       // Wake on our job's notification or after the poll interval.
       for (bool mine = false; !mine;) {
         auto res = co_await (notified() || poll.async_wait(asio::as_tuple(asio::use_awaitable)));
-        if (res.index() == 1) break;
+        if (res.index() == 1) {
+          recheck = check_first = true;  // the poll reads the job row too (a rewind without a reconnect)
+          break;
+        }
         auto& [batch, error] = std::get<0>(res);
         if (error) std::rethrow_exception(error);
         for (auto& n : batch) {

@@ -455,6 +455,13 @@ function follow(id, after, attempt = 0) {
     'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out']) {
     es.addEventListener(k, handler);
   }
+  // The job's log was rewound (an asynchronous failover lost its newest
+  // events; new ones take their seqs): the lost ones leave the page.
+  es.addEventListener('rewound', (m) => {
+    const r = parseJson(m.data);
+    for (const li of [...$('#events').children]) if (Number(li.dataset.seq) > r.resume) li.remove();
+    say(`job ${id}'s events after ${r.resume} were lost in a failover; the new ones follow`, true);
+  });
   es.onopen = () => { attempt = 0; };
   es.onerror = () => {
     if (es.readyState !== EventSource.CLOSED || endKinds.includes(lastKind)) return;

@@ -1591,6 +1591,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   bool more = false;  // the last fetch filled a batch: more events may follow at once
   std::string pending;  // serialized events not yet written
   std::string last_kind;  // kind of the event at the cursor, once this stream has sent one
+  std::optional<std::string> last_created;  // created_at of the event at the cursor, once sent
   // Reads the next batch of events after the cursor into `pending`; `more`
   // says whether it was full.  Each batch is written before the next is read,
   // so a long log, or a reader that does not read, costs one batch of memory,
@@ -1618,11 +1619,43 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       pending += sse_event(ev);
       cursor = seq;
       last_kind = ev.at("kind").get<std::string>();
+      last_created = ev.at("created_at").get<std::string>();
     }
     const auto kept = static_cast<std::int64_t>(rows.size());
     more = fetched >= ask || fetched > kept;
     ask = fetched > kept ? std::max<std::int64_t>(kept, 1) * 2 : std::min<std::int64_t>(ask * 2, replay_batch);
     if (!more) ended = is_stream_end(last_kind);
+  };
+  // Reads the job row (core::rewind_check_sql), at a poll and after the
+  // listener reconnected.  A rewound log (an asynchronous failover lost the
+  // newest events, and the job's next ones took their seqs) is said with a
+  // `rewound` event
+  // whose id moves the reader's Last-Event-ID back, and the stream goes on
+  // from the first new event, so it sends the new events and ends with the
+  // job.  It waited for seqs past the cursor that the job might never
+  // reach, and skipped the new events below it.  The job ended (or
+  // suspended) with every event up to last_seq sent ends the stream, as at
+  // its start.
+  auto check_job = [&]() -> asio::awaitable<void> {
+    pg::Params p = {id_s, std::to_string(cursor), last_created};
+    auto r = co_await pool_.query(*role, core::rewind_check_sql(), std::move(p), true);
+    if (r.rows() == 0) throw pg::Error("P0002", "job " + id_s + " does not exist");
+    auto status = r.get(0, 0).value_or("");
+    auto last = parse_int(r.get(0, 1).value_or("0")).value_or(0);
+    if (auto resume = r.get(0, 2)) {
+      const std::string from = std::to_string(parse_int(*resume).value_or(0));
+      pending += "id: " + from + "\nevent: rewound\ndata: {\"after\":" + std::to_string(cursor) +
+                 ",\"last_seq\":" + std::to_string(last) + ",\"resume\":" + from + "}\n\n";
+      core::log("warn", "event log rewound",
+                {{"job_id", id_s}, {"after", std::to_string(cursor)}, {"last_seq", std::to_string(last)},
+                 {"resume", from}});
+      cursor = parse_int(from).value_or(0);
+      last_kind.clear();
+      last_created.reset();
+      more = true;  // fetch after it at once
+    } else if (last <= cursor && is_stream_end(status)) {
+      ended = true;
+    }
   };
 
   std::optional<HttpError> failure;
@@ -1711,14 +1744,23 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   auto last_write = std::chrono::steady_clock::now();
   auto last_fetch = last_write;
   std::size_t junk = 0;  // bytes the reader sent after its request
+  bool check = false;    // read the job row (check_job) before the next fetch
   while (!ended) {
     auto now = std::chrono::steady_clock::now();
     if (more || sub.seen() > cursor || now - last_fetch >= poll_every) {
+      // At a poll, or after the listener reconnected (a failover, say):
+      // the job row read before the fetch, which would send the new events
+      // past the cursor of a log rewound and written past it again.  Kept
+      // until it is read (a failed read is tried again at the next poll).
+      if (!more && sub.seen() <= cursor) check = true;
+      if (sub.seen() == std::numeric_limits<std::int64_t>::max()) check = true;
       // Cleared before the fetch: an announcement arriving during it is kept.
       sub.clear();
       last_fetch = now;
       try {
-        co_await fetch();
+        if (check) co_await check_job();
+        check = false;
+        if (!ended) co_await fetch();
       } catch (const pg::Error& e) {
         more = false;  // retried at the next poll
         // Purged meanwhile, or the token's role may no longer read it (its
