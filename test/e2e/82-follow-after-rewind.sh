@@ -13,7 +13,7 @@
 # past it before the readers reconnect: the event at their position is then
 # another (its created_at), and they go on from the first new one.
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 58180
+e2e_cluster 58001
 echo '{"t": "postgres"}' >"$E2E_DIR/tokens.json"
 "$BGEXEC" serve --listen 127.0.0.1:0 --tokens "$E2E_DIR/tokens.json" >>"$E2E_DIR/serve.log" 2>&1 &
 E2E_PIDS+=($!)
