@@ -7,11 +7,7 @@
 # follow their jobs again.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57988
-echo '{"t": "postgres"}' >"$E2E_DIR/tokens.json"
-"$BGEXEC" serve --listen 127.0.0.1:0 --tokens "$E2E_DIR/tokens.json" >>"$E2E_DIR/serve.log" 2>&1 &
-E2E_PIDS+=($!)
-wait_for 10 grep -q 'msg=serving' "$E2E_DIR/serve.log" || fail "serve did not start"
-url=http://$(sed -n 's/.*msg=serving listen=\([0-9.:]*\).*/\1/p' "$E2E_DIR/serve.log" | head -1)
+start_gateway
 id=$("$BGEXEC" submit noop --queue nobody) || fail submit
 for i in $(seq 1 20); do
   curl -sN -H "Authorization: Bearer t" "$url/v1/jobs/$id/events" >"$E2E_DIR/stream-$i.txt" 2>/dev/null &

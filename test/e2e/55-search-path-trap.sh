@@ -269,11 +269,7 @@ try "run-schedule" "$BGEXEC" run-schedule nightly --wait
 try "unschedule" "$BGEXEC" unschedule nightly
 
 # --- the gateway: a token for the superuser; /metrics needs none
-echo '{"t": "postgres"}' >"$E2E_DIR/tokens.json"
-"$BGEXEC" serve --listen 127.0.0.1:0 --tokens "$E2E_DIR/tokens.json" >>"$E2E_DIR/serve.log" 2>&1 &
-E2E_PIDS+=($!)
-wait_for 10 grep -q 'msg=serving' "$E2E_DIR/serve.log" || fail "serve did not start"
-url=http://$(sed -n 's/.*msg=serving listen=\([0-9.:]*\).*/\1/p' "$E2E_DIR/serve.log" | head -1)
+start_gateway
 # http METHOD PATH STATUS [BODY]: the answer has STATUS (its body in $E2E_DIR/http.out)
 http() {
   local code auth=(-H "Authorization: Bearer t")

@@ -14,11 +14,7 @@
 # another (its created_at), and they go on from the first new one.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 58001
-echo '{"t": "postgres"}' >"$E2E_DIR/tokens.json"
-"$BGEXEC" serve --listen 127.0.0.1:0 --tokens "$E2E_DIR/tokens.json" >>"$E2E_DIR/serve.log" 2>&1 &
-E2E_PIDS+=($!)
-wait_for 10 grep -q 'msg=serving' "$E2E_DIR/serve.log" || fail "serve did not start"
-url=http://$(sed -n 's/.*msg=serving listen=\([0-9.:]*\).*/\1/p' "$E2E_DIR/serve.log" | head -1)
+start_gateway
 # add_progress JOB TO [quiet]: progress events after last_seq up to seq TO,
 # as a run writes them; quiet: no notification (the failover's new events:
 # no reader is connected to the new primary before the failover).

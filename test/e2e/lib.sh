@@ -149,3 +149,14 @@ start_cut_proxy() {
   PROXIED="host=127.0.0.1 port=$(cat "$E2E_DIR/proxy.port") dbname=postgres user=postgres"
   wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
 }
+
+# start_gateway [SERVE-ARGS...]: bgexec serve on a port of 127.0.0.1 the
+# kernel picks, with one token "t" for the superuser
+# ($E2E_DIR/tokens.json), its log in $E2E_DIR/serve.log; url: its address.
+start_gateway() {
+  echo '{"t": "postgres"}' >"$E2E_DIR/tokens.json"
+  "$BGEXEC" serve --listen 127.0.0.1:0 --tokens "$E2E_DIR/tokens.json" "$@" >>"$E2E_DIR/serve.log" 2>&1 &
+  E2E_PIDS+=($!)
+  wait_for 10 grep -q 'msg=serving' "$E2E_DIR/serve.log" || fail "serve did not start"
+  url=http://$(sed -n 's/.*msg=serving listen=\([0-9.:]*\).*/\1/p' "$E2E_DIR/serve.log" | head -1)
+}
