@@ -690,6 +690,23 @@ wake_xact_callback(XactEvent event, void *arg)
 }
 
 /*
+ * Adds jobs to the request among the first n that wakes the same thing at
+ * that level (kind, queue or worker, level), if there is one: true then.
+ */
+static bool
+merge_request(int n, uint8 kind, NameHash hash, int level, int64 jobs)
+{
+	for (int i = 0; i < n; i++)
+		if (requests[i].kind == kind && requests[i].hash == hash && requests[i].level == level)
+		{
+			if (kind != WAKE_STOP)
+				requests[i].jobs = Min(requests[i].jobs + jobs, PG_INT32_MAX);
+			return true;
+		}
+	return false;
+}
+
+/*
  * Merges the requests of one level that wake the same thing, as add_request
  * does for new ones: a committed subtransaction's requests join its
  * parent's.  Without it a transaction submitting each job under its own
@@ -707,18 +724,9 @@ merge_requests(int level)
 	for (int i = 0; i < nrequests; i++)
 	{
 		WakeRequest *r = &requests[i];
-		int			j = 0;
 
-		if (r->level == level)
-			while (j < kept && !(requests[j].level == level && requests[j].kind == r->kind &&
-								 requests[j].hash == r->hash))
-				j++;
-		if (r->level == level && j < kept)
-		{
-			if (r->kind != WAKE_STOP)
-				requests[j].jobs = Min(requests[j].jobs + r->jobs, PG_INT32_MAX);
+		if (r->level == level && merge_request(kept, r->kind, r->hash, level, r->jobs))
 			continue;
-		}
 		if (kept != i)
 			requests[kept] = *r;
 		kept++;
@@ -834,13 +842,8 @@ add_request(uint8 kind, NameHash hash, int64 jobs)
 	int			level = GetCurrentTransactionNestLevel();
 
 	register_callbacks();
-	for (int i = 0; i < nrequests; i++)
-		if (requests[i].kind == kind && requests[i].hash == hash && requests[i].level == level)
-		{
-			if (kind != WAKE_STOP)
-				requests[i].jobs = Min(requests[i].jobs + jobs, PG_INT32_MAX);
-			return;
-		}
+	if (merge_request(nrequests, kind, hash, level, jobs))
+		return;
 	if (nrequests == maxrequests)
 	{
 		int			grown = Max(8, maxrequests * 2);
