@@ -322,7 +322,10 @@ void Job::request_stop(StopReason why) {
 void Job::abandon(const std::string& why) {
   if (abandoned_ || finished_) return;
   abandoned_ = true;
-  core::log("warn", "abandoning job", {{"job_id", id_str(id())}, {"reason", why}});
+  core::log("warn", "abandoning job",
+            {{"job_id", id_str(id())},
+             {"reason", finish_unanswered_ ? why + " while its finish was unanswered: the finish may have been applied"
+                                           : why}});
   kill_steps();
   wake_.notify();
 }
@@ -703,11 +706,14 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   try {
     // Retried on a dropped connection while heartbeats keep the lease (as
     // write does): its result is not thrown away while the lease lives.
+    finish_unanswered_ = true;
     r = co_await w_.completer().finish(id(), lease(), outcome, mask(std::move(body)), write_until());
   } catch (const pg::Error& e) {
-    on_write_error(e);
+    on_write_error(e);  // abandons (saying the finish may have been applied) on a connection error
+    finish_unanswered_ = false;
     throw;
   }
+  finish_unanswered_ = false;
   finish_written_ = true;
   // Applied: said so even when the job was abandoned while the reply was
   // on its way (a heartbeat whose snapshot followed the finish's commit

@@ -249,6 +249,9 @@ class Job : public std::enable_shared_from_this<Job> {
   bool abandoned_ = false;
   bool finished_ = false;
   bool finish_written_ = false;
+  // The finish is with the completer, unanswered: a lease lost now may be
+  // lost to that very finish (applied, its reply lost or on its way).
+  bool finish_unanswered_ = false;
   bool over_ = false;
   Event over_event_;  // notified when over_ becomes true
   bool superseded_ = false;
