@@ -114,26 +114,38 @@ test('a stream ends when the terminal event is the last of a full replay batch (
   }
 });
 
-test('a cursor past the job\'s last event gets 400 at once, live job or ended', async () => {
+test('a cursor past the job\'s last event: `rewound` to 0 and the whole log, live job or ended', async () => {
+  // The job no longer has the event the reader names: its log was rewound
+  // while the reader was away (a failover) or reset (a restore).  It got
+  // 400, which EventSource gives up on, and the dashboard's reconnects
+  // (?after= its last event) met it for ever.
   const queue = uniq('sse4');
   const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
   const { lease } = claim(queue); // seq 1, running
   const headers = (seq) => ({ Authorization: `Bearer ${A}`, 'Last-Event-ID': String(seq) });
-  let r = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: headers(50), signal: AbortSignal.timeout(5000) });
-  assert.equal(r.status, 400);
-  const body = await r.json();
-  assert.equal(body.error.sqlstate, '08P01');
-  assert.equal(body.error.message, "Last-Event-ID / after 50 is past the job's last event, 1");
-  // At the last event: the stream waits, and ends with the job.
-  r = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: headers(1), signal: AbortSignal.timeout(8000) });
+  const events = (text) => [...text.matchAll(/^id: (\d+)\nevent: (\w+)\n/gm)].map((m) => `${m[1]} ${m[2]}`);
+  let r = await fetch(`${BASE}/v1/jobs/${id}/events`, { headers: headers(50), signal: AbortSignal.timeout(8000) });
   assert.equal(r.status, 200);
-  const text = r.text();
+  let text = r.text();
+  await sleep(300);
+  finish(id, lease, 'completed', {}); // seq 2: the stream goes on and ends with the job
+  text = await text;
+  assert.deepEqual(events(text), ['0 rewound', '1 started', '2 completed']);
+  assert.match(text, /^data: \{"after":50,"last_seq":1,"resume":0\}$/m);
+  // At the last event: the stream waits, and ends with the job.
+  const { body: { id: id2 } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  const { lease: lease2 } = claim(queue);
+  r = await fetch(`${BASE}/v1/jobs/${id2}/events`, { headers: headers(1), signal: AbortSignal.timeout(8000) });
+  assert.equal(r.status, 200);
+  text = r.text();
   await sleep(200);
-  finish(id, lease, 'completed', {});
+  finish(id2, lease2, 'completed', {});
   assert.deepEqual([...(await text).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])), [2]);
-  r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=3`, { signal: AbortSignal.timeout(5000) });
-  assert.equal(r.status, 400);
-  r = await fetch(`${BASE}/v1/jobs/${id}/events?token=${A}&after=2`);
+  // Ended: past the end, the whole log and the end; at the end, 204.
+  r = await fetch(`${BASE}/v1/jobs/${id2}/events?token=${A}&after=3`, { signal: AbortSignal.timeout(5000) });
+  assert.equal(r.status, 200);
+  assert.deepEqual(events(await r.text()), ['0 rewound', '1 started', '2 completed']);
+  r = await fetch(`${BASE}/v1/jobs/${id2}/events?token=${A}&after=2`);
   assert.equal(r.status, 204);
 });
 

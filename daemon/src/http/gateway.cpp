@@ -1636,6 +1636,18 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // reach, and skipped the new events below it.  The job ended (or
   // suspended) with every event up to last_seq sent ends the stream, as at
   // its start.
+  // Says the log was rewound (`event: rewound`, whose id moves the reader's
+  // Last-Event-ID back) and moves the cursor back to `from`.
+  auto rewound = [&](std::int64_t last, std::int64_t from) {
+    pending += "id: " + std::to_string(from) + "\nevent: rewound\ndata: {\"after\":" + std::to_string(cursor) +
+               ",\"last_seq\":" + std::to_string(last) + ",\"resume\":" + std::to_string(from) + "}\n\n";
+    core::log("warn", "event log rewound",
+              {{"job_id", id_s}, {"after", std::to_string(cursor)}, {"last_seq", std::to_string(last)},
+               {"resume", std::to_string(from)}});
+    cursor = from;
+    last_kind.clear();
+    last_created.reset();
+  };
   auto check_job = [&]() -> asio::awaitable<void> {
     pg::Params p = {id_s, std::to_string(cursor), last_created};
     auto r = co_await pool_.query(*role, core::rewind_check_sql(), std::move(p), true);
@@ -1643,15 +1655,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     auto status = r.get(0, 0).value_or("");
     auto last = parse_int(r.get(0, 1).value_or("0")).value_or(0);
     if (auto resume = r.get(0, 2)) {
-      const std::string from = std::to_string(parse_int(*resume).value_or(0));
-      pending += "id: " + from + "\nevent: rewound\ndata: {\"after\":" + std::to_string(cursor) +
-                 ",\"last_seq\":" + std::to_string(last) + ",\"resume\":" + from + "}\n\n";
-      core::log("warn", "event log rewound",
-                {{"job_id", id_s}, {"after", std::to_string(cursor)}, {"last_seq", std::to_string(last)},
-                 {"resume", from}});
-      cursor = parse_int(from).value_or(0);
-      last_kind.clear();
-      last_created.reset();
+      rewound(last, parse_int(*resume).value_or(0));
       more = true;  // fetch after it at once
     } else if (last <= cursor && is_stream_end(status)) {
       ended = true;
@@ -1669,15 +1673,19 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       if (r.rows() == 0) throw pg::Error("P0002", "job " + id_s + " does not exist");
       auto status = r.get(0, 0).value_or("");
       auto last = parse_int(r.get(0, 1).value_or("0")).value_or(0);
-      // A cursor past the job's last event names nothing this job ever sent
-      // (its log was reset, by a restore say): no event would pass it until
-      // the job wrote that many more, and those it would skip.  The client
-      // has to start over, so it is told at once.
-      if (cursor > last)
-        throw HttpError(bhttp::status::bad_request, "08P01",
-                        "Last-Event-ID / after " + std::to_string(cursor) + " is past the job's last event, " +
-                            std::to_string(last));
-      if (last <= cursor && is_stream_end(status)) {
+      // A cursor past the job's last event names an event the job no longer
+      // has: its log was rewound while the reader was away (an asynchronous
+      // failover lost the newest events) or reset (a restore).  No event
+      // would pass it until the job wrote that many more, and those it would
+      // skip.  Where the reader's events and the job's part is not known
+      // (the cursor is all a reconnect carries), so the stream says
+      // `rewound` to 0 and sends the whole log.  It answered 400, which
+      // EventSource gives up on, and the dashboard's own reconnects
+      // (?after= its last event) met it every time, for ever.
+      if (cursor > last) {
+        rewound(last, 0);
+        co_await fetch();
+      } else if (last <= cursor && is_stream_end(status)) {
         // No Content-Length: a 204 must not carry one (RFC 9110 §8.6), and
         // prepare_payload() wrote "Content-Length: 0".
         Response res{bhttp::status::no_content, req.version()};
