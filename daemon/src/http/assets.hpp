@@ -392,12 +392,16 @@ function onEvent(ev) {
   li.dataset.kind = ev.kind;
   li.textContent = `#${ev.seq} ${ev.created_at} ${ev.kind} ${JSON.stringify(ev.data)}`;
   $('#events').appendChild(li);
+  // A step event stays at hand: a rewound log rebuilds the steps from those kept.
+  if (stepOf(ev)) { li.ev = ev; stepsChanged(); }
+}
+// A step event's state in the steps table; whether it was one.
+function stepOf(ev) {
   const d = ev.data || {};
-  if (ev.kind.startsWith('step_') && d.step) {
-    const state = ev.kind === 'step_completed' && d.skipped === true ? 'skipped' : ev.kind.slice(5);
-    steps.set(d.step, {state, detail: d.output ?? d.error ?? null});
-    stepsChanged();
-  }
+  if (!ev.kind.startsWith('step_') || !d.step) return false;
+  const state = ev.kind === 'step_completed' && d.skipped === true ? 'skipped' : ev.kind.slice(5);
+  steps.set(d.step, {state, detail: d.output ?? d.error ?? null});
+  return true;
 }
 const endKinds = ['completed', 'failed', 'cancelled', 'timed_out', 'suspended'];
 async function showJob(id) {
@@ -456,10 +460,14 @@ function follow(id, after, attempt = 0) {
     es.addEventListener(k, handler);
   }
   // The job's log was rewound (an asynchronous failover lost its newest
-  // events; new ones take their seqs): the lost ones leave the page.
+  // events; new ones take their seqs): the lost ones leave the page, and
+  // the steps they told of with them (a step shown running for ever).
   es.addEventListener('rewound', (m) => {
     const r = parseJson(m.data);
     for (const li of [...$('#events').children]) if (Number(li.dataset.seq) > r.resume) li.remove();
+    steps.clear();
+    for (const li of $('#events').children) if (li.ev) stepOf(li.ev);
+    stepsChanged();
     say(`job ${id}'s events after ${r.resume} were lost in a failover; the new ones follow`, true);
   });
   es.onopen = () => { attempt = 0; };
