@@ -31,8 +31,9 @@ constexpr unsigned oid_bool = 16, oid_int8 = 20, oid_int2 = 21, oid_int4 = 23, o
                    oid_json = 114, oid_float4 = 700, oid_float8 = 701, oid_numeric = 1700,
                    oid_jsonb = 3802;
 
-// Trims libpq's trailing newline and folds its multi-line messages into one line.
-std::string clean(const char* msg) {
+}  // namespace
+
+std::string one_line(const char* msg) {
   std::string s = msg ? msg : "";
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   std::string out;
@@ -46,14 +47,12 @@ std::string clean(const char* msg) {
   return out;
 }
 
-}  // namespace
-
 // Server notices (e.g. "terminating connection due to ...") go to the log as
 // logfmt lines instead of libpq's raw stderr default, or to the sink.
 void Connection::on_notice(void* arg, const char* message) {
   auto* self = static_cast<Connection*>(arg);
-  if (self->notice_sink_) self->notice_sink_(clean(message));
-  else core::log("warn", "server notice", {{"conn", self->name_}, {"notice", clean(message)}});
+  if (self->notice_sink_) self->notice_sink_(one_line(message));
+  else core::log("warn", "server notice", {{"conn", self->name_}, {"notice", one_line(message)}});
 }
 
 Error::Error(std::string sqlstate, const std::string& message, Fields fields)
@@ -422,7 +421,7 @@ std::optional<std::string> conninfo_error(const std::string& conninfo) {
   std::string why;
   if (parse_conninfo(conninfo, &why)) return std::nullopt;
   // Redacted before its blanks are folded: a password may hold a tab.
-  return clean(redact_passwords(std::move(why), conninfo).c_str());
+  return one_line(redact_passwords(std::move(why), conninfo).c_str());
 }
 
 Connection::Connection(asio::any_io_executor ex, std::string conninfo, std::string name)
@@ -461,7 +460,7 @@ void Connection::attach_socket() {
 // message: libpq failed a connect, a send or a read, or was never given a
 // connection.
 void Connection::fail(const std::string& what) {
-  std::string msg = what + ": " + (conn_ ? clean(PQerrorMessage(conn_)) : std::string("not connected"));
+  std::string msg = what + ": " + (conn_ ? one_line(PQerrorMessage(conn_)) : std::string("not connected"));
   close();
   throw Error::lost("08006", msg);
 }
@@ -511,7 +510,7 @@ asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(co
   if (!conn_) throw Error::lost("08001", name_ + ": out of memory");
   auto failed = [this](std::string what, bool timed_out) {
     AttemptFailed f{std::move(what), timed_out};
-    if (!timed_out && conn_) f.message += ": " + clean(PQerrorMessage(conn_));
+    if (!timed_out && conn_) f.message += ": " + one_line(PQerrorMessage(conn_));
     close();
     return f;
   };
@@ -613,7 +612,7 @@ asio::awaitable<Result> Connection::read_results(std::optional<Error>& err,
           const char* v = PQresultErrorField(r, code);
           return std::string(v ? v : "");
         };
-        err.emplace(state, clean(PQresultErrorMessage(r)),
+        err.emplace(state, one_line(PQresultErrorMessage(r)),
                     Error::Fields{field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
                                   field(PG_DIAG_MESSAGE_HINT), field(PG_DIAG_CONTEXT)});
       }
@@ -854,7 +853,7 @@ std::optional<std::string> Connection::ended_while_idle() const {
     if (type == 'M') message.assign(buf + start, static_cast<std::size_t>(i - start));
     ++i;
   }
-  std::string why = clean(message.empty() ? "an error from the server" : message.c_str());
+  std::string why = one_line(message.empty() ? "an error from the server" : message.c_str());
   if (!code.empty()) why += " (" + code + ")";
   return why;
 }

@@ -255,6 +255,10 @@ std::optional<std::string> conninfo_error(const std::string& conninfo);
 // escapes (%2F, %40).
 std::string redact_passwords(std::string msg, std::string_view conninfo);
 
+// A libpq message on one line: its trailing newline trimmed, its newlines
+// and tabs folded into single spaces (for logfmt lines and error objects).
+std::string one_line(const char* msg);
+
 // One connection; statements are serialized in FIFO order (one at a time on
 // the wire).  Connects lazily.  All waits are asynchronous: nothing blocks
 // the event loop except close() of a broken socket.

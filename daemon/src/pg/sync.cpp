@@ -7,22 +7,11 @@
 
 namespace bgexec::pg {
 
-namespace {
-
-// Trims libpq's trailing newline from error messages.
-std::string clean(const char* msg) {
-  std::string s = msg ? msg : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-}  // namespace
-
 SyncConnection::SyncConnection(const std::string& conninfo, std::string_view name) {
   ConnectParams params(conninfo, name);
   conn_ = PQconnectdbParams(params.keywords.data(), params.values.data(), params.expand_dbname);
   if (PQstatus(conn_) != CONNECTION_OK) {
-    std::string msg = redact_passwords(clean(PQerrorMessage(conn_)), conninfo);
+    std::string msg = redact_passwords(one_line(PQerrorMessage(conn_)), conninfo);
     PQfinish(conn_);
     conn_ = nullptr;
     throw Error::lost("08006", "cannot connect: " + msg);
@@ -66,8 +55,8 @@ Result SyncConnection::checked(PGresult* r) {
   auto st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return res;
   const char* code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
-  std::string msg = clean(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
-  if (msg.empty()) msg = clean(PQerrorMessage(conn_));
+  std::string msg = one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
+  if (msg.empty()) msg = one_line(PQerrorMessage(conn_));
   // Lost when libpq says so, not by the SQLSTATE (see Error::connection_lost).
   if (PQstatus(conn_) == CONNECTION_BAD) throw Error::lost(code ? code : "08006", msg);
   throw Error(code ? code : "08006", msg);
