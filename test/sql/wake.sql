@@ -179,6 +179,24 @@ SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT bgexec.stop(id) FROM bgexec.job WHERE queue = 'ws' AND lease_owner = 'ww';
 SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
 SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '0');
+-- a job wake and a stop wake of one name (queue wk, worker wk) in one
+-- transaction are two wakes, in either order (a mutation test: a request
+-- merged with one of the other kind was lost)
+SELECT bgexec.submit('noop', queue => 'wk') AS k1 \gset
+SELECT job_id = :k1 AS claimed FROM bgexec.claim('wk', '{wk}', 1);
+SELECT * FROM bgexec.await_work('wk', '{wk}', 2, '0');
+BEGIN;
+SELECT bgexec.submit('noop', queue => 'wk') AS k2 \gset
+SELECT bgexec.stop(:k1);
+COMMIT;
+SELECT * FROM bgexec.await_work('wk', '{wk}', 2, '0');
+SELECT job_id = :k2 AS claimed FROM bgexec.claim('wk', '{wk}', 1);
+BEGIN;
+SELECT bgexec.stop(:k2);
+SELECT bgexec.submit('noop', queue => 'wk') > 0 AS submitted;
+COMMIT;
+SELECT * FROM bgexec.await_work('wk', '{wk}', 2, '0');
+DELETE FROM bgexec.job WHERE queue = 'wk';
 -- statement_timeout shorter than the wait: returns before it (half a second
 -- before), not cancelled
 SET statement_timeout = '2s';
@@ -377,3 +395,47 @@ SELECT * FROM dblink_get_result('wl') AS r(jobs boolean);
 SELECT clock_timestamp() - :'t0' < interval '5 seconds' AS before_its_timeout;
 SELECT dblink_disconnect('wl');
 DROP EXTENSION dblink;
+-- the table full, a due time earlier than its latest entry takes that
+-- entry's place (a mutation test: it was dropped when the table's earliest
+-- was earlier still, and its worker slept to its timeout)
+CREATE EXTENSION IF NOT EXISTS dblink;
+SELECT dblink_connect('wf', format('host=%s port=%s dbname=%s user=%s',
+              split_part(current_setting('unix_socket_directories'), ',', 1),
+              current_setting('port'), current_database(), current_user)) AS connected;
+SELECT * FROM dblink('wf', $$SELECT jobs FROM bgexec.await_work('wf', '{wf}', 2, '0')$$) AS r(jobs boolean);
+SELECT count(bgexec._jobs_due('wf2', now() + interval '1 s' + i * interval '100 ms', 1))
+  FROM generate_series(1, 300) i;
+SELECT dblink_send_query('wf', $$SELECT jobs FROM bgexec.await_work('wf', '{wf}', 2, '30 s')$$) AS sent;
+SELECT pg_temp.wait_asleep('wf');
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(bgexec._jobs_due('wf', now() + interval '3 s', 1));
+SELECT * FROM dblink_get_result('wf') AS r(jobs boolean);
+SELECT * FROM dblink_get_result('wf') AS r(jobs boolean);
+SELECT clock_timestamp() - :'t0' < interval '8 seconds' AS before_its_timeout;
+SELECT dblink_disconnect('wf');
+DROP EXTENSION dblink;
+-- every due time of a transaction up to the table's size is kept, not only
+-- its first few (a mutation test): three of one queue, each due in turn
+SELECT count(bgexec._jobs_due('wv', now() + i * interval '100 ms', 1)) FROM generate_series(1, 3) i;
+SELECT pg_sleep(0.5);
+SELECT jobs FROM bgexec.await_work('wv', '{wv}', 1, '0');
+SELECT jobs FROM bgexec.await_work('wv', '{wv}', 1, '0');
+SELECT jobs FROM bgexec.await_work('wv', '{wv}', 1, '0');
+SELECT jobs FROM bgexec.await_work('wv', '{wv}', 1, '0');
+-- a due time is told apart by database: one of another database at the same
+-- queue name and time is not merged with it (a mutation test: it was, and
+-- this database's worker was not woken)
+CREATE DATABASE regress_wake_other;
+CREATE EXTENSION IF NOT EXISTS dblink;
+SELECT dblink_connect('wo', format('host=%s port=%s dbname=regress_wake_other user=%s',
+              split_part(current_setting('unix_socket_directories'), ',', 1),
+              current_setting('port'), current_user)) AS connected;
+SELECT dblink_exec('wo', 'CREATE EXTENSION bgexec');
+SELECT now() + interval '200 ms' AS due \gset
+SELECT * FROM dblink('wo', format('SELECT count(bgexec._jobs_due(%L, %L, 1))', 'wx', :'due')) AS r(n bigint);
+SELECT count(bgexec._jobs_due('wx', :'due', 1));
+SELECT pg_sleep(0.5);
+SELECT jobs FROM bgexec.await_work('wx', '{wx}', 1, '0');
+SELECT dblink_disconnect('wo');
+DROP EXTENSION dblink;
+DROP DATABASE regress_wake_other;
