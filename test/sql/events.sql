@@ -42,6 +42,9 @@ SELECT gapless(:k), event_kinds(:k);
 -- data null is {} in append_events as in append_event (it was stored as null)
 SELECT bgexec.append_events(:k, :l, '[{"kind": "log", "data": null}]') AS seq \gset
 SELECT data FROM bgexec.job_event WHERE job_id = :k AND seq = :seq;
+-- and a JSON null given to append_event (a mutation test: it was refused)
+SELECT bgexec.append_event(:k, :l, 'log', 'null') AS seq \gset
+SELECT data FROM bgexec.job_event WHERE job_id = :k AND seq = :seq;
 -- notifications (proved in the isolation specs) can be turned off per session
 SET bgexec.notify_events = off;
 SELECT bgexec.append_event(:k, :l, 'log', '{}');
