@@ -92,3 +92,22 @@ SELECT count(*) AS claimed FROM bgexec.claim('w-edge', '{edge-m1,edge-m2,edge-m3
 SELECT count(*) AS claimed FROM bgexec.claim('w-edge', '{edge-m1,edge-m2,edge-m3}', 3);
 SELECT count(*) FILTER (WHERE status = 'running') AS running, count(*) FILTER (WHERE status = 'queued') AS queued
   FROM bgexec.job WHERE queue LIKE 'edge-m_';
+-- 9. the lease guard (a mutation test): a server start lease_epoch does not
+--    name (a restart, a copy of the data directory started as it is) moves
+--    lease_seq past every lease at a backend's first claim, and records the
+--    start; a lease_seq already past the clock is kept
+\c
+UPDATE bgexec.lease_epoch SET started = started - interval '1 day';
+SELECT setval('bgexec.lease_seq', 1000) AS reset;
+SELECT bgexec.submit('noop', queue => 'edge-lg') > 0 AS submitted;
+SELECT lease > 1000000 AS moved FROM bgexec.claim('w-edge', '{edge-lg}', 1);
+SELECT started = pg_postmaster_start_time() AS recorded FROM bgexec.lease_epoch;
+\c
+UPDATE bgexec.lease_epoch SET started = started - interval '1 day';
+SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 1000000000000 AS ahead \gset
+SELECT setval('bgexec.lease_seq', :ahead) > 0 AS set_ahead;
+SELECT bgexec.submit('noop', queue => 'edge-lg') > 0 AS submitted;
+SELECT lease > :ahead AS kept FROM bgexec.claim('w-edge', '{edge-lg}', 1);
+-- (back to the clock for the suites after this one, the jobs gone)
+DELETE FROM bgexec.job WHERE queue = 'edge-lg';
+SELECT setval('bgexec.lease_seq', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) > 0 AS reset;
