@@ -162,6 +162,27 @@ v=$(vacuums)
 sleep 3
 [[ $(vacuums) == $((v + 1)) ]] || fail "the watchdog vacuumed for rows already removed ($(vacuums) vacuums, expected $((v + 1)); $(dead) dead rows)"
 
+# Retention purges for up to half the interval (100 ms here), not until the
+# backlog is gone (a mutation test): 1500 old jobs in batches of 1 take
+# more than one tick.  (After the vacuum checks: their dead rows would
+# have the watchdog vacuum before those.)
+sql "ALTER SYSTEM SET bgexec.retention_batch = 1" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+for _ in 1 2 3; do
+  sql "SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'ret2'))
+         FROM generate_series(1, 500)))" >/dev/null
+  [[ $(sql "SELECT count(*) FROM bgexec.finish_many((SELECT jsonb_agg(jsonb_build_object(
+           'job_id', job_id, 'lease', lease, 'outcome', 'completed', 'body', '{}'::jsonb))
+           FROM bgexec.claim('ret', '{ret2}', 500)))") == 500 ]] || fail "claim and finish 500 jobs"
+done
+sql "UPDATE bgexec.job SET finished_at = now() - interval '2 hours' WHERE queue = 'ret2'" >/dev/null
+all_purged2() { [[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'ret2'") == 0 ]]; }
+wait_for 60 all_purged2 || fail "retention did not purge the 1500 old jobs"
+most=$(sed -n 's/.*bgexec watchdog purged \([0-9]*\) finished jobs.*/\1/p' "$E2E_DIR/pg/postgres.log" | sort -n | tail -1)
+((most < 1500)) || fail "a tick purged all $most jobs: it ran past half the interval"
+sql "ALTER SYSTEM RESET bgexec.retention_batch" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+
 # bgexec.database names a list: a database of its own (a tenant's, say; the
 # name as written, not folded) has its own watchdog.  With one for the
 # first database only, a job there whose worker vanished stayed running.
