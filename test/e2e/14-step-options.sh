@@ -108,6 +108,10 @@ got=$(past_submit '{"id": "ok", "approval": {"prompt": "go?"}}' '{steps,0,timeou
 # is "true", not true or false')
 got=$(past_submit '{"id": "w", "run": ["true"]}' '{steps,0,if}' '"true"')
 [[ $got == 'failed w: step w: "if" must be true, false or one template, not "true"' ]] || fail "if text: $got"
+# text after its template is no one template either (submit refuses it too)
+got=$(past_submit '{"id": "w", "run": ["true"]}' '{steps,0,if}' '"{{input.go}} == true"')
+[[ $got == 'failed w: step w: "if" must be true, false or one template, not "{{input.go}} == true"' ]] \
+  || fail "if text after a template: $got"
 # timeout: a process that ignores TERM is killed (kill grace 0.5 s) soon
 # after its 1 s; the job fails with an error naming the step and the timeout.
 # Without the timeout, or the KILL, its sleeps hold it for 30 s.
