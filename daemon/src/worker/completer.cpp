@@ -24,18 +24,24 @@ Completer::Completer(Worker& w, std::function<bool()> may_grow, std::function<vo
           std::chrono::duration<double>(w.config().finish_delay_s))),
       wake_(w.executor()), stopped_(w.executor()) {}
 
-asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
-                                                json body, Until until) {
+std::string Completer::item_text(std::int64_t job_id, std::int64_t lease, const std::string& outcome,
+                                 const json& body) {
+  // As core::dump writes the object (its keys in order), without copying
+  // the body into it.
+  std::string text = "{\"body\":" + core::dump(body);
+  text += ",\"job_id\":" + std::to_string(job_id) + ",\"lease\":" + std::to_string(lease);
+  text += ",\"outcome\":" + core::dump(json(outcome)) + "}";
+  return text;
+}
+
+asio::awaitable<FinishResult> Completer::finish(std::int64_t job_id, std::int64_t lease, std::string item_json,
+                                                Until until) {
   if (stopped_flag_) throw std::logic_error("finish after the completer stopped");
   auto pending = std::make_shared<Pending>(w_.executor());
   Item item;
   item.job_id = job_id;
   item.lease = lease;
-  item.json = json::object();
-  item.json["job_id"] = job_id;
-  item.json["lease"] = lease;
-  item.json["outcome"] = std::move(outcome);
-  item.json["body"] = std::move(body);
+  item.text = std::move(item_json);
   item.until = std::move(until);
   item.pending = pending;
   if (queue_.empty()) first_at_ = Clock::now();
@@ -153,14 +159,14 @@ void Completer::complete(Item& item) {
 
 // One finish_many for the batch; fills each item's result.  Throws pg::Error.
 asio::awaitable<void> Completer::write(std::vector<Item>& batch) {
-  // The array's text, item by item: an array of the items would copy each
-  // body, which may hold a step's 16 MiB of rows (hundreds of MB as
-  // nlohmann values).  Never throws on a body holding invalid UTF-8, which
-  // would fail the whole batch.
+  // The array's text, of the items' texts (item_text): an array of the
+  // items would copy each body, which may hold a step's 16 MiB of rows
+  // (hundreds of MB as nlohmann values).  core::dump never throws on a body
+  // holding invalid UTF-8, which would fail the whole batch.
   std::string items = "[";
   for (auto& item : batch) {
     if (items.size() > 1) items += ',';
-    items += core::dump(item.json);
+    items += item.text;
   }
   items += ']';
   // Retried while any item's job still holds its lease, as renewed since

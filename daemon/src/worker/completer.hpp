@@ -58,12 +58,17 @@ class Completer {
   // Flushes what is queued without waiting for the batch window, then stops run().
   asio::awaitable<void> close();
 
-  // Queues one finish and waits for its batch.  `body` is already masked.
+  // The JSON text of one item of finish_many's array: {"body", "job_id",
+  // "lease", "outcome"}, compact.  Built by the job off the event loop
+  // (Worker::offload): a body may hold a step's 16 MiB of output.  `body`
+  // is already masked.
+  static std::string item_text(std::int64_t job_id, std::int64_t lease, const std::string& outcome,
+                               const nlohmann::json& body);
+  // Queues one finish (`item`: item_text's) and waits for its batch.
   // Retries a dropped connection while `until` has not passed (the job's
   // lease expiry as heartbeats renew it, read at each retry; the latest of
   // the batch); throws pg::Error when the batch failed.
-  asio::awaitable<FinishResult> finish(std::int64_t job_id, std::int64_t lease, std::string outcome,
-                                       nlohmann::json body, Until until);
+  asio::awaitable<FinishResult> finish(std::int64_t job_id, std::int64_t lease, std::string item, Until until);
   // Jobs whose outcome is queued or being written (they hold no slot, only a lease).
   std::size_t waiting() const { return queue_.size() + sending_ + delayed_; }
   // The most items one finish_many carries.
@@ -83,7 +88,7 @@ class Completer {
   struct Item {
     std::int64_t job_id = 0;
     std::int64_t lease = 0;
-    nlohmann::json json;  // {"job_id", "lease", "outcome", "body"}
+    std::string text;  // item_text
     Until until;
     std::shared_ptr<Pending> pending;
   };

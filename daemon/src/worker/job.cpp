@@ -152,6 +152,45 @@ std::optional<json> parse_output(const std::string& out, std::string& error) {
   return std::move(in.value);
 }
 
+// What a step's event and its kept entry hold, from its output (a sql
+// step's rows, or null) and, for a process, its stdout as read.
+struct StepOutput {
+  json output;
+  std::optional<std::string> stdout_text;  // the masked trimmed stdout, when its output does not render it
+  std::optional<std::string> error;        // parse_output's: the output cannot be stored
+};
+
+// A step's output made storable and masked (with m, a copy of the job's
+// masker): up to 16 MiB of stdout, so run on the worker's compute thread
+// (Worker::offload), never on the event loop.  Binary stdout does not fail
+// the step: invalid UTF-8 and NUL (`find -print0`) become U+FFFD, after
+// masking, so no secret is missed because one of its bytes was replaced.
+StepOutput process_output(const core::Masker& m, json output, std::string stdout_text, bool has_stdout) {
+  StepOutput r;
+  if (has_stdout) {
+    if (!core::storable(stdout_text)) stdout_text = core::to_storable(m.mask(stdout_text));
+    std::string unstorable;
+    auto parsed = parse_output(stdout_text, unstorable);
+    if (!parsed) {
+      r.error = std::move(unstorable);
+      return r;
+    }
+    output = std::move(*parsed);
+  }
+  // Masked and kept without a copy: a step's output may be 16 MiB of
+  // rows, hundreds of MB as nlohmann values.
+  m.mask_json_in_place(output);
+  if (has_stdout) {
+    std::string trimmed = m.mask(trim_newline(std::move(stdout_text)));
+    // Text, or JSON printed compact, is its own output: the event carries
+    // it once, a re-run gets it back from the output, and so does a
+    // template of this run (core::render), so it is held once.
+    if (!renders_stdout(output, trimmed)) r.stdout_text = std::move(trimmed);
+  }
+  r.output = std::move(output);
+  return r;
+}
+
 const char* const step_kinds[] = {"action", "run", "sql", "sleep", "approval"};
 
 // The step's kind (the one key of step_kinds it has); empty when none or several.
@@ -511,22 +550,55 @@ asio::awaitable<std::optional<std::string>> Job::append_write(const std::string&
   co_return seq;
 }
 
+namespace {
+
+// The one-event array append_events takes, of data masked in place (m),
+// built here as text: with append_event, the server built it with
+// jsonb_build_array and jsonb_build_object, each taking the data apart
+// node by node, and a step output of 5 million empty objects (15 MB) took
+// its backend to 10 GB and 28 s.  large: the data's text is over 1 MiB.
+std::string event_text(const core::Masker& m, const std::string& kind, json& data, bool& large) {
+  m.mask_json_in_place(data);
+  std::string events = core::dump(data);
+  large = events.size() > (1u << 20);
+  events.insert(0, "[{\"kind\":\"" + kind + "\",\"data\":");
+  events += "}]";
+  return events;
+}
+
+}  // namespace
+
 asio::awaitable<void> Job::append(const std::string& kind, json data) {
-  co_await append_kept(kind, data);
+  co_await flush_logs();
+  bool large = false;
+  std::string events = event_text(masker_, kind, data, large);
+  co_await append_events(std::move(events), large);
 }
 
 asio::awaitable<void> Job::append_kept(const std::string& kind, json& data) {
   co_await flush_logs();
-  masker_.mask_json_in_place(data);
-  // The one-event array append_events takes, built here as text: with
-  // append_event, the server built it with jsonb_build_array and
-  // jsonb_build_object, each taking the data apart node by node, and a
-  // step output of 5 million empty objects (15 MB) took its backend to
-  // 10 GB and 28 s.
-  std::string events = core::dump(data);
-  if (events.size() > (1u << 20)) held_large_ = true;
-  events.insert(0, "[{\"kind\":\"" + kind + "\",\"data\":");
-  events += "}]";
+  // A step's output, up to 16 MiB: masked and written as text on the
+  // worker's compute thread (Worker::offload), not on the event loop.  The
+  // data is moved there and back (not copied, not shared), the masker
+  // copied as it is now.
+  struct Done {
+    std::string events;
+    json data;
+    bool large = false;
+  };
+  auto work = [m = masker_, kind, d = std::move(data)]() mutable {
+    Done r;
+    r.events = event_text(m, kind, d, r.large);
+    r.data = std::move(d);
+    return r;
+  };
+  Done done = co_await w_.offload(std::move(work));
+  data = std::move(done.data);
+  co_await append_events(std::move(done.events), done.large);
+}
+
+asio::awaitable<void> Job::append_events(std::string events, bool large) {
+  if (large) held_large_ = true;
   pg::Params arg1_ = {id_str(id()), id_str(lease())};
   arg1_.push_back(std::move(events));  // not through the initializer list, which copies
   auto seq = co_await append_write("SELECT bgexec.append_events($1, $2, $3::jsonb, $4)", std::move(arg1_));
@@ -701,13 +773,20 @@ asio::awaitable<void> Job::flush_logs() {
 asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   co_await flush_logs();
   while (log_flushes_ > 0) co_await wake_.wait();
+  // The body masked and written as text on the worker's compute thread
+  // (Worker::offload): a result may hold steps' outputs of 16 MiB each.
+  auto work = [m = masker_, job_id = id(), lease = lease(), outcome, b = std::move(body)]() mutable {
+    m.mask_json_in_place(b);
+    return Completer::item_text(job_id, lease, outcome, b);
+  };
+  std::string item = co_await w_.offload(std::move(work));
   check_lease();
   FinishResult r;
   try {
     // Retried on a dropped connection while heartbeats keep the lease (as
     // write does): its result is not thrown away while the lease lives.
     finish_unanswered_ = true;
-    r = co_await w_.completer().finish(id(), lease(), outcome, mask(std::move(body)), write_until());
+    r = co_await w_.completer().finish(id(), lease(), std::move(item), write_until());
   } catch (const pg::Error& e) {
     on_write_error(e);  // abandons (saying the finish may have been applied) on a connection error
     finish_unanswered_ = false;
@@ -1045,10 +1124,10 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     bool failed_late = false;  // the step failed after its deadline passed (killed for it)
     try {
       if (kind == "action") {
-        output = co_await step_action(sid, step, out_text);
+        co_await step_action(sid, step, out_text);
         has_stdout = true;
       } else if (kind == "run") {
-        output = co_await step_run(sid, step, out_text);
+        co_await step_run(sid, step, out_text);
         has_stdout = true;
       } else if (kind == "sql") {
         output = co_await step_sql(sid, step, deadline);
@@ -1079,22 +1158,23 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       co_await step_ended(sid);
       co_return;
     }
-    // Masked, written and kept without a copy: a step's output may be
-    // 16 MiB of rows, hundreds of MB as nlohmann values.
-    output = mask(std::move(output));
+    // Its output repaired, parsed and masked (process_output) on the
+    // worker's compute thread: up to 16 MiB of it held the event loop for
+    // seconds under load, and the worker's heartbeat with it (its jobs
+    // given up).  The stdout and output are moved there, the masker copied
+    // as it is now (it masked them here, at this point, before).
+    auto work = [m = masker_, output = std::move(output), text = std::move(out_text), has_stdout]() mutable {
+      return process_output(m, std::move(output), std::move(text), has_stdout);
+    };
+    StepOutput done = co_await w_.offload(std::move(work));
+    if (done.error) throw StepFailure{*done.error, false};
     json entry = json::object();
     json data = {{"step", sid}};
-    if (has_stdout) {
-      std::string trimmed = masker_.mask(trim_newline(out_text));
-      // Text, or JSON printed compact, is its own output: the event carries
-      // it once, a re-run gets it back from the output, and so does a
-      // template of this run (core::render), so it is held once.
-      if (!renders_stdout(output, trimmed)) {
-        data["stdout"] = trimmed;
-        entry["stdout"] = std::move(trimmed);
-      }
+    if (done.stdout_text) {
+      data["stdout"] = *done.stdout_text;
+      entry["stdout"] = std::move(*done.stdout_text);
     }
-    data["output"] = std::move(output);
+    data["output"] = std::move(done.output);
     co_await append_kept("step_completed", data);
     // Kept only for a step still to read it, or the job's result.
     if (has_readers(sid)) {
@@ -1182,7 +1262,7 @@ json Job::with_ended_steps(json body) const {
   return body;
 }
 
-asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
+asio::awaitable<void> Job::step_action(const std::string& sid, const json& step,
                                        std::string& stdout_text) {
   if (!step["action"].is_string()) throw StepFailure{"action must be a string", false};
   std::string name = step["action"].get<std::string>();
@@ -1212,14 +1292,10 @@ asio::awaitable<json> Job::step_action(const std::string& sid, const json& step,
   std::vector<std::string> arg1_ = {it->second};
   std::string in = core::dump(with);
   auto out = co_await run_process(sid, arg1_, in, false, env);
-  stdout_text = std::move(out.stdout_text);
-  std::string unstorable;
-  auto output = parse_output(stdout_text, unstorable);
-  if (!output) throw StepFailure{unstorable, false};
-  co_return std::move(*output);
+  stdout_text = std::move(out.stdout_text);  // its output: process_output, in run_step
 }
 
-asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
+asio::awaitable<void> Job::step_run(const std::string& sid, const json& step,
                                     std::string& stdout_text) {
   if (!w_.config().allow_run)
     throw StepFailure{"run steps are refused by this worker (start it with --allow-run)", false};
@@ -1237,11 +1313,7 @@ asio::awaitable<json> Job::step_run(const std::string& sid, const json& step,
   std::string in_text = in.is_null() ? "" : core::dump(in);
   EnvVars env = step_env(sid, step);
   auto out = co_await run_process(sid, args, in_text, true, env);
-  stdout_text = std::move(out.stdout_text);
-  std::string unstorable;
-  auto output = parse_output(stdout_text, unstorable);
-  if (!output) throw StepFailure{unstorable, false};
-  co_return std::move(*output);
+  stdout_text = std::move(out.stdout_text);  // its output: process_output, in run_step
 }
 
 // Values are rendered like run's arguments: {{input...}}, {{steps...}} and
@@ -1570,10 +1642,7 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
                           " and print its path)",
                       false};
   if (!exit.ok()) throw StepFailure{argv[0] + ": " + exit.describe(), true};
-  // Binary output does not fail the step: invalid UTF-8 and NUL (`find
-  // -print0`) become U+FFFD, after masking, so no secret is missed because
-  // one of its bytes was replaced.
-  if (!core::storable(out.stdout_text)) out.stdout_text = core::to_storable(masker_.mask(out.stdout_text));
+  // As read: made storable (U+FFFD for binary output) by process_output.
   co_return out;
 }
 

@@ -134,10 +134,10 @@ class Job : public std::enable_shared_from_this<Job> {
   // body (the error of a job ended by a stop, its timeout or a shutdown)
   // naming the steps that ended: "step", and "steps" when several ran.
   nlohmann::json with_ended_steps(nlohmann::json body) const;
-  asio::awaitable<nlohmann::json> step_action(const std::string& id, const nlohmann::json& step,
-                                              std::string& stdout_text);
-  asio::awaitable<nlohmann::json> step_run(const std::string& id, const nlohmann::json& step,
-                                           std::string& stdout_text);
+  // A run/action step's process: its stdout as read (not yet storable) in
+  // stdout_text, for run_step's process_output.
+  asio::awaitable<void> step_action(const std::string& id, const nlohmann::json& step, std::string& stdout_text);
+  asio::awaitable<void> step_run(const std::string& id, const nlohmann::json& step, std::string& stdout_text);
   asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step,
                                            const StepDeadline& deadline);
   asio::awaitable<void> step_sleep(const std::string& id, const nlohmann::json& step);
@@ -168,7 +168,10 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::awaitable<void> append(const std::string& kind, nlohmann::json data);
   // append's write of data masked in place, for a caller that keeps data:
   // a step's output, which may be 16 MiB of rows, is not copied.
+  // Masked and dumped off the event loop (Worker::offload).
   asio::awaitable<void> append_kept(const std::string& kind, nlohmann::json& data);
+  // Writes an event array's text (event_text's); large: held_large_.
+  asio::awaitable<void> append_events(std::string events, bool large);
   // One append_event(s) call: one at a time per job, with the last seq the
   // job knows as after_seq, so a batch re-sent after a lost reply is written
   // once.  `sql` takes after_seq as its last parameter.

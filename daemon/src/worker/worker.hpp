@@ -17,8 +17,11 @@
 #include "worker/until.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -28,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace bgexec::worker {
@@ -63,6 +67,22 @@ class Worker {
   // lease could not be renewed is given up (see lease_guard).
   Clock::duration lease_margin() const;
   asio::any_io_executor executor() { return io_.get_executor(); }
+  // Runs f() on the worker's compute thread and resumes the caller on the
+  // loop with its result (or its exception).  For work on a step's output
+  // (up to 16 MiB: the U+FFFD repair, the parse, the masking, the dump),
+  // which took the loop for seconds under load, so nothing else on the
+  // worker ran: heartbeats, claims, other jobs' steps and finishes.  f owns
+  // what it reads and writes (moved or copied into it, a Masker copied):
+  // nothing of a job or the worker is shared with the other thread, and a
+  // job that ends meanwhile leaves it nothing to dangle.
+  // Not a coroutine itself: GCC 12 destroyed a coroutine's by-value
+  // parameter (f, a lambda holding strings) twice (double free).
+  template <class F>
+  asio::awaitable<std::invoke_result_t<F&>> offload(F f) {
+    using R = std::invoke_result_t<F&>;
+    return asio::co_spawn(
+        compute_, [f = std::move(f)]() mutable -> asio::awaitable<R> { co_return f(); }, asio::use_awaitable);
+  }
   // Resolves {{secrets.NAME}}: BGEXEC_SECRET_NAME, else --secrets-dir/NAME.
   std::optional<std::string> secret(const std::string& name) const;
   // Environment for step processes: the worker's, without BGEXEC_SECRET_*.
@@ -213,6 +233,9 @@ class Worker {
   Clock::time_point quiet_until_{};
   bool draining_ = false;
   bool stopping_ = false;
+  // offload's thread: one, so large outputs are handled one at a time (as
+  // on the loop before, the memory they take at once is one output's).
+  asio::thread_pool compute_{1};
   int signals_seen_ = 0;
   std::unique_ptr<asio::steady_timer> grace_timer_;
   // While the notifier LISTENs instead of waiting in await_claim: ends the
