@@ -307,8 +307,15 @@ Job::~Job() {
   // small blocks glibc keeps once freed: without a trim the worker stayed
   // at that size after the job.  Only after such a job (a large event
   // appended, or a large payload or completed outputs read): the trim
-  // walks the heap.
-  if (held_large_) malloc_trim(0);
+  // walks the heap.  Freed and trimmed on the worker's compute thread:
+  // on the loop, freeing 5 million values and the trim held it for
+  // seconds after the job, and the heartbeats of the jobs beside it.
+  if (held_large_)
+    w_.discard([steps = std::move(tctx_.steps), input = std::move(tctx_.input)]() mutable {
+      steps = nullptr;
+      input = nullptr;
+      malloc_trim(0);
+    });
 }
 
 // Where the lease guard gives the job up, unless renewed: the step guard
@@ -1180,6 +1187,10 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     if (has_readers(sid)) {
       entry["output"] = std::move(data["output"]);
       outputs_[sid] = std::move(entry);
+    } else {
+      // Freed on the compute thread: a step's output may be millions of
+      // values (~Job).
+      w_.discard([d = std::move(data)]() mutable { d = nullptr; });
     }
     done_.insert(sid);
     core::log("info", "step completed", {{"job_id", id_str(id())}, {"step", sid}});

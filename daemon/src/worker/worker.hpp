@@ -19,6 +19,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -77,6 +78,12 @@ class Worker {
   // job that ends meanwhile leaves it nothing to dangle.
   // Not a coroutine itself: GCC 12 destroyed a coroutine's by-value
   // parameter (f, a lambda holding strings) twice (double free).
+  // Runs f() on the compute thread, no one waiting for it: a job's large
+  // values freed there (see ~Job).
+  template <class F>
+  void discard(F f) {
+    asio::post(compute_, std::move(f));
+  }
   template <class F>
   asio::awaitable<std::invoke_result_t<F&>> offload(F f) {
     using R = std::invoke_result_t<F&>;
