@@ -7,8 +7,8 @@
 # tests' 2 s lease the worker gave up every job it held, the one beside the
 # large outputs too (worker_lost).
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 58002
-export BGEXEC_SECRET_TOK=t0k-e2e-83
+e2e_cluster 58003
+export BGEXEC_SECRET_TOK=t0k-e2e-84
 start_worker w1 --allow-run  # the tests' 2 s lease
 # A job beside the large outputs, on the same worker, holding its lease
 # by heartbeats the whole time: its step waits for the test's go.
