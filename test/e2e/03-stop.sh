@@ -102,14 +102,16 @@ wait_status "$victim" cancelled 20
 # Nor does a held job's finish hold up the worker's other finishes:
 # finish_many gives up on its row after 500 ms, and the worker writes the
 # rest of the batch without it (before, every finish of the worker waited
-# for the client's commit).  A 3 s finish window (--finish-delay) keeps the
-# held job's finish queued until the other job's joins it.
-start_worker w2 --queue fin --finish-delay 3
-other=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 2}]}' --queue fin)
+# for the client's commit).  An 8 s finish window (--finish-delay) keeps the
+# held job's finish queued until the other job's joins it, 5 s on: the stop
+# below must take the row before then (with the other job's 2 s it missed
+# that once on a loaded host, and the held job completed).
+start_worker w2 --queue fin --finish-delay 8
+other=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 5}]}' --queue fin)
 victim=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 0.2}]}' --queue fin)
 wait_for 10 bash -c "[[ \$(psql -qXAt -c \"SELECT count(*) FROM bgexec.job_event
   WHERE job_id = $victim AND kind = 'step_completed'\") == 1 ]]" || fail "the held job's step did not end"
-psql -qXAt -c "BEGIN" -c "SELECT bgexec.stop($victim)" -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
+psql -qXAt -c "BEGIN" -c "SELECT bgexec.stop($victim)" -c "SELECT pg_sleep(12)" -c "COMMIT" >/dev/null &
 holder=$!
 wait_status "$other" completed 20
 kill -0 "$holder" 2>/dev/null || fail "a finish waited for the stop's transaction to end"
