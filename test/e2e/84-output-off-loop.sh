@@ -35,8 +35,13 @@ fi
 # The large outputs as stored on the loop before (a 2 s lease may still
 # lose the job itself while the database stores its outputs: README,
 # Troubleshooting; then there is nothing to compare).
+# The result holds the final step's output only; the first step's is in
+# its step_completed event.
 if [[ $(job_status "$big") == completed ]]; then
-  [[ $(sql "SELECT length(result->>'nul') FROM bgexec.job WHERE id = $big") == 4000000 ]] || fail "nul output"
+  [[ $(sql "SELECT length(data->>'output') FROM bgexec.job_event
+             WHERE job_id = $big AND kind = 'step_completed' AND data->>'step' = 'nul'") == 4000000 ]] \
+    || fail "nul output: $(sql "SELECT length(data->>'output') FROM bgexec.job_event
+                                WHERE job_id = $big AND kind = 'step_completed' AND data->>'step' = 'nul'")"
   [[ $(sql "SELECT jsonb_array_length(result->'json') || ' ' || (result->'json'->>-1) FROM bgexec.job WHERE id = $big") \
      == "160001 ***" ]] || fail "json output: $(sql "SELECT left(result::text, 200) FROM bgexec.job WHERE id = $big")"
 fi

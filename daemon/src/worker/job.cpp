@@ -40,6 +40,9 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
+// A step's stdout past this is handled off the event loop (Worker::offload):
+// at 64 KiB the handling takes well under a millisecond, less than the hop.
+constexpr std::size_t offload_bytes = 64 << 10;
 constexpr std::size_t capture_cap = 16 << 20;  // stdout kept for a step's output; a sql step's rows
 constexpr std::size_t batch_lines = 200;        // log lines per append_events batch
 // What a log line costs against --log-cap besides its bytes: its quotes
@@ -582,8 +585,14 @@ asio::awaitable<void> Job::append(const std::string& kind, json data) {
   co_await append_events(std::move(events), large);
 }
 
-asio::awaitable<void> Job::append_kept(const std::string& kind, json& data) {
+asio::awaitable<void> Job::append_kept(const std::string& kind, json& data, bool heavy) {
   co_await flush_logs();
+  if (!heavy) {
+    bool large = false;
+    std::string events = event_text(masker_, kind, data, large);
+    co_await append_events(std::move(events), large);
+    co_return;
+  }
   // A step's output, up to 16 MiB: masked and written as text on the
   // worker's compute thread (Worker::offload), not on the event loop.  The
   // data is moved there and back (not copied, not shared), the masker
@@ -781,12 +790,19 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   co_await flush_logs();
   while (log_flushes_ > 0) co_await wake_.wait();
   // The body masked and written as text on the worker's compute thread
-  // (Worker::offload): a result may hold steps' outputs of 16 MiB each.
-  auto work = [m = masker_, job_id = id(), lease = lease(), outcome, b = std::move(body)]() mutable {
-    m.mask_json_in_place(b);
-    return Completer::item_text(job_id, lease, outcome, b);
-  };
-  std::string item = co_await w_.offload(std::move(work));
+  // (Worker::offload) when it may hold a large step output (16 MiB each),
+  // or a large payload or completed output read at the claim.
+  std::string item;
+  if (heavy_result_ || held_large_) {
+    auto work = [m = masker_, job_id = id(), lease = lease(), outcome, b = std::move(body)]() mutable {
+      m.mask_json_in_place(b);
+      return Completer::item_text(job_id, lease, outcome, b);
+    };
+    item = co_await w_.offload(std::move(work));
+  } else {
+    masker_.mask_json_in_place(body);
+    item = Completer::item_text(id(), lease(), outcome, body);
+  }
   check_lease();
   FinishResult r;
   try {
@@ -1170,10 +1186,20 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     // seconds under load, and the worker's heartbeat with it (its jobs
     // given up).  The stdout and output are moved there, the masker copied
     // as it is now (it masked them here, at this point, before).
-    auto work = [m = masker_, output = std::move(output), text = std::move(out_text), has_stdout]() mutable {
-      return process_output(m, std::move(output), std::move(text), has_stdout);
-    };
-    StepOutput done = co_await w_.offload(std::move(work));
+    // Only a large one: the hop to the other thread and back, and the
+    // masker's copy, would cost every small step (and the drain) more than
+    // its output's handling.  A sql step's rows are not measured: always.
+    const bool heavy = kind == "sql" || out_text.size() > offload_bytes;
+    StepOutput done;
+    if (heavy) {
+      auto work = [m = masker_, output = std::move(output), text = std::move(out_text), has_stdout]() mutable {
+        return process_output(m, std::move(output), std::move(text), has_stdout);
+      };
+      done = co_await w_.offload(std::move(work));
+      heavy_result_ = true;
+    } else {
+      done = process_output(masker_, std::move(output), std::move(out_text), has_stdout);
+    }
     if (done.error) throw StepFailure{*done.error, false};
     json entry = json::object();
     json data = {{"step", sid}};
@@ -1182,12 +1208,12 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       entry["stdout"] = std::move(*done.stdout_text);
     }
     data["output"] = std::move(done.output);
-    co_await append_kept("step_completed", data);
+    co_await append_kept("step_completed", data, heavy);
     // Kept only for a step still to read it, or the job's result.
     if (has_readers(sid)) {
       entry["output"] = std::move(data["output"]);
       outputs_[sid] = std::move(entry);
-    } else {
+    } else if (heavy) {
       // Freed on the compute thread: a step's output may be millions of
       // values (~Job).
       w_.discard([d = std::move(data)]() mutable { d = nullptr; });

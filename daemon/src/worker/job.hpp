@@ -169,7 +169,8 @@ class Job : public std::enable_shared_from_this<Job> {
   // append's write of data masked in place, for a caller that keeps data:
   // a step's output, which may be 16 MiB of rows, is not copied.
   // Masked and dumped off the event loop (Worker::offload).
-  asio::awaitable<void> append_kept(const std::string& kind, nlohmann::json& data);
+  // heavy: offloaded (a large output); else on the loop, as append.
+  asio::awaitable<void> append_kept(const std::string& kind, nlohmann::json& data, bool heavy);
   // Writes an event array's text (event_text's); large: held_large_.
   asio::awaitable<void> append_events(std::string events, bool large);
   // One append_event(s) call: one at a time per job, with the last seq the
@@ -255,6 +256,9 @@ class Job : public std::enable_shared_from_this<Job> {
   // The finish is with the completer, unanswered: a lease lost now may be
   // lost to that very finish (applied, its reply lost or on its way).
   bool finish_unanswered_ = false;
+  // A step's output was large enough to be handled off the loop: so is the
+  // finish, whose result may hold it.
+  bool heavy_result_ = false;
   bool over_ = false;
   Event over_event_;  // notified when over_ becomes true
   bool superseded_ = false;

@@ -69,26 +69,26 @@ class Worker {
   Clock::duration lease_margin() const;
   asio::any_io_executor executor() { return io_.get_executor(); }
   // Runs f() on the worker's compute thread and resumes the caller on the
-  // loop with its result (or its exception).  For work on a step's output
-  // (up to 16 MiB: the U+FFFD repair, the parse, the masking, the dump),
-  // which took the loop for seconds under load, so nothing else on the
-  // worker ran: heartbeats, claims, other jobs' steps and finishes.  f owns
-  // what it reads and writes (moved or copied into it, a Masker copied):
-  // nothing of a job or the worker is shared with the other thread, and a
-  // job that ends meanwhile leaves it nothing to dangle.
+  // loop with its result (or its exception).  For work on a large step
+  // output (up to 16 MiB: the U+FFFD repair, the parse, the masking, the
+  // dump), which took the loop for seconds under load, so nothing else on
+  // the worker ran: heartbeats, claims, other jobs' steps and finishes.  f
+  // owns what it reads and writes (moved or copied into it, a Masker
+  // copied): nothing of a job or the worker is shared with the other
+  // thread, and a job that ends meanwhile leaves it nothing to dangle.
   // Not a coroutine itself: GCC 12 destroyed a coroutine's by-value
   // parameter (f, a lambda holding strings) twice (double free).
-  // Runs f() on the compute thread, no one waiting for it: a job's large
-  // values freed there (see ~Job).
-  template <class F>
-  void discard(F f) {
-    asio::post(compute_, std::move(f));
-  }
   template <class F>
   asio::awaitable<std::invoke_result_t<F&>> offload(F f) {
     using R = std::invoke_result_t<F&>;
     return asio::co_spawn(
         compute_, [f = std::move(f)]() mutable -> asio::awaitable<R> { co_return f(); }, asio::use_awaitable);
+  }
+  // Runs f() on the compute thread, no one waiting for it: a job's large
+  // values freed there (see ~Job).
+  template <class F>
+  void discard(F f) {
+    asio::post(compute_, std::move(f));
   }
   // Resolves {{secrets.NAME}}: BGEXEC_SECRET_NAME, else --secrets-dir/NAME.
   std::optional<std::string> secret(const std::string& name) const;
