@@ -163,9 +163,9 @@ struct StepOutput {
   std::optional<std::string> error;        // parse_output's: the output cannot be stored
 };
 
-// A step's output made storable and masked (with m, a copy of the job's
-// masker): up to 16 MiB of stdout, so run on the worker's compute thread
-// (Worker::offload), never on the event loop.  Binary stdout does not fail
+// A step's output made storable and masked (with m: the job's masker, or
+// a copy of it on the worker's compute thread, where run_step sends a
+// large output, Worker::offload).  Binary stdout does not fail
 // the step: invalid UTF-8 and NUL (`find -print0`) become U+FFFD, after
 // masking, so no secret is missed because one of its bytes was replaced.
 StepOutput process_output(const core::Masker& m, json output, std::string stdout_text, bool has_stdout) {
@@ -1181,14 +1181,14 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       co_await step_ended(sid);
       co_return;
     }
-    // Its output repaired, parsed and masked (process_output) on the
-    // worker's compute thread: up to 16 MiB of it held the event loop for
-    // seconds under load, and the worker's heartbeat with it (its jobs
-    // given up).  The stdout and output are moved there, the masker copied
-    // as it is now (it masked them here, at this point, before).
-    // Only a large one: the hop to the other thread and back, and the
-    // masker's copy, would cost every small step (and the drain) more than
-    // its output's handling.  A sql step's rows are not measured: always.
+    // Its output repaired, parsed and masked (process_output).  A large
+    // one on the worker's compute thread: up to 16 MiB of it held the event
+    // loop for seconds under load, and the worker's heartbeat with it (its
+    // jobs given up).  The stdout and output are moved there, the masker
+    // copied as it is now.  Not a small one: the hop to the other thread
+    // and back, and the masker's copy, would cost every small step (and
+    // the drain) more than its handling.  A sql step's rows are not
+    // measured: always.
     const bool heavy = kind == "sql" || out_text.size() > offload_bytes;
     StepOutput done;
     if (heavy) {
