@@ -1677,8 +1677,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       // has: its log was rewound while the reader was away (an asynchronous
       // failover lost the newest events) or reset (a restore).  No event
       // would pass it until the job wrote that many more, and those it would
-      // skip.  Where the reader's events and the job's part is not known
-      // (the cursor is all a reconnect carries), so the stream says
+      // skip.  Where the reader's events and the job's diverge is not
+      // known (the cursor is all a reconnect carries), so the stream says
       // `rewound` to 0 and sends the whole log.  It answered 400, which
       // EventSource gives up on, and the dashboard's own reconnects
       // (?after= its last event) met it every time, for ever.
