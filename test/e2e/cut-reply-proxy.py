@@ -4,12 +4,15 @@
 # cuts both connections instead of passing the reply on.
 #   cut-reply-proxy.py PORT_FILE PG_SOCKET MARKER request|reply FLAG_FILE
 # It listens on 127.0.0.1 at a port the kernel picks and writes that port to
-# PORT_FILE once it listens.  request: the marker is in a statement the
-# client sends (a worker's call); reply: in a reply the server sends (the
-# rows of a claim).  FLAG_FILE is written when the cut is made.  Used by
-# test/e2e/12-lost-reply.sh, 18-lost-claim.sh, 33-unclaim-held.sh and
-# 34-unclaim-unfinished.sh (through start_cut_proxy in lib.sh).
-import asyncio, os, sys
+# PORT_FILE once it listens (e2e_proxy.serve).  request: the marker is in a
+# statement the client sends (a worker's call); reply: in a reply the server
+# sends (the rows of a claim).  FLAG_FILE is written when the cut is made.
+# Used by test/e2e/12-lost-reply.sh, 18-lost-claim.sh, 33-unclaim-held.sh,
+# 34-unclaim-unfinished.sh and 83-lost-finish-reply.sh (through
+# start_cut_proxy in lib.sh).
+import asyncio, sys
+
+import e2e_proxy
 
 port_file, pg_sock, marker = sys.argv[1], sys.argv[2], sys.argv[3].encode()
 side, flag = sys.argv[4], sys.argv[5]
@@ -46,20 +49,10 @@ async def pipe_server(sr, cw, sw, state):
     cw.close()
 
 
-async def handle(cr, cw):
-    sr, sw = await asyncio.open_unix_connection(pg_sock)
+async def handle(cr, cw, sr, sw):
     state = {"armed": False}
     await asyncio.gather(pipe_client(cr, sw, state), pipe_server(sr, cw, sw, state),
                          return_exceptions=True)
 
 
-async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    with open(port_file + ".tmp", "w") as f:
-        f.write(str(server.sockets[0].getsockname()[1]))
-    os.rename(port_file + ".tmp", port_file)
-    async with server:
-        await server.serve_forever()
-
-
-asyncio.run(main())
+e2e_proxy.serve(port_file, pg_sock, handle)

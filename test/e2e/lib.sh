@@ -135,20 +135,25 @@ wait_status() {
   wait_for "${3:-30}" status_is "$1" "$2" || fail "job $1 is $(job_status "$1"), expected $2"
 }
 
-# start_cut_proxy MARKER request|reply: test/e2e/cut-reply-proxy.py, on a
-# port of 127.0.0.1 the kernel picks, in front of this test's cluster,
-# losing the reply of the statement that carries MARKER (request) or whose
-# reply does (reply); $E2E_DIR/cut appears when it has.  PROXIED: the
-# conninfo through it, once it answers.
-start_cut_proxy() {
+# start_proxy SCRIPT [ARGS...]: test/e2e/SCRIPT (a proxy of e2e_proxy.py's)
+# on a port of 127.0.0.1 the kernel picks, in front of this test's cluster,
+# given ARGS after its port file and the cluster's socket.  PROXIED: the
+# conninfo through it, once it answers.  (-B: no __pycache__ in the tree.)
+start_proxy() {
+  local script=$1; shift
   rm -f "$E2E_DIR/proxy.port"
-  python3 "$E2E_ROOT/test/e2e/cut-reply-proxy.py" "$E2E_DIR/proxy.port" "$E2E_DIR/pg/.s.PGSQL.$PGPORT" "$1" "$2" \
-    "$E2E_DIR/cut" >"$E2E_DIR/proxy.log" 2>&1 &
+  python3 -B "$E2E_ROOT/test/e2e/$script" "$E2E_DIR/proxy.port" "$E2E_DIR/pg/.s.PGSQL.$PGPORT" "$@" \
+    >"$E2E_DIR/proxy.log" 2>&1 &
   E2E_PIDS+=("$!")
   wait_for 10 test -s "$E2E_DIR/proxy.port" || fail "proxy did not start"
   PROXIED="host=127.0.0.1 port=$(cat "$E2E_DIR/proxy.port") dbname=postgres user=postgres"
   wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
 }
+
+# start_cut_proxy MARKER request|reply: start_proxy of cut-reply-proxy.py,
+# losing the reply of the statement that carries MARKER (request) or whose
+# reply does (reply); $E2E_DIR/cut appears when it has.
+start_cut_proxy() { start_proxy cut-reply-proxy.py "$1" "$2" "$E2E_DIR/cut"; }
 
 # start_gateway [SERVE-ARGS...]: bgexec serve on a port of 127.0.0.1 the
 # kernel picks, with one token "t" for the superuser
