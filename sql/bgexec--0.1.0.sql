@@ -2114,7 +2114,8 @@ CREATE FUNCTION bgexec.append_event(job_id bigint, lease bigint, kind text, data
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
-	-- Checked here too, so that the message names the kind or data, not events[0].
+	-- Each rule append_events checks of an event is checked here too, so
+	-- that the message names the field, not events[0].
 	IF coalesce(kind, '') NOT IN ('step_started', 'step_completed', 'step_failed', 'log', 'progress') THEN
 		RAISE EXCEPTION 'event kind % cannot be appended by a worker', coalesce(quote_literal(kind), 'null')
 			USING ERRCODE = 'invalid_parameter_value',
@@ -2124,6 +2125,15 @@ BEGIN
 		RAISE EXCEPTION 'data must be a JSON object, not %', jsonb_typeof(data)
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'wrap the value: {"value": ...}';
+	END IF;
+	IF kind IN ('step_started', 'step_completed', 'step_failed')
+	   AND (jsonb_typeof(data->'step') IS DISTINCT FROM 'string' OR data->>'step' = '') THEN
+		RAISE EXCEPTION 'a % event''s data.step must be the step''s id, a non-empty string', kind
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('data.step was %s', coalesce((data->'step')::text, 'missing'));
+	END IF;
+	IF kind = 'step_completed' THEN
+		PERFORM bgexec._json_fits(data->'output', 512, 'data.output');
 	END IF;
 	RETURN bgexec.append_events(job_id, lease,
 	         jsonb_build_array(jsonb_build_object('kind', kind, 'data', coalesce(data, '{}'))), after_seq);
@@ -3277,6 +3287,9 @@ CREATE FUNCTION bgexec.unschedule(name text) RETURNS boolean
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
+	IF unschedule.name IS NULL THEN
+		RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	DELETE FROM bgexec.schedule x WHERE x.owner = bgexec._owner() AND x.name = unschedule.name;
 	RETURN FOUND;
 END
@@ -3293,6 +3306,9 @@ CREATE FUNCTION bgexec.pause_schedule(name text) RETURNS boolean
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 BEGIN
+	IF pause_schedule.name IS NULL THEN
+		RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	UPDATE bgexec.schedule x SET paused = true
 	 WHERE x.owner = bgexec._owner() AND x.name = pause_schedule.name;
 	RETURN FOUND;
@@ -3312,6 +3328,9 @@ CREATE FUNCTION bgexec.resume_schedule(name text) RETURNS timestamptz
 DECLARE
 	v_next timestamptz;
 BEGIN
+	IF resume_schedule.name IS NULL THEN
+		RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	UPDATE bgexec.schedule x
 	   SET paused = false,
 	       next_run_at = CASE WHEN x.paused
@@ -3344,6 +3363,9 @@ DECLARE
 	v_key text;
 	v_job bigint;
 BEGIN
+	IF run_schedule.name IS NULL THEN
+		RAISE EXCEPTION 'name must not be null' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	SELECT x.* INTO s FROM bgexec.schedule x
 	 WHERE x.owner = bgexec._owner() AND x.name = run_schedule.name
 	   FOR UPDATE;

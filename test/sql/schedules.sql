@@ -284,6 +284,10 @@ SET ROLE regress_bob;
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', time_zone => NULL)$$);
 SELECT * FROM try($$SELECT bgexec.schedule('x', '* * * * *', 'noop', overlap => NULL)$$);
 SELECT count(*) AS stored FROM bgexec.schedule WHERE name = 'x';
+-- a null name names no schedule: 22023, as a null job id to stop (it was
+-- false or NULL, as for a name that is not there)
+SELECT f, (try(format('SELECT bgexec.%s(NULL)', f))).*
+  FROM unnest('{unschedule,pause_schedule,resume_schedule,run_schedule}'::text[]) AS f;
 -- unschedule: the caller's own; the jobs it submitted stay
 SELECT bgexec.unschedule('nightly') AS deleted, bgexec.unschedule('nightly') AS again,
        bgexec.unschedule('full') AS alices_not_bobs;
