@@ -126,5 +126,24 @@ TEST(Utf8, PrefixEndsBeforeACharacter) {
   EXPECT_EQ(utf8_cut("short", 10, "..."), "short");
 }
 
+// Text a job made, printed by the CLI (tail, --follow, --wait, status):
+// no control character reaches the terminal as itself (an ESC [2J cleared
+// the screen, a CR overwrote the line, OSC retitled the window).
+TEST(Utf8, VisibleEscapesControlCharacters) {
+  EXPECT_EQ(visible("plain text, \xC3\xA9 and tabs\tand\nnewlines"), "plain text, \xC3\xA9 and tabs\tand\nnewlines");
+  EXPECT_EQ(visible("\x1b[2J\x1b[Hcleared"), "\\x1b[2J\\x1b[Hcleared");
+  EXPECT_EQ(visible("secret\rok"), "secret\\rok");
+  EXPECT_EQ(visible(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(visible("\x1b]0;title\x07"), "\\x1b]0;title\\x07");
+  EXPECT_EQ(visible("del\x7f"), "del\\x7f");
+  // C1: U+009B is CSI on terminals that take 8-bit controls; U+0080 and
+  // U+009F are the range's ends, U+00A0 (no-break space) is past it
+  EXPECT_EQ(visible("\xC2\x9B" "31m"), "\\u009b31m");
+  EXPECT_EQ(visible("\xC2\x80\xC2\x9F\xC2\xA0"), "\\u0080\\u009f\xC2\xA0");
+  // invalid UTF-8 is not this function's business: unchanged
+  EXPECT_EQ(visible("\xC2"), "\xC2");
+  EXPECT_EQ(visible("\xFF\xFE"), "\xFF\xFE");
+}
+
 }  // namespace
 }  // namespace bgexec::core

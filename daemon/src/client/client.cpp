@@ -123,10 +123,11 @@ configure-queue sets its caps, rate limit (at most N jobs started per
 --rate-period, default 1s) and retry backoff (none removes a cap); each
 prints the queue's settings, and needs an administrator (configure_queue is
 not granted to bgexec_client).  workers lists the live workers (--all:
-the stopped and silent ones too) with their jobs in flight.  tail exits after a terminal or
-suspended event.  schedule creates or replaces a recurring job: CRON is five
-fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
-read on the clock of --time-zone (default UTC); --no-overlap skips a run
+the stopped and silent ones too) with their jobs in flight.  tail exits once the job's last
+event is a terminal or suspended one.  Text output escapes the control characters a job's
+output or error holds (\r, \x1b); --json prints them as stored.  schedule creates or
+replaces a recurring job: CRON is five fields (minute hour day-of-month month
+day-of-week) or @hourly/@daily/..., read on the clock of --time-zone (default UTC); --no-overlap skips a run
 while the last one's job is unfinished.  It prints the first run, in UTC.
 pause-schedule stops a schedule firing, keeping it; resume-schedule lets it fire
 again from its next run after now (the runs missed while paused do not fire).
@@ -327,12 +328,23 @@ std::string text_of(const json& v, const std::string& absent) {
   return v.is_null() ? absent : core::dump(v);
 }
 
-// A listing's cell on one line, its columns intact: each byte below 0x20
-// (a tab, a newline, an ESC that would start a terminal sequence) a blank.
+// A listing's cell on one line, its columns intact: each control character
+// a blank — a byte below 0x20 (a tab, a newline, an ESC that would start a
+// terminal sequence), DEL, and C1 (U+0080-U+009F: U+009B is CSI).
 std::string one_line(std::string text) {
-  for (char& c : text)
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  return text;
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      out += ' ';
+      ++i;
+    } else {
+      out += c < 0x20 || c == 0x7F ? ' ' : static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 // One readable line per event (logs: one line per log line).
@@ -372,13 +384,14 @@ void print_event(const json& e, bool as_json) {
     std::string prefix = "  " + step + "|" + text_of(member(d, "stream"), "") + "| ";
     json lines = member(d, "lines");
     if (!lines.is_array()) lines = lines.is_null() ? json::array() : json::array({lines});
-    bool first = true;
+    std::string out;
     for (auto& l : lines) {
-      if (!first) os << "\n";
-      os << prefix << text_of(l, "null");
-      first = false;
+      // A CRLF line's CR is its line end, not a control to show.
+      std::string line = text_of(l, "null");
+      if (line.ends_with('\r')) line.pop_back();
+      out += (out.empty() ? "" : "\n") + prefix + line;
     }
-    std::cout << os.str().substr(os.str().find(']') + 2) << std::endl;
+    std::cout << core::visible(out) << std::endl;
     check_output();
     return;
   } else if (kind == "progress") {
@@ -397,7 +410,7 @@ void print_event(const json& e, bool as_json) {
   } else {
     os << kind << " " << short_json(d);
   }
-  std::cout << os.str() << std::endl;
+  std::cout << core::visible(os.str()) << std::endl;
   check_output();
 }
 
@@ -724,7 +737,7 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
       const json message = member(err, "message");
       if (status != "completed" && message.is_string())
         std::cerr << "bgexec: job " << id << " " << status << ": "
-                  << core::utf8_cut(message.get<std::string>(), 2000, "...") << "\n";
+                  << core::visible(core::utf8_cut(message.get<std::string>(), 2000, "...")) << "\n";
     }
     check_output();
   } catch (OutputError& e) {
@@ -771,7 +784,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
       if (v.is_null()) continue;
       std::string text = v.is_string() ? v.get<std::string>() : exact(k).value_or(core::dump(v));
       if (!v.is_string()) text = core::utf8_cut(std::move(text), 2000, "...");
-      std::cout << k << ": " << text << "\n";
+      std::cout << k << ": " << core::visible(text) << "\n";
     }
   }
   check_output();

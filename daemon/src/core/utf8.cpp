@@ -99,6 +99,31 @@ std::size_t utf8_prefix(std::string_view text, std::size_t max) {
   return (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80 ? max : cut;
 }
 
+std::string visible(std::string_view text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      const auto c1 = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out += hex[c1 >> 4];
+      out += hex[c1 & 0xF];
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7F) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xF];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string utf8_cut(std::string text, std::size_t max, std::string_view suffix) {
   if (text.size() <= max) return text;
   text.resize(utf8_prefix(text, max));

@@ -30,6 +30,14 @@ std::size_t utf8_prefix(std::string_view text, std::size_t max);
 // when it is longer than max; else text.
 std::string utf8_cut(std::string text, std::size_t max, std::string_view suffix);
 
+// text for a terminal: each control character but tab and newline (C0,
+// DEL, and C1, U+0080-U+009F, which terminals may read as ESC [ and its
+// kin) written as an escape: "\r", "\x1b", "\u009b".  Text a job made
+// (its output, its error, a worker's id) then cannot move the cursor, clear
+// the screen, retitle the window or set the clipboard.  Anything else,
+// invalid UTF-8 included, is unchanged.
+std::string visible(std::string_view text);
+
 // Whether PostgreSQL can store text as it is, in text and in jsonb:
 // valid_utf8, and no U+0000 (neither type holds it).
 bool storable(std::string_view text);
