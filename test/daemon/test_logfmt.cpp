@@ -94,6 +94,11 @@ TEST(Logfmt, ValueHelper) {
   EXPECT_EQ(logfmt_value("a b"), "\"a b\"");
   EXPECT_EQ(logfmt_value("tab\there"), "\"tab\\there\"");
   EXPECT_EQ(logfmt_value(std::string("\x01", 1)), "\"\\x01\"");
+  // C1 controls (U+009B is CSI to some terminals) as \u escapes, quoted;
+  // U+00A0 and é are text
+  EXPECT_EQ(logfmt_value("\xC2\x9B" "31m"), "\"\\u009b31m\"");
+  EXPECT_EQ(logfmt_value("a\xC2\x80" "b\xC2\x9F"), "\"a\\u0080b\\u009f\"");
+  EXPECT_EQ(logfmt_value("nbsp\xC2\xA0\xC3\xA9"), "nbsp\xC2\xA0\xC3\xA9");
 }
 
 TEST(Logfmt, FieldsKeepOrder) {

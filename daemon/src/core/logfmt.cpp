@@ -24,12 +24,21 @@ int level_rank(std::string_view level) {
   return -1;
 }
 
-// Whether logfmt needs quotes around this value to stay parseable.
+// Whether text[i] starts a C1 control, U+0080-U+009F (UTF-8 C2 80-C2 9F):
+// U+009B is CSI to a terminal that takes 8-bit controls.
+bool c1_at(std::string_view text, std::size_t i) {
+  return static_cast<unsigned char>(text[i]) == 0xC2 && i + 1 < text.size() &&
+         static_cast<unsigned char>(text[i + 1]) >= 0x80 && static_cast<unsigned char>(text[i + 1]) <= 0x9F;
+}
+
+// Whether logfmt needs quotes around this value to stay parseable (and a
+// terminal showing the log free of the value's control characters).
 bool needs_quotes(std::string_view value) {
   if (value.empty()) return true;
-  for (const char c : value) {
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
     const auto u = static_cast<unsigned char>(c);
-    if (c == ' ' || c == '"' || c == '=' || c == '\\' || u < 0x20 || u == 0x7f) return true;
+    if (c == ' ' || c == '"' || c == '=' || c == '\\' || u < 0x20 || u == 0x7f || c1_at(value, i)) return true;
   }
   return false;
 }
@@ -54,14 +63,22 @@ std::string format_ts(std::chrono::system_clock::time_point ts) {
 
 }  // namespace
 
-// Escapes backslash, quote and control characters inside double quotes so a
-// multi-line or hostile value still occupies exactly one log line.
+// Escapes backslash, quote and control characters (C1 as \u0080-\u009f)
+// inside double quotes so a multi-line or hostile value still occupies
+// exactly one log line.
 std::string logfmt_value(std::string_view value) {
   if (!needs_quotes(value)) return std::string(value);
   std::string out;
   out.reserve(value.size() + 2);
   out.push_back('"');
-  for (const char c : value) {
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c1_at(value, i)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(value[++i]));
+      out += buf;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
