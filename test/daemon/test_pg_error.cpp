@@ -49,6 +49,20 @@ TEST(PgError, CopyKeepsTheFlag) {  // as http/pool.cpp's RoleSwitchLost copies i
   EXPECT_EQ(copy.fields().primary, "closed");
 }
 
+// A database without the extension: the client, the worker and the
+// gateway say what to do (the message alone read `schema "bgexec" does not
+// exist`).  The server's own hint wins; other missing objects get none.
+TEST(PgError, HintForAMissingExtension) {
+  const std::string create = "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
+  EXPECT_EQ(Error("3F000", "x", {"schema \"bgexec\" does not exist", "", "", ""}).hint(), create);
+  EXPECT_EQ(Error("42P01", "x", {"relation \"bgexec.job\" does not exist", "", "", ""}).hint(), create);
+  EXPECT_EQ(Error("42P01", "ERROR:  relation \"bgexec.queue_stats\" does not exist").hint(), create);
+  EXPECT_EQ(Error("42P01", "x", {"relation \"orders\" does not exist", "", "", ""}).hint(), "");
+  EXPECT_EQ(Error("42883", "x", {"function bgexec.submit(text) does not exist", "", "", ""}).hint(), "");
+  EXPECT_EQ(Error("3F000", "x", {"schema \"bgexec\" does not exist", "", "ask the DBA", ""}).hint(), "ask the DBA");
+  EXPECT_EQ(Error("22023", "x", {"bad", "", "a hint", ""}).hint(), "a hint");
+}
+
 // libpq quotes a malformed URI whole, or a token of it, in its reason; the
 // reason is printed, so every password in it reads *** (the whole URI,
 // password included, was echoed).  No connection is made: the PgError

@@ -1362,7 +1362,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
           } else {
             std::cerr << "bgexec " << cmd << ": " << msg << " (SQLSTATE " << pe.sqlstate() << ")\n";
             if (!f.detail.empty()) std::cerr << "  detail: " << f.detail << "\n";
-            if (!f.hint.empty()) std::cerr << "  hint: " << f.hint << "\n";
+            if (const std::string hint = pe.hint(); !hint.empty()) std::cerr << "  hint: " << hint << "\n";
             code = pe.sqlstate() == "P0002" ? not_found : db_error;
           }
         } catch (const std::exception& ex) {

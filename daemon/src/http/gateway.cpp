@@ -149,7 +149,7 @@ HttpError from_pg(const pg::Error& e, const std::vector<std::string>& params = {
   }
   if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;
   if (status == bhttp::status::gateway_timeout) msg = "database statement timed out: " + msg;
-  return {status, e.sqlstate(), msg, f.detail, f.hint};
+  return {status, e.sqlstate(), msg, f.detail, e.hint()};
 }
 
 // How long a response or an event batch of this many bytes may take to

@@ -83,6 +83,14 @@ std::size_t Error::failed_param() const {
   return ec == std::errc{} ? n : 0;
 }
 
+std::string Error::hint() const {
+  if (!fields_.hint.empty()) return fields_.hint;
+  if (sqlstate_ != "3F000" && sqlstate_ != "42P01") return {};
+  const std::string& said = fields_.primary.empty() ? std::string(what()) : fields_.primary;
+  if (said.find("\"bgexec") == std::string::npos) return {};
+  return "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
+}
+
 // Frees the PGresult.
 void Result::Deleter::operator()(pg_result* r) const { PQclear(r); }
 

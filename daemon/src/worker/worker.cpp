@@ -1040,7 +1040,13 @@ asio::awaitable<int> Worker::run() {
     } catch (const pg::Error& e) {
       auto cls = e.classify();
       if (cls == core::ErrorClass::fatal) {
-        core::log("error", "cannot register worker", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+        // The server's message (not libpq's text of it, with its LINE and
+        // caret), and a hint when the extension is missing.
+        const std::string error = e.fields().primary.empty() ? std::string(e.what()) : e.fields().primary;
+        if (const std::string hint = e.hint(); !hint.empty())
+          core::log("error", "cannot register worker", {{"error", error}, {"sqlstate", e.sqlstate()}, {"hint", hint}});
+        else
+          core::log("error", "cannot register worker", {{"error", error}, {"sqlstate", e.sqlstate()}});
         co_return 3;
       }
       // The server's message, not its CONTEXT: on a hot standby (25006)
