@@ -240,13 +240,18 @@ TEST(Template, BudgetBoundsRepeats) {
 }
 
 // A step with no stdout recorded (a sql step, an approval's resume input):
-// its output stands in, as text or compact JSON; a null one does not.
+// its output stands in, as text or compact JSON, a null one too (an
+// approval resumed without input failed its job: `step "gate" has no
+// stdout`).
 TEST(Template, OutputStandsInForStdout) {
   TemplateContext ctx;
-  ctx.steps = json::parse(R"({"q": {"output": [{"a": 1}]}, "gate": {"output": "yes"}, "nap": {"output": null}})");
+  ctx.steps = json::parse(R"({"q": {"output": [{"a": 1}]}, "gate": {"output": "yes"}, "nap": {"output": null},
+                              "bare": {}})");
   EXPECT_EQ(render("{{steps.q.stdout}}", ctx), json(R"([{"a":1}])"));
   EXPECT_EQ(render("ok {{steps.gate.stdout}}", ctx), json("ok yes"));
-  EXPECT_NE(error_of("{{steps.nap.stdout}}", ctx).find("step \"nap\" has no stdout"), std::string::npos);
+  EXPECT_EQ(render("[{{steps.nap.stdout}}]", ctx), json("[null]"));
+  EXPECT_EQ(render("{{steps.nap.stdout}}", ctx), json("null"));
+  EXPECT_NE(error_of("{{steps.bare.stdout}}", ctx).find("step \"bare\" has no stdout"), std::string::npos);
 }
 
 }  // namespace

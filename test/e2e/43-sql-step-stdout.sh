@@ -2,7 +2,8 @@
 # {{steps.ID.stdout}} of a sql step is its rows as compact JSON, the same in
 # the run that ran the step as in a later one (retry, resume) that reads it
 # back.  It failed the first ("step \"q\" has no stdout") and rendered the
-# rows in the second: a job failed, and its retry completed.
+# rows in the second: a job failed, and its retry completed.  Of an
+# approval resumed without input, "null".
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 57997
 start_worker w1 --lease 10
@@ -27,5 +28,15 @@ wait_status "$id" completed 20
 # the event carries the rows once (as their output), no stdout of its own
 [[ $(sql "SELECT data ? 'stdout' FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_completed' AND data->>'step' = 'q'") == f ]] \
   || fail "the sql step's event has a stdout"
+
+# an approval resumed without input (`bgexec resume ID`): its stdout is
+# "null", as its output renders; the job failed (`step "g" has no stdout`)
+id=$("$BGEXEC" submit workflow '{"steps": [
+  {"id": "g", "approval": true},
+  {"id": "u", "needs": ["g"], "sql": "SELECT $1::text AS v", "params": ["[{{steps.g.stdout}}]"]}]}') || fail submit
+wait_status "$id" suspended 20
+"$BGEXEC" resume "$id" >/dev/null || fail resume
+wait_status "$id" completed 20
+[[ $(result "$id") == '[null]' ]] || fail "approval without input: $(sql "SELECT coalesce(error, result) FROM bgexec.job WHERE id = $id")"
 kill -TERM "$PID_w1"; wait "$PID_w1" || fail "w1 exit status $?"
 ok

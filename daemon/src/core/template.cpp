@@ -152,9 +152,12 @@ nlohmann::json evaluate(const std::string& expr, const TemplateContext& ctx,
       if (it != step->end() && it->is_string()) return it->get<std::string>();
       // None recorded (a sql step's rows, an approval's resume input, a
       // stdout its output renders exactly): the output stands in, its text
-      // if a string, else its compact JSON; in every run alike.
+      // if a string, else its compact JSON; in every run alike.  A null
+      // one too, "null": an approval resumed without input (the CLI's
+      // plain `resume ID`) failed the job here, as did a sleep step or one
+      // skipped by its `if`, whose {{steps.ID.output}} renders null.
       const auto out = step->find("output");
-      if (out == step->end() || out->is_null()) throw error_for(expr, "step \"" + id + "\" has no stdout");
+      if (out == step->end()) throw error_for(expr, "step \"" + id + "\" has no stdout");
       return out->is_string() ? *out : nlohmann::json(dump(*out));
     }
     throw error_for(expr, "unknown step field \"" + parts[2] + "\" (expected output or stdout)");
