@@ -210,8 +210,8 @@ TEST(WorkerConfig, FileDurationStrings) {
   EXPECT_EQ(error_of({}, {{"BGEXEC_LEASE", "86400"}}), "");
   // Under a second: heartbeats cannot keep up (0.001 s: each timed out;
   // 1e-7 s: 0 to the server, which refused every claim).
-  EXPECT_EQ(error_of({"--lease", "0.0000001"}), "--lease: expected a duration of at least 1 seconds, got \"0.0000001\"");
-  EXPECT_EQ(error_of({"--lease", "999ms"}), "--lease: expected a duration of at least 1 seconds, got \"999ms\"");
+  EXPECT_EQ(error_of({"--lease", "0.0000001"}), "--lease: expected a duration of at least 1 second, got \"0.0000001\"");
+  EXPECT_EQ(error_of({"--lease", "999ms"}), "--lease: expected a duration of at least 1 second, got \"999ms\"");
   EXPECT_EQ(error_of({"--lease", "1"}), "");
   // Any duration at most 100 years: past about 9.2e9 s the timers'
   // nanoseconds overflowed, --poll and --reconcile-interval then fired in
@@ -351,8 +351,11 @@ TEST(WorkerConfig, NotADuration) {
   EXPECT_EQ(error_of({}, {{"BGEXEC_POLL", "1d"}}), "BGEXEC_POLL: \"1d\"" + forms);
   TempConfig file(R"({"grace": "2 days"})");
   EXPECT_EQ(error_of({"--config", file.path()}), "config file " + file.path() + ": key \"grace\": \"2 days\"" + forms);
-  EXPECT_EQ(error_of({"--lease", "0"}), "--lease: expected a duration greater than 0, got \"0\"");
-  EXPECT_EQ(error_of({"--lease", "-5s"}), "--lease: expected a duration greater than 0, got \"-5s\"");
+  // the least the setting takes, where it has one (--lease 0 said
+  // "greater than 0", where 0.5 is refused too)
+  EXPECT_EQ(error_of({"--lease", "0"}), "--lease: expected a duration of at least 1 second, got \"0\"");
+  EXPECT_EQ(error_of({"--lease", "-5s"}), "--lease: expected a duration of at least 1 second, got \"-5s\"");
+  EXPECT_EQ(error_of({"--poll", "0"}), "--poll: expected a duration of at least 0.001 seconds, got \"0\"");
   EXPECT_EQ(error_of({"--grace", "-1"}), "--grace: expected a duration of 0 or more, got \"-1\"");
 }
 

@@ -88,7 +88,7 @@ expect_usage 'version takes no arguments' version x
 expect_usage 'version takes no arguments' version --db x
 # Durations a worker's timers cannot hold, and a lease under a second
 expect_usage '--poll: expected a duration of at most 3110400000 seconds' worker --poll 10000000000
-expect_usage '--lease: expected a duration of at least 1 seconds' worker --lease 0.0000001
+expect_usage '--lease: expected a duration of at least 1 second' worker --lease 0.0000001
 # --poll and --reconcile-interval: at least 1 ms (--poll 0.0000000001
 # claimed in a busy loop).
 expect_usage '--poll: expected a duration of at least 0.001 seconds, got "0.0000000001"' worker --poll 0.0000000001
@@ -207,7 +207,7 @@ expect_usage '--id is given more than once' worker --id=a --id b
 expect_usage '--allow-run is given more than once' worker --allow-run --allow-run=false
 expect_usage '--grace is given more than once' worker --grace 0 --grace=600
 expect_usage '--config is given more than once' worker --config "$E2E_DIR/db.json" --config "$E2E_DIR/db.json"
-expect_usage '--lease: expected a duration greater than 0' worker --queue a --queue=b --action x=/bin/x --action=y=/bin/y --lease 0
+expect_usage '--lease: expected a duration of at least 1 second, got "0"' worker --queue a --queue=b --action x=/bin/x --action=y=/bin/y --lease 0
 expect_usage 'bgexec serve: --pool is given more than once' serve --tokens "$E2E_DIR/tokens.json" --listen 127.0.0.1:0 --pool 5 --pool=50
 expect_usage 'bgexec bench: --jobs is given more than once' bench --jobs 5 --jobs=50
 expect_usage 'bgexec bench: --keep is given more than once' bench --keep --keep

@@ -174,16 +174,18 @@ std::string seconds_text(double v) {
   return os.str();
 }
 
-// Seconds must be finite and > 0 (positive kinds) or >= 0.
+// Seconds must be finite and > 0 (positive kinds) or >= 0, and at least
+// the setting's least, which the message names when it has one (`--lease
+// 0` said "greater than 0", where 0.5 is refused too).
 double checked_seconds(std::optional<double> v, const Setting& s, const std::string& label, const std::string& shown) {
+  if (s.min_s > 0 && !(v && *v >= s.min_s)) {
+    throw ConfigError(label + ": expected a duration of at least " + seconds_text(s.min_s) +
+                      (s.min_s == 1 ? " second" : " seconds") + ", got " + shown);
+  }
   if (s.kind == Kind::positive_seconds) {
     if (!v || !(*v > 0)) throw ConfigError(label + ": expected a duration greater than 0, got " + shown);
   } else if (!v || !(*v >= 0)) {
     throw ConfigError(label + ": expected a duration of 0 or more, got " + shown);
-  }
-  if (s.min_s > 0 && *v < s.min_s) {
-    throw ConfigError(label + ": expected a duration of at least " + seconds_text(s.min_s) + " seconds, got " +
-                      shown);
   }
   const double most = s.max_s > 0 ? s.max_s : max_duration_s;
   if (*v > most) {
