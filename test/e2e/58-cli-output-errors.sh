@@ -26,6 +26,16 @@ for mode in "" --json; do
   [[ ! -s $E2E_DIR/err ]] || fail "tail $mode | head -1 wrote to stderr: $(cat "$E2E_DIR/err")"
   [[ -s $E2E_DIR/out ]] || fail "tail $mode | head -1 printed nothing"
 done
+# submit --wait | true: --wait prints only at the job's end, and waited
+# out the whole job (here for ever: nothing claims it) for a reader gone.
+start=$SECONDS
+set +e
+timeout 20 "$BGEXEC" submit noop --queue c --wait 2>"$E2E_DIR/err" | true
+rc=${PIPESTATUS[0]}
+set -e
+((rc == 141)) || fail "submit --wait | true: exit $rc (expected 141), after $((SECONDS - start)) s: $(cat "$E2E_DIR/err")"
+((SECONDS - start < 10)) || fail "submit --wait | true took $((SECONDS - start)) s"
+[[ ! -s $E2E_DIR/err ]] || fail "submit --wait | true wrote to stderr: $(cat "$E2E_DIR/err")"
 # A reader gone before a command's output (a pipe whose read end is
 # closed before the command starts): the same, quietly.
 closed_pipe() {
@@ -58,10 +68,10 @@ expect_full 'bgexec queues: cannot write output: No space left on device' queues
 expect_full 'bgexec tail: cannot write output: No space left on device' tail "$id"
 # submit: the job is queued, its id lost: named on stderr.  --follow stops
 # there, not following a job it cannot show.
-next=$((id + 2))
+next=$(($(sql "SELECT max(id) FROM bgexec.job") + 1))
 expect_full "bgexec submit: cannot write output: No space left on device \\(job $next was submitted\\)" submit noop --json
 [[ $(job_status "$next") == queued ]] || fail "job $next: $(job_status "$next")"
-next=$((id + 3))
+next=$((next + 1))
 expect_full "bgexec submit: cannot write output: No space left on device \\(job $next was submitted\\)" \
   submit noop --queue nobody --follow
 # No command at all is a usage error, exit 2 whatever stdout is: the usage

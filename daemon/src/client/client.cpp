@@ -160,7 +160,9 @@ using core::OutputError;
 
 // While follow waits with nothing to print: a pipe whose reader has gone
 // reports POLLERR on its write end (`bgexec tail ID | head -1` of a job
-// quiet for hours), noticed before the next event would be written.
+// quiet for hours), noticed before the next event would be written; and
+// by --wait, which prints only at the job's end (`submit --wait | true`
+// waited out the whole job).
 void check_reader() {
   pollfd p{STDOUT_FILENO, 0, 0};
   if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) throw OutputError(EPIPE);
@@ -506,7 +508,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
   };
   for (;;) {
     if (lost) {
-      if (print) check_reader();
+      check_reader();
       asio::steady_timer t(co_await asio::this_coro::executor, backoff.next());
       co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     }
@@ -525,7 +527,7 @@ asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, b
         lost = false;
         backoff.reset();
       }
-      if (print) check_reader();
+      check_reader();
       if (!check_first) {
         pg::Params params = {std::to_string(id), std::to_string(last), std::to_string(page)};
         auto r = co_await s.conn.query(page_sql, params);
