@@ -275,6 +275,18 @@ kill -TERM "$PID_w1"
 # The second once the first has been handled (two signals that arrive
 # before the worker runs are one).
 wait_for 20 grep -q 'msg="signal received, draining"' "$E2E_DIR/w1.log" || fail "the worker did not drain at the first signal"
+# --run-after +DUR takes what --timeout takes: past the worker's forms,
+# PostgreSQL's interval (`+2d` was a usage error, `--timeout 2d` was not)
+j=$("$BGEXEC" submit noop --queue later --run-after +2d) || fail "--run-after +2d refused"
+[[ $(sql "SELECT run_after - created_at BETWEEN '1 day 23:59' AND '2 days 00:01' FROM bgexec.job WHERE id = $j") == t ]] \
+  || fail "--run-after +2d: $(sql "SELECT run_after - created_at FROM bgexec.job WHERE id = $j")"
+j=$("$BGEXEC" submit noop --queue later --run-after '+1 day 2 hours') || fail "--run-after '+1 day 2 hours' refused"
+[[ $(sql "SELECT run_after - created_at BETWEEN '1 day 01:59' AND '1 day 02:01' FROM bgexec.job WHERE id = $j") == t ]] \
+  || fail "--run-after '+1 day 2 hours': $(sql "SELECT run_after - created_at FROM bgexec.job WHERE id = $j")"
+rc=0; "$BGEXEC" submit noop --queue later --run-after +soon 2>"$E2E_DIR/err" || rc=$?
+((rc == 2)) && grep -qF -- '--run-after: invalid input syntax for type interval: "soon"' "$E2E_DIR/err" \
+  || fail "--run-after +soon: exit $rc: $(cat "$E2E_DIR/err")"
+
 kill -TERM "$PID_w1"
 rc=0; wait "$PID_w1" || rc=$?
 ((rc == 130)) || fail "the worker exited $rc after a second signal"

@@ -109,8 +109,8 @@ constexpr const char* usage_text = R"(usage:
   bgexec schedules
   bgexec purge OLDER_THAN [--batch N]
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
-DUR: seconds or 500ms/30s/5m/2h.  submit prints the job id; --wait waits for the
-end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
+DUR: seconds or 500ms/30s/5m/2h, or an interval the server reads (2d, '1 day').  submit
+prints the job id; --wait waits for the end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
 first (--limit 1-500, default 50); when there are more, the last line says
 which --before shows the next ones.  stop and retry with --queue, --kind
 or --status instead of an ID act on every one of your jobs that matches
@@ -673,9 +673,10 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   std::optional<std::string> run_after, run_in;
   if (auto t = opt("--run-after")) {
     if (!t->empty() && (*t)[0] == '+') {
+      // As --timeout: seconds or 500ms/30s/5m/2h, else PostgreSQL's
+      // interval (`+2d`, `+1 day`), its error naming --run-after.
       auto secs = core::parse_seconds(t->substr(1));
-      if (!secs) throw Usage("--run-after +DUR: bad duration " + *t);
-      run_in = interval_option("--run-after", *secs, *t);
+      run_in = secs ? interval_option("--run-after", *secs, *t) : t->substr(1);
     } else {
       run_after = *t;
     }
