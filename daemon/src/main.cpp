@@ -41,6 +41,8 @@ Commands:
   stop ID                cancel a job (a running one is stopped by its worker)
   resume ID [JSON|@FILE] resume a suspended job; JSON becomes the approval's output
   retry ID               re-queue a failed, cancelled or timed-out job
+  stop | retry [--queue Q] [--kind K] [--status S[,S...]] [--limit N]
+                         many jobs at once
   jobs [--queue Q] [--kind K] [--status S] [--limit N] [--before ID]
                          list your jobs, newest first
   queues                 per-queue counts
