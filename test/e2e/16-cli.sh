@@ -74,6 +74,7 @@ expect_usage "cannot read $E2E_DIR: it is a directory" submit noop @"$E2E_DIR"
 expect_usage "cannot read $E2E_DIR/none.json: No such file or directory" submit noop @"$E2E_DIR/none.json"
 # a read that fails part way is that failure, not "invalid JSON" of nothing
 expect_usage "cannot read /proc/self/mem: Input/output error" submit noop @/proc/self/mem
+expect_usage "@ needs a file name (@FILE), or @- for stdin" submit noop @
 # A duration past what an interval literal holds names its option (exit 3, unnamed)
 n70=$(printf '9%.0s' {1..70})
 expect_usage "--timeout: interval field value out of range: \"$n70\"" submit noop --timeout "$n70"
@@ -128,6 +129,7 @@ BGEXEC_DB="bogus=1" expect_usage 'BGEXEC_DB: invalid connection string: invalid 
 expect_usage '--db: invalid connection string: invalid connection option "bogus"' status 1 --db "bogus=1"
 echo '{"t": "r"}' >"$E2E_DIR/tokens.json"
 expect_usage '--db: invalid connection string' serve --tokens "$E2E_DIR/tokens.json" --db "bogus=1"
+expect_usage 'unexpected argument "extra"' serve --tokens "$E2E_DIR/tokens.json" extra
 # libpq's reason may quote a malformed URI whole: its password is shown as
 # *** (it was echoed, from --db, BGEXEC_DB or the config file alike).
 printf '{"db": "postgresql://bgexec:S3cretPw@[::1/app"}' >"$E2E_DIR/db.json"

@@ -218,6 +218,7 @@ std::string json_arg(const std::string& arg) {
       text = read_capped(STDIN_FILENO, "-");
     } else {
       const std::string path = arg.substr(1);
+      if (path.empty()) throw Usage("@ needs a file name (@FILE), or @- for stdin");
       std::error_code ec;
       // (a directory opens, and reads as nothing: "invalid JSON:")
       if (std::filesystem::is_directory(path, ec)) throw Usage("cannot read " + path + ": it is a directory");

@@ -181,6 +181,7 @@ int run_serve(const std::vector<std::string>& args) {
         if (!n) throw std::runtime_error("--response-memory must be a number of MiB from 1 to 1048576");
         cfg.response_memory = static_cast<std::size_t>(*n) << 20;
       }
+      else if (a.rfind("--", 0) != 0) throw std::runtime_error("unexpected argument \"" + a + "\"");
       else throw std::runtime_error("unknown flag " + a);
     } catch (const std::exception& e) {
       std::cerr << "bgexec serve: " << e.what() << "\n\n" << usage;
