@@ -28,6 +28,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <random>
 #include <set>
 
 namespace bgexec::http {
@@ -1475,10 +1476,10 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
   co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
 }
 
-asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::fetch_events(const std::string& role, std::int64_t job_id,
-                                                 std::int64_t cursor, std::int64_t ask,
-                                                 const std::function<bool()>& left) {
-  const FetchKey key{role, job_id, cursor, ask};
+asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::shared_read(const std::string& role,
+                                                                        const std::string& sql, pg::Params params,
+                                                                        const std::function<bool()>& left) {
+  const FetchKey key{role, &sql, params};
   for (;;) {
     if (auto it = fetches_.find(key); it != fetches_.end()) {
       auto f = it->second;  // held: the leader erases its entry when over
@@ -1493,10 +1494,7 @@ asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::fetch_events(const s
     auto f = std::make_shared<SharedFetch>(co_await asio::this_coro::executor);
     fetches_.emplace(key, f);
     try {
-      pg::Params params = args(std::to_string(job_id), std::to_string(cursor));
-      params.push_back(std::to_string(ask));
-      f->result = std::make_shared<const pg::Result>(
-          co_await pool_.query(role, events_sql, std::move(params), true, left));
+      f->result = std::make_shared<const pg::Result>(co_await pool_.query(role, sql, params, true, left));
     } catch (const ClientGone&) {
       f->leader_gone = true;
     } catch (...) {
@@ -1608,7 +1606,9 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // time for the few each batch sends.
   std::int64_t ask = replay_batch;
   auto fetch = [&]() -> asio::awaitable<void> {
-    auto r = co_await fetch_events(*role, job_id, cursor, ask, left);
+    pg::Params params = args(std::to_string(job_id), std::to_string(cursor));
+    params.push_back(std::to_string(ask));
+    auto r = co_await shared_read(*role, events_sql, std::move(params), left);
     auto rows = r->to_json(true);
     std::int64_t fetched = 0;
     for (auto& ev : rows) {
@@ -1650,7 +1650,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   };
   auto check_job = [&]() -> asio::awaitable<void> {
     pg::Params p = {id_s, std::to_string(cursor), last_created};
-    auto r = co_await pool_.query(*role, core::rewind_check_sql(), std::move(p), true);
+    auto shared = co_await shared_read(*role, core::rewind_check_sql(), std::move(p), left);
+    const pg::Result& r = *shared;
     if (r.rows() == 0) throw pg::Error("P0002", "job " + id_s + " does not exist");
     auto status = r.get(0, 0).value_or("");
     auto last = parse_int(r.get(0, 1).value_or("0")).value_or(0);
@@ -1771,6 +1772,18 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
         if (!ended) co_await fetch();
       } catch (const pg::Error& e) {
         more = false;  // retried at the next poll
+        // The role's queue for a connection was full (53400, Pool::
+        // max_waiting): tried again within a second, at a moment of its
+        // own, not at the next poll.  The announcement it was for is
+        // cleared, and the streams woken with it, refused alike, all lost
+        // it for a poll, then polled in step and were refused again: with
+        // a thousand streams on one job, some waited a minute for an event.
+        if (e.sqlstate() == "53400") {
+          static thread_local std::minstd_rand jitter{std::random_device{}()};
+          last_fetch = std::chrono::steady_clock::now() - poll_every +
+                       std::chrono::milliseconds(100 + jitter() % 900);
+          continue;
+        }
         // Purged meanwhile, or the token's role may no longer read it (its
         // bgexec_client or its membership in the gateway's login revoked):
         // every later poll would fail the same way, a warning every 3 s for

@@ -107,11 +107,14 @@ class Gateway {
   // role ("" for requests without a known token): see hold() in gateway.cpp.
   std::size_t held_ = 0;
   std::map<std::string, std::size_t> held_by_role_;
-  // An events query in flight, which the streams asking the same (role,
-  // job, cursor, batch) await instead of each sending it: every
+  // A stream's read in flight (its events query, or its poll's read of the
+  // job row), which the streams asking the same (role, statement,
+  // parameters: job, cursor, batch) await instead of each sending it: every
   // announcement of a job's event woke all its streams, and each queried
   // the shared pool (3000 streams on one job kept other requests waiting a
-  // second and more).
+  // second and more); and a thousand streams polling one job in step sent
+  // a thousand reads of its row, past the pool's queue (Pool::max_waiting),
+  // every 3 s.
   struct SharedFetch {
     explicit SharedFetch(asio::any_io_executor ex) : over(ex, asio::steady_timer::time_point::max()) {}
     asio::steady_timer over;  // cancelled when the query is over: wakes every waiter
@@ -120,13 +123,14 @@ class Gateway {
     std::shared_ptr<const pg::Result> result;
     std::exception_ptr error;
   };
-  using FetchKey = std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>;
+  using FetchKey = std::tuple<std::string, const std::string*, pg::Params>;
   std::map<FetchKey, std::shared_ptr<SharedFetch>> fetches_;
-  // The events after `cursor` (at most `ask`) of job_id as role, shared
-  // with the streams asking the same at the same time.  ClientGone when
-  // `left` says this stream's reader has gone.
-  asio::awaitable<std::shared_ptr<const pg::Result>> fetch_events(const std::string& role, std::int64_t job_id, std::int64_t cursor,
-                                           std::int64_t ask, const std::function<bool()>& left);
+  // The rows of `sql` (a statement of static storage, told apart by its
+  // address) with `params` as role, shared with the streams asking the
+  // same at the same time.  ClientGone when `left` says this stream's
+  // reader has gone.
+  asio::awaitable<std::shared_ptr<const pg::Result>> shared_read(const std::string& role, const std::string& sql,
+                                                                 pg::Params params, const std::function<bool()>& left);
 };
 
 }  // namespace bgexec::http
