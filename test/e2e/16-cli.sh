@@ -211,6 +211,9 @@ expect_usage '--grace is given more than once' worker --grace 0 --grace=600
 expect_usage '--config is given more than once' worker --config "$E2E_DIR/db.json" --config "$E2E_DIR/db.json"
 expect_usage '--lease: expected a duration of at least 1 second, got "0"' worker --queue a --queue=b --action x=/bin/x --action=y=/bin/y --lease 0
 expect_usage 'bgexec serve: --pool is given more than once' serve --tokens "$E2E_DIR/tokens.json" --listen 127.0.0.1:0 --pool 5 --pool=50
+for bad in '[::1:8080' '[]:8080' '[127.0.0.1]:8080'; do
+  expect_usage "--listen must be HOST:PORT, an IPv6 host in brackets ([::1]:8080), got \"$bad\"" serve --tokens "$E2E_DIR/tokens.json" --listen "$bad"
+done
 expect_usage 'bgexec bench: --jobs is given more than once' bench --jobs 5 --jobs=50
 expect_usage 'bgexec bench: --keep is given more than once' bench --keep --keep
 expect_usage 'bgexec bench: --scaling is given more than once' bench --scaling --skip-rss --scaling

@@ -195,7 +195,14 @@ int run_serve(const std::vector<std::string>& args) {
       throw std::runtime_error(conninfo_source + ": invalid connection string: " + *err);
     if (colon == std::string::npos) throw std::runtime_error("--listen must be HOST:PORT");
     cfg.host = listen.substr(0, colon);
-    if (cfg.host.size() > 2 && cfg.host.front() == '[') cfg.host = cfg.host.substr(1, cfg.host.size() - 2);
+    // An IPv6 host in brackets, closed and IPv6: `[::1:8080` (no `]`) was
+    // read as `::`, every interface, where loopback was meant.
+    if (!cfg.host.empty() && cfg.host.front() == '[') {
+      if (cfg.host.size() < 3 || cfg.host.back() != ']' || cfg.host.find(':') == std::string::npos)
+        throw std::runtime_error("--listen must be HOST:PORT, an IPv6 host in brackets ([::1]:8080), got \"" + listen +
+                                 "\"");
+      cfg.host = cfg.host.substr(1, cfg.host.size() - 2);
+    }
     if (cfg.host.empty()) cfg.host = "0.0.0.0";  // :PORT, every IPv4 interface
     auto port = core::parse_integer(std::string_view(listen).substr(colon + 1), 0, 65535);
     if (!port)
