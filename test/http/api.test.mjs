@@ -296,6 +296,7 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
     [{ kind: 'noop', timeout: 'abc' }, '22007', /^timeout: invalid input syntax for type interval: "abc"$/],
     [{ kind: 'noop', timeout: '99999999999 hours' }, '22015', /^timeout: interval field value out of range/],
     [{ kind: 'noop', timeout: 1e300 }, '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\)$/],
+    [{ kind: 'noop', timeout: 1e-7 }, '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\)$/],
     [{ kind: 'noop', timeout: 3110400001 }, '22023', /^timeout must be/],
     [{ kind: 'noop', run_after: '294277-01-01' }, '22008', /^run_after: timestamp out of range/],
     [{ kind: 'noop', run_after: 'soonish', timeout: '1 hour' }, '22007', /^run_after: invalid input syntax/],

@@ -29,6 +29,13 @@ test('dashboard headers: no framing by another site, a script policy, nosniff on
     assert.equal(res.headers.get('x-content-type-options'), 'nosniff', path);
   }
   assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  // The icon the browser asks for with the page: none, without an error
+  // (a 404 in the console at every load)
+  const icon = await fetch(BASE + '/favicon.ico');
+  assert.equal(icon.status, 204);
+  assert.equal(await icon.text(), '');
+  assert.equal(icon.headers.get('x-content-type-options'), 'nosniff');
+  assert.equal((await fetch(BASE + '/favicon.ico', { method: 'POST' })).status, 405);
   // API answers (errors too), metrics and the event stream
   for (const [path, token] of [['/v1/queues', A], ['/v1/jobs/999999999', A], ['/v1/queues', undefined], ['/metrics', undefined]]) {
     const res = await api('GET', path, { token });

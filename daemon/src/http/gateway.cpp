@@ -686,7 +686,9 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   if (body.contains("timeout") && !body["timeout"].is_null()) {
     const auto& t = body["timeout"];
     if (auto secs = core::number_of(t)) {  // a raw number (2.50) too
-      if (!std::isfinite(*secs) || *secs <= 0 || *secs > max_timeout_seconds)
+      // Positive once rounded to microseconds, as the interval is: 1e-7 was
+      // the SQL's "a positive interval" message, 0 this one.
+      if (!std::isfinite(*secs) || !(std::rint(*secs * 1e6) >= 1) || *secs > max_timeout_seconds)
         throw invalid("timeout must be a positive number of seconds, at most 3110400000 (100 years)");
       arg("timeout", core::dump(t), "pg_catalog.make_interval(secs => ?::float8)");
     } else if (t.is_string()) {
@@ -806,7 +808,8 @@ std::optional<HttpError> hold(Held& held, std::size_t& total, std::size_t& role,
   if (role > 0 && role + bytes > limit / 2)
     return http_error(bhttp::status::too_many_requests, "53400",
                       "answers to this role's requests hold " + mib(role) +
-                          " waiting to be read, half the gateway's --response-memory; read them first");
+                          " waiting to be read, and this one would take them past half (" + mib(limit / 2) +
+                          ") of the gateway's --response-memory; read them first");
   if (total > 0 && total + bytes > limit)
     return http_error(bhttp::status::service_unavailable, "53200",
                       "answers waiting to be read hold " + mib(total) +
@@ -1151,6 +1154,16 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     res.set(bhttp::field::cache_control, "no-cache");
     dashboard_headers(res);
     res.body() = name == "app.js" ? assets::app_js : name == "app.css" ? assets::app_css : assets::index_html;
+    co_return res;
+  }
+  // The icon every browser asks for with the dashboard: none, said without
+  // an error (a 404 each time the page loaded, in the browser's console).
+  if (seg.size() == 1 && seg[0] == "favicon.ico") {
+    if (!get) throw method_not_allowed("GET, HEAD");
+    Response res{bhttp::status::no_content, v};
+    res.set(bhttp::field::server, "bgexec");
+    res.set(bhttp::field::cache_control, "max-age=86400");
+    res.set("X-Content-Type-Options", "nosniff");
     co_return res;
   }
   if (seg.size() == 1 && seg[0] == "metrics") {
