@@ -109,10 +109,10 @@ constexpr const char* usage_text = R"(usage:
   bgexec schedules
   bgexec purge OLDER_THAN [--batch N]
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
-DUR: seconds or 500ms/30s/5m/2h, or an interval the server reads (2d, '1 day').  submit
-prints the job id; --wait waits for the end quietly, --follow shows steps and logs live.  jobs lists your jobs, newest
-first (--limit 1-500, default 50); when there are more, the last line says
-which --before shows the next ones.  stop and retry with --queue, --kind
+DUR: seconds or 500ms/30s/5m/2h, or an interval the server reads (2d, '1 day').
+submit prints the job id; --wait waits for the end quietly, --follow shows steps
+and logs live.  jobs lists your jobs, newest first (--limit 1-500, default
+50); when there are more, the last line says which --before shows the next ones.  stop and retry with --queue, --kind
 or --status instead of an ID act on every one of your jobs that matches
 (at least one of the three; --limit N: at most N, oldest first), in
 transactions of 500 jobs, and print how many: stop on queued, suspended
@@ -123,11 +123,12 @@ configure-queue sets its caps, rate limit (at most N jobs started per
 --rate-period, default 1s) and retry backoff (none removes a cap); each
 prints the queue's settings, and needs an administrator (configure_queue is
 not granted to bgexec_client).  workers lists the live workers (--all:
-the stopped and silent ones too) with their jobs in flight.  tail exits once the job's last
-event is a terminal or suspended one.  Text output escapes the control characters a job's
-output or error holds (\r, \x1b); --json prints them as stored.  schedule creates or
-replaces a recurring job: CRON is five fields (minute hour day-of-month month
-day-of-week) or @hourly/@daily/..., read on the clock of --time-zone (default UTC); --no-overlap skips a run
+the stopped and silent ones too) with their jobs in flight.  tail exits once
+the job's last event is a terminal or suspended one.  Text output escapes the
+control characters a job's output or error holds (\r, \x1b); --json prints
+them as stored.  schedule creates or replaces a recurring job: CRON is five
+fields (minute hour day-of-month month day-of-week) or @hourly/@daily/...,
+read on the clock of --time-zone (default UTC); --no-overlap skips a run
 while the last one's job is unfinished.  It prints the first run, in UTC.
 pause-schedule stops a schedule firing, keeping it; resume-schedule lets it fire
 again from its next run after now (the runs missed while paused do not fire).
@@ -339,8 +340,7 @@ std::string one_line(std::string text) {
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-        static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+    if (core::c1_at(text, i)) {
       out += ' ';
       ++i;
     } else {

@@ -1,5 +1,7 @@
 #include "logfmt.hpp"
 
+#include "utf8.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -22,13 +24,6 @@ int level_rank(std::string_view level) {
   if (level == "warn" || level == "warning") return 2;
   if (level == "error") return 3;
   return -1;
-}
-
-// Whether text[i] starts a C1 control, U+0080-U+009F (UTF-8 C2 80-C2 9F):
-// U+009B is CSI to a terminal that takes 8-bit controls.
-bool c1_at(std::string_view text, std::size_t i) {
-  return static_cast<unsigned char>(text[i]) == 0xC2 && i + 1 < text.size() &&
-         static_cast<unsigned char>(text[i + 1]) >= 0x80 && static_cast<unsigned char>(text[i + 1]) <= 0x9F;
 }
 
 // Whether logfmt needs quotes around this value to stay parseable (and a

@@ -99,14 +99,18 @@ std::size_t utf8_prefix(std::string_view text, std::size_t max) {
   return (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80 ? max : cut;
 }
 
+bool c1_at(std::string_view text, std::size_t i) {
+  return static_cast<unsigned char>(text[i]) == 0xC2 && i + 1 < text.size() &&
+         static_cast<unsigned char>(text[i + 1]) >= 0x80 && static_cast<unsigned char>(text[i + 1]) <= 0x9F;
+}
+
 std::string visible(std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-        static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+    if (c1_at(text, i)) {
       const auto c1 = static_cast<unsigned char>(text[++i]);
       out += "\\u00";
       out += hex[c1 >> 4];

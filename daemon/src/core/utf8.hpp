@@ -30,6 +30,10 @@ std::size_t utf8_prefix(std::string_view text, std::size_t max);
 // when it is longer than max; else text.
 std::string utf8_cut(std::string text, std::size_t max, std::string_view suffix);
 
+// Whether text[i] starts a C1 control, U+0080-U+009F (UTF-8 C2 80-C2 9F;
+// U+009B is CSI to a terminal that takes 8-bit controls).
+bool c1_at(std::string_view text, std::size_t i);
+
 // text for a terminal: each control character but tab and newline (C0,
 // DEL, and C1, U+0080-U+009F, which terminals may read as ESC [ and its
 // kin) written as an escape: "\r", "\x1b", "\u009b".  Text a job made
