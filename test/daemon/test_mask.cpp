@@ -505,5 +505,57 @@ TEST(Masker, ManySecretsOverLongText) {
   EXPECT_EQ(streamed, out);
 }
 
+// From a mutation test of mask.cpp: cases no test above told apart.
+
+// A line cut inside a 4-byte character (three bytes of it kept) loses the
+// whole character, not only its last kept byte.
+TEST(LineSplitter, TruncationDropsAWholeFourByteCharacter) {
+  LineSplitter s(4);
+  const auto out = s.feed("a\xF0\x9F\x98\x80z\n");  // a U+1F600 z: the cap falls after its third byte
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], std::string("a") + "\u2026[truncated]");
+}
+
+// A zero cap is one byte: each non-empty line keeps its first byte.
+TEST(LineSplitter, ZeroCapIsOneByte) {
+  LineSplitter s(0);
+  EXPECT_EQ(s.feed("abc\n\n"), (std::vector<std::string>{std::string("a") + "\u2026[truncated]", ""}));
+}
+
+// The partial last line at EOF loses a trailing '\r' as a whole line does.
+TEST(LineSplitter, FlushStripsCarriageReturn) {
+  LineSplitter s;
+  EXPECT_TRUE(s.feed("last\r").empty());
+  EXPECT_EQ(s.flush(), "last");
+}
+
+// A float holding a secret's digits is masked, as an integer is.
+TEST(Masker, MaskJsonFloatSecret) {
+  Masker m;
+  m.add("14159");
+  const json out = m.mask_json({{"pi", 3.14159}, {"e", 2.5}});
+  EXPECT_EQ(out["pi"], "3.***");
+  EXPECT_EQ(out["e"], 2.5);
+}
+
+// A secret holding U+2028 and another non-ASCII character, as Go writes it:
+// the U+2028 escaped (HTML-safe), the other character bare.  No plain or
+// ensure_ascii form matches that text.
+TEST(Masker, LineSeparatorSecretInGoForm) {
+  Masker m;
+  m.add("\xC3\xA9\xE2\x80\xA8x");  // é U+2028 x
+  EXPECT_EQ(m.mask("v=\xC3\xA9\\u2028x;"), "v=***;");
+}
+
+// upper_hex leaves the 'u' of an escaped backslash alone: a secret holding
+// a backslash and "uabcd" is not also masked as "\\uABCD", which is
+// another string.
+TEST(Masker, EscapedBackslashBeforeUIsNoUnicodeEscape) {
+  Masker m;
+  m.add("k\\uabcd");  // k, a backslash, uabcd
+  EXPECT_EQ(m.mask("k\\\\uabcd"), "***");         // JSON-escaped, as written
+  EXPECT_EQ(m.mask("k\\\\uABCD"), "k\\\\uABCD");  // not that secret
+}
+
 }  // namespace
 }  // namespace bgexec::core
