@@ -254,5 +254,73 @@ TEST(Template, OutputStandsInForStdout) {
   EXPECT_NE(error_of("{{steps.bare.stdout}}", ctx).find("step \"bare\" has no stdout"), std::string::npos);
 }
 
+// From a mutation test of template.cpp: cases no test above told apart.
+
+// Tabs inside the braces are whitespace, as blanks and newlines are.
+TEST(Template, TabsAroundTheExpression) {
+  const auto ctx = make_ctx();
+  EXPECT_EQ(render("{{\tinput.day\t}}", ctx), json("2026-11-29"));
+}
+
+// An index is any run of decimal digits, 9 included.
+TEST(Template, IndexNine) {
+  TemplateContext ctx;
+  ctx.input = json::parse(R"({"a": [0, 1, 2, 3, 4, 5, 6, 7, 8, "nine", 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]})");
+  EXPECT_EQ(render("{{input.a.9}}", ctx), json("nine"));
+  EXPECT_EQ(render("{{input.a.19}}", ctx), json(19));
+}
+
+// A miss in an array says how many items it has, one in the singular.
+TEST(Template, MissInAnArrayCountsItsItems) {
+  TemplateContext ctx;
+  ctx.input = json::parse(R"({"one": [1], "two": [1, 2]})");
+  EXPECT_NE(error_of("{{input.one.5}}", ctx).find("(\"one\" is an array of 1 item)"), std::string::npos)
+      << error_of("{{input.one.5}}", ctx);
+  EXPECT_NE(error_of("{{input.two.5}}", ctx).find("(\"two\" is an array of 2 items)"), std::string::npos)
+      << error_of("{{input.two.5}}", ctx);
+}
+
+// steps.ID.stdout takes no path, however long.
+TEST(Template, StdoutTakesNoPath) {
+  const auto ctx = make_ctx();
+  EXPECT_NE(error_of("{{steps.count.stdout.x}}", ctx).find("steps.ID.stdout takes no path"), std::string::npos);
+  EXPECT_NE(error_of("{{steps.count.stdout.x.y}}", ctx).find("steps.ID.stdout takes no path"), std::string::npos);
+}
+
+// Returns render()'s TemplateError message under budget b, or "" when it succeeds.
+std::string error_of_budget(const json& value, const TemplateContext& ctx, RenderBudget* b) {
+  try {
+    render(value, ctx, nullptr, b);
+  } catch (const TemplateError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The budget's bound itself is allowed: a render of exactly what is left
+// passes, one byte more does not.  A lone string is charged its text and
+// its quotes, spliced text its literal parts before and after.
+TEST(Template, BudgetBoundIsInclusive) {
+  auto ctx = make_ctx();  // input.day: "2026-11-29", 10 bytes
+  RenderBudget exact{12, 12, ""};
+  EXPECT_EQ(render("{{input.day}}", ctx, nullptr, &exact), json("2026-11-29"));
+  EXPECT_EQ(exact.left, 0u);
+  RenderBudget short_one{11, 11, ""};
+  EXPECT_NE(error_of_budget("{{input.day}}", ctx, &short_one).find("would be over 11 bytes"), std::string::npos);
+  // "on " + day + " ok": 2 (quotes) + 3 + 10 + 3
+  RenderBudget spliced{18, 18, ""};
+  EXPECT_EQ(render("on {{input.day}} ok", ctx, nullptr, &spliced), json("on 2026-11-29 ok"));
+  EXPECT_EQ(spliced.left, 0u);
+  RenderBudget spliced_short{17, 17, ""};
+  EXPECT_NE(error_of_budget("on {{input.day}} ok", ctx, &spliced_short).find("would be over 17 bytes"),
+            std::string::npos);
+}
+
+// A steps expression with an empty id names no step.
+TEST(Template, ReferencedStepsSkipsAnEmptyId) {
+  EXPECT_TRUE(referenced_steps(json("{{steps..output}}")).empty());
+  EXPECT_EQ(referenced_steps(json("{{steps..output}} {{steps.a.output}}")), std::vector<std::string>{"a"});
+}
+
 }  // namespace
 }  // namespace bgexec::core
