@@ -145,5 +145,25 @@ TEST(Utf8, VisibleEscapesControlCharacters) {
   EXPECT_EQ(visible("\xFF\xFE"), "\xFF\xFE");
 }
 
+// From a mutation test of utf8.cpp: cases no test above told apart.
+
+// A 4-byte form of a code point below U+10000 (F0 80..8F) is overlong:
+// F0 is a maximal subpart of its own, and so is each byte after it.
+TEST(Utf8, OverlongFourByteFormsAreInvalid) {
+  EXPECT_FALSE(valid_utf8("\xF0\x80\x80\x80"));
+  EXPECT_FALSE(valid_utf8("\xF0\x8F\xBF\xBF"));  // U+FFFF in four bytes
+  EXPECT_EQ(to_valid_utf8("\xF0\x8F\xBF\xBF"), fffd + fffd + fffd + fffd);
+  EXPECT_TRUE(valid_utf8("\xF0\x90\x80\x80"));  // U+10000, the first one
+}
+
+// A sequence cut by the end of the view is ill-formed, whatever bytes
+// follow the view in memory; and a view no longer than max is whole.
+TEST(Utf8, TheViewsEndIsTheTextsEnd) {
+  const std::string backing = "ab\xC3\xA9\xA9";
+  EXPECT_FALSE(valid_utf8(std::string_view(backing).substr(2, 1)));  // C3, its A9 past the view
+  EXPECT_EQ(to_valid_utf8(std::string_view(backing).substr(2, 1)), fffd);
+  EXPECT_EQ(utf8_prefix(std::string_view(backing).substr(0, 4), 4), 4u);  // an A9 follows in memory
+}
+
 }  // namespace
 }  // namespace bgexec::core
