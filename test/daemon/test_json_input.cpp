@@ -437,5 +437,40 @@ TEST(JsonInput, NumberOf) {
   EXPECT_FALSE(number_of(nlohmann::json(nullptr)));
 }
 
+// From a mutation test of json_input.cpp: cases no test above told apart.
+
+// A token of exactly 60 bytes is quoted whole, one of 61 cut; a number of
+// exactly 40 characters named whole, one of 41 cut.
+TEST(JsonInput, QuotesAtTheirLimitsAreWhole) {
+  auto whole = parse_json_input("{\"kind\": \"" + std::string(59, 'y'));
+  ASSERT_FALSE(whole);
+  EXPECT_NE(whole.message.find("last read: '\"" + std::string(59, 'y') + "'"), std::string::npos) << whole.message;
+  auto cut = parse_json_input("{\"kind\": \"" + std::string(60, 'y'));
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.message.find("last read: '\"" + std::string(59, 'y') + "...'"), std::string::npos) << cut.message;
+  const std::string forty = "1" + std::string(35, '0') + "e400";  // 40 characters
+  auto n = parse_json_input("[" + forty + "]");
+  ASSERT_EQ(n.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(n.number, forty);
+  auto m = parse_json_input("[" + forty + "0]");
+  ASSERT_EQ(m.error, JsonInput::Error::number_out_of_range);
+  EXPECT_EQ(m.number, forty.substr(0, 40) + "...");
+}
+
+// The growth a document may take from numbers written as stored is used up
+// exactly: the number that takes the last byte of it is stored, not kept
+// as read.  (1e-K is K + 2 bytes as stored, K - len(K) - 1 more than
+// written; 16377 + 10000 + 6391 = 32768, the floor.)
+TEST(JsonInput, ExactNumbersUseTheirGrowthToTheLastByte) {
+  auto r = exact("[1e-16383,1e-10006,1e-6396]");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(raw_number_text(r.value[0]).size(), 16385u);
+  EXPECT_EQ(raw_number_text(r.value[1]).size(), 10008u);
+  EXPECT_EQ(raw_number_text(r.value[2]), "0." + std::string(6395, '0') + "1");
+  auto past = exact("[1e-16383,1e-10006,1e-6397]");  // one byte more
+  ASSERT_TRUE(past);
+  EXPECT_EQ(raw_number_text(past.value[2]), "1e-6397");
+}
+
 }  // namespace
 }  // namespace bgexec::core
