@@ -592,5 +592,47 @@ TEST(ParseArgs, Errors) {
   }
 }
 
+// From a mutation test of config.cpp: cases no test above told apart.
+
+// An integer setting's bounds are allowed, from a flag and from the file.
+TEST(WorkerConfig, IntegerBoundsAreInclusive) {
+  EXPECT_EQ(parse_worker_config({"--concurrency", "1"}, {}).concurrency, 1);
+  EXPECT_EQ(parse_worker_config({"--concurrency", "1024"}, {}).concurrency, 1024);
+  TempConfig file(R"({"finish_batch": 1, "sql_steps": 1024})");
+  const WorkerConfig c = parse_worker_config({"--config", file.path()}, {});
+  EXPECT_EQ(c.finish_batch, 1);
+  EXPECT_EQ(c.sql_steps, 1024);
+}
+
+// A file's queue name and an action's path are never empty; an action's
+// env name holds no NUL (it would end the name the process is given).
+TEST(WorkerConfig, EmptyNamesRefused) {
+  {
+    TempConfig file(R"({"queues": ["a", ""]})");
+    EXPECT_NE(error_of({"--config", file.path()}).find("a non-empty array of queue names"), std::string::npos);
+  }
+  {
+    TempConfig file(R"({"actions": {"a": {"path": "/a", "env": ["X\u0000Y"]}}})");
+    const std::string msg = error_of({"--config", file.path()});
+    EXPECT_NE(msg.find("\"env\": expected variable names"), std::string::npos) << msg;
+  }
+  EXPECT_NE(error_of({"--action", "a="}).find("expected NAME=PATH"), std::string::npos);
+  EXPECT_NE(error_of({}, {{"BGEXEC_ACTIONS", "a=/x,b="}}).find("expected NAME=PATH"), std::string::npos);
+}
+
+// A bare "--" is no flag of the worker's.
+TEST(WorkerConfig, BareDoubleDashIsUnexpected) {
+  EXPECT_EQ(error_of({"--"}), "unexpected argument \"--\"");
+}
+
+// A negative number, ".5" included, is a positional argument; a name
+// registered without dashes is --name (or -n for one letter), never -name.
+TEST(ParseArgs, NegativeNumbersAndSingleDash) {
+  const ParsedArgs p = parse_args({"-.5", "-0.5"}, {}, {});
+  EXPECT_EQ(p.positional, (Args{"-.5", "-0.5"}));
+  EXPECT_THROW(parse_args({"-after", "5"}, {"after"}, {}), ConfigError);
+  EXPECT_EQ(parse_args({"--after", "5"}, {"after"}, {}).options.at("after"), Args{"5"});
+}
+
 }  // namespace
 }  // namespace bgexec::core
