@@ -127,5 +127,17 @@ TEST(Dag, DeepChainDoesNotRecurse) {
   EXPECT_EQ(d.ready({}, {}), Ids{"s0"});
 }
 
+// From a mutation test of dag.cpp: a step on the search's path that leads
+// into the cycle is no part of it, and is not named.
+TEST(Dag, CycleReachedThroughAnotherStepNamesTheCycleOnly) {
+  const std::string msg = error_of(json::parse(R"([
+    {"id": "entry", "needs": ["a"]},
+    {"id": "a", "needs": ["c"]},
+    {"id": "b", "needs": ["a"]},
+    {"id": "c", "needs": ["b"]}
+  ])"));
+  EXPECT_EQ(msg, "step \"a\" is part of a cycle: a -> c -> b -> a");
+}
+
 }  // namespace
 }  // namespace bgexec::core

@@ -182,5 +182,22 @@ TEST(LogThrottle, OneLinePerPeriodWithTheCount) {
   EXPECT_EQ(skipped, 0u);
 }
 
+// From a mutation test of logfmt.cpp: cases no test above told apart.
+
+// Every control character is quoted and escaped, 0x1f and DEL (0x7f)
+// included, even with nothing else in the value to quote.
+TEST(Logfmt, LastControlCharacterAndDelAreEscaped) {
+  EXPECT_EQ(logfmt_value("a\x1f"), "\"a\\x1f\"");
+  EXPECT_EQ(logfmt_value("a\x7f"), "\"a\\x7f\"");
+  EXPECT_EQ(logfmt_value("a~"), "a~");
+}
+
+// A time before 1970 has its milliseconds counted forward from the second
+// before: 1 ms before the epoch is 23:59:59.999 of the day before.
+TEST(Logfmt, TimeBeforeTheEpoch) {
+  const auto ts = std::chrono::system_clock::time_point{std::chrono::milliseconds{-1}};
+  EXPECT_EQ(format_line(ts, "info", "x"), "ts=1969-12-31T23:59:59.999Z level=info msg=x\n");
+}
+
 }  // namespace
 }  // namespace bgexec::core
