@@ -21,6 +21,7 @@ expect_usage 'invalid job id "abc"' tail abc
 expect_usage 'invalid job id "+4"' status +4
 expect_usage 'invalid job id "99999999999999999999"' stop 99999999999999999999
 expect_usage 'invalid job id "4x"' resume 4x
+expect_usage 'invalid job id "0"' status 0
 expect_usage 'invalid job id ""' retry ""
 expect_usage '--priority: expected an integer' submit noop --priority high
 expect_usage '--priority' submit noop --priority 2147483648
@@ -108,6 +109,16 @@ BGEXEC_ACTIONS=a=/bin/x,a=/bin/y expect_usage 'BGEXEC_ACTIONS: action "a" is giv
 expect_usage 'bgexec stop: --queue: expected a queue name, got ""' stop --queue ''
 expect_usage 'bgexec retry: --kind: expected a kind name, got ""' retry --kind= --queue q
 expect_usage 'bgexec jobs: --queue: expected a queue name, got ""' jobs --queue=
+
+# -h is a help request only where an option may stand: not as an option's
+# value, nor past "--" (those printed the usage and exited 0, submitting
+# nothing, to a script that read the usage as the job's id).  Here they
+# go on to the database, which is not there: exit 3.
+for args in "submit noop --idempotency-key -h" "submit noop --queue -h" "submit -- -h"; do
+  set +e; timeout 10 "$BGEXEC" $args >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+  ((rc == 3)) || fail "bgexec $args: exit $rc (expected 3, no database): $(cat "$E2E_DIR/err")"
+  grep -q usage "$E2E_DIR/out" && fail "bgexec $args printed the usage"
+done
 
 # An unknown BGEXEC_LOG_LEVEL is refused by every command, naming the
 # variable and the allowed values; any case of a known one is taken.
