@@ -33,6 +33,22 @@ expect_usage '--max-attempts: expected an integer from 1' schedule n '@daily' no
 expect_usage 'unschedule takes NAME' unschedule
 expect_usage 'schedules takes no arguments' schedules x
 expect_usage 'queues takes no arguments' queues x y
+# An option error shows the command's own usage, not the whole text (70
+# lines that scrolled the error out of sight): its usage lines, the common
+# options, and where the rest is.
+for cmd in submit status jobs tail stop resume retry queues pause-queue resume-queue configure-queue \
+  workers schedule unschedule pause-schedule resume-schedule run-schedule schedules purge; do
+  expect_usage "bgexec $cmd: unknown option --zz" "$cmd" --zz
+  grep -q "^  bgexec $cmd " "$E2E_DIR/err" || grep -qx "  bgexec $cmd" "$E2E_DIR/err" \
+    || fail "bgexec $cmd --zz: no usage line of $cmd: $(cat "$E2E_DIR/err")"
+  others=$(grep '^  bgexec ' "$E2E_DIR/err" | grep -v -e "^  bgexec $cmd " -e "^  bgexec $cmd\$" || true)
+  [[ -z $others ]] || fail "bgexec $cmd --zz: another command's usage: $others"
+  (($(wc -l <"$E2E_DIR/err") <= 8)) || fail "bgexec $cmd --zz: $(wc -l <"$E2E_DIR/err") lines"
+  grep -qx "(bgexec $cmd --help: every command, what it does, and the exit codes)" "$E2E_DIR/err" \
+    || fail "bgexec $cmd --zz: $(cat "$E2E_DIR/err")"
+done
+expect_usage '--all is not an option of status' status 1 --all
+grep -qx '  bgexec status ID' "$E2E_DIR/err" || fail "status --all: $(cat "$E2E_DIR/err")"
 # another command's option is refused, not ignored
 expect_usage '--queue is not an option of status' status 1 --queue x
 expect_usage '--wait is not an option of status' status 1 --wait

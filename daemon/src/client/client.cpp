@@ -1237,6 +1237,25 @@ asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
 
 }  // namespace
 
+// The usage of one command (its lines and their continuations) and the
+// common options: what an option error shows.  The whole text, 70 lines,
+// scrolled the error itself out of sight.
+std::string command_usage(const std::string& cmd) {
+  std::istringstream in(usage_text);
+  const std::string head = "  bgexec " + cmd;
+  std::string line, out = "usage:\n";
+  bool mine = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with("  bgexec "))
+      mine = line == head || line.starts_with(head + " ");
+    else if (!line.starts_with("    "))
+      mine = false;
+    if (mine || line.starts_with("Common options:") || (line.starts_with("DUR:") && out.find("DUR") != out.npos))
+      out += line + "\n";
+  }
+  return out + "(bgexec " + cmd + " --help: every command, what it does, and the exit codes)\n";
+}
+
 bool is_command(const std::string& cmd) { return command_options.count(cmd) > 0; }
 
 int run(const std::string& cmd, const std::vector<std::string>& args,
@@ -1260,7 +1279,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
   try {
     parsed = core::parse_args(args, valued, {"--json", "--wait", "--follow", "--no-overlap", "--all"});
   } catch (const std::exception& e) {
-    std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << usage_text;
+    std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << command_usage(cmd);
     return usage;
   }
   {
@@ -1270,7 +1289,8 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     for (auto& name : parsed.flags) given.push_back(name);
     for (auto& name : given)
       if (name != "--db" && name != "--json" && !takes.count(name)) {
-        std::cerr << "bgexec " << cmd << ": " << name << " is not an option of " << cmd << "\n";
+        std::cerr << "bgexec " << cmd << ": " << name << " is not an option of " << cmd << "\n"
+                  << command_usage(cmd);
         return usage;
       }
     // One value each: of two, one would win unnoticed (submit --queue a
