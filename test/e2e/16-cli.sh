@@ -136,6 +136,20 @@ for args in "submit noop --idempotency-key -h" "submit noop --queue -h" "submit 
   grep -q usage "$E2E_DIR/out" && fail "bgexec $args printed the usage"
 done
 
+# A database that cannot be reached: said so, without the connection's
+# internal name ("client: connect: "), and where its address came from.
+set +e; timeout 10 "$BGEXEC" status 1 >"$E2E_DIR/out" 2>"$E2E_DIR/err"; rc=$?; set -e
+((rc == 3)) || fail "status, no database: exit $rc: $(cat "$E2E_DIR/err")"
+grep -q '^bgexec status: cannot connect to the database: connection to server on socket "/nonexistent/.s.PGSQL.1" failed' \
+  "$E2E_DIR/err" || fail "status, no database: $(cat "$E2E_DIR/err")"
+grep -qx '  hint: the server is the one BGEXEC_DB names (--db overrides it)' "$E2E_DIR/err" \
+  || fail "status, no database: no hint: $(cat "$E2E_DIR/err")"
+set +e; timeout 10 "$BGEXEC" jobs --db "host=/nonexistent,/nonexistent2 port=1" 2>"$E2E_DIR/err"; set -e
+grep -q '^bgexec jobs: cannot connect to the database: host /nonexistent port 1: connection to server' "$E2E_DIR/err" \
+  || fail "jobs, no database: $(cat "$E2E_DIR/err")"
+grep -qx '  hint: the server is the one --db names' "$E2E_DIR/err" || fail "jobs, no database: $(cat "$E2E_DIR/err")"
+! grep -q 'client: \|connect: ' "$E2E_DIR/err" || fail "jobs, no database: $(cat "$E2E_DIR/err")"
+
 # An unknown BGEXEC_LOG_LEVEL is refused by every command, naming the
 # variable and the allowed values; any case of a known one is taken.
 for cmd in worker "status 1" version; do

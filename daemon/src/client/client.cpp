@@ -1380,7 +1380,22 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
           // convert is the argument's fault (exit 2, as for a bad option).
           const auto& f = pe.fields();
           const std::string msg = f.primary.empty() ? pe.what() : f.primary;
-          if (auto n = pe.failed_param(); n >= 1 && n <= s.arg_names.size()) {
+          if (pe.connection_lost() && !s.conn.ever_connected()) {
+            // libpq's text, less the connection's internal name ("client:
+            // connect: "), and where the server's address came from.
+            std::string why = msg;
+            for (const std::string prefix : {"client: ", "connect: "})
+              if (why.starts_with(prefix)) why.erase(0, prefix.size());
+            for (std::size_t at; (at = why.find(": connect: ")) != why.npos;) why.erase(at + 2, 9);  // host lists
+            std::cerr << "bgexec " << cmd << ": cannot connect to the database: " << why << " (SQLSTATE "
+                      << pe.sqlstate() << ")\n  hint: "
+                      << (conninfo_source == "BGEXEC_DB" ? "the server is the one BGEXEC_DB names (--db overrides it)"
+                          : !conninfo.empty()            ? "the server is the one --db names"
+                                                         : "no --db or BGEXEC_DB: the server is libpq's default, from "
+                                                           "PGHOST, PGPORT and the other PG* variables")
+                      << "\n";
+            code = db_error;
+          } else if (auto n = pe.failed_param(); n >= 1 && n <= s.arg_names.size()) {
             std::cerr << "bgexec " << cmd << ": " << s.arg_names[n - 1] << ": " << msg << "\n";
             code = usage;
           } else {

@@ -561,6 +561,7 @@ asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(co
   *state = 2;
   if (PQsetnonblocking(conn_, 1) != 0) fail(name_ + ": setnonblocking");
   PQsetNoticeProcessor(conn_, on_notice, this);
+  ever_connected_ = true;
   co_return std::nullopt;
 }
 

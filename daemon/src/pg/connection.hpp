@@ -283,6 +283,9 @@ class Connection {
   // Throws a lost Error (class 08) on failure.
   asio::awaitable<void> open();
   bool connected() const;
+  // Whether a connect ever succeeded: a client tells "cannot connect" from
+  // a session lost under it.
+  bool ever_connected() const { return ever_connected_; }
   // Drops the connection; pending waits end with an Error.
   void close();
   // A bound on every later call (query, query_rows; not the wait for
@@ -417,6 +420,7 @@ class Connection {
   std::chrono::steady_clock::duration call_timeout_{0};
   bool reopen_idle_ = false;
   bool recycle_large_ = false;
+  bool ever_connected_ = false;
   std::set<std::string> prepared_;
 };
 
