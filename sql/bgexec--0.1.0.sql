@@ -1891,6 +1891,10 @@ CREATE FUNCTION bgexec.heartbeat(worker_id text, leases bigint[],
 	AS $$
 DECLARE
 	v_registered boolean;
+	-- The call's time, as claim's: not now(), the start of a transaction a
+	-- worker of its own may batch the heartbeat in (after a wait of its
+	-- own), which renewed a lease to a time already past, answering ok.
+	v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
 	-- Not a register row for an id register_worker refuses.
 	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
@@ -1914,12 +1918,17 @@ BEGIN
 	-- (process given, the row naming another) still renews its leases and
 	-- drains, but does not keep the new holder's row alive (nor mark live
 	-- again one whose process stopped), which would keep the id from the
-	-- next process for a lease after its last heartbeat.
-	UPDATE bgexec.worker w SET heartbeat_at = now(), stopped_at = NULL
-	 WHERE w.id = heartbeat.worker_id
-	   AND (heartbeat.process IS NULL
-	        OR (w.host IS NOT DISTINCT FROM heartbeat.process->>'host'
-	            AND w.pid = bgexec._pid(heartbeat.process->'pid')));
+	-- next process for a lease after its last heartbeat.  SKIP LOCKED, as
+	-- the jobs below: a row another transaction holds (a deregister or an
+	-- administrator's UPDATE left open) is refreshed at the next heartbeat,
+	-- where waiting for it held back every lease of the worker.
+	UPDATE bgexec.worker w SET heartbeat_at = v_now, stopped_at = NULL
+	 WHERE w.id = (SELECT x.id FROM bgexec.worker x
+	                WHERE x.id = heartbeat.worker_id
+	                  AND (heartbeat.process IS NULL
+	                       OR (x.host IS NOT DISTINCT FROM heartbeat.process->>'host'
+	                           AND x.pid = bgexec._pid(heartbeat.process->'pid')))
+	                  FOR UPDATE SKIP LOCKED);
 	v_registered := FOUND OR EXISTS (SELECT 1 FROM bgexec.worker w WHERE w.id = heartbeat.worker_id);
 	-- The rows are locked first, SKIP LOCKED (above), in job id order.
 	RETURN QUERY
@@ -1931,7 +1940,7 @@ BEGIN
 		   FOR UPDATE SKIP LOCKED),
 	ext AS (
 		UPDATE bgexec.job j
-		   SET lease_expires_at = now() + heartbeat.lease_for
+		   SET lease_expires_at = v_now + heartbeat.lease_for
 		 WHERE j.id = ANY (ARRAY(SELECT m.id FROM mine m))
 		RETURNING j.lease, j.stop_requested_at)
 	SELECT l.l, CASE WHEN ext.lease IS NOT NULL THEN

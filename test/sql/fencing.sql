@@ -33,6 +33,15 @@ SELECT lease_expires_at AS exp_before FROM bgexec.job WHERE lease = (:'ls'::bigi
 SELECT pg_sleep(0.01);
 SELECT action FROM bgexec.heartbeat('w3', :'ls'::bigint[] || ARRAY[-1]::bigint[]) ORDER BY lease;
 SELECT lease_expires_at > :'exp_before' AS extended FROM bgexec.job WHERE lease = (:'ls'::bigint[])[1];
+-- renewed from the call's time, as claim's lease, not from its transaction's
+-- start: a worker of its own heartbeating in a transaction begun earlier
+-- got a lease already past, answered ok
+BEGIN;
+SELECT pg_sleep(0.2);
+SELECT action FROM bgexec.heartbeat('w3', (:'ls'::bigint[])[1:1], '1 s');
+SELECT j.lease_expires_at > now() + interval '1.1 s' AS from_the_call, w.heartbeat_at > now() AS row_too
+  FROM bgexec.job j, bgexec.worker w WHERE j.lease = (:'ls'::bigint[])[1] AND w.id = 'w3';
+ROLLBACK;
 -- another worker cannot heartbeat leases it does not own (and, unknown, is
 -- asked to register)
 SELECT DISTINCT action FROM bgexec.heartbeat('intruder', :'ls'::bigint[]) ORDER BY 1;
