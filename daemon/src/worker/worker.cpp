@@ -41,6 +41,12 @@ constexpr std::size_t max_secret_bytes = 64 * 1024;  // a --secrets-dir file
 // The reconnect backoff: 0.1 s, doubling to 5 s.
 constexpr auto backoff_first = std::chrono::milliseconds(100);
 constexpr auto backoff_cap = std::chrono::seconds(5);
+// A claim from a queue with caps refused for its transaction's isolation
+// level (feature_not_supported): the session's default, read from the
+// login role's settings when it logged in.  The session is closed, so the
+// next claim logs in again and reads them: an `ALTER ROLE … SET
+// default_transaction_isolation = 'read committed'` mends a running worker.
+constexpr std::string_view isolation_refused = "0A000";
 core::Backoff reconnect_backoff() { return core::Backoff(backoff_first, backoff_cap); }
 
 std::string host_name() {
@@ -321,6 +327,7 @@ asio::awaitable<void> Worker::notifier() {
         continue;
       }
       said_unavailable = false;
+      if (e.sqlstate() == isolation_refused) listen_.close();
       // (Here, the one way to the sleep: the waits above end only by an
       // error; reset before the line names the wait.)
       if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();
@@ -667,6 +674,7 @@ asio::awaitable<void> Worker::fetcher() {
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
         // The claim may have committed: its reply is what was lost.
         if (e.classify() == core::ErrorClass::connection) lost_claim(before);
+        if (e.sqlstate() == isolation_refused) ctl_.close();
       }
       set_backlog(more && !draining_);  // a drain claims nothing more
       if (failed) {
