@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-scripts/deps.sh
+# What building and running need, not the test suites' tools (a browser,
+# pgbouncer, GoogleTest, Node.js): the demo uses none of them.
+scripts/deps.sh --build
 echo "== building the extension and the daemon, and installing both (make install: a few minutes the first time)"
 make -s install >/dev/null
 BIN=$ROOT/daemon/build/bgexec
