@@ -2011,11 +2011,14 @@ BEGIN
 	-- data (a misspelt "data" was stored as {}), data that is not an object
 	-- (or null, stored as {}: readers look up data.step), a kind a worker may not
 	-- append, a step event without its step (claim's completed_steps
-	-- is keyed by data.step), or a step's output the worker could not read
-	-- back at the job's next run (as resume's input: _json_fits).  Each
+	-- is keyed by data.step), a step's output the worker could not read
+	-- back at the job's next run (as resume's input: _json_fits), or other
+	-- data holding a number past a double's range (the CLI, the gateway
+	-- and the dashboard read it as a double).  Each
 	-- rule is written once, as a flag: the first event failing one is read.
 	SELECT c.ord - 1, c.is_object, c.e->>'kind', c.kind_ok,
-	       coalesce((c.e->'data'->'step')::text, 'missing'), c.step_ok, c.e->'data'->'output',
+	       coalesce((c.e->'data'->'step')::text, 'missing'), c.step_ok,
+	       CASE WHEN c.e->>'kind' = 'step_completed' THEN c.e->'data'->'output' ELSE c.e->'data' END,
 	       c.unknown, c.data_ok, jsonb_typeof(c.e->'data')
 	  INTO v_at, v_object, v_bad, v_kind_ok, v_step, v_step_ok, v_output, v_unknown, v_data_ok, v_data_type
 	  FROM (SELECT x.ord, x.e, jsonb_typeof(x.e) = 'object' AS is_object,
@@ -2025,8 +2028,9 @@ BEGIN
 	               NOT coalesce(x.e->>'kind' IN ('step_started', 'step_completed', 'step_failed')
 	                            AND (jsonb_typeof(x.e->'data'->'step') IS DISTINCT FROM 'string'
 	                                 OR x.e->'data'->>'step' = ''), false) AS step_ok,
-	               x.e->>'kind' IS DISTINCT FROM 'step_completed'
-	                 OR coalesce(bgexec._json_fits(x.e->'data'->'output', 512), true) AS output_ok
+	               coalesce(CASE WHEN x.e->>'kind' = 'step_completed'
+	                             THEN bgexec._json_fits(x.e->'data'->'output', 512)
+	                             ELSE bgexec._json_fits(x.e->'data', 2147483647) END, true) AS output_ok
 	          FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, ord)) c
 	 WHERE NOT (c.is_object AND c.unknown IS NULL AND c.data_ok AND c.kind_ok AND c.step_ok AND c.output_ok)
 	 ORDER BY c.ord
@@ -2052,8 +2056,10 @@ BEGIN
 		RAISE EXCEPTION 'events[%]: a % event''s data.step must be the step''s id, a non-empty string', v_at, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('data.step was %s', v_step);
-	ELSIF FOUND THEN
+	ELSIF FOUND AND v_bad = 'step_completed' THEN
 		PERFORM bgexec._json_fits(v_output, 512, format('events[%s]: data.output', v_at));
+	ELSIF FOUND THEN
+		PERFORM bgexec._json_fits(v_output, 2147483647, format('events[%s]: data', v_at));
 	END IF;
 	IF v_n = 0 THEN
 		SELECT j.last_seq INTO v_last FROM bgexec.job j
@@ -2143,6 +2149,8 @@ BEGIN
 	END IF;
 	IF kind = 'step_completed' THEN
 		PERFORM bgexec._json_fits(data->'output', 512, 'data.output');
+	ELSE
+		PERFORM bgexec._json_fits(data, 2147483647, 'data');
 	END IF;
 	RETURN bgexec.append_events(job_id, lease,
 	         jsonb_build_array(jsonb_build_object('kind', kind, 'data', coalesce(data, '{}'))), after_seq);
@@ -2177,6 +2185,14 @@ BEGIN
 			      DETAIL = format('outcome was %s', coalesce(outcome::text, 'null'));
 	END IF;
 
+	-- A JSON null is no body, as SQL's NULL (finish_many's "body": null is
+	-- one): the suspended event's data {}, no error stored as JSON null.
+	IF jsonb_typeof(body) = 'null' THEN
+		body := NULL;
+	END IF;
+	-- Numbers the readers take as doubles (status, tail, the gateway):
+	-- 1e400 showed as null.  finish_many checks every item first.
+	PERFORM bgexec._json_fits(body, 2147483647, 'body');
 	SELECT * INTO j FROM bgexec.job x
 	 WHERE x.id = _finish_one.job_id AND x.lease = _finish_one.lease AND x.status = 'running'
 	   FOR UPDATE;
@@ -2251,6 +2267,7 @@ CREATE FUNCTION bgexec.finish_many(items jsonb)
 DECLARE
 	v_bad text;
 	v_at bigint;
+	v_unfit bigint;
 	v_other boolean;
 	v_done bigint[];
 	v_seqs int[];
@@ -2265,15 +2282,21 @@ BEGIN
 	-- but these four (a "result" beside or instead of "body" was dropped:
 	-- the job completed with {}), job_id and lease JSON numbers that are
 	-- bigints (1.0 failed in the cast below, 22P02 naming no field), a
-	-- terminal or suspended outcome.
+	-- terminal or suspended outcome; then the first body holding a number
+	-- past a double's range (as finish()).
 	SELECT min(x.ord) FILTER (WHERE bgexec._finish_item_error(x.i) IS NOT NULL),
-	       bool_or(x.i->>'outcome' IS DISTINCT FROM 'completed')
-	  INTO v_at, v_other FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
+	       bool_or(x.i->>'outcome' IS DISTINCT FROM 'completed'),
+	       min(x.ord) FILTER (WHERE NOT coalesce(bgexec._json_fits(x.i->'body', 2147483647), true))
+	  INTO v_at, v_other, v_unfit FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
 	IF v_at IS NOT NULL THEN
 		v_bad := bgexec._finish_item_error(items -> (v_at - 1)::int);
 		RAISE EXCEPTION 'items[%]: %', v_at - 1, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each item is an object {"job_id", "lease", "outcome", "body"}';
+	END IF;
+	IF v_unfit IS NOT NULL THEN
+		PERFORM bgexec._json_fits(items -> (v_unfit - 1)::int -> 'body', 2147483647,
+		                          format('items[%s]: body', v_unfit - 1));
 	END IF;
 	-- Rows are locked in job id order.  A batch of completions alone is
 	-- locked by its UPDATE, which reaches the rows in that order; the other

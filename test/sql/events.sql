@@ -21,6 +21,17 @@ SELECT bgexec.append_event(:j, :l, 'progress', '5');
 -- nested deeper than 512 levels (54000), as a resume input
 SELECT bgexec.append_events(:j, :l, '[{"kind": "log"}, {"kind": "step_completed", "data": {"step": "a", "output": {"n": [1e400]}}}]');
 SELECT bgexec.append_event(:j, :l, 'step_completed', ('{"step": "a", "output": ' || repeat('[', 513) || repeat(']', 513) || '}')::jsonb);
+-- so does any other event's data, and a finish's body (in finish_many too):
+-- the CLI and the gateway read numbers as doubles, and showed such data as
+-- null; the job is not finished
+SELECT bgexec.append_events(:j, :l, '[{"kind": "log", "data": {"lines": ["x"]}}, {"kind": "progress", "data": {"pct": [-1e400]}}]');
+SELECT bgexec.append_event(:j, :l, 'step_failed', '{"step": "a", "error": {"n": 1e400}}');
+SELECT bgexec.append_event(:j, :l, 'log', '{"lines": ["x"], "n": 1e400}');
+SELECT bgexec.finish(:j, :l, 'completed', '{"n": 1e400}');
+SELECT bgexec.finish(:j, :l, 'failed', '[{"n": 1e400}]');
+SELECT * FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object('job_id', :j, 'lease', :l, 'outcome', 'completed', 'body', '{"a": 1}'::jsonb),
+                                                   jsonb_build_object('job_id', :j, 'lease', :l, 'outcome', 'completed', 'body', '{"n": 1e400}'::jsonb)));
+SELECT status, last_seq FROM bgexec.job WHERE id = :j;
 SELECT bgexec.append_event(:j, :l, 'progress', '{"pct": 100}');
 SELECT bgexec.finish(:j, :l, 'completed', '{}');
 SELECT gapless(:j), count(*), min(seq), max(seq) FROM bgexec.job_event WHERE job_id = :j;

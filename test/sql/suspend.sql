@@ -41,6 +41,17 @@ SELECT lease AS l FROM bgexec.claim('w', '{sus}', 1) \gset
 SELECT bgexec.finish(:k, :l, 'suspended', '{"step": "g"}');
 SELECT bgexec.stop(:k);
 SELECT bgexec.resume(:k);
+-- a JSON null body is no body, as SQL's NULL: the suspended event's data is
+-- {} (it was null, where readers look up data.step), a failure's error is
+-- no JSON null
+SELECT count(bgexec.submit('noop', queue => 'sus-null')) FROM generate_series(1, 2);
+SELECT array_agg(job_id ORDER BY job_id) AS ks, array_agg(lease ORDER BY job_id) AS ls FROM bgexec.claim('w', '{sus-null}', 2) \gset
+SELECT bgexec.finish((:'ks'::bigint[])[1], (:'ls'::bigint[])[1], 'suspended', 'null');
+SELECT status FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object('job_id', (:'ks'::bigint[])[2], 'lease', (:'ls'::bigint[])[2],
+                                                                      'outcome', 'failed', 'body', null)));
+SELECT j.id = (:'ks'::bigint[])[1] AS first, j.status, j.error IS NULL AS no_error, e.data
+  FROM bgexec.job j JOIN bgexec.job_event e ON e.job_id = j.id AND e.seq = j.last_seq
+ WHERE j.id = ANY (:'ks'::bigint[]) ORDER BY j.id;
 -- completed steps of earlier runs are handed to the next run
 SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 0}, {"id": "b", "needs": ["a"], "sleep": 0}]}', queue => 'sus', max_attempts => 2) AS m \gset
 SELECT lease AS l FROM bgexec.claim('w', '{sus}', 1) \gset
