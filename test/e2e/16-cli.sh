@@ -266,8 +266,13 @@ echo '{"lease": 1e400}' >"$E2E_DIR/huge.json"
 expect_usage "config file $E2E_DIR/huge.json: not valid JSON: number overflow parsing '1e400'" worker --config "$E2E_DIR/huge.json"
 # SIGINT while the worker still retries its connection: exit 0, and the
 # stop is logged (it exited silently).  A --secrets-dir that is not there
-# is warned about at start (a job using it failed later, with no sign why).
-"$BGEXEC" worker --secrets-dir /nonexistent/secrets >"$E2E_DIR/w.log" 2>&1 &
+# is warned about at start (a job using it failed later, with no sign why),
+# as is an action that cannot be started (a typo in its path, a script not
+# executable, a name not on PATH); one that can is not.
+printf '#!/bin/sh\n' >"$E2E_DIR/not-exec"
+"$BGEXEC" worker --secrets-dir /nonexistent/secrets --action typo=/nonexistent/resize \
+  --action noexec="$E2E_DIR/not-exec" --action nopath=no-such-command-here --action fine=true \
+  --action dir=/tmp >"$E2E_DIR/w.log" 2>&1 &
 pid=$!; E2E_PIDS+=("$pid")
 wait_for 10 grep -q 'database unavailable, retrying' "$E2E_DIR/w.log" || fail "worker did not retry: $(cat "$E2E_DIR/w.log")"
 kill -INT "$pid"
@@ -276,6 +281,14 @@ set +e; wait "$pid"; rc=$?; set -e
 grep -q 'msg="worker stopped"' "$E2E_DIR/w.log" || fail "no \"worker stopped\" line: $(cat "$E2E_DIR/w.log")"
 grep 'level=warn msg="secrets dir unavailable' "$E2E_DIR/w.log" | grep -qF 'secrets_dir=/nonexistent/secrets' \
   || fail "no warning for a missing secrets dir: $(cat "$E2E_DIR/w.log")"
+for a in "typo path=/nonexistent/resize error=\"No such file or directory\"" \
+  "noexec path=$E2E_DIR/not-exec error=\"Permission denied\"" \
+  "nopath path=no-such-command-here error=\"No such file or directory\"" \
+  "dir path=/tmp error=\"not a regular file\""; do
+  grep 'level=warn msg="action cannot be started: its jobs fail until it can"' "$E2E_DIR/w.log" | grep -qF "action=$a" \
+    || fail "no warning for action ${a%% *}: $(cat "$E2E_DIR/w.log")"
+done
+! grep -q 'action=fine' "$E2E_DIR/w.log" || fail "a warning for an action that runs: $(cat "$E2E_DIR/w.log")"
 
 # Both help texts show resume's @FILE form, as the README does.
 "$BGEXEC" --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec --help: resume ID [JSON|@FILE]"

@@ -332,4 +332,18 @@ bool Child::terminate(double grace_s) {
   return true;
 }
 
+std::string unrunnable(const std::string& program) {
+  int err = 0;
+  if (program.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    if (search_path(path ? path : "/usr/bin:/bin", program, err).empty()) return std::strerror(err);
+    return {};
+  }
+  struct stat st {};
+  if (::stat(program.c_str(), &st) != 0) return std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (::access(program.c_str(), X_OK) != 0) return std::strerror(errno);
+  return {};
+}
+
 }  // namespace bgexec::proc

@@ -25,6 +25,13 @@ struct Exit {
   std::string describe() const;
 };
 
+// Why `program` cannot be started now, as Child::spawn would run it (a
+// name without '/' looked up on the worker's PATH): "No such file or
+// directory", "Permission denied", "not a regular file"; empty when it can.
+// The worker says so at its start, for each --action, rather than only in
+// the errors of those jobs.
+std::string unrunnable(const std::string& program);
+
 // One spawned process, leader of its own session and process group (no
 // controlling terminal: spawn_attr.hpp, Detach::session).  The group is
 // SIGKILLed once the leader exits, so no stray descendant outlives a step;

@@ -1037,6 +1037,12 @@ asio::awaitable<int> Worker::run() {
       core::log("warn", "secrets dir unavailable: jobs using its secrets fail until it is",
                 {{"secrets_dir", cfg_.secrets_dir}, {"error", problem}});
   }
+  // Likewise an action's executable (a typo in --action's path): its jobs
+  // would fail, `cannot start`, with nothing said before the first.
+  for (const auto& [name, path] : cfg_.actions)
+    if (const std::string why = proc::unrunnable(path); !why.empty())
+      core::log("warn", "action cannot be started: its jobs fail until it can",
+                {{"action", name}, {"path", path}, {"error", why}});
   auto backoff = reconnect_backoff();
   for (;;) {
     try {
