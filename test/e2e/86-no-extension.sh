@@ -2,7 +2,7 @@
 # A database without the extension: the client commands and the worker say
 # what to do.  They said only `schema "bgexec" does not exist` (or
 # `relation "bgexec.job" …`), the worker with the statement's LINE and
-# caret.
+# caret.  And a login the server refuses is an error with a hint.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 58005
 psql -qX -c "CREATE DATABASE noext" >/dev/null
@@ -16,4 +16,16 @@ rc=0; timeout 20 "$BGEXEC" worker --db dbname=noext >"$E2E_DIR/noext.log" 2>&1 |
 ((rc == 3)) || fail "worker in a database without the extension: exit $rc: $(cat "$E2E_DIR/noext.log")"
 grep 'msg="cannot register worker"' "$E2E_DIR/noext.log" | grep -F "hint=\"$hint\"" | grep -qvF 'LINE 1' \
   || fail "worker without the extension: $(cat "$E2E_DIR/noext.log")"
+# A login the server refuses (no such role or database) is retried, as a
+# role or database may be on its way, but said as an error with what to
+# check: it was the warning an outage gets, retried for ever.
+for db in "user=nosuchrole dbname=postgres" "dbname=nosuchdb"; do
+  "$BGEXEC" worker --db "$db" >"$E2E_DIR/refused.log" 2>&1 &
+  pid=$!; E2E_PIDS+=("$pid")
+  wait_for 10 grep -q 'msg="database unavailable, retrying"' "$E2E_DIR/refused.log" || fail "worker --db $db: $(cat "$E2E_DIR/refused.log")"
+  kill -INT "$pid"; wait "$pid" || true
+  grep 'msg="database unavailable, retrying"' "$E2E_DIR/refused.log" | head -1 | grep '^ts=[^ ]* level=error ' \
+    | grep -qF 'hint="the server refused the login: check the user, password and database --db names' \
+    || fail "worker --db $db: not an error with a hint: $(cat "$E2E_DIR/refused.log")"
+done
 ok

@@ -47,6 +47,19 @@ constexpr auto backoff_cap = std::chrono::seconds(5);
 // next claim logs in again and reads them: an `ALTER ROLE … SET
 // default_transaction_isolation = 'read committed'` mends a running worker.
 constexpr std::string_view isolation_refused = "0A000";
+
+// Whether a failed connect's text is the server refusing this login for
+// good, as configured (authentication, pg_hba.conf, a role or database
+// that does not exist, CONNECT denied), rather than an outage (the server
+// down, starting, full).  libpq gives a failed connect no SQLSTATE of the
+// server's: its FATAL's text is all there is.
+bool login_refused(std::string_view error) {
+  if (error.find("FATAL:") == std::string_view::npos) return false;
+  for (std::string_view said : {"authentication failed", "no pg_hba.conf entry", "does not exist",
+                                "permission denied for database", "is not permitted to log in"})
+    if (error.find(said) != std::string_view::npos) return true;
+  return false;
+}
 core::Backoff reconnect_backoff() { return core::Backoff(backoff_first, backoff_cap); }
 
 std::string host_name() {
@@ -1072,6 +1085,15 @@ asio::awaitable<int> Worker::run() {
                   {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()},
                    {"hint", "a read-only server (a hot standby): name the primary, or add "
                             "target_session_attrs=read-write to --db"}});
+      else if (login_refused(error))
+        // Said as an error: no outage, a setting to fix (the README's first
+        // worker, run from the reader's shell under peer authentication,
+        // met this), though still retried: a role or database may be on
+        // its way, pg_hba.conf reloaded.
+        core::log("error", "database unavailable, retrying",
+                  {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()},
+                   {"hint", "the server refused the login: check the user, password and database --db names "
+                            "(a password in ~/.pgpass; peer authentication: run as that OS user) and pg_hba.conf"}});
       else
         core::log("warn", "database unavailable, retrying",
                   {{"error", error}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()}});
