@@ -2,8 +2,8 @@
 # `make demo`: a workflow end to end, watched live.  Installs missing packages,
 # builds the extension and the daemon, starts a throwaway PostgreSQL cluster
 # and two workers, submits demo/workflow.json (an action, parallel branches, a
-# step that logs, a step its "if" skips, an sql step writing a table),
-# follows it to completion,
+# step that logs, a step its "if" skips, an approval, an sql step writing a
+# table), follows it, approves it when it suspends, follows it to completion,
 # prints the result, and stops exactly what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,9 +48,24 @@ for _ in $(seq 1 300); do
 done
 
 echo "== submitting demo/workflow.json and following it live"
+echo "   ([N] is the event's seq; '> a' step a started, 'ok a' its output, 'a|stderr|' its log lines)"
 echo
 rc=0
 "$BIN" submit workflow @demo/workflow.json --follow || rc=$?
+# Its approval step suspends it (exit 5): no worker holds it while it
+# waits, for as long as it takes.  The demo approves it, as a person would.
+if ((rc == 5)); then
+  id=$(psql -X -qAt -c "SELECT max(id) FROM bgexec.job" postgres)
+  seq=$(psql -X -qAt -c "SELECT last_seq FROM bgexec.job WHERE id = $id" postgres)
+  echo
+  echo "== job $id waits for an approval, held by no worker; approving it:"
+  echo "   bgexec resume $id '{\"approved_by\": \"demo\"}'"
+  "$BIN" resume "$id" '{"approved_by": "demo"}'
+  echo "== following it again, after event $seq (bgexec tail $id --from $seq)"
+  echo
+  rc=0
+  "$BIN" tail "$id" --from "$seq" || rc=$?
+fi
 echo
 echo "== the table the sql step wrote"
 psql -X -P pager=off -c "SELECT id, day, line_count, checksum FROM demo_orders_loaded" postgres
