@@ -31,8 +31,12 @@ once=$(sql "SELECT bgexec.submit('noop', queue => 'wd')")
 twice=$(sql "SELECT bgexec.submit('noop', queue => 'wd', max_attempts => 2)")
 late=$(sql "SELECT bgexec.submit('noop', queue => 'wd', timeout => '1 hour')")
 # A "worker" that claims with a 1 s lease and then vanishes (never heartbeats).
-[[ $(sql "SELECT count(*) FROM bgexec.claim('ghost', '{wd}', 3, '1 second')") == 3 ]] || fail "claim"
-sql "UPDATE bgexec.job SET lease_expires_at = now() + interval '1 hour', deadline = now() - interval '1 second' WHERE id = $late" >/dev/null
+# One transaction: a second statement that came over a second after the
+# claim (a loaded machine) met the watchdog's reconcile of the same job, a
+# serialization failure in this REPEATABLE READ session.
+[[ $(sql "BEGIN; SELECT count(*) FROM bgexec.claim('ghost', '{wd}', 3, '1 second');
+          UPDATE bgexec.job SET lease_expires_at = now() + interval '1 hour', deadline = now() - interval '1 second'
+           WHERE id = $late; COMMIT") == 3 ]] || fail "claim"
 
 wait_status "$once" failed 20
 [[ $(sql "SELECT error->>'reason' FROM bgexec.job WHERE id = $once") == worker_lost ]] || fail "reason"
