@@ -1,7 +1,8 @@
 // The dashboard in headless Chromium: watch a job complete live, stop another;
 // create, edit, pause, resume, run and delete a schedule through its form;
 // pause and resume a queue with an administrator's token, refused for a
-// tenant's.
+// tenant's; a job suspended at an approval shown waiting, approved, and
+// followed past each resume.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
@@ -169,6 +170,74 @@ test('dashboard: a rewound log drops the lost events and the steps they told of'
     const steps = await page.$$eval('#steps tbody tr', (trs) => trs.map((tr) => [tr.dataset.step, tr.children[1].textContent]));
     // Step b's start was lost: it is not shown running for ever.
     assert.deepEqual(steps, [['a', 'failed']]);
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});
+
+test('dashboard: a job suspended at an approval: the banner, the waiting and approved steps, and following it past a resume', { timeout: 90000 }, async () => {
+  const { browser, profile } = await launch();
+  try {
+    const queue = uniq('ui-approval');
+    const { body: { id } } = await api('POST', '/v1/jobs', { token: A, body: { kind: 'workflow', queue, payload: { steps: [
+      { id: 'a', run: ['true'] },
+      { id: 'g', needs: ['a'], approval: { prompt: 'go?' } },
+      { id: 'h', needs: ['g'], approval: { prompt: 'ship <b>it</b>?' } }] } } });
+    let c = claim(queue); // 1 started
+    appendEvent(id, c.lease, 'step_started', { step: 'a' }); // 2
+    appendEvent(id, c.lease, 'step_completed', { step: 'a', output: 'built' }); // 3
+    assert.equal(finish(id, c.lease, 'suspended', { step: 'g', prompt: 'go?' }), 'suspended'); // 4
+
+    const page = await browser.newPage();
+    await page.goto(BASE + '/');
+    await page.fill('#token', A);
+    await page.click('#save-token');
+    await page.goto(`${BASE}/#/jobs/${id}`);
+    await page.waitForSelector('#events li[data-kind="suspended"]');
+    await page.waitForFunction(() => document.querySelector('#job-status').textContent === 'suspended');
+    // what it waits for, said plainly, next to the resume control
+    await page.waitForFunction(() => !document.querySelector('#job-waiting')?.hidden);
+    assert.equal(await page.textContent('#job-waiting-text'), 'Waiting for approval at step g: "go?"');
+    assert.equal(await page.$$eval('#job-waiting #btn-resume, #job-waiting #resume-input', (els) => els.length), 2);
+    // suspended is no end: the server closed the stream, and the page waits for the resume
+    await page.waitForFunction(() => source.readyState === EventSource.CLOSED, null, { timeout: 10000 });
+    assert.equal(await page.textContent('#stream-state'), '(waiting for resume)');
+    // the approval step is listed, with its prompt as text
+    const rows = () => page.$$eval('#steps tbody tr', (trs) => trs.map((tr) => [tr.dataset.step, tr.children[1].textContent, tr.children[2].textContent]));
+    await page.waitForFunction(() => document.querySelector('#steps tr[data-step="g"]'));
+    assert.deepEqual(await rows(), [['a', 'completed', '"built"'], ['g', 'waiting for approval', 'go?']]);
+    // the attempt the suspension handed back is not shown as attempt 0 of a started job
+    assert.equal(await page.textContent('#f-attempt'), '0 of 1 used (a run that suspends gives its attempt back: the resumed run is attempt 1)');
+
+    // Resume from the page: the answer is a sentence, the page follows the job on.
+    await page.fill('#resume-input', '{"approved": true, "note": "<i>ok</i>"}');
+    await page.click('#btn-resume');
+    await page.waitForFunction((id) => document.querySelector('#status-line').textContent === `resumed job ${id}`, id);
+    await page.waitForSelector('#events li[data-kind="resumed"]');
+    await page.waitForFunction(() => document.querySelector('#job-waiting').hidden);
+    await page.waitForFunction(() => document.querySelector('#steps tr[data-step="g"] td:nth-child(2)')?.textContent === 'approved');
+    assert.deepEqual(await rows(), [['a', 'completed', '"built"'], ['g', 'approved', '{\n  "approved": true,\n  "note": "<i>ok</i>"\n}']]);
+    assert.equal(await page.textContent('#stream-state'), '(live)');
+    c = claim(queue); // 6 started
+    await page.waitForSelector('#events li[data-seq="6"][data-kind="started"]');
+    await page.waitForFunction(() => document.querySelector('#f-attempt').textContent === '1');
+    assert.equal(finish(id, c.lease, 'suspended', { step: 'h', prompt: 'ship <b>it</b>?' }), 'suspended'); // 7
+    await page.waitForFunction(() => document.querySelector('#job-waiting-text')?.textContent === 'Waiting for approval at step h: "ship <b>it</b>?"');
+    assert.equal(await page.$$eval('#job-waiting b, #steps b, #steps i', (els) => els.length), 0);
+    await page.waitForFunction(() => document.querySelector('#stream-state').textContent === '(waiting for resume)');
+
+    // Resumed elsewhere (the API, the CLI): the page notices and follows on.
+    await page.waitForFunction(() => source.readyState === EventSource.CLOSED, null, { timeout: 10000 });
+    assert.equal((await api('POST', `/v1/jobs/${id}/resume`, { token: A, body: null })).status, 200); // 8
+    await page.waitForSelector('#events li[data-seq="8"][data-kind="resumed"]', { timeout: 15000 });
+    await page.waitForFunction(() => document.querySelector('#steps tr[data-step="h"] td:nth-child(2)')?.textContent === 'approved');
+    assert.equal(await page.textContent('#steps tr[data-step="h"] td:nth-child(3)'), 'null');
+    c = claim(queue); // 9
+    finish(id, c.lease, 'completed', { done: true }); // 10
+    await page.waitForSelector('#events li[data-seq="10"][data-kind="completed"]');
+    await page.waitForFunction(() => document.querySelector('#stream-state').textContent === '(ended)');
+    assert.equal(await page.$$eval('#events li', (lis) => lis.length), 10);
   } finally {
     await browser.close();
     rmSync(profile, { recursive: true, force: true });

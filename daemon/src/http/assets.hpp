@@ -66,11 +66,16 @@ inline constexpr const char* index_html = R"BGX(<!doctype html>
   <section id="job" hidden>
     <h2>Job <span id="job-id"></span> <span id="job-status" class="status"></span></h2>
     <p id="job-note" class="error" hidden></p>
+    <div id="job-waiting" class="waiting" hidden>
+      <p id="job-waiting-text"></p>
+      <div class="actions">
+        <input id="resume-input" placeholder='resume input JSON, e.g. {"approved": true}'>
+        <button id="btn-resume">resume</button>
+      </div>
+    </div>
     <div class="actions">
       <button id="btn-stop">stop</button>
-      <button id="btn-resume">resume</button>
       <button id="btn-retry">retry</button>
-      <input id="resume-input" placeholder='resume input JSON, e.g. {"approved": true}'>
     </div>
     <dl id="job-fields"></dl>
     <h3>Steps</h3>
@@ -101,6 +106,10 @@ tr[data-id]:hover { background: #f3f4f6; }
 #events li { white-space: pre-wrap; }
 .actions { display: flex; gap: .5em; margin-bottom: 1em; }
 #resume-input { flex: 1; max-width: 30em; }
+.waiting { background: #fef3c7; border: 1px solid #f59e0b; border-radius: .4em; padding: .5em 1em; margin-bottom: 1em; max-width: 50em; }
+.waiting p { margin: 0 0 .5em; font-weight: 600; white-space: pre-wrap; }
+.waiting .actions { margin-bottom: 0; }
+#steps td.detail { font-family: ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; }
 #schedule-form { display: flex; flex-wrap: wrap; gap: .5em 1em; align-items: center; margin-bottom: 1.5em; }
 #schedules td.payload { max-width: 16em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
   font-family: ui-monospace, monospace; font-size: 12px; }
@@ -345,16 +354,41 @@ async function refreshHome() {
   finally { homeBusy = false; }
 }
 
+let job = null;        // the open job page's row, as last fetched
+let waitingAt = null;  // data of its newest suspended event, until a resumed or ending one
+// A suspension hands its run's attempt back (the job row counts attempts
+// used): a suspended job that ran once says attempt 0 beside the
+// started_at of that run, which reads as a job that never ran.
+function attemptText(j) {
+  if (j.status !== 'suspended' || typeof j.attempt !== 'number') return j.attempt;
+  return `${j.attempt} of ${j.max_attempts} used (a run that suspends gives its attempt back: the resumed run is attempt ${j.attempt + 1})`;
+}
 function renderJob(j) {
+  job = j;
   $('#job-status').textContent = j.status;
   $('#job-status').className = 'status s-' + j.status;
   const fields = ['kind', 'queue', 'owner', 'priority', 'attempt', 'max_attempts', 'created_at', 'started_at',
     'finished_at', 'payload', 'result', 'error'];
-  $('#job-fields').innerHTML = fields.map((f) => `<dt>${f}</dt><dd id="f-${f}">${esc(typeof j[f] === 'object' && j[f] !== null ? JSON.stringify(j[f], null, 1) : j[f])}</dd>`).join('');
+  const value = (f) => f === 'attempt' ? attemptText(j) : typeof j[f] === 'object' && j[f] !== null ? JSON.stringify(j[f], null, 1) : j[f];
+  $('#job-fields').innerHTML = fields.map((f) => `<dt>${f}</dt><dd id="f-${f}">${esc(value(f))}</dd>`).join('');
   $('#btn-stop').disabled = !['queued', 'running', 'suspended'].includes(j.status);
   $('#btn-resume').disabled = j.status !== 'suspended';
   $('#btn-retry').disabled = !['failed', 'cancelled', 'timed_out'].includes(j.status);
+  renderWaiting();
   noteJob(j);
+}
+// A suspended job says what it waits for, with the resume control: the
+// step and prompt of its newest suspended event (a workflow's approval
+// step), as text.
+function renderWaiting() {
+  const on = !!job && job.status === 'suspended';
+  $('#job-waiting').hidden = !on;
+  if (!on) return;
+  const w = waitingAt || {};
+  const p = w.prompt;
+  const prompt = p == null || p === '' ? '' : ': ' + (typeof p === 'string' ? `"${p}"` : JSON.stringify(p));
+  $('#job-waiting-text').textContent =
+    (typeof w.step === 'string' && w.step ? `Waiting for approval at step ${w.step}` : 'Waiting for resume') + prompt;
 }
 // A queued job nothing will claim (its queue paused, or no live worker's)
 // says so, as the CLI's status does; any other status hides the note.  Only
@@ -384,7 +418,7 @@ function stepsChanged() {
 }
 function renderSteps() {
   $('#steps tbody').innerHTML = [...steps.entries()].map(([id, s]) =>
-    `<tr data-step="${esc(id)}"><td>${esc(id)}</td><td>${esc(s.state)}</td><td>${esc(s.detail ? JSON.stringify(s.detail) : '')}</td></tr>`).join('');
+    `<tr data-step="${esc(id)}"><td>${esc(id)}</td><td>${esc(s.state)}</td><td class="detail">${esc(s.text)}</td></tr>`).join('');
 }
 function onEvent(ev) {
   const li = document.createElement('li');
@@ -393,22 +427,44 @@ function onEvent(ev) {
   li.textContent = `#${ev.seq} ${ev.created_at} ${ev.kind} ${JSON.stringify(ev.data)}`;
   $('#events').appendChild(li);
   // A step event stays at hand: a rewound log rebuilds the steps from those kept.
-  if (stepOf(ev)) { li.ev = ev; stepsChanged(); }
+  if (stepOf(ev)) { li.ev = ev; stepsChanged(); renderWaiting(); }
 }
-// A step event's state in the steps table; whether it was one.
+const terminalKinds = ['completed', 'failed', 'cancelled', 'timed_out'];
+const endKinds = [...terminalKinds, 'suspended'];  // where the server ends the stream
+// An event's mark on the steps table (and on waitingAt); whether it left one.
+// An approval step writes no step event: its suspended {"step", "prompt"}
+// shows it waiting, its resumed {"step", "input"} approved (the input is
+// its output), and an ending while it waits (a stop) ends it.
 function stepOf(ev) {
   const d = ev.data || {};
-  if (!ev.kind.startsWith('step_') || !d.step) return false;
+  const step = typeof d.step === 'string' && d.step ? d.step : null;
+  if (ev.kind === 'suspended') {
+    waitingAt = d;
+    if (step) steps.set(step, {state: 'waiting for approval', text: typeof d.prompt === 'string' ? d.prompt : d.prompt == null ? '' : JSON.stringify(d.prompt)});
+    return true;
+  }
+  if (ev.kind === 'resumed') {
+    waitingAt = null;
+    if (step) steps.set(step, {state: 'approved', text: JSON.stringify(d.input ?? null, null, 2)});
+    return true;
+  }
+  if (terminalKinds.includes(ev.kind)) {
+    waitingAt = null;
+    for (const [k, s] of steps) if (s.state === 'waiting for approval') steps.set(k, {state: `not approved: ${ev.kind}`, text: s.text});
+    return true;
+  }
+  if (!ev.kind.startsWith('step_') || !step) return false;
   const state = ev.kind === 'step_completed' && d.skipped === true ? 'skipped' : ev.kind.slice(5);
-  steps.set(d.step, {state, detail: d.output ?? d.error ?? null});
+  const detail = d.output ?? d.error ?? null;
+  steps.set(step, {state, text: detail === null ? '' : JSON.stringify(detail)});
   return true;
 }
-const endKinds = ['completed', 'failed', 'cancelled', 'timed_out', 'suspended'];
 async function showJob(id) {
   const mine = view;
   $('#home').hidden = true; $('#job').hidden = false;
   $('#job-id').textContent = id;
   $('#events').innerHTML = ''; steps.clear(); renderSteps();
+  job = null; waitingAt = null; renderWaiting();
   if (source) { source.close(); source = null; }
   let j;
   try { j = await api('GET', '/v1/jobs/' + id); } catch (e) { if (mine === view) say(e.message, true); return; }
@@ -452,7 +508,8 @@ function follow(id, after, attempt = 0) {
     const ev = parseJson(m.data);
     onEvent(ev);
     lastKind = ev.kind;
-    $('#stream-state').textContent = endKinds.includes(ev.kind) ? '(ended)' : '(live)';
+    $('#stream-state').textContent = ev.kind === 'suspended' ? '(waiting for resume)'
+      : terminalKinds.includes(ev.kind) ? '(ended)' : '(live)';
     refresh();
   };
   for (const k of ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
@@ -465,17 +522,34 @@ function follow(id, after, attempt = 0) {
   es.addEventListener('rewound', (m) => {
     const r = parseJson(m.data);
     for (const li of [...$('#events').children]) if (Number(li.dataset.seq) > r.resume) li.remove();
-    steps.clear();
+    steps.clear(); waitingAt = null;
     for (const li of $('#events').children) if (li.ev) stepOf(li.ev);
-    stepsChanged();
+    stepsChanged(); renderWaiting();
     say(`job ${id}'s events after ${r.resume} were lost in a failover; the new ones follow`, true);
   });
   es.onopen = () => { attempt = 0; };
   es.onerror = () => {
-    if (es.readyState !== EventSource.CLOSED || endKinds.includes(lastKind)) return;
+    if (es.readyState !== EventSource.CLOSED) return;
+    if (lastKind === 'suspended') { awaitResume(id, es); return; }
+    if (endKinds.includes(lastKind)) return;
     $('#stream-state').textContent = '(closed)';
     setTimeout(() => { if (source === es) follow(id, lastSeq(), attempt + 1); }, Math.min(30000, 1000 * 2 ** attempt));
   };
+}
+// The server ends the stream at a suspension, but the job goes on once
+// resumed (from this page, the CLI, the API): while the page shows it, it
+// asks for the job every 3 s and follows it on from its last event once it
+// is no longer suspended or has events past the page's (resumed and
+// suspended again meanwhile).
+function awaitResume(id, es) {
+  setTimeout(async () => {
+    if (source !== es) return;
+    let j = null;
+    try { j = await api('GET', '/v1/jobs/' + id); } catch { /* asked again */ }
+    if (source !== es) return;
+    if (j && (j.status !== 'suspended' || j.last_seq > lastSeq())) follow(id, lastSeq());
+    else awaitResume(id, es);
+  }, 3000);
 }
 function lastSeq() {
   const items = $('#events').children;
@@ -490,7 +564,8 @@ async function act(what) {
   }
   try {
     const r = await api('POST', `/v1/jobs/${id}/${what}`, body);
-    say(`${what}: ${JSON.stringify(r)}`);
+    say(what === 'resume' ? `resumed job ${id}` : what === 'retry' ? `job ${id} queued again`
+      : r.status === 'running' ? `stop requested: job ${id}'s worker is stopping it` : `job ${id} ${r.status}`);
     const j = await api('GET', '/v1/jobs/' + id);
     if (mine !== view) return;
     renderJob(j);
