@@ -69,5 +69,14 @@ TEST(Seconds, BoundedNotOverflowed) {
   EXPECT_GT(bgexec::seconds(std::numeric_limits<double>::infinity()), 199 * year);
 }
 
+TEST(SecondsText, ShortestForm) {
+  EXPECT_EQ(seconds_text(30), "30");
+  EXPECT_EQ(seconds_text(0.5), "0.5");
+  EXPECT_EQ(seconds_text(1.25), "1.25");
+  EXPECT_EQ(seconds_text(0.1), "0.1");
+  EXPECT_EQ(seconds_text(86400), "86400");
+  EXPECT_EQ(seconds_text(0), "0");
+}
+
 }  // namespace
 }  // namespace bgexec::core

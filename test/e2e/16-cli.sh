@@ -220,6 +220,8 @@ done
 grep -q 'Too many open files' "$E2E_DIR/err" || fail "serve at an open-file limit of 7: $(cat "$E2E_DIR/err")"
 # every command's --help prints its usage
 "$BGEXEC" version --help | grep -qx 'usage: bgexec version' || fail "version --help"
+# the worker's too, as every other command's: "usage:", not "Usage:"
+"$BGEXEC" worker --help | head -1 | grep -q '^usage: bgexec worker ' || fail "worker --help: $("$BGEXEC" worker --help | head -1)"
 # A '/' written raw in a URI's password: libpq ends the user info at the
 # '/', and reads the password's first piece as the port, which the
 # connect's message quotes (`invalid integer value "S3c"`).  Those pieces

@@ -87,6 +87,9 @@ l=$("$BGEXEC" submit workflow --queue w '{"steps": [{"id": "s", "sleep": 60}]}')
 wait_status "$l" running
 listed() { "$BGEXEC" workers | grep -qP '^wlist\t[^\t]+\t\d+\tw\t2\t1\ttrue\t[^\t]+Z\t[^\t]+Z\t-$'; }
 wait_for 10 listed || fail "bgexec workers: $("$BGEXEC" workers)"
+# (its start line's lease in the shortest form: it read lease_s=2.000000)
+grep -q 'msg="worker started".* lease_s=2$' "$E2E_DIR/wlist.log" \
+  || fail "the worker's start line: $(grep 'worker started' "$E2E_DIR/wlist.log")"
 python3 - "$BGEXEC" <<'PY' || fail "bgexec workers --json: $("$BGEXEC" workers --json)"
 import json, subprocess, sys
 rows = json.loads(subprocess.run([sys.argv[1], "workers", "--json"], check=True, capture_output=True, text=True).stdout)

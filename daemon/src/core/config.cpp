@@ -167,13 +167,6 @@ int checked_integer(std::optional<long long> v, const Setting& s, const std::str
   return static_cast<int>(*v);
 }
 
-// A number of seconds as a message shows it: 30, 0.001, 1.5.
-std::string seconds_text(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 // Seconds must be finite and > 0 (positive kinds) or >= 0, and at least
 // the setting's least, which the message names when it has one (`--lease
 // 0` said "greater than 0", where 0.5 is refused too).
@@ -562,7 +555,7 @@ bool help_requested(const std::vector<std::string>& args) {
 // Kept next to the settings table so every flag, variable and default is
 // documented in one place.
 std::string worker_usage() {
-  return R"(Usage: bgexec worker [FLAGS]
+  return R"(usage: bgexec worker [FLAGS]
 
 Claims jobs from PostgreSQL and runs them. Precedence: flags > environment >
 config file > defaults. Every flag accepts both "--flag value" and

@@ -59,4 +59,10 @@ std::string to_pg_interval(double seconds) {
   return number + " seconds";
 }
 
+std::string seconds_text(double seconds) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, seconds);
+  return ec == std::errc{} ? std::string(buf, end) : std::to_string(seconds);
+}
+
 }  // namespace bgexec::core

@@ -17,4 +17,9 @@ std::optional<double> parse_seconds(std::string_view text);
 // an `interval` query parameter. Throws std::invalid_argument on NaN/inf.
 std::string to_pg_interval(double seconds);
 
+// A number of seconds for a log line or a message, in its shortest form
+// that reads back as the same double: 30, 0.5, 1e-06 (std::to_string's
+// 30.000000 was six digits of noise).
+std::string seconds_text(double seconds);
+
 }  // namespace bgexec::core

@@ -933,7 +933,7 @@ void Worker::on_signal(int sig) {
     std::_Exit(130);
   }
   core::log("info", "signal received, draining", {{"signal", std::to_string(sig)},
-                                                  {"grace_s", std::to_string(cfg_.grace_s)},
+                                                  {"grace_s", core::seconds_text(cfg_.grace_s)},
                                                   {"in_flight", std::to_string(jobs_.size())}});
   begin_drain();
 }
@@ -1125,7 +1125,7 @@ asio::awaitable<int> Worker::run() {
   for (const auto& q : cfg_.queues) queues += (queues.empty() ? "" : ",") + q;
   core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", queues},
                                        {"concurrency", std::to_string(cfg_.concurrency)},
-                                       {"lease_s", std::to_string(cfg_.lease_s)}});
+                                       {"lease_s", core::seconds_text(cfg_.lease_s)}});
   auto ex = io_.get_executor();
   asio::co_spawn(ex, completer_->run(), log_exit("completer"));
   asio::co_spawn(ex, notifier(), log_exit("notifier"));
