@@ -222,6 +222,18 @@ grep -q 'Too many open files' "$E2E_DIR/err" || fail "serve at an open-file limi
 "$BGEXEC" version --help | grep -qx 'usage: bgexec version' || fail "version --help"
 # the worker's too, as every other command's: "usage:", not "Usage:"
 "$BGEXEC" worker --help | head -1 | grep -q '^usage: bgexec worker ' || fail "worker --help: $("$BGEXEC" worker --help | head -1)"
+# An unknown option close to one the command takes (2 edits at most) is named.
+expect_usage 'bgexec submit: unknown option --priorty (did you mean --priority?)' submit noop --priorty 3
+expect_usage 'bgexec tail: unknown option --form (did you mean --from?)' tail 4 --form 3
+expect_usage 'bgexec jobs: unknown option --limt (did you mean --limit?)' jobs --limt 3
+expect_usage 'bgexec run-schedule: unknown option --wiat (did you mean --wait?)' run-schedule n --wiat
+expect_usage 'bgexec submit: unknown option --jsn (did you mean --json?)' submit noop --jsn
+# of the command's own options only, and not for a name that is no misspelling
+expect_usage 'bgexec status: unknown option --limt' status 4 --limt 3
+! grep -q 'did you mean' "$E2E_DIR/err" || fail "status --limt: $(cat "$E2E_DIR/err")"
+expect_usage 'bgexec jobs: unknown option --zz' jobs --zz
+! grep -q 'did you mean' "$E2E_DIR/err" || fail "jobs --zz: $(cat "$E2E_DIR/err")"
+grep -qx '  bgexec jobs .*' "$E2E_DIR/err" || fail "jobs --zz: no usage: $(cat "$E2E_DIR/err")"
 # A '/' written raw in a URI's password: libpq ends the user info at the
 # '/', and reads the password's first piece as the port, which the
 # connect's message quotes (`invalid integer value "S3c"`).  Those pieces

@@ -13,6 +13,7 @@
 #include "core/number.hpp"
 #include "core/output.hpp"
 #include "core/read_capped.hpp"
+#include "core/suggest.hpp"
 #include "core/utf8.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
@@ -1275,15 +1276,26 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     if (args[i] == "--help" || args[i] == "-h") return core::print("bgexec " + cmd, usage_text);
     if (valued.count(args[i])) ++i;
   }
+  // A misspelling of one of the command's options (edit distance 2 at
+  // most) is named: "unknown option --priorty (did you mean --priority?)".
+  const auto& takes = command_options.at(cmd);
+  const auto did_you_mean = [&](const std::string& name) -> std::string {
+    std::set<std::string> names = takes;
+    names.insert({"--db", "--json", "--help"});
+    auto near = core::closest_name(name, names);
+    return near ? " (did you mean " + *near + "?)" : "";
+  };
   core::ParsedArgs parsed;
   try {
     parsed = core::parse_args(args, valued, {"--json", "--wait", "--follow", "--no-overlap", "--all"});
+  } catch (const core::UnknownOption& e) {
+    std::cerr << "bgexec " << cmd << ": " << e.what() << did_you_mean(e.name) << "\n" << command_usage(cmd);
+    return usage;
   } catch (const std::exception& e) {
     std::cerr << "bgexec " << cmd << ": " << e.what() << "\n" << command_usage(cmd);
     return usage;
   }
   {
-    const auto& takes = command_options.at(cmd);
     std::vector<std::string> given;
     for (auto& [name, values] : parsed.options) given.push_back(name);
     for (auto& name : parsed.flags) given.push_back(name);

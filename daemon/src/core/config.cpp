@@ -669,7 +669,7 @@ ParsedArgs parse_args(const std::vector<std::string>& args, const std::set<std::
       if (eq != std::string::npos) throw ConfigError("option " + name + " takes no value");
       out.flags.insert(*flag);
     } else {
-      throw ConfigError("unknown option " + name);
+      throw UnknownOption(name);
     }
   }
   return out;

@@ -42,6 +42,14 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// parse_args's error for an option it does not know: the option as given
+// (before any "="), for a "did you mean" (core/suggest.hpp).
+class UnknownOption : public ConfigError {
+ public:
+  explicit UnknownOption(const std::string& option) : ConfigError("unknown option " + option), name(option) {}
+  std::string name;
+};
+
 // Builds the worker's configuration from its arguments (without the program
 // name and "worker") and the environment. Precedence: flags > environment >
 // config file (--config FILE, else BGEXEC_CONFIG) > defaults. --queue given
@@ -71,7 +79,7 @@ struct ParsedArgs {
 // `--opt=value` (repeatable; values kept in order), boolean `--flag`, and
 // positionals (anything not starting with '-', a lone "-", a negative number,
 // and everything after "--"). Set entries may be written "--name", "name"
-// or "-n". Throws ConfigError on an unknown option, a missing value, or a
+// or "-n". Throws ConfigError on an unknown option (UnknownOption), a missing value, or a
 // value given to a boolean flag.
 ParsedArgs parse_args(const std::vector<std::string>& args,
                       const std::set<std::string>& value_options,
