@@ -222,6 +222,17 @@ grep -q 'Too many open files' "$E2E_DIR/err" || fail "serve at an open-file limi
 "$BGEXEC" version --help | grep -qx 'usage: bgexec version' || fail "version --help"
 # the worker's too, as every other command's: "usage:", not "Usage:"
 "$BGEXEC" worker --help | head -1 | grep -q '^usage: bgexec worker ' || fail "worker --help: $("$BGEXEC" worker --help | head -1)"
+# --status: a status the job table does not have is a usage error naming
+# the seven, for jobs (the server's enum refused it, exit 3) as for stop and retry
+statuses='(a job is queued, running, suspended, completed, failed, cancelled or timed_out)'
+expect_usage "--status: unknown status \"done\" $statuses" jobs --status done
+expect_usage "--status: unknown status \"done\" $statuses" jobs --status failed,done
+expect_usage "--status: unknown status \"done\" $statuses" stop --status done
+expect_usage "--status: unknown status \"done\" $statuses" retry --queue q --status failed,done
+expect_usage '--status: expected a status, got "failed,"' jobs --status failed,
+expect_usage '--status: expected a status, got "failed,,cancelled"' jobs --status failed,,cancelled
+# (a status stop or retry does not act on stays that error)
+expect_usage '--status: retry acts on failed, cancelled or timed_out jobs, got "completed"' retry --status completed
 # An unknown option close to one the command takes (2 edits at most) is named.
 expect_usage 'bgexec submit: unknown option --priorty (did you mean --priority?)' submit noop --priorty 3
 expect_usage 'bgexec tail: unknown option --form (did you mean --from?)' tail 4 --form 3

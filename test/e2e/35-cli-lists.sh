@@ -52,6 +52,27 @@ more=$(tail -1 <<<"$out")
 more=${more#(more: bgexec }
 out=$("$BGEXEC" ${more%)}) || fail "the printed command"
 [[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "2 1 " ]] || fail "the printed command's page: $out"
+# --status takes a comma-separated list, as stop's and retry's do (the
+# server refused "failed,cancelled" as no value of its enum, exit 3).
+out=$("$BGEXEC" jobs --status failed,cancelled) || fail "jobs --status failed,cancelled: exit $?"
+[[ $(tail -n +2 <<<"$out" | cut -f1,2 | tr '\n' ' ') == $'6\tfailed 5\tcancelled ' ]] || fail "--status failed,cancelled: $out"
+out=$("$BGEXEC" jobs --status cancelled,queued,cancelled --queue b)
+[[ $(tail -n +2 <<<"$out" | cut -f1 | tr '\n' ' ') == "5 4 " ]] || fail "--status cancelled,queued,cancelled: $out"
+out=$("$BGEXEC" jobs --status failed,cancelled --limit 1)
+[[ $(tail -1 <<<"$out") == "(more: bgexec jobs --status failed,cancelled --limit 1 --before 6)" ]] || fail "a list's page: $out"
+python3 - "$BGEXEC" <<'PY' || fail "walking the --json pages of --status failed,cancelled"
+import json, subprocess, sys
+ids, before = [], None
+while True:
+    args = [sys.argv[1], "jobs", "--json", "--status", "failed,cancelled", "--limit", "1"]
+    args += ["--before", str(before)] if before else []
+    page = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    ids += [j["id"] for j in page["jobs"]]
+    before = page["next_before"]
+    if before is None:
+        break
+assert ids == [6, 5], ids
+PY
 # --json: a script walks next_before to the end and sees every job once.
 python3 - "$BGEXEC" <<'PY' || fail "walking the --json pages"
 import json, subprocess, sys
@@ -113,7 +134,7 @@ expect_usage() {
   grep -qF -- "$needle" "$E2E_DIR/err" || fail "bgexec $*: message does not name $needle: $(cat "$E2E_DIR/err")"
   [[ ! -s $E2E_DIR/out ]] || fail "bgexec $*: printed $(cat "$E2E_DIR/out")"
 }
-expect_usage '--status: invalid input value for enum bgexec.job_status: "done"' jobs --status done
+expect_usage '--status: unknown status "done" (a job is queued, running, suspended, completed, failed, cancelled or timed_out)' jobs --status done
 expect_usage '--limit: expected an integer from 1 to 500, got "0"' jobs --limit 0
 expect_usage '--limit: expected an integer from 1 to 500, got "501"' jobs --limit 501
 expect_usage '--before: expected an integer from 1' jobs --before abc

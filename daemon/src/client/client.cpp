@@ -86,7 +86,7 @@ constexpr const char* usage_text = R"(usage:
                 [--timeout DUR] [--run-after TIMESTAMP|+DUR] [--idempotency-key K]
                 [--concurrency-key K] [--wait | --follow]
   bgexec status ID
-  bgexec jobs [--queue Q] [--kind K] [--status S] [--limit N] [--before ID]
+  bgexec jobs [--queue Q] [--kind K] [--status S[,S...]] [--limit N] [--before ID]
   bgexec tail ID [--from SEQ]
   bgexec stop ID
   bgexec stop [--queue Q] [--kind K] [--status S[,S...]] [--limit N]
@@ -113,7 +113,9 @@ Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json
 DUR: seconds or 500ms/30s/5m/2h, or an interval the server reads (2d, '1 day').
 submit prints the job id; --wait waits for the end quietly, --follow shows steps
 and logs live.  jobs lists your jobs, newest first (--limit 1-500, default
-50); when there are more, the last line says which --before shows the next ones.  stop and retry with --queue, --kind
+50); when there are more, the last line says which --before shows the next ones.
+--status S[,S...]: any of queued, running, suspended, completed, failed,
+cancelled and timed_out.  stop and retry with --queue, --kind
 or --status instead of an ID act on every one of your jobs that matches
 (at least one of the three; --limit N: at most N, oldest first), in
 transactions of 500 jobs, and print how many: stop on queued, suspended
@@ -797,7 +799,28 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   co_return exit_for(row.value("status", ""));
 }
 
-// jobs [--queue Q] [--kind K] [--status S] [--limit N] [--before ID]: the caller's
+// --status's value: a comma-separated list of the job statuses, each
+// checked here (an unknown one is a usage error naming them all, for jobs,
+// stop and retry alike: jobs passed it to the server, which refused it as
+// the enum's input), without repeats, in the order given.
+std::string status_list(const std::string& v) {
+  static const char* const all[] = {"queued", "running", "suspended", "completed", "failed", "cancelled", "timed_out"};
+  std::string out;
+  std::set<std::string> seen;
+  std::stringstream in(v);
+  for (std::string st; std::getline(in, st, ',');) {
+    if (st.empty()) break;
+    if (std::find(std::begin(all), std::end(all), st) == std::end(all))
+      throw Usage("--status: unknown status \"" + st +
+                  "\" (a job is queued, running, suspended, completed, failed, cancelled or timed_out)");
+    if (seen.insert(st).second) out += (out.empty() ? "" : ",") + st;
+  }
+  if (out.empty() || v.back() == ',' || v.find(",,") != v.npos)
+    throw Usage("--status: expected a status, got \"" + v + "\"");
+  return out;
+}
+
+// jobs [--queue Q] [--kind K] [--status S[,S...]] [--limit N] [--before ID]: the caller's
 // jobs, newest first, a page at a time (row-level security: a client role
 // sees its own, a superuser every role's), as GET /v1/jobs pages them.  One
 // line per job, or with --json {"jobs": [...], "next_before": ID|null}; the
@@ -809,10 +832,11 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
   if (auto v = option(a, "--limit")) limit = int_option("--limit", *v, 1, 500);
   std::optional<std::string> before;
   if (auto v = option(a, "--before")) before = std::to_string(int_option("--before", *v, 1, INT64_MAX));
+  std::optional<std::string> statuses;
+  if (auto v = option(a, "--status")) statuses = status_list(*v);
   s.arg_names = {"--queue", "--status", "--before", "--limit", "--kind"};
   // (a job read past the page says whether there is a next one)
-  pg::Params p = {option(a, "--queue"), option(a, "--status"), before, std::to_string(limit + 1),
-                  option(a, "--kind")};
+  pg::Params p = {option(a, "--queue"), statuses, before, std::to_string(limit + 1), option(a, "--kind")};
   const std::string when = s.json_out ? "created_at, started_at, finished_at"
                                       : pg::utc_iso("created_at") + " AS created_at, " +
                                             pg::utc_iso("finished_at") + " AS finished_at";
@@ -820,7 +844,8 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
       "SELECT id, status::text AS status, queue, kind, attempt, max_attempts, priority, owner, " + when +
           ", error FROM bgexec.job"
           " WHERE ($1::text IS NULL OR queue = $1::text)"
-          " AND ($2::bgexec.job_status IS NULL OR status OPERATOR(pg_catalog.=) $2::bgexec.job_status)"
+          " AND ($2::text IS NULL OR status OPERATOR(pg_catalog.=)"
+          "      ANY(pg_catalog.string_to_array($2::text, ',')::bgexec.job_status[]))"
           " AND ($3::bigint IS NULL OR id < $3::bigint) AND ($5::text IS NULL OR kind = $5::text)"
           " ORDER BY id DESC LIMIT $4::int",
       p);
@@ -891,15 +916,11 @@ asio::awaitable<int> cmd_many(Session& s, const std::string& cmd, const core::Pa
   const auto& allowed = core::many_statuses(retry);
   std::string statuses = core::many_default_statuses(retry);
   if (auto v = option(a, "--status")) {
-    statuses.clear();
-    std::set<std::string> seen;
-    std::stringstream in(*v);
-    for (std::string st; std::getline(in, st, ',');) {
+    statuses = status_list(*v);
+    std::stringstream in(statuses);
+    for (std::string st; std::getline(in, st, ',');)
       if (!allowed.count(st))
         throw Usage("--status: " + cmd + " acts on " + core::many_statuses_text(retry) + " jobs, got \"" + st + "\"");
-      if (seen.insert(st).second) statuses += (statuses.empty() ? "" : ",") + st;
-    }
-    if (statuses.empty() || v->back() == ',') throw Usage("--status: expected a status, got \"" + *v + "\"");
   }
   long long left = INT64_MAX;
   if (auto v = option(a, "--limit")) left = int_option("--limit", *v, 1, INT64_MAX);
