@@ -73,6 +73,12 @@ while True:
         break
 assert ids == [6, 5], ids
 PY
+# A refused resume or retry says the job's status (exit 1, as documented).
+set +e; out=$("$BGEXEC" resume 1); rc=$?; set -e
+((rc == 1)) && [[ $out == "job 1 is queued, not suspended: nothing to resume" ]] || fail "resume 1: exit $rc: $out"
+set +e; "$BGEXEC" retry 2 >"$E2E_DIR/out"; rc=$?; set -e
+((rc == 1)) && [[ $(cat "$E2E_DIR/out") == "job 2 is queued, not failed, cancelled or timed out: nothing to retry" ]] \
+  || fail "retry 2: exit $rc: $(cat "$E2E_DIR/out")"
 # --json: a script walks next_before to the end and sees every job once.
 python3 - "$BGEXEC" <<'PY' || fail "walking the --json pages"
 import json, subprocess, sys

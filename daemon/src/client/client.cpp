@@ -1023,12 +1023,22 @@ asio::awaitable<int> cmd_simple(Session& s, const std::string& cmd, const core::
   } else if (v == "true") {
     msg = cmd == "resume" ? "resumed" : "queued again";
   } else {
-    msg = cmd == "resume" ? "not suspended" : "not failed, cancelled or timed out";
+    // Refused: the job's status says why ("job 3: not suspended" left the
+    // user to find it).  Read after the refusal, apart: a job that moved
+    // between is shown as it is now.
     code = job_failed;
+    if (!s.json_out) {
+      pg::Params ip = {std::to_string(id)};
+      auto st = co_await s.conn.query("SELECT status::text FROM bgexec.job WHERE id = $1", ip);
+      const std::string now = st.rows() > 0 ? st.get(0, 0).value_or("gone") : "gone";
+      msg = " is " + now + (cmd == "resume" ? ", not suspended: nothing to resume"
+                                            : ", not failed, cancelled or timed out: nothing to retry");
+    }
   }
   // stop's result is the status it found, resume's and retry's whether they did it.
   json result = cmd == "stop" ? json(v) : json(v == "true");
   if (s.json_out) std::cout << json{{"id", id}, {"result", result}, {"ok", code == ok}}.dump() << std::endl;
+  else if (code != ok) std::cout << "job " << id << msg << std::endl;
   else std::cout << "job " << id << ": " << msg << std::endl;
   co_return code;
 }
