@@ -79,6 +79,18 @@ set +e; out=$("$BGEXEC" resume 1); rc=$?; set -e
 set +e; "$BGEXEC" retry 2 >"$E2E_DIR/out"; rc=$?; set -e
 ((rc == 1)) && [[ $(cat "$E2E_DIR/out") == "job 2 is queued, not failed, cancelled or timed out: nothing to retry" ]] \
   || fail "retry 2: exit $rc: $(cat "$E2E_DIR/out")"
+# Ctrl-C ends a follow, not the job: a line says so, exit 130 (it was
+# silent, and the job going on looked stopped).  (env: a script's
+# background job has SIGINT ignored, which the client leaves so.)
+env --default-signal=INT "$BGEXEC" tail 1 >"$E2E_DIR/tail.out" 2>"$E2E_DIR/tail.err" & tpid=$!
+wait_for 10 grep -q '^note: no live worker claims from queue a' "$E2E_DIR/tail.err" || fail "tail 1: $(cat "$E2E_DIR/tail.err")"
+kill -INT "$tpid"
+set +e; wait "$tpid"; rc=$?; set -e
+((rc == 130)) || fail "tail 1 after SIGINT: exit $rc: $(cat "$E2E_DIR/tail.err")"
+[[ $(tail -1 "$E2E_DIR/tail.err") == "bgexec: stopped following job 1; it goes on (bgexec stop 1 stops it)" ]] \
+  || fail "tail 1 after SIGINT said: $(cat "$E2E_DIR/tail.err")"
+[[ $(sql "SELECT status FROM bgexec.job WHERE id = 1") == queued ]] || fail "job 1 after the tail's SIGINT"
+
 # --json: a script walks next_before to the end and sees every job once.
 python3 - "$BGEXEC" <<'PY' || fail "walking the --json pages"
 import json, subprocess, sys

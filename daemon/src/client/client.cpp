@@ -21,6 +21,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -30,10 +31,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -318,6 +322,8 @@ struct Session {
   // The arguments the statement's parameters come from ($1 first), so a
   // value the server cannot convert is reported as that argument's fault.
   std::vector<std::string> arg_names;
+  // Called as a follow of the job starts: Ctrl-C then says the job goes on.
+  std::function<void(std::int64_t)> on_follow;
 };
 
 // A member of an event's data; null when the data is no object or has no
@@ -473,6 +479,7 @@ asio::awaitable<void> note_unclaimed(Session& s, std::int64_t id, bool waiting =
 // event.  from_given: `from` is the user's (tail --from), checked against
 // the job's last event.
 asio::awaitable<int> follow(Session& s, std::int64_t id, int from, bool print, bool from_given = false) {
+  if (s.on_follow) s.on_follow(id);
   int last = from;
   std::string ending;
   bool checked_status = false;
@@ -1378,8 +1385,35 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     ~Restore() { std::cout.rdbuf(buf); }
   } restore{std::cout.rdbuf(&out)};
   asio::io_context io;
-  Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}};
+  Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}, {}};
   int code = db_error;
+  // Ctrl-C while following a job (submit and run-schedule --wait/--follow,
+  // tail) ends the follow, not the job: one line says so, exit 130 as the
+  // signal's.  It ended the client silently, and the job running on looked
+  // stopped.  The default action is back before the line is written: a
+  // second Ctrl-C ends the client at once, whatever holds it.  Not when
+  // SIGINT came ignored (nohup, a script's background job): it stays so.
+  asio::signal_set interrupt(io);
+  struct sigaction inherited {};
+  const bool sigint_ignored = ::sigaction(SIGINT, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN;
+  bool interrupt_armed = false;
+  s.on_follow = [&](std::int64_t id) {
+    boost::system::error_code ec;
+    if (sigint_ignored || interrupt_armed || (interrupt.add(SIGINT, ec), ec)) return;
+    interrupt_armed = true;
+    interrupt.async_wait([&interrupt, id](const boost::system::error_code& e, int) {
+      if (e) return;
+      boost::system::error_code ignored;
+      interrupt.clear(ignored);
+      std::cerr << "bgexec: stopped following job " << id << "; it goes on (bgexec stop " << id << " stops it)"
+                << std::endl;
+      try {
+        std::cout.flush();  // the events printed so far
+      } catch (...) {
+      }
+      std::_Exit(130);
+    });
+  };
   auto command = [&]() -> asio::awaitable<int> {
     if (cmd == "submit") co_return co_await cmd_submit(s, parsed);
     if (cmd == "status") co_return co_await cmd_status(s, parsed);
@@ -1406,6 +1440,11 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         co_return rc;
       },
       [&](std::exception_ptr e, int rc) {
+        {
+          boost::system::error_code ignored;  // (its wait would hold io.run() open)
+          interrupt.clear(ignored);
+          interrupt.cancel(ignored);
+        }
         code = rc;
         if (!e) return;
         try {
