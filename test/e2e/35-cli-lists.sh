@@ -161,4 +161,21 @@ expect_usage '--from is not an option of jobs' jobs --from 1
 expect_usage '--status is not an option of submit' submit noop --status queued
 expect_usage 'workers takes no arguments' workers x
 expect_usage '--all is not an option of jobs' jobs --all
+
+# tail's lines for the database's own events read as sentences (they were
+# their raw JSON: `retry_scheduled {"attempt":1,"delay_ms":306,...}`).
+r=$(sql "SELECT bgexec.submit('noop', '{}', 'rt', max_attempts => 2)")
+sql "SELECT bgexec.configure_queue('rt', retry_base => '300 ms', retry_cap => '300 ms')" >/dev/null
+lease=$(sql "SELECT lease FROM bgexec.claim('t2', '{rt}', 1)")
+sql "SELECT bgexec.finish($r, $lease, 'failed', '{\"message\": \"boom\"}')" >/dev/null
+sql "UPDATE bgexec.job SET run_after = now() WHERE id = $r" >/dev/null
+lease=$(sql "SELECT lease FROM bgexec.claim('t2', '{rt}', 1)")
+sql "SELECT bgexec.stop($r)" >/dev/null
+sql "SELECT bgexec.finish($r, $lease, 'cancelled', '{\"message\": \"stopped\"}')" >/dev/null
+"$BGEXEC" retry "$r" >/dev/null || fail "retry $r"
+"$BGEXEC" stop "$r" >/dev/null || fail "stop $r"
+"$BGEXEC" tail "$r" >"$E2E_DIR/tail.out" 2>&1 || true
+grep -qE '^\[2\] retry in 0(\.[0-9]+)? s after attempt 1: boom$' "$E2E_DIR/tail.out" || fail "tail: retry: $(cat "$E2E_DIR/tail.out")"
+grep -qx '\[4\] stop requested by postgres' "$E2E_DIR/tail.out" || fail "tail: stop: $(cat "$E2E_DIR/tail.out")"
+grep -qx '\[6\] retry requested by postgres (it was cancelled)' "$E2E_DIR/tail.out" || fail "tail: retry: $(cat "$E2E_DIR/tail.out")"
 ok

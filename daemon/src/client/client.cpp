@@ -413,6 +413,23 @@ void print_event(const json& e, bool as_json) {
     const json prompt = member(d, "prompt");
     os << "suspended at " << step << ": " << core::dump(prompt.is_null() ? json("") : prompt) << "  (bgexec resume "
        << e.value("job_id", 0) << " JSON)";
+  } else if (kind == "retry_scheduled" && member(d, "manual") == true) {
+    os << "retry requested by " << text_of(member(d, "by"), "?") << " (it was "
+       << text_of(member(d, "previous_status"), "?") << ")";
+  } else if (kind == "retry_scheduled" && member(d, "delay_ms").is_number()) {
+    // "retry in 0.3 s after attempt 1: boom", as the database scheduled it
+    const json err = member(d, "error");
+    const json message = member(err, "message");
+    os << "retry in " << core::seconds_text(member(d, "delay_ms").get<double>() / 1000) << " s after attempt "
+       << text_of(member(d, "attempt"), "?") << ": " << (message.is_string() ? message.get<std::string>() : short_json(err));
+  } else if (kind == "stop_requested" && member(d, "by").is_string()) {
+    os << "stop requested by " << member(d, "by").get<std::string>();
+  } else if (kind == "resumed") {
+    const json by = member(d, "by");
+    os << "resumed" << (step.empty() ? "" : " at " + step) << (by.is_string() ? " by " + by.get<std::string>() : "")
+       << ": " << short_json(member(d, "input"));
+  } else if (kind == "worker_lost" && member(d, "message").is_string()) {
+    os << "worker lost: " << member(d, "message").get<std::string>();
   } else if (kind == "completed") {
     os << "completed " << short_json(member(d, "result"), 2000);
   } else if (terminal(kind)) {
