@@ -27,6 +27,11 @@ expect_usage '--priority: expected an integer' submit noop --priority high
 expect_usage '--priority' submit noop --priority 2147483648
 expect_usage '--max-attempts: expected an integer from 1' submit noop --max-attempts 0
 expect_usage '--max-attempts' submit noop --max-attempts 3.5
+# a bare word is text the shell passed unquoted: how to write JSON, not the
+# parser's "invalid literal; last read: 'h'"
+expect_usage "bgexec submit: invalid JSON: hello is no JSON value: an object is written '{\"key\": \"value\"}', text as a JSON string, '\"hello\"'" submit noop hello
+expect_usage "bgexec resume: invalid JSON: yes is no JSON value" resume 1 yes
+expect_usage "invalid JSON: parse error at line 1, column 5" submit noop truex
 expect_usage 'resume takes ID [JSON|@FILE]' resume
 expect_usage 'schedule takes NAME CRON KIND [JSON|@FILE]' schedule nightly '@daily'
 expect_usage '--max-attempts: expected an integer from 1' schedule n '@daily' noop --max-attempts 0

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -255,7 +256,19 @@ std::string json_arg(const std::string& arg) {
                 (in.path.empty() ? "" : " at " + in.path));
   // The parser's message names the place and, for 1e400, the number past a
   // double's range (the text itself was echoed, invalid UTF-8 included).
-  if (!in) throw Usage("invalid JSON: " + in.message);
+  if (!in) {
+    // A bare word (hello, yes) is text the shell passed unquoted for JSON:
+    // say how to write it, where the parser's "invalid literal; last read:
+    // 'h'" told a newcomer nothing.
+    const auto first = text.find_first_not_of(" \t\r\n");
+    const unsigned char c = first == std::string::npos ? 0 : static_cast<unsigned char>(text[first]);
+    if (std::isalpha(c) && std::string_view(text).substr(first, 4) != "true" &&
+        std::string_view(text).substr(first, 5) != "false" && std::string_view(text).substr(first, 4) != "null")
+      throw Usage("invalid JSON: " + core::visible(text.substr(first, std::min<std::size_t>(text.size() - first, 40))) +
+                  " is no JSON value: an object is written '{\"key\": \"value\"}', text as a JSON string, "
+                  "'\"hello\"'");
+    throw Usage("invalid JSON: " + in.message);
+  }
   if (core::contains_nul(in.value)) throw Usage("JSON holds a NUL character (\\u0000), which PostgreSQL cannot store");
   return text;
 }
