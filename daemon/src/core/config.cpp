@@ -597,10 +597,7 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              {"path": PATH, "env": [NAMES]}: its steps' env
                              may set those variables only.
   --grace SECONDS            Drain time after SIGTERM, SIGINT or SIGHUP, >= 0.
-                             (Every duration is at most 3110400000, 100
-                             years.)
-                             Env BGEXEC_GRACE.
-                             Defaults to 30.
+                             Env BGEXEC_GRACE. Defaults to 30.
   --secrets-dir DIR          Directory holding one file per secret
                              ({{secrets.NAME}}). Env BGEXEC_SECRETS_DIR.
                              Defaults to none.
@@ -612,8 +609,8 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
   --kill-grace SECONDS       Delay between TERM and KILL for step processes,
                              >= 0 and less than a third of the lease.
                              Env BGEXEC_KILL_GRACE. Defaults to 0.5.
-                             (A sixth of a lease shorter than 3 s.)
-  --log-cap BYTES            Cap on output captured per job, >= 1.
+                             (With a lease under 3 s, a sixth of the lease.)
+  --log-cap BYTES            Cap on output captured per run of a job, >= 1.
                              Env BGEXEC_LOG_CAP. Defaults to 1048576 (1 MiB).
   --finish-batch N           Most finishes sent in one finish_many call (one
                              commit), 1..1000. Env BGEXEC_FINISH_BATCH.
@@ -629,6 +626,7 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              Defaults to 0.05.
   -h, --help                 Show this help.
 
+SECONDS may have a fraction (0.5); every one is at most 3110400000 (100 years).
 Env BGEXEC_LOG_LEVEL (debug, info, warn, error; any case) sets log verbosity;
 any other value is an error. Defaults to info.
 )";
