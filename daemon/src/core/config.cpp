@@ -591,8 +591,9 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              claim_backoff.
                              Env BGEXEC_CONFIG. Defaults to none.
   --action NAME=PATH         Executable run for action NAME; repeatable (each
-                             name once), merged over env/file. Env BGEXEC_ACTIONS
-                             (name=path,name=path). Defaults to none.
+                             name once), merged over env/file.
+                             Env BGEXEC_ACTIONS (name=path,name=path).
+                             Defaults to none.
                              In the config file, an action may be
                              {"path": PATH, "env": [NAMES]}: its steps' env
                              may set those variables only.
