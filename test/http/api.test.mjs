@@ -145,6 +145,13 @@ test('list pages by id desc with a before cursor and filters', async () => {
   await api('POST', `/v1/jobs/${ids[0]}/stop`, { token: A });
   const c = await api('GET', `/v1/jobs?queue=${queue}&status=cancelled`, { token: A });
   assert.deepEqual(c.body.jobs.map((j) => j.id), [ids[0]]);
+  // several statuses, comma-separated, as the CLI's --status (one was all)
+  const cq = await api('GET', `/v1/jobs?queue=${queue}&status=cancelled,queued,cancelled&limit=2`, { token: A });
+  assert.equal(cq.status, 200, cq.text);
+  assert.deepEqual(cq.body.jobs.map((j) => j.id), [ids[4], ids[3]]);
+  const cq2 = await api('GET', `/v1/jobs?queue=${queue}&status=cancelled,queued&limit=3&before=${cq.body.next_before}`, { token: A });
+  assert.deepEqual(cq2.body.jobs.map((j) => j.id), [ids[2], ids[1], ids[0]]);
+  assert.equal(cq2.body.next_before, null);
   const d = await api('GET', `/v1/jobs?queue=${queue}`, { token: A });
   assert.equal(d.body.jobs.length, 5);
   for (const bad of ['limit=0', 'limit=501', 'limit=x', 'before=-1', 'status=bogus']) {
@@ -381,7 +388,14 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   assert.equal(bad.body.error.detail, "kind was 'bad kind'");
   const st = await api('GET', '/v1/jobs?status=bogus', { token: A });
   assert.equal(st.status, 422);
-  assert.match(st.body.error.message, /^status: invalid input value for enum/);
+  assert.equal(st.body.error.sqlstate, '22023');
+  assert.equal(st.body.error.message,
+    'status: unknown status "bogus" (a job is queued, running, suspended, completed, failed, cancelled or timed_out)');
+  for (const q of ['status=failed,', 'status=,failed', 'status=failed,,queued']) {
+    const e = await api('GET', `/v1/jobs?${q}`, { token: A });
+    assert.equal(e.status, 422, q);
+    assert.match(e.body.error.message, /^status: expected a status, got /, q);
+  }
   // A whole number written with an exponent or a fraction is that integer.
   const whole = await api('POST', '/v1/jobs', { token: A, raw: `{"kind":"noop","queue":"${uniq('whole')}","priority":1e2,"max_attempts":3.0}` });
   assert.equal(whole.status, 201, whole.text);

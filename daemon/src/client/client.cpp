@@ -836,25 +836,13 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   co_return exit_for(row.value("status", ""));
 }
 
-// --status's value: a comma-separated list of the job statuses, each
-// checked here (an unknown one is a usage error naming them all, for jobs,
-// stop and retry alike: jobs passed it to the server, which refused it as
-// the enum's input), without repeats, in the order given.
-std::string status_list(const std::string& v) {
-  static const char* const all[] = {"queued", "running", "suspended", "completed", "failed", "cancelled", "timed_out"};
-  std::string out;
-  std::set<std::string> seen;
-  std::stringstream in(v);
-  for (std::string st; std::getline(in, st, ',');) {
-    if (st.empty()) break;
-    if (std::find(std::begin(all), std::end(all), st) == std::end(all))
-      throw Usage("--status: unknown status \"" + st +
-                  "\" (a job is queued, running, suspended, completed, failed, cancelled or timed_out)");
-    if (seen.insert(st).second) out += (out.empty() ? "" : ",") + st;
-  }
-  if (out.empty() || v.back() == ',' || v.find(",,") != v.npos)
-    throw Usage("--status: expected a status, got \"" + v + "\"");
-  return out;
+// --status's value (core::status_list): an unknown status is a usage
+// error naming them all, for jobs, stop and retry alike (jobs passed it to
+// the server, which refused it as the enum's input).
+core::StatusList status_list(const std::string& v) {
+  auto l = core::status_list(v);
+  if (!l.error.empty()) throw Usage("--status: " + l.error);
+  return l;
 }
 
 // jobs [--queue Q] [--kind K] [--status S[,S...]] [--limit N] [--before ID]: the caller's
@@ -870,7 +858,7 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
   std::optional<std::string> before;
   if (auto v = option(a, "--before")) before = std::to_string(int_option("--before", *v, 1, INT64_MAX));
   std::optional<std::string> statuses;
-  if (auto v = option(a, "--status")) statuses = status_list(*v);
+  if (auto v = option(a, "--status")) statuses = status_list(*v).array();
   s.arg_names = {"--queue", "--status", "--before", "--limit", "--kind"};
   // (a job read past the page says whether there is a next one)
   pg::Params p = {option(a, "--queue"), statuses, before, std::to_string(limit + 1), option(a, "--kind")};
@@ -881,8 +869,7 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
       "SELECT id, status::text AS status, queue, kind, attempt, max_attempts, priority, owner, " + when +
           ", error FROM bgexec.job"
           " WHERE ($1::text IS NULL OR queue = $1::text)"
-          " AND ($2::text IS NULL OR status OPERATOR(pg_catalog.=)"
-          "      ANY(pg_catalog.string_to_array($2::text, ',')::bgexec.job_status[]))"
+          " AND ($2::bgexec.job_status[] IS NULL OR status OPERATOR(pg_catalog.=) ANY($2::bgexec.job_status[]))"
           " AND ($3::bigint IS NULL OR id < $3::bigint) AND ($5::text IS NULL OR kind = $5::text)"
           " ORDER BY id DESC LIMIT $4::int",
       p);
@@ -953,7 +940,7 @@ asio::awaitable<int> cmd_many(Session& s, const std::string& cmd, const core::Pa
   const auto& allowed = core::many_statuses(retry);
   std::string statuses = core::many_default_statuses(retry);
   if (auto v = option(a, "--status")) {
-    statuses = status_list(*v);
+    statuses = status_list(*v).list;
     std::stringstream in(statuses);
     for (std::string st; std::getline(in, st, ',');)
       if (!allowed.count(st))

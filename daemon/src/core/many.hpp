@@ -8,6 +8,38 @@
 
 namespace bgexec::core {
 
+// A list of job statuses as a filter takes it (the CLI's `--status
+// failed,cancelled`, the gateway's `?status=`): each of bgexec.job_status,
+// each once, in the order given, comma-separated.  `error` says what is
+// wrong instead ("unknown status \"done\" (a job is …)", "expected a
+// status"), for the caller to prefix with the field.  `array` is the list as
+// a job_status[] literal: compared with "= ANY($n::bgexec.job_status[])",
+// a constant the planner proves a status's partial index from, where
+// string_to_array($n, ',')::bgexec.job_status[] (the cast is not folded)
+// walked the primary key past every other job.
+struct StatusList {
+  std::string list, error;
+  std::string array() const { return "{" + list + "}"; }
+};
+inline StatusList status_list(const std::string& v) {
+  static const std::set<std::string> all = {"queued", "running", "suspended", "completed",
+                                            "failed", "cancelled", "timed_out"};
+  StatusList out;
+  std::set<std::string> seen;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t comma = v.find(',', from);
+    const std::string st = v.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    if (st.empty()) return {"", "expected a status, got \"" + v + "\""};
+    if (!all.count(st))
+      return {"", "unknown status \"" + st +
+                      "\" (a job is queued, running, suspended, completed, failed, cancelled or timed_out)"};
+    if (seen.insert(st).second) out.list += (out.list.empty() ? "" : ",") + st;
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
 // The statuses each action takes, and those it takes when none is named:
 // stop every unfinished job; retry failed and timed-out ones (a cancel is
 // deliberate: cancelled ones only when named).

@@ -1263,7 +1263,12 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       if (k == "queue") {
         if (!val.empty()) params[0] = val;
       } else if (k == "status") {
-        if (!val.empty()) params[1] = val;
+        // One status or several, comma-separated, as the CLI's --status.
+        if (!val.empty()) {
+          auto l = core::status_list(val);
+          if (!l.error.empty()) throw invalid("status: " + l.error);
+          params[1] = l.array();
+        }
       } else if (k == "before") {
         auto b = parse_int(val);
         if (!b || *b < 1) throw invalid("before must be a positive job id");
@@ -1300,7 +1305,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
           "    FROM (SELECT j.*, (coalesce(bgexec._raw_bytes(j.payload), 0) + coalesce(bgexec._raw_bytes(j.result), 0)"
           "                       + coalesce(bgexec._raw_bytes(j.error), 0))::float8 AS bytes"
           "            FROM bgexec.job j WHERE ($1::text IS NULL OR j.queue = $1::text)"
-          "             AND ($2::bgexec.job_status IS NULL OR j.status OPERATOR(pg_catalog.=) $2::bgexec.job_status)"
+          "             AND ($2::bgexec.job_status[] IS NULL OR j.status OPERATOR(pg_catalog.=) ANY($2::bgexec.job_status[]))"
           "             AND ($3::bigint IS NULL OR j.id < $3::bigint) ORDER BY j.id DESC LIMIT $4::int) l"
           "  WINDOW w AS (ORDER BY l.id DESC)) p"
           " WHERE p.before_bytes < $5::float8 ORDER BY p.id DESC",
