@@ -162,6 +162,15 @@ expect_usage '--status is not an option of submit' submit noop --status queued
 expect_usage 'workers takes no arguments' workers x
 expect_usage '--all is not an option of jobs' jobs --all
 
+# status's times in UTC ISO 8601, as the listings' (the server's text:
+# 2026-12-06 21:59:37.51726+00); --json keeps the server's
+"$BGEXEC" status 6 >"$E2E_DIR/status.out" || true
+grep -qP '^created_at: 20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' "$E2E_DIR/status.out" || fail "status: $(cat "$E2E_DIR/status.out")"
+grep -qP '^finished_at: 20\d\d-[^ ]*Z$' "$E2E_DIR/status.out" || fail "status: $(cat "$E2E_DIR/status.out")"
+"$BGEXEC" status 6 --json >"$E2E_DIR/status.json" || true  # (exit 1: job 6 failed)
+grep -qP '"created_at":"20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\+00"' "$E2E_DIR/status.json" \
+  || fail "status --json's created_at: $(cat "$E2E_DIR/status.json")"
+
 # tail's lines for the database's own events read as sentences (they were
 # their raw JSON: `retry_scheduled {"attempt":1,"delay_ms":306,...}`).
 r=$(sql "SELECT bgexec.submit('noop', '{}', 'rt', max_attempts => 2)")

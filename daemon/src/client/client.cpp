@@ -797,9 +797,18 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("status takes ID");
   const std::int64_t id = parse_id(a.positional[0]);
   pg::Params p = {std::to_string(id)};
+  // The text form's times in UTC ISO 8601 to the millisecond, as the
+  // listings print theirs (to the second); they were the server's text
+  // (2026-12-06 21:59:37.51726+00) beside the listings' 2026-12-06T21:59:37Z.
+  // --json keeps the server's text, as stored.
+  std::string times;
+  for (const char* t : {"created_at", "started_at", "finished_at", "run_after", "deadline"})
+    times += s.json_out ? std::string(t) + ", "
+                        : "pg_catalog.to_char((" + std::string(t) +
+                              ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " + t + ", ";
   auto r = co_await s.conn.query(
       "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
-      " lease_owner AS worker, created_at, started_at, finished_at, run_after, deadline, last_seq,"
+      " lease_owner AS worker, " + times + "last_seq,"
       " payload, result, error FROM bgexec.job WHERE id = $1",
       p);
   if (r.rows() == 0) {
