@@ -96,3 +96,24 @@ SELECT bgexec.append_events(:r, :l, '[{"kind": "log"}]', :before_future + 5);
 SELECT bgexec.append_event(:r, :l, 'log', '{}', :before_future + 1);
 SELECT bgexec.append_events(:r, :l + 1000, '[{"kind": "log"}]', :before_future + 5) IS NULL AS refused;
 SELECT last_seq = :before_future AS nothing_written FROM bgexec.job WHERE id = :r;
+-- the depth bound (512) is a step output's alone: any other event's data and
+-- a finish's body may nest deeper (only their numbers are checked)
+SELECT count(bgexec.submit('noop', queue => 'ev-deep')) FROM generate_series(1, 3);
+SELECT array_agg(job_id ORDER BY job_id) AS dks, array_agg(lease ORDER BY job_id) AS dls FROM bgexec.claim('w', '{ev-deep}', 3) \gset
+SELECT bgexec.append_events((:'dks'::bigint[])[1], (:'dls'::bigint[])[1],
+         ('[{"kind": "log"}, {"kind": "step_completed", "data": {"step": "a", "output": ' || repeat('[', 513) || repeat(']', 513) || '}}]')::jsonb);
+SELECT bgexec.append_events((:'dks'::bigint[])[1], (:'dls'::bigint[])[1],
+         ('[{"kind": "log", "data": {"deep": ' || repeat('[', 600) || repeat(']', 600) || '}}]')::jsonb);
+SELECT bgexec.append_events((:'dks'::bigint[])[1], (:'dls'::bigint[])[1],
+         ('[{"kind": "log", "data": {"deep": ' || repeat('[', 600) || '1e400' || repeat(']', 600) || '}}]')::jsonb);
+-- (a deep event or body does not hide a later one's number)
+SELECT bgexec.append_events((:'dks'::bigint[])[1], (:'dls'::bigint[])[1],
+         ('[{"kind": "log", "data": {"deep": ' || repeat('[', 600) || repeat(']', 600) || '}}, {"kind": "log", "data": {"n": 1e400}}]')::jsonb);
+SELECT * FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', (:'dks'::bigint[])[2], 'lease', (:'dls'::bigint[])[2], 'outcome', 'completed',
+                            'body', ('{"deep": ' || repeat('[', 600) || repeat(']', 600) || '}')::jsonb),
+         jsonb_build_object('job_id', (:'dks'::bigint[])[3], 'lease', (:'dls'::bigint[])[3], 'outcome', 'completed', 'body', '{"n": 1e400}'::jsonb)));
+SELECT bgexec.finish((:'dks'::bigint[])[1], (:'dls'::bigint[])[1], 'failed', ('{"deep": ' || repeat('[', 600) || repeat(']', 600) || '}')::jsonb);
+SELECT status FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object('job_id', (:'dks'::bigint[])[2], 'lease', (:'dls'::bigint[])[2],
+         'outcome', 'completed', 'body', ('{"deep": ' || repeat('[', 600) || repeat(']', 600) || '}')::jsonb)));
+SELECT status, jsonb_typeof(coalesce(error, result)->'deep') AS deep, last_seq FROM bgexec.job WHERE id = ANY (:'dks'::bigint[]) ORDER BY id;
