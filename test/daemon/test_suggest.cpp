@@ -32,6 +32,8 @@ TEST(ClosestName, TheNearestWithinTwo) {
   EXPECT_EQ(closest_name("--zz", submit), std::nullopt);       // 2 from --db, but as long as the name
   EXPECT_EQ(closest_name("--all", submit), std::nullopt);      // 2 from --db: more than half its length
   EXPECT_EQ(closest_name("--jsn", submit), "--json");
+  EXPECT_EQ(closest_name("--dv", submit), "--db");             // 1 away: half its length is near enough
+  EXPECT_EQ(closest_name("--maxatemts", submit), std::nullopt); // 3 away, though short of half its length
   EXPECT_EQ(closest_name("--status", submit), std::nullopt);
   EXPECT_EQ(closest_name("--queue", submit), std::nullopt);    // no misspelling
   EXPECT_EQ(closest_name("--x", {}), std::nullopt);
