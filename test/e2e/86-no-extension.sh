@@ -28,4 +28,13 @@ for db in "user=nosuchrole dbname=postgres" "dbname=nosuchdb"; do
     | grep -qF 'hint="the server refused the login: check the user, password and database --db names' \
     || fail "worker --db $db: not an error with a hint: $(cat "$E2E_DIR/refused.log")"
 done
+# A FATAL that is no refusal for good (a role at its connection limit) stays
+# the warning an outage gets, without that hint.
+psql -qX -c "CREATE ROLE busy LOGIN CONNECTION LIMIT 0" >/dev/null
+"$BGEXEC" worker --db "user=busy dbname=postgres" >"$E2E_DIR/busy.log" 2>&1 &
+pid=$!; E2E_PIDS+=("$pid")
+wait_for 10 grep -q 'msg="database unavailable, retrying"' "$E2E_DIR/busy.log" || fail "worker as busy: $(cat "$E2E_DIR/busy.log")"
+kill -INT "$pid"; wait "$pid" || true
+grep 'msg="database unavailable, retrying"' "$E2E_DIR/busy.log" | head -1 | grep '^ts=[^ ]* level=warn ' | grep -F 'too many connections' \
+  | grep -qvF 'refused the login' || fail "worker as busy: not the warning an outage gets: $(cat "$E2E_DIR/busy.log")"
 ok
