@@ -16,10 +16,12 @@ rc=0; timeout 20 "$BGEXEC" worker --db dbname=noext >"$E2E_DIR/noext.log" 2>&1 |
 ((rc == 3)) || fail "worker in a database without the extension: exit $rc: $(cat "$E2E_DIR/noext.log")"
 grep 'msg="cannot register worker"' "$E2E_DIR/noext.log" | grep -F "hint=\"$hint\"" | grep -qvF 'LINE 1' \
   || fail "worker without the extension: $(cat "$E2E_DIR/noext.log")"
-# A login the server refuses (no such role or database) is retried, as a
+# A login the server refuses (no such role or database, a NOLOGIN role, CONNECT revoked) is retried, as a
 # role or database may be on its way, but said as an error with what to
 # check: it was the warning an outage gets, retried for ever.
-for db in "user=nosuchrole dbname=postgres" "dbname=nosuchdb"; do
+psql -qX -c "CREATE ROLE nologin NOLOGIN" -c "CREATE ROLE noconn LOGIN" -c "CREATE DATABASE closed" \
+  -c "REVOKE CONNECT ON DATABASE closed FROM PUBLIC" >/dev/null
+for db in "user=nosuchrole dbname=postgres" "dbname=nosuchdb" "user=nologin dbname=postgres" "user=noconn dbname=closed"; do
   "$BGEXEC" worker --db "$db" >"$E2E_DIR/refused.log" 2>&1 &
   pid=$!; E2E_PIDS+=("$pid")
   wait_for 10 grep -q 'msg="database unavailable, retrying"' "$E2E_DIR/refused.log" || fail "worker --db $db: $(cat "$E2E_DIR/refused.log")"
