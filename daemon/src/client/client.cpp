@@ -803,9 +803,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   // --json keeps the server's text, as stored.
   std::string times;
   for (const char* t : {"created_at", "started_at", "finished_at", "run_after", "deadline"})
-    times += s.json_out ? std::string(t) + ", "
-                        : "pg_catalog.to_char((" + std::string(t) +
-                              ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS " + t + ", ";
+    times += s.json_out ? std::string(t) + ", " : pg::utc_iso(t, true) + " AS " + t + ", ";
   auto r = co_await s.conn.query(
       "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
       " lease_owner AS worker, " + times + "last_seq,"

@@ -154,9 +154,10 @@ class Result {
 using Params = std::vector<std::optional<std::string>>;
 
 // SQL that shows the timestamptz expression `expr` as UTC ISO 8601 text to
-// the second (2026-12-02T03:00:00Z), as the CLI and the gateway print times
+// the second (2026-12-02T03:00:00Z), as the CLI and the gateway print times,
+// or to the millisecond (2026-12-02T03:00:00.123Z), as `status` does
 // (pg_catalog's to_char: its format is an untyped literal).
-std::string utc_iso(const std::string& expr);
+std::string utc_iso(const std::string& expr, bool millis = false);
 
 struct Notification {
   std::string channel;
