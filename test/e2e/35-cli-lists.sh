@@ -163,13 +163,39 @@ expect_usage 'workers takes no arguments' workers x
 expect_usage '--all is not an option of jobs' jobs --all
 
 # status's times in UTC ISO 8601, as the listings' (the server's text:
-# 2026-12-06 21:59:37.51726+00); --json keeps the server's
+# 2026-12-06 21:59:37.51726+00), to the millisecond
 "$BGEXEC" status 6 >"$E2E_DIR/status.out" || true
 grep -qP '^created_at: 20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' "$E2E_DIR/status.out" || fail "status: $(cat "$E2E_DIR/status.out")"
 grep -qP '^finished_at: 20\d\d-[^ ]*Z$' "$E2E_DIR/status.out" || fail "status: $(cat "$E2E_DIR/status.out")"
-"$BGEXEC" status 6 --json >"$E2E_DIR/status.json" || true  # (exit 1: job 6 failed)
-grep -qP '"created_at":"20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\+00"' "$E2E_DIR/status.json" \
-  || fail "status --json's created_at: $(cat "$E2E_DIR/status.json")"
+# Every --json time is UTC ISO 8601 to the microsecond, whatever the
+# session's DateStyle and TimeZone (they were the server's text in those:
+# "12/06/2026 19:13:03.914461 EST"), and exactly the stored value.
+python3 - "$BGEXEC" <<'PY' || fail "--json times under DateStyle SQL in America/New_York"
+import json, os, re, subprocess, sys
+env = dict(os.environ, PGTZ="America/New_York", PGDATESTYLE="SQL, MDY")
+def run(*args, lines=False):
+    out = subprocess.run([sys.argv[1], *args, "--json"], capture_output=True, text=True, env=env).stdout
+    return [json.loads(l) for l in out.splitlines()] if lines else json.loads(out)
+iso = re.compile(r"^20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+def times(obj, *keys):
+    for k in keys:
+        assert obj[k] is None or iso.match(obj[k]), (k, obj[k])
+    return [obj[k] for k in keys]
+st = run("status", "6")
+times(st, "created_at", "started_at", "finished_at", "run_after", "deadline")
+assert st["finished_at"] is not None, st
+for j in run("jobs", "--limit", "3")["jobs"]:
+    times(j, "created_at", "started_at", "finished_at")
+for e in run("tail", "6", lines=True):
+    times(e, "created_at")
+for w in run("workers", "--all"):
+    times(w, "started_at", "heartbeat_at", "stopped_at")
+# the stored value to the microsecond
+exact = subprocess.run(["psql", "-XAtc", "SELECT to_char(created_at AT TIME ZONE 'UTC',"
+                        " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM bgexec.job WHERE id = 6"],
+                       capture_output=True, text=True, check=True).stdout.strip()
+assert st["created_at"] == exact, (st["created_at"], exact)
+PY
 
 # tail's lines for the database's own events read as sentences (they were
 # their raw JSON: `retry_scheduled {"attempt":1,"delay_ms":306,...}`).

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { api, psql, claim, finish, uniq, sleep, rawRequest, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, startGateway, uniq, sleep, rawRequest, A, BASE } from './lib.mjs';
 
 // A GET with a body (fetch refuses to send one): the raw answer.
 function getWithBody(path, body) {
@@ -166,6 +166,56 @@ test('list pages by id desc with a before cursor and filters', async () => {
     assert.equal(r.body.error.message, 'limit must be an integer from 1 to 500', q);
   }
   assert.equal((await api('GET', '/v1/jobs?colour=red', { token: A })).status, 400);
+});
+
+// Times were the login session's text: "12/06/2026 19:13:03.914461 EST"
+// under DateStyle SQL in America/New_York.
+test('every time is UTC ISO 8601 to the microsecond whatever the session\'s DateStyle and TimeZone; a job answers every column', { timeout: 60000 }, async (t) => {
+  const saved = process.env.PGOPTIONS;
+  process.env.PGOPTIONS = '-c DateStyle=SQL,MDY -c TimeZone=America/New_York';
+  let gw;
+  try {
+    gw = await startGateway();
+  } finally {
+    if (saved === undefined) delete process.env.PGOPTIONS;
+    else process.env.PGOPTIONS = saved;
+  }
+  t.after(() => gw.kill());
+  const iso = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
+  const times = (o, keys) => { for (const k of keys) if (o[k] !== null) assert.match(o[k], iso, `${k}: ${o[k]}`); };
+  const exact = (id) => psql(`SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM bgexec.job WHERE id = ${id}`);
+  const queue = uniq('times');
+  const { body: { id } } = await api('POST', '/v1/jobs', { base: gw.url, token: A, body: { kind: 'noop', queue } });
+  const { lease } = claim(queue);
+  appendEvent(id, lease, 'log', { line: 'x' });
+  finish(id, lease, 'completed', {});
+  const jobTimes = ['run_after', 'deadline', 'lease_expires_at', 'stop_requested_at', 'created_at', 'started_at', 'finished_at'];
+  const g = (await api('GET', `/v1/jobs/${id}`, { base: gw.url, token: A })).body;
+  times(g, jobTimes);
+  assert.equal(g.created_at, exact(id));
+  assert.ok(g.finished_at && g.started_at, JSON.stringify(g));
+  const columns = psql(`SELECT string_agg(attname, ',' ORDER BY attname) FROM pg_attribute
+                         WHERE attrelid = 'bgexec.job'::regclass AND attnum > 0 AND NOT attisdropped`).split(',');
+  assert.deepEqual(Object.keys(g).sort(), columns, 'the job answers every column of bgexec.job');
+  const l = (await api('GET', `/v1/jobs?queue=${queue}`, { base: gw.url, token: A })).body.jobs;
+  assert.equal(l.length, 1);
+  assert.deepEqual(l[0], g);
+  const w = (await api('GET', '/v1/workers?all=true', { base: gw.url, token: A })).body.workers;
+  for (const x of w) times(x, ['started_at', 'heartbeat_at', 'stopped_at']);
+  const name = uniq('times');
+  const put = await api('PUT', `/v1/schedules/${name}`, { base: gw.url, token: A, body: { cron: '0 3 * * *', kind: 'noop', queue } });
+  assert.match(put.body.next_run_at, iso);
+  const sched = (await api('GET', `/v1/schedules/${name}`, { base: gw.url, token: A })).body;
+  times(sched, ['next_run_at', 'last_run_at', 'created_at']);
+  assert.equal(sched.next_run_at, put.body.next_run_at);
+  for (const x of (await api('GET', '/v1/schedules', { base: gw.url, token: A })).body.schedules) times(x, ['next_run_at', 'last_run_at', 'created_at']);
+  await api('DELETE', `/v1/schedules/${name}`, { base: gw.url, token: A });
+  // the event stream's events (the job has ended: replayed, then closed)
+  const r = await fetch(`${gw.url}/v1/jobs/${id}/events`, { headers: { Authorization: `Bearer ${A}` } });
+  const text = await r.text();
+  const events = text.split('\n').filter((x) => x.startsWith('data: ')).map((x) => JSON.parse(x.slice(6)));
+  assert.deepEqual(events.map((e) => e.kind), ['started', 'log', 'completed'], text);
+  for (const e of events) times(e, ['created_at']);
 });
 
 test('stop returns the status; resume/retry 409 when refused, 200 when applied', async () => {

@@ -23,7 +23,7 @@ test('schedules: create, replace, read, list, delete; a tenant sees only its own
     payload: { n: 1 }, queue, priority: 2, max_attempts: 3, timeout: 60, concurrency_key: 'k' } });
   assert.equal(put.status, 200, put.text);
   assert.equal(put.body.name, name);
-  assert.match(put.body.next_run_at, /^\d{4}-\d\d-\d\dT03:00:00Z$/);
+  assert.match(put.body.next_run_at, /^\d{4}-\d\d-\d\dT03:00:00\.000000Z$/);
   const got = await api('GET', `/v1/schedules/${name}`, { token: A });
   assert.equal(got.status, 200);
   assert.equal(got.body.owner, 'tenant_a');
@@ -35,7 +35,7 @@ test('schedules: create, replace, read, list, delete; a tenant sees only its own
   const again = await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '@hourly', kind: 'noop', queue,
     time_zone: 'Asia/Kolkata', overlap: false } });
   assert.equal(again.status, 200, again.text);
-  assert.match(again.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:30:00Z$/);  // UTC+05:30
+  assert.match(again.body.next_run_at, /^\d{4}-\d\d-\d\dT\d\d:30:00\.000000Z$/);  // UTC+05:30
   const replaced = (await api('GET', `/v1/schedules/${name}`, { token: A })).body;
   assert.equal(replaced.time_zone, 'Asia/Kolkata');
   assert.equal(replaced.overlap, false);
@@ -73,7 +73,7 @@ test('schedules: pause fires nothing until resume, which answers the next run; o
   const resumed = await api('POST', `/v1/schedules/${name}/resume`, { token: A });
   assert.equal(resumed.status, 200, resumed.text);
   assert.equal(resumed.body.paused, false);
-  assert.match(resumed.body.next_run_at, /^\d{4}-01-01T00:00:00Z$/);
+  assert.match(resumed.body.next_run_at, /^\d{4}-01-01T00:00:00\.000000Z$/);
   assert.ok(Date.parse(resumed.body.next_run_at) > Date.now() - 60_000, resumed.body.next_run_at);
   fireDue(name);
   assert.equal((await api('GET', `/v1/jobs?queue=${queue}`, { token: A })).body.jobs.length, 1);

@@ -797,13 +797,12 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   if (a.positional.size() != 1) throw Usage("status takes ID");
   const std::int64_t id = parse_id(a.positional[0]);
   pg::Params p = {std::to_string(id)};
-  // The text form's times in UTC ISO 8601 to the millisecond, as the
-  // listings print theirs (to the second); they were the server's text
-  // (2026-12-06 21:59:37.51726+00) beside the listings' 2026-12-06T21:59:37Z.
-  // --json keeps the server's text, as stored.
+  // Times in UTC ISO 8601 (pg::utc_iso), whatever the session's DateStyle
+  // and TimeZone: to the millisecond in the text form, to the microsecond
+  // (the value exactly) with --json.
   std::string times;
   for (const char* t : {"created_at", "started_at", "finished_at", "run_after", "deadline"})
-    times += s.json_out ? std::string(t) + ", " : pg::utc_iso(t, true) + " AS " + t + ", ";
+    times += pg::utc_iso(t, s.json_out ? pg::Time::json : pg::Time::millis) + " AS " + t + ", ";
   auto r = co_await s.conn.query(
       "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
       " lease_owner AS worker, " + times + "last_seq,"
@@ -869,7 +868,9 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
   s.arg_names = {"--queue", "--status", "--before", "--limit", "--kind"};
   // (a job read past the page says whether there is a next one)
   pg::Params p = {option(a, "--queue"), statuses, before, std::to_string(limit + 1), option(a, "--kind")};
-  const std::string when = s.json_out ? "created_at, started_at, finished_at"
+  const std::string when = s.json_out ? pg::utc_iso("created_at", pg::Time::json) + " AS created_at, " +
+                                            pg::utc_iso("started_at", pg::Time::json) + " AS started_at, " +
+                                            pg::utc_iso("finished_at", pg::Time::json) + " AS finished_at"
                                       : pg::utc_iso("created_at") + " AS created_at, " +
                                             pg::utc_iso("finished_at") + " AS finished_at";
   auto r = co_await s.conn.query(
@@ -1183,11 +1184,11 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
 // or with --all every row, most recent first.
 asio::awaitable<int> cmd_workers(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("workers takes no arguments");
+  const auto digits = s.json_out ? pg::Time::json : pg::Time::seconds;
   const std::string sql =
       "SELECT id, host, pid, pg_catalog.array_to_json(queues) AS queues, concurrency, in_flight, alive, " +
-      pg::utc_iso("started_at") +
-      " AS started_at, " + pg::utc_iso("heartbeat_at") + " AS heartbeat_at, " + pg::utc_iso("stopped_at") +
-      " AS stopped_at FROM bgexec.worker_stats w" + (a.flags.count("--all") ? "" : " WHERE w.alive") +
+      pg::utc_iso("started_at", digits) + " AS started_at, " + pg::utc_iso("heartbeat_at", digits) +
+      " AS heartbeat_at, " + pg::utc_iso("stopped_at", digits) + " AS stopped_at FROM bgexec.worker_stats w" + (a.flags.count("--all") ? "" : " WHERE w.alive") +
       " ORDER BY w.heartbeat_at DESC, w.id";
   auto r = co_await s.conn.query(sql);
   json rows = r.to_json(true);
@@ -1214,7 +1215,8 @@ asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
   auto r = co_await s.conn.query(
       "SELECT " + pg::utc_iso("bgexec.schedule($1, $2, $3, $4::jsonb, queue => $5, priority => $6::int,"
                            " max_attempts => $7::int, timeout => $8::interval, concurrency_key => $9,"
-                           " time_zone => $10, overlap => $11::boolean)"),
+                           " time_zone => $10, overlap => $11::boolean)",
+                       s.json_out ? pg::Time::json : pg::Time::seconds),
       p);
   std::string next = r.get(0, 0).value_or("");
   if (s.json_out) std::cout << json{{"name", a.positional[0]}, {"next_run_at", next}}.dump() << std::endl;
@@ -1240,7 +1242,8 @@ asio::awaitable<int> cmd_pause_schedule(Session& s, const std::string& cmd, cons
   const std::string& name = a.positional[0];
   bool pause = cmd == "pause-schedule";
   std::string sql = pause ? std::string("SELECT bgexec.pause_schedule($1)::text, NULL")
-                          : "SELECT 'true', " + pg::utc_iso("bgexec.resume_schedule($1)");
+                          : "SELECT 'true', " + pg::utc_iso("bgexec.resume_schedule($1)",
+                                                             s.json_out ? pg::Time::json : pg::Time::seconds);
   pg::Params p = {name};
   s.arg_names = {"NAME"};
   auto r = co_await s.conn.query(sql, p);
@@ -1278,11 +1281,11 @@ asio::awaitable<int> cmd_run_schedule(Session& s, const core::ParsedArgs& a) {
 
 asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("schedules takes no arguments");
-  // In the text table as every other command prints a time (UTC, ISO 8601),
-  // not in the session's time zone.
-  const std::string when = s.json_out ? "next_run_at, last_run_at"
-                                      : pg::utc_iso("next_run_at") + " AS next_run_at, " +
-                                            pg::utc_iso("last_run_at") + " AS last_run_at";
+  // In UTC ISO 8601 as every other command prints a time, not in the
+  // session's time zone: to the second in the table, the microsecond with --json.
+  const auto digits = s.json_out ? pg::Time::json : pg::Time::seconds;
+  const std::string when = pg::utc_iso("next_run_at", digits) + " AS next_run_at, " +
+                           pg::utc_iso("last_run_at", digits) + " AS last_run_at";
   auto r = co_await s.conn.query(
       "SELECT name, cron, time_zone, kind, queue, paused, " + when + ", last_job_id, last_error"
       // Yours only, as the other schedule commands act on yours only (a

@@ -4,15 +4,20 @@
 
 #include <string>
 
+#include "core/sql_time.hpp"
+
 namespace bgexec::core {
 
 // Up to $3 events after seq $2 of job $1 (bgexec.events), cut after the
 // event whose data takes the page past `max_bytes` (one event at least): a
 // step's output can hold megabytes, and a reader holds its page while it
 // prints or sends it.  `fetched` is how many bgexec.events() returned: more
-// than the page's rows when it was cut, so more follow.
+// than the page's rows when it was cut, so more follow.  created_at in
+// UTC ISO 8601 to the microsecond (sql_time.hpp): exact, as
+// rewind_check_sql compares it.
 inline std::string events_page_sql(long max_bytes) {
-  return "SELECT job_id, seq, kind, data, created_at, fetched FROM ("
+  return "SELECT job_id, seq, kind, data, " + utc_iso("created_at", Time::json) +
+         " AS created_at, fetched FROM ("
          " SELECT e.*, count(*) OVER () AS fetched,"
          "        coalesce(sum(octet_length(e.data::text)) OVER (ORDER BY e.seq ROWS BETWEEN UNBOUNDED PRECEDING"
          "                                                    AND 1 PRECEDING), 0) AS before"

@@ -131,6 +131,11 @@ let refreshTimer = null;
 // one job never renders into, or opens its event stream on, another's page.
 let view = 0;
 
+// A time as the page shows it: the API's UTC ISO 8601 to the second
+// (2026-12-07T03:00:00Z; the API gives the microseconds).
+function when(t) {
+  return typeof t === 'string' ? t.replace(/\.\d+Z$/, 'Z') : t;
+}
 function esc(v) {
   return String(v ?? '').replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
 }
@@ -231,7 +236,7 @@ async function loadSchedules() {
   schedules.clear();
   for (const s of rows) schedules.set(s.name, s);
   $('#schedules tbody').innerHTML = rows.map((s) => `<tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
-    <td>${esc(s.cron)}</td><td>${esc(s.time_zone)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${s.paused ? '<span class="status s-suspended">paused</span>' : esc(s.next_run_at)}</td>
+    <td>${esc(s.cron)}</td><td>${esc(s.time_zone)}</td><td>${esc(s.kind)}</td><td>${esc(s.queue)}</td><td>${s.paused ? '<span class="status s-suspended">paused</span>' : esc(when(s.next_run_at))}</td>
     <td class="payload" title="${esc(JSON.stringify(s.payload))}">${esc(JSON.stringify(s.payload))}</td>
     <td>${esc(s.last_run_at ?? '')}</td><td>${s.last_job_id == null ? '' : `<a href="#/jobs/${s.last_job_id}">${s.last_job_id}</a>`}</td>
     <td class="error">${esc(s.last_error ?? '')}</td>
@@ -290,7 +295,7 @@ async function saveSchedule() {
   try {
     const r = await api('PUT', '/v1/schedules/' + encodeURIComponent(name), body);
     resetScheduleForm();
-    scheduleMsg(`saved ${r.name}, next run ${r.next_run_at}`);
+    scheduleMsg(`saved ${r.name}, next run ${when(r.next_run_at)}`);
   } catch (e) { scheduleMsg(e.message, true); return; }
   await loadSchedules().catch((e) => say(e.message, true));
 }
@@ -309,14 +314,14 @@ async function scheduleAction(name, act) {
   try {
     const r = await api('POST', `/v1/schedules/${encodeURIComponent(name)}/${act}`);
     scheduleMsg(act === 'pause' ? `paused ${name}`
-      : act === 'resume' ? `resumed ${name}, next run ${r.next_run_at}` : `ran ${name}: job ${r.id}`);
+      : act === 'resume' ? `resumed ${name}, next run ${when(r.next_run_at)}` : `ran ${name}: job ${r.id}`);
   } catch (e) { scheduleMsg(e.message, true); }
   await loadSchedules().catch((e) => say(e.message, true));
 }
 function jobRow(j) {
   return `<tr data-id="${j.id}"><td>${j.id}</td><td>${esc(j.kind)}</td><td>${esc(j.queue)}</td>
     <td><span class="status s-${esc(j.status)}">${esc(j.status)}</span></td><td>${j.attempt}/${j.max_attempts}</td>
-    <td>${esc(j.created_at)}</td></tr>`;
+    <td>${esc(when(j.created_at))}</td></tr>`;
 }
 // The list of recent jobs.  Once older pages are shown (the older button),
 // the 3 s refresh (auto) leaves the list alone: it replaced them with the
@@ -369,7 +374,7 @@ function renderJob(j) {
   $('#job-status').className = 'status s-' + j.status;
   const fields = ['kind', 'queue', 'owner', 'priority', 'attempt', 'max_attempts', 'created_at', 'started_at',
     'finished_at', 'payload', 'result', 'error'];
-  const value = (f) => f === 'attempt' ? attemptText(j) : typeof j[f] === 'object' && j[f] !== null ? JSON.stringify(j[f], null, 1) : j[f];
+  const value = (f) => f === 'attempt' ? attemptText(j) : typeof j[f] === 'object' && j[f] !== null ? JSON.stringify(j[f], null, 1) : f.endsWith('_at') ? when(j[f]) : j[f];
   $('#job-fields').innerHTML = fields.map((f) => `<dt>${f}</dt><dd id="f-${f}">${esc(value(f))}</dd>`).join('');
   $('#btn-stop').disabled = !['queued', 'running', 'suspended'].includes(j.status);
   $('#btn-resume').disabled = j.status !== 'suspended';
@@ -424,7 +429,7 @@ function onEvent(ev) {
   const li = document.createElement('li');
   li.dataset.seq = ev.seq;
   li.dataset.kind = ev.kind;
-  li.textContent = `#${ev.seq} ${ev.created_at} ${ev.kind} ${JSON.stringify(ev.data)}`;
+  li.textContent = `#${ev.seq} ${when(ev.created_at)} ${ev.kind} ${JSON.stringify(ev.data)}`;
   $('#events').appendChild(li);
   // A step event stays at hand: a rewound log rebuilds the steps from those kept.
   if (stepOf(ev)) { li.ev = ev; stepsChanged(); renderWaiting(); }

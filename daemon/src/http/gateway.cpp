@@ -416,6 +416,33 @@ pg::Params args(std::optional<std::string> a, std::optional<std::string> b) {
   return p;
 }
 
+// A table's columns as the API answers them: `times` through pg::utc_iso,
+// UTC ISO 8601 to the microsecond whatever the login role's DateStyle and
+// TimeZone (SELECT * answered them in those: "12/06/2026 19:13:03.914461
+// EST" under DateStyle SQL in America/New_York, "2026-12-06
+// 22:59:37.51726+01" in Europe/Berlin).  A column the table gains is
+// answered once it is listed here (http test api checks the job's).
+std::string columns(const std::string& alias, std::initializer_list<const char*> plain,
+                    std::initializer_list<const char*> times) {
+  std::string out;
+  for (const char* c : plain) out += (out.empty() ? "" : ", ") + alias + "." + c;
+  for (const char* c : times)
+    out += ", " + pg::utc_iso(alias + "." + c, pg::Time::json) + " AS " + c;
+  return out;
+}
+std::string job_columns(const std::string& alias) {
+  return columns(alias,
+                 {"id", "queue", "kind", "owner", "priority", "status", "payload", "result", "error", "attempt",
+                  "max_attempts", "timeout", "idempotency_key", "concurrency_key", "lease", "lease_owner", "last_seq"},
+                 {"run_after", "deadline", "lease_expires_at", "stop_requested_at", "created_at", "started_at",
+                  "finished_at"});
+}
+const std::string schedule_columns =
+    columns("s",
+            {"owner", "name", "cron", "kind", "payload", "queue", "priority", "max_attempts", "timeout",
+             "concurrency_key", "time_zone", "overlap", "paused", "last_job_id", "last_error"},
+            {"next_run_at", "last_run_at", "created_at"});
+
 // A batch of a stream's events: up to $3 (replay_batch at most), cut by
 // size (core::events_page_sql).
 const std::string events_sql = core::events_page_sql(replay_batch_bytes);
@@ -714,7 +741,7 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   for (std::size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
   call += ")";
   if (schedule)
-    return {"SELECT " + pg::utc_iso(call) + " AS next_run_at", params, fields};
+    return {"SELECT " + pg::utc_iso(call, pg::Time::json) + " AS next_run_at", params, fields};
   // With an idempotency key, submit may return a job that already existed
   // (200) instead of creating one (201).  _inserted_here reads after the
   // submit, so a job committed by a concurrent first submit of the same key,
@@ -1226,7 +1253,9 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     auto r = co_await pool_.query(
         *role,
         std::string("SELECT w.id, w.host, w.pid, pg_catalog.array_to_json(w.queues) AS queues, w.concurrency,"
-                    " w.in_flight, w.alive, w.started_at, w.heartbeat_at, w.stopped_at FROM bgexec.worker_stats w") +
+                    " w.in_flight, w.alive, ") + pg::utc_iso("w.started_at", pg::Time::json) + " AS started_at, " +
+            pg::utc_iso("w.heartbeat_at", pg::Time::json) + " AS heartbeat_at, " +
+            pg::utc_iso("w.stopped_at", pg::Time::json) + " AS stopped_at FROM bgexec.worker_stats w" +
             (all ? "" : " WHERE w.alive") + " ORDER BY w.heartbeat_at DESC, w.id",
         {}, true);
     co_return make_json(v, bhttp::status::ok, kv("workers", r.to_json(true)));
@@ -1299,7 +1328,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     try {
       r = co_await pool_.query(
           *role,
-          "SELECT * FROM ("
+          "SELECT " + job_columns("p") + ", p.more FROM ("
           "  SELECT l.*, sum(l.bytes) OVER w - l.bytes AS before_bytes,"
           "         pg_catalog.lead(l.id) OVER w IS NOT NULL AS more"
           "    FROM (SELECT j.*, (coalesce(bgexec._raw_bytes(j.payload), 0) + coalesce(bgexec._raw_bytes(j.result), 0)"
@@ -1322,7 +1351,7 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       next = jobs.back()["id"];
     }
     for (auto& j : jobs)
-      for (const char* k : {"bytes", "before_bytes", "more"}) j.erase(k);
+      j.erase("more");
     // And by their text, with the same rule: a job starts the page or
     // comes after less than list_page_bytes of it.  Stored bytes can be a
     // sixth of the text (a control character is one byte stored, \u0001
@@ -1364,7 +1393,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     if (!get) throw method_not_allowed("GET, HEAD");
     check_params(qs, no_params);
     check_no_body(req.body());
-    auto r = co_await pool_.query(*role, "SELECT * FROM bgexec.job WHERE id = $1::bigint", args(id_s), true);
+    auto r = co_await pool_.query(*role, "SELECT " + job_columns("j") + " FROM bgexec.job j WHERE j.id = $1::bigint",
+                                  args(id_s), true);
     if (r.rows() == 0) throw not_found("job " + id_s + " does not exist");
     co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);
   }
@@ -1438,7 +1468,8 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     if (method != bhttp::verb::get && method != bhttp::verb::head) throw method_not_allowed("GET, HEAD");
     check_params(qs, no_params);
     check_no_body(req.body());
-    auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE " + own_schedule + " ORDER BY name",
+    auto r = co_await pool_.query(role, "SELECT " + schedule_columns + " FROM bgexec.schedule s WHERE " + own_schedule +
+                                      " ORDER BY s.name",
                                   {}, true);
     co_return make_json(v, bhttp::status::ok, kv("schedules", r.to_json(true)));
   }
@@ -1465,7 +1496,7 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
       if (r.get(0, 0) != "t") throw not_found("schedule " + name + " does not exist");
       co_return make_json(v, bhttp::status::ok, kv("name", name, "paused", true));
     }
-    auto r = co_await pool_.query(role, "SELECT " + pg::utc_iso("bgexec.resume_schedule($1)"), args(name));
+    auto r = co_await pool_.query(role, "SELECT " + pg::utc_iso("bgexec.resume_schedule($1)", pg::Time::json), args(name));
     if (!r.get(0, 0)) throw not_found("schedule " + name + " does not exist");
     json body = kv("name", name, "paused", false);
     body["next_run_at"] = *r.get(0, 0);
@@ -1488,7 +1519,8 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
     co_return make_json(v, bhttp::status::ok, kv("name", name, "deleted", true));
   }
   check_no_body(req.body());  // GET, HEAD
-  auto r = co_await pool_.query(role, "SELECT * FROM bgexec.schedule WHERE " + own_schedule + " AND name = $1",
+  auto r = co_await pool_.query(role, "SELECT " + schedule_columns + " FROM bgexec.schedule s WHERE " + own_schedule +
+                                      " AND s.name = $1",
                                 args(name), true);
   if (r.rows() == 0) throw not_found("schedule " + name + " does not exist");
   co_return make_json(v, bhttp::status::ok, r.to_json(true)[0]);

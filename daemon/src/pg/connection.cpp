@@ -1044,9 +1044,5 @@ void Connection::cancel() {
   }
 }
 
-std::string utc_iso(const std::string& expr, bool millis) {
-  return "pg_catalog.to_char((" + expr + ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS" +
-         (millis ? ".MS" : "") + "\"Z\"')";
-}
 
 }  // namespace bgexec::pg

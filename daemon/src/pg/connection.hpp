@@ -34,6 +34,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "core/json_input.hpp"
+#include "core/sql_time.hpp"
 #include "core/sqlstate.hpp"
 #include "util/fifo_lock.hpp"
 #include <nlohmann/json.hpp>
@@ -153,11 +154,9 @@ class Result {
 
 using Params = std::vector<std::optional<std::string>>;
 
-// SQL that shows the timestamptz expression `expr` as UTC ISO 8601 text to
-// the second (2026-12-02T03:00:00Z), as the CLI and the gateway print times,
-// or to the millisecond (2026-12-02T03:00:00.123Z), as `status` does
-// (pg_catalog's to_char: its format is an untyped literal).
-std::string utc_iso(const std::string& expr, bool millis = false);
+// UTC ISO 8601 times in SQL (core/sql_time.hpp), as pg::utc_iso.
+using core::Time;
+using core::utc_iso;
 
 struct Notification {
   std::string channel;
