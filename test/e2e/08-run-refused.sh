@@ -35,24 +35,33 @@ set -e
 grep -q "^bgexec: job ${out% *} failed: .*no-such-action" "$E2E_DIR/wait.err" \
   || fail "submit --wait did not say why: $(cat "$E2E_DIR/wait.err")"
 
-# Without --allow-run, an action step's env cannot set what makes a program
-# run other code: a BASH_FUNC_cat%% would run the tenant's shell code in
-# place of the script's `cat`, LD_PRELOAD a library of its choosing.  The
-# step fails, not retryable; other variables still reach the action.
-# PGHOST would send the action's password (the worker's, before it was kept
-# from steps) to the tenant's server.
-for var in 'BASH_FUNC_cat%%' LD_PRELOAD PATH GIT_SSH_COMMAND PGHOST PGOPTIONS; do
-  b=$("$BGEXEC" submit workflow --max-attempts 3 "{\"steps\": [{\"id\": \"a\", \"action\": \"bash-act\",
-     \"env\": {\"$var\": \"() { touch $E2E_DIR/injected; }\"}}]}")
+# Without --allow-run, an action step's env sets no variable unless the
+# action's config entry lists it: a BASH_FUNC_cat%% would run the tenant's
+# shell code in place of the script's `cat`, LD_PRELOAD a library of its
+# choosing, TAR_OPTIONS (--checkpoint-action=exec=) a command in any action
+# that runs tar, PSQLRC=/proc/self/environ the lines another variable
+# writes; a denylist of such variables missed those (it passed COLOR and
+# TAR_OPTIONS alike).  The step fails, not retryable.
+printf '#!/bin/sh\ncat >/dev/null\ntar -cf "%s/out.tar" -C "%s" w1.log && echo "{\\"tarred\\": true}"\n' \
+  "$E2E_DIR" "$E2E_DIR" >"$E2E_DIR/tar-act.sh"
+chmod +x "$E2E_DIR/tar-act.sh"
+start_worker w3 --queue tar --action "tar-act=$E2E_DIR/tar-act.sh"
+for var in 'BASH_FUNC_cat%%' LD_PRELOAD PATH GIT_SSH_COMMAND PGHOST PGOPTIONS COLOR TAR_OPTIONS; do
+  b=$("$BGEXEC" submit workflow --queue tar --max-attempts 3 "{\"steps\": [{\"id\": \"a\", \"action\": \"tar-act\",
+     \"env\": {\"$var\": \"--checkpoint=1 --checkpoint-action=exec=touch\\\\ $E2E_DIR/injected\"}}]}")
   wait_status "$b" failed 20
   msg=$(sql "SELECT error->>'message' FROM bgexec.job WHERE id = $b")
-  [[ $msg == *"env cannot set $var on this worker"*--allow-run* ]] || fail "env $var: $msg"
+  [[ $msg == "env cannot set $var for action \"tar-act\": this worker's configuration lists no variable for it"*--allow-run* ]] \
+    || fail "env $var: $msg"
   [[ $(sql "SELECT error->>'retryable' FROM bgexec.job WHERE id = $b") == false ]] || fail "env $var retryable"
 done
 [[ ! -e $E2E_DIR/injected ]] || fail "a step's env ran the tenant's code in the action"
-b=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "action": "bash-act", "env": {"COLOR": "blue"}}]}')
+b=$("$BGEXEC" submit workflow --queue tar '{"steps": [{"id": "a", "action": "tar-act", "env": {}}]}')
 wait_status "$b" completed 20
-[[ $(sql "SELECT result->'a'->>'color' FROM bgexec.job WHERE id = $b") == blue ]] || fail "action env"
+[[ -s $E2E_DIR/out.tar && ! -e $E2E_DIR/injected ]] || fail "tar-act without env"
+kill -0 "$PID_w3" || fail "worker w3 died"
+b=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "action": "bash-act"}]}')
+wait_status "$b" completed 20
 [[ $(sql "SELECT result->'a'->>'pw' || ' ' || (result->'a'->>'db') FROM bgexec.job WHERE id = $b") == "none none" ]] \
   || fail "the worker's credentials reached the action: $(sql "SELECT result FROM bgexec.job WHERE id = $b")"
 

@@ -579,8 +579,8 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              renew it.
                              Env BGEXEC_LEASE. Defaults to 30.
   --allow-run                Permit "run" steps (arbitrary argv), and an
-                             action step's env setting PATH, LD_*,
-                             BASH_FUNC_* and the like.
+                             action step's env setting any variable for an
+                             action with no env list (without it: none).
                              Env BGEXEC_ALLOW_RUN (1/true/yes/on,
                              0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,

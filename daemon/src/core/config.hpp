@@ -22,7 +22,7 @@ struct WorkerConfig {
   bool allow_run = false;                       // permit `run` (arbitrary argv) steps
   std::map<std::string, std::string> actions;   // action name -> executable path
   // action name -> the only variables its steps' "env" may set (config file:
-  // {"path", "env"}); an action without one: any but changes_what_runs'.
+  // {"path", "env"}); an action without one: none, unless allow_run.
   std::map<std::string, std::vector<std::string>> action_env;
   double grace_s = 30;                          // drain time after SIGTERM
   std::string secrets_dir;                      // directory of secret files ("" = none)
