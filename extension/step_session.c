@@ -165,6 +165,29 @@ count_marked(int64 job_id, int64 lease)
 	return n;
 }
 
+/* A session end_requested signalled, for its log line after the lock. */
+typedef struct Ended
+{
+	int			pid;
+	int64		job_id;
+	int64		lease;
+} Ended;
+
+/*
+ * end_requested's list of what it signalled, allocated once per backend in
+ * TopMemoryContext by end_scratch when a request is recorded: it runs at
+ * commit, after the commit record, where nothing may raise an ERROR.
+ */
+static Ended *ended = NULL;		/* [nslots] */
+
+/* Allocates end_requested's list, if not yet (may raise an ERROR). */
+static void
+end_scratch(void)
+{
+	if (ended == NULL && step_shared != NULL)
+		ended = MemoryContextAlloc(TopMemoryContext, sizeof(Ended) * step_shared->nslots);
+}
+
 /*
  * At commit: sends SIGTERM to each backend of this database, not this one,
  * whose transaction is marked as the step of a job under a lease this
@@ -172,11 +195,17 @@ count_marked(int64 job_id, int64 lease)
  * acquisition of the lock: a pass over the slots for each lease took the
  * lock 20 000 times at the commit of a reconcile that took back 20 000
  * leases.  Only marked slots are compared with the requests, so a lease
- * requested twice still ends its session once.
+ * requested twice still ends its session once.  The log lines are written
+ * after the lock is released (every sql step's mark and clear wait for it).
+ * Allocates nothing: end_scratch has run.
  */
 static void
 end_requested(void)
 {
+	int			nended = 0;
+
+	if (ended == NULL)
+		return;
 	LWLockAcquire(step_shared->lock, LW_SHARED);
 	for (int i = 0; i < step_shared->nslots; i++)
 	{
@@ -194,14 +223,16 @@ end_requested(void)
 #else
 			if (kill(s->pid, SIGTERM) == 0)
 #endif
-				ereport(LOG,
-						(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
-								": its lease " INT64_FORMAT " was taken back",
-								s->pid, s->job_id, s->lease)));
+				ended[nended++] = (Ended) {s->pid, s->job_id, s->lease};
 			break;
 		}
 	}
 	LWLockRelease(step_shared->lock);
+	for (int i = 0; i < nended; i++)
+		ereport(LOG,
+				(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
+						": its lease " INT64_FORMAT " was taken back",
+						ended[i].pid, ended[i].job_id, ended[i].lease)));
 }
 
 static void
@@ -211,19 +242,15 @@ step_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
+
+			/*
+			 * After the commit record (or at PREPARE's promise to commit):
+			 * nothing here may raise an ERROR, and none is caught (a catch
+			 * left InterruptHoldoffCount at -1: the backend then ignored
+			 * cancel and terminate).  end_requested allocates nothing.
+			 */
 			if (nends > 0 && step_shared != NULL)
-			{
-				/* A failure here must not turn a commit into an error. */
-				PG_TRY();
-				{
-					end_requested();
-				}
-				PG_CATCH();
-				{
-					FlushErrorState();
-				}
-				PG_END_TRY();
-			}
+				end_requested();
 			/* FALLTHROUGH */
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_ABORT:
@@ -375,6 +402,7 @@ bgexec_end_step_sessions(PG_FUNCTION_ARGS)
 	job_id = PG_GETARG_INT64(0);
 	lease = PG_GETARG_INT64(1);
 	register_callbacks();
+	end_scratch();
 	/*
 	 * The same lease again, at the same level, is not recorded twice: only
 	 * the last request is compared.  A comparison with every request was

@@ -527,6 +527,28 @@ wake_one(int i, uint32 bit, int64 need, bool *latch)
 }
 
 /*
+ * wake_slots' working arrays, allocated once per backend in TopMemoryContext
+ * by wake_scratch, before anything is recorded: the commit callback that
+ * calls wake_slots runs after the commit record, where nothing may raise an
+ * ERROR (one caught there left the backend's interrupts held off for good:
+ * it ignored cancel and terminate), so it allocates nothing.
+ */
+static bool *scratch_latch = NULL;	/* [nslots] */
+static Sleeper *scratch_sleepers = NULL;	/* [nslots] */
+static DueQueue *scratch_queues = NULL; /* [WAKE_MAX_DUE] */
+
+/* Allocates wake_slots' working arrays, if not yet (may raise an ERROR). */
+static void
+wake_scratch(void)
+{
+	if (scratch_queues != NULL || wake_shared == NULL)
+		return;
+	scratch_latch = MemoryContextAlloc(TopMemoryContext, sizeof(bool) * wake_shared->nslots);
+	scratch_sleepers = MemoryContextAlloc(TopMemoryContext, sizeof(Sleeper) * wake_shared->nslots);
+	scratch_queues = MemoryContextAlloc(TopMemoryContext, sizeof(DueQueue) * WAKE_MAX_DUE);
+}
+
+/*
  * Wakes slots for each request of reqs[0..n), in this database.  A job
  * request wakes, in turn: slots asleep with free capacity, the one that
  * went to sleep last first, then slots called recently and not asleep
@@ -537,26 +559,27 @@ wake_one(int i, uint32 bit, int64 need, bool *latch)
  * for later, as compact_dues leaves them: distinct, by time then queue, at
  * most WAKE_MAX_DUE) are recorded, and each queue's sleepers that would
  * sleep past its earliest are woken, to sleep until then.  Takes the
- * slots' lock; sets each latch once, after releasing it.
+ * slots' lock; sets each latch once, after releasing it.  Allocates
+ * nothing and raises no ERROR (the commit callback calls it): wake_scratch
+ * must have run.
  */
 static void
 wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 {
-	bool	   *latch;
-	Sleeper    *sleepers;
+	bool	   *latch = scratch_latch;
+	Sleeper    *sleepers = scratch_sleepers;
 	int			nsleepers;
-	DueQueue   *queues = NULL;
+	DueQueue   *queues = scratch_queues;
 	int			nqueues = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (wake_shared == NULL || (n == 0 && ndues == 0))
+	if (wake_shared == NULL || (n == 0 && ndues == 0) || queues == NULL)
 		return;
-	latch = palloc0(sizeof(bool) * wake_shared->nslots);
-	sleepers = palloc(sizeof(Sleeper) * wake_shared->nslots);
+	Assert(ndues <= WAKE_MAX_DUE);
+	memset(latch, 0, sizeof(bool) * wake_shared->nslots);
 	/* Each queue's earliest due time, by queue, before taking the lock. */
 	if (ndues > 0)
 	{
-		queues = palloc(sizeof(DueQueue) * ndues);
 		for (int k = 0; k < ndues; k++)
 			queues[k] = (DueQueue) {dues[k].hash, dues[k].at};
 		qsort(queues, ndues, sizeof(DueQueue), due_queue_cmp);
@@ -645,10 +668,6 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 	for (int i = 0; i < wake_shared->nslots; i++)
 		if (latch[i])
 			SetLatch(&ProcGlobal->allProcs[wake_shared->slots[i].pgprocno].procLatch);
-	if (queues != NULL)
-		pfree(queues);
-	pfree(sleepers);
-	pfree(latch);
 }
 
 /* Transaction callback: wakes at commit, forgets at abort and prepare. */
@@ -658,20 +677,17 @@ wake_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
+			/*
+			 * After the commit record: nothing here may raise an ERROR, and
+			 * none is caught (a catch left InterruptHoldoffCount at -1).
+			 * compact_dues sorts in place; wake_slots uses the arrays
+			 * wake_scratch allocated when the first request was recorded.
+			 */
 			if (nrequests > 0 || ndues > 0)
 			{
-				/* A failure here must not turn a commit into an error. */
-				PG_TRY();
-				{
-					/* One level now: its WAKE_MAX_DUE earliest. */
-					compact_dues();
-					wake_slots(requests, nrequests, dues, Min(ndues, WAKE_MAX_DUE));
-				}
-				PG_CATCH();
-				{
-					FlushErrorState();
-				}
-				PG_END_TRY();
+				/* One level now: its WAKE_MAX_DUE earliest. */
+				compact_dues();
+				wake_slots(requests, nrequests, dues, Min(ndues, WAKE_MAX_DUE));
 			}
 			/* FALLTHROUGH */
 		case XACT_EVENT_ABORT:
@@ -807,6 +823,7 @@ compact_dues(void)
 static void
 register_callbacks(void)
 {
+	wake_scratch();
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(wake_xact_callback, NULL);
@@ -970,7 +987,10 @@ pass_on_wakes(const NameHash *queues, int nqueues, uint32 woken)
 		if (woken & ((uint32) 1 << i))
 			reqs[n++] = (WakeRequest) {WAKE_JOBS, queues[i], 1, 0, 0, MyBackendId - 1};
 	if (n > 0)
+	{
+		wake_scratch();
 		wake_slots(reqs, n, NULL, 0);
+	}
 }
 
 /*
