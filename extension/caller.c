@@ -62,6 +62,16 @@ static bool frames_whole = false;
 
 static fmgr_hook_type prev_fmgr_hook = NULL;
 
+/*
+ * At FHET_START the frame is pushed after the previous hook returns: that
+ * hook is called outside fmgr_security_definer's PG_TRY, so when it raises
+ * (sepgsql does, on a denied domain transition) no FHET_ABORT follows, and a
+ * frame pushed before it stayed on top until the transaction ended: every
+ * bgexec call after a caught error took that function's owner for the
+ * caller.  The array grows first, before the previous hook starts, so
+ * nothing can fail between its start and the push.  At FHET_END and
+ * FHET_ABORT the frame is popped first (the previous hook may raise too).
+ */
 static void
 caller_fmgr_hook(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 {
@@ -76,12 +86,15 @@ caller_fmgr_hook(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 				: MemoryContextAlloc(TopMemoryContext, n * sizeof(CallFrame));
 			maxframes = n;
 		}
+		if (prev_fmgr_hook)
+			(*prev_fmgr_hook) (event, flinfo, private);
 		frames[nframes].flinfo = flinfo;
 		frames[nframes].fn_oid = flinfo->fn_oid;
 		frames[nframes].userid = GetUserId();
 		nframes++;
+		return;
 	}
-	else if (nframes > 0 && frames[nframes - 1].flinfo == flinfo)
+	if (nframes > 0 && frames[nframes - 1].flinfo == flinfo)
 	{
 		/*
 		 * FHET_END or FHET_ABORT of the innermost frame.  A call that
