@@ -890,7 +890,11 @@ Datum
 bgexec_jobs_ready(PG_FUNCTION_ARGS)
 {
 	text	   *queue = PG_GETARG_TEXT_PP(0);
-	int64		jobs = PG_GETARG_INT64(1);
+	/*
+	 * Capped on entry, as every merge caps its sum: two counts near
+	 * INT64_MAX summed past it (wrapped negative, the wake was lost).
+	 */
+	int64		jobs = Min(PG_GETARG_INT64(1), PG_INT32_MAX);
 
 	if (bgexec_notify_jobs)
 		Async_Notify("bgexec_jobs", text_to_cstring(queue));
@@ -923,7 +927,7 @@ bgexec_jobs_due(PG_FUNCTION_ARGS)
 {
 	text	   *queue = PG_GETARG_TEXT_PP(0);
 	TimestampTz at = PG_GETARG_TIMESTAMPTZ(1);
-	int64		jobs = PG_GETARG_INT64(2);
+	int64		jobs = Min(PG_GETARG_INT64(2), PG_INT32_MAX);	/* as _jobs_ready */
 
 	if (wake_shared != NULL && jobs > 0 && !TIMESTAMP_NOT_FINITE(at))
 		add_due_request(name_hash(queue), jobs, at);

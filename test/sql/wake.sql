@@ -439,3 +439,16 @@ SELECT jobs FROM bgexec.await_work('wx', '{wx}', 1, '0');
 SELECT dblink_disconnect('wo');
 DROP EXTENSION dblink;
 DROP DATABASE regress_wake_other;
+-- counts near 2^63 are capped on entry: two of them in one transaction summed
+-- past INT64_MAX (wrapped to -2: the wake and the due time were lost)
+SELECT jobs FROM bgexec.await_work('wy', '{wy}', 1, '0');  -- registers
+BEGIN;
+SELECT bgexec._jobs_ready('wy', 9223372036854775807), bgexec._jobs_ready('wy', 9223372036854775807);
+COMMIT;
+SELECT jobs FROM bgexec.await_work('wy', '{wy}', 1, '0');
+SELECT now() + interval '200 ms' AS due \gset
+BEGIN;
+SELECT bgexec._jobs_due('wy', :'due', 9223372036854775807), bgexec._jobs_due('wy', :'due', 9223372036854775807);
+COMMIT;
+SELECT pg_sleep(0.5);
+SELECT jobs FROM bgexec.await_work('wy', '{wy}', 1, '0');
