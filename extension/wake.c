@@ -934,15 +934,45 @@ bgexec_jobs_due(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* Registers this backend's slot for worker, queues and free; keeps pending wakes. */
+/*
+ * A worker's id and queues, hashed: the queues array is deconstructed (an
+ * allocation, as long as the array) and hashed before the slots' lock is
+ * taken, which every committing transaction that wakes workers waits for.
+ * nqueues is -1 for more than WAKE_MAX_QUEUES (every queue).
+ */
+typedef struct SlotArgs
+{
+	NameHash	worker;
+	int			nqueues;
+	NameHash	queues[WAKE_MAX_QUEUES];
+} SlotArgs;
+
 static void
-register_slot(WakeSlot *slot, const text *worker, ArrayType *queues, int free)
+slot_args(SlotArgs *args, const text *worker, ArrayType *queues)
 {
 	Datum	   *elems;
 	bool	   *nulls;
 	int			n;
 
 	deconstruct_array(queues, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	args->worker = name_hash(worker);
+	if (n > WAKE_MAX_QUEUES)
+		args->nqueues = -1;
+	else
+	{
+		args->nqueues = 0;
+		for (int i = 0; i < n; i++)
+			if (!nulls[i])
+				args->queues[args->nqueues++] = name_hash(DatumGetTextPP(elems[i]));
+	}
+	pfree(elems);
+	pfree(nulls);
+}
+
+/* Registers this backend's slot for worker, queues and free; keeps pending wakes. */
+static void
+register_slot(WakeSlot *slot, const SlotArgs *args, int free)
+{
 	if (slot->pid != MyProcPid)
 	{
 		memset(slot, 0, sizeof(WakeSlot));
@@ -950,20 +980,16 @@ register_slot(WakeSlot *slot, const text *worker, ArrayType *queues, int free)
 		slot->pgprocno = MyProc->pgprocno;
 		slot->dboid = MyDatabaseId;
 	}
-	slot->worker = name_hash(worker);
-	if (n > WAKE_MAX_QUEUES)
+	slot->worker = args->worker;
+	if (args->nqueues < 0)
 		slot->nqueues = -1;
 	else
 	{
-		int			kept = 0;
-
-		for (int i = 0; i < n; i++)
-			if (!nulls[i])
-				slot->queues[kept++] = name_hash(DatumGetTextPP(elems[i]));
+		memcpy(slot->queues, args->queues, sizeof(NameHash) * args->nqueues);
 		/* A job wake recorded for a queue no longer at the same index is kept. */
-		if (kept != slot->nqueues && (slot->pending & WAKE_JOBS))
+		if (args->nqueues != slot->nqueues && (slot->pending & WAKE_JOBS))
 			slot->woken_queues = ~(uint32) 0;
-		slot->nqueues = kept;
+		slot->nqueues = args->nqueues;
 	}
 	slot->free = free;
 	slot->last_call = GetCurrentTimestamp();
@@ -1110,11 +1136,12 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 	bool		xmin_checked = false;
+	SlotArgs	args;
 
-	/* As register_worker, claim and heartbeat bound it. */
-	if (PG_ARGISNULL(0) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)) == 0 ||
-		pg_mbstrlen_with_len(VARDATA_ANY(PG_GETARG_TEXT_PP(0)),
-							 VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0))) > 200)
+	/* As register_worker, claim and heartbeat bound it (detoasted once). */
+	worker = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	if (worker == NULL || VARSIZE_ANY_EXHDR(worker) == 0 ||
+		pg_mbstrlen_with_len(VARDATA_ANY(worker), VARSIZE_ANY_EXHDR(worker)) > 200)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("worker_id must be 1-200 characters")));
@@ -1130,7 +1157,6 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("timeout must not be null")));
-	worker = PG_GETARG_TEXT_PP(0);
 	queues = PG_GETARG_ARRAYTYPE_P(1);
 	free = PG_GETARG_INT32(2);
 	timeout = PG_GETARG_INTERVAL_P(3);
@@ -1164,13 +1190,14 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 		slot_exit_registered = true;
 	}
 
+	slot_args(&args, worker, queues);
 	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
 	if (slot->pid == MyProcPid && (slot->pending & WAKE_JOBS) == 0)
 	{
 		passed = pass_on ? slot->woken_queues : 0;
 		slot->woken_queues = 0;
 	}
-	register_slot(slot, worker, queues, free);
+	register_slot(slot, &args, free);
 	LWLockRelease(wake_shared->lock);
 
 	/* Hand the job wakes this worker could not use to others, now. */
