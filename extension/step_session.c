@@ -17,7 +17,14 @@
  * back (it expired, or the job passed its deadline), it calls
  * _end_step_sessions(job_id, lease): when reconcile's transaction commits,
  * each backend whose transaction is so marked is sent SIGTERM, as
- * pg_terminate_backend() does, and its transaction rolls back.  By then the
+ * pg_terminate_backend() does, and its transaction rolls back.  So does
+ * every other way out of running under a lease: finish() and finish_many()
+ * (completed, failed and retried, cancelled, timed out, suspended) and
+ * unclaim().  The worker's own cancel is not enough: a statement may turn
+ * off the server's connection check (client_connection_check_interval is
+ * a user's setting) and catch every cancel, and the session the worker
+ * closed after --kill-grace then ran on for ever, beside the job's next
+ * attempt, after its job failed, was stopped or timed out.  By then the
  * lease has expired on the database's clock: the worker that held it may
  * write nothing more for the job, and the statement cannot commit anything
  * it would own.  At commit, not at the call: a reconcile that rolls back
@@ -44,8 +51,10 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/array.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -62,6 +71,13 @@ typedef struct StepSlot
 typedef struct StepShared
 {
 	LWLock	   *lock;
+	/*
+	 * How many slots are marked (pid not 0).  Read without the lock at the
+	 * commit of a transaction that asked for ends: 0, the common case (no
+	 * sql step runs), costs the commit of a finish_many of noop jobs one
+	 * read, not a pass over the slots under the lock.
+	 */
+	pg_atomic_uint32 nmarked;
 	int			nslots;
 	StepSlot	slots[FLEXIBLE_ARRAY_MEMBER];
 } StepShared;
@@ -86,6 +102,7 @@ static int	maxends = 0;
 
 PG_FUNCTION_INFO_V1(bgexec_step_session);
 PG_FUNCTION_INFO_V1(bgexec_end_step_sessions);
+PG_FUNCTION_INFO_V1(bgexec_end_step_sessions_many);
 
 static Size
 step_shmem_size(void)
@@ -112,6 +129,7 @@ bgexec_step_session_shmem_startup(void)
 	{
 		memset(step_shared, 0, step_shmem_size());
 		step_shared->lock = &(GetNamedLWLockTranche("bgexec_step_session"))->lock;
+		pg_atomic_init_u32(&step_shared->nmarked, 0);
 		step_shared->nslots = MaxBackends;
 	}
 }
@@ -138,7 +156,10 @@ clear_mark(void)
 		return;
 	LWLockAcquire(step_shared->lock, LW_EXCLUSIVE);
 	if (slot->pid == MyProcPid)
+	{
 		memset(slot, 0, sizeof(StepSlot));
+		pg_atomic_fetch_sub_u32(&step_shared->nmarked, 1);
+	}
 	LWLockRelease(step_shared->lock);
 }
 
@@ -152,6 +173,8 @@ count_marked(int64 job_id, int64 lease)
 {
 	int			n = 0;
 
+	if (pg_atomic_read_u32(&step_shared->nmarked) == 0)
+		return 0;
 	LWLockAcquire(step_shared->lock, LW_SHARED);
 	for (int i = 0; i < step_shared->nslots; i++)
 	{
@@ -198,6 +221,12 @@ end_scratch(void)
  * requested twice still ends its session once.  The log lines are written
  * after the lock is released (every sql step's mark and clear wait for it).
  * Allocates nothing: end_scratch has run.
+ *
+ * None marked (nmarked 0, read after a barrier), none to end: this
+ * transaction's commit is visible by now (the callback runs after it), and
+ * a step marks its slot (an atomic add, a full barrier) before it reads
+ * the job's row on the latest snapshot, so a step this read misses sees
+ * the job no longer running under its lease, and refuses to run.
  */
 static void
 end_requested(void)
@@ -205,6 +234,9 @@ end_requested(void)
 	int			nended = 0;
 
 	if (ended == NULL)
+		return;
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&step_shared->nmarked) == 0)
 		return;
 	LWLockAcquire(step_shared->lock, LW_SHARED);
 	for (int i = 0; i < step_shared->nslots; i++)
@@ -231,7 +263,7 @@ end_requested(void)
 	for (int i = 0; i < nended; i++)
 		ereport(LOG,
 				(errmsg("terminating the sql step session (pid %d) of job " INT64_FORMAT
-						": its lease " INT64_FORMAT " was taken back",
+						": the job is no longer running under its lease " INT64_FORMAT,
 						ended[i].pid, ended[i].job_id, ended[i].lease)));
 }
 
@@ -357,6 +389,9 @@ bgexec_step_session(PG_FUNCTION_ARGS)
 	if (slot != NULL)
 	{
 		LWLockAcquire(step_shared->lock, LW_EXCLUSIVE);
+		/* A slot left marked (it cannot be) is counted already. */
+		if (slot->pid == 0)
+			pg_atomic_fetch_add_u32(&step_shared->nmarked, 1);
 		slot->pid = MyProcPid;
 		slot->dboid = MyDatabaseId;
 		slot->job_id = PG_GETARG_INT64(0);
@@ -384,6 +419,36 @@ bgexec_step_session(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Records that this transaction, at its commit, ends the step sessions of
+ * the job under the lease.  The same lease again, at the same level, is
+ * not recorded twice: only the last request is compared.  A comparison
+ * with every request was quadratic (0.2 s of a reconcile that took back
+ * 20 000 leases, each asked for once); a lease asked for again after
+ * others is one more request, which end_requested still ends once.
+ */
+static void
+request_end(int64 job_id, int64 lease, int level)
+{
+	end_scratch();				/* end_requested's list, before any commit */
+	if (nends > 0 && ends[nends - 1].job_id == job_id && ends[nends - 1].lease == lease &&
+		ends[nends - 1].level == level)
+		return;
+	if (nends == maxends)
+	{
+		int			grow = maxends == 0 ? 8 : maxends * 2;
+
+		ends = ends == NULL
+			? MemoryContextAlloc(TopTransactionContext, grow * sizeof(EndRequest))
+			: repalloc(ends, grow * sizeof(EndRequest));
+		maxends = grow;
+	}
+	ends[nends].job_id = job_id;
+	ends[nends].lease = lease;
+	ends[nends].level = level;
+	nends++;
+}
+
+/*
  * _end_step_sessions(job_id bigint, lease bigint) → int: when this
  * transaction commits, terminates each backend of this database whose
  * transaction is then the sql step of the job under the lease (SIGTERM: its
@@ -402,29 +467,62 @@ bgexec_end_step_sessions(PG_FUNCTION_ARGS)
 	job_id = PG_GETARG_INT64(0);
 	lease = PG_GETARG_INT64(1);
 	register_callbacks();
-	end_scratch();
-	/*
-	 * The same lease again, at the same level, is not recorded twice: only
-	 * the last request is compared.  A comparison with every request was
-	 * quadratic (0.2 s of a reconcile that took back 20 000 leases, each
-	 * asked for once); a lease asked for again after others is one more
-	 * request, which end_requested still ends once.
-	 */
-	if (nends > 0 && ends[nends - 1].job_id == job_id && ends[nends - 1].lease == lease &&
-		ends[nends - 1].level == level)
-		PG_RETURN_INT32(count_marked(job_id, lease));
-	if (nends == maxends)
-	{
-		int			grow = maxends == 0 ? 8 : maxends * 2;
-
-		ends = ends == NULL
-			? MemoryContextAlloc(TopTransactionContext, grow * sizeof(EndRequest))
-			: repalloc(ends, grow * sizeof(EndRequest));
-		maxends = grow;
-	}
-	ends[nends].job_id = job_id;
-	ends[nends].lease = lease;
-	ends[nends].level = level;
-	nends++;
+	request_end(job_id, lease, level);
 	PG_RETURN_INT32(count_marked(job_id, lease));
+}
+
+/*
+ * _end_step_sessions(job_ids bigint[], leases bigint[]) → int: the same for
+ * each job and lease at one position of the two arrays, in one call:
+ * finish_many's, for the jobs its batch completed.  How many sessions of
+ * them are marked now (0 at once when none is marked anywhere).
+ */
+Datum
+bgexec_end_step_sessions_many(PG_FUNCTION_ARGS)
+{
+	ArrayType  *jobs;
+	ArrayType  *leases;
+	int			n;
+	int			marked = 0;
+	int64	   *j;
+	int64	   *l;
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || step_shared == NULL)
+		PG_RETURN_INT32(0);
+	jobs = PG_GETARG_ARRAYTYPE_P(0);
+	leases = PG_GETARG_ARRAYTYPE_P(1);
+	n = ArrayGetNItems(ARR_NDIM(jobs), ARR_DIMS(jobs));
+	if (ARR_NDIM(jobs) > 1 || ARR_NDIM(leases) > 1 || ARR_HASNULL(jobs) || ARR_HASNULL(leases) ||
+		ARR_ELEMTYPE(jobs) != INT8OID || ARR_ELEMTYPE(leases) != INT8OID ||
+		n != ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job_ids and leases must be one-dimensional arrays of one length, without nulls")));
+	if (n == 0)
+		PG_RETURN_INT32(0);
+	j = (int64 *) ARR_DATA_PTR(jobs);
+	l = (int64 *) ARR_DATA_PTR(leases);
+	register_callbacks();
+	for (int i = 0; i < n; i++)
+		request_end(j[i], l[i], level);
+	/* One pass over the slots: a sql step running anywhere is common. */
+	if (pg_atomic_read_u32(&step_shared->nmarked) == 0)
+		PG_RETURN_INT32(0);
+	LWLockAcquire(step_shared->lock, LW_SHARED);
+	for (int i = 0; i < step_shared->nslots; i++)
+	{
+		StepSlot   *s = &step_shared->slots[i];
+
+		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId)
+			continue;
+		for (int r = 0; r < n; r++)
+			if (j[r] == s->job_id && l[r] == s->lease)
+			{
+				marked++;
+				break;
+			}
+	}
+	LWLockRelease(step_shared->lock);
+	PG_RETURN_INT32(marked);
 }

@@ -561,8 +561,10 @@ COMMENT ON FUNCTION bgexec._act_as(name) IS
  * the job under the lease, until it ends, then refuses (55000) unless the
  * job is running under that lease; _end_step_sessions(job_id, lease)
  * terminates the sessions so marked when its transaction commits
- * (reconcile, when it takes the lease back): the statement of a worker
- * that stopped answering does not run on beside the job's next attempt
+ * (reconcile, when it takes the lease back; finish, finish_many and
+ * unclaim, when the job leaves running under it): the statement of a
+ * worker that stopped answering, or one that outlasted its cancel and its
+ * closed session, does not run on beside the job's next attempt
  * (extension/step_session.c).  Returns false when bgexec is not preloaded
  * (nothing marked).  SECURITY DEFINER for its read of the job row, which
  * row-level security hides from the worker's role. */
@@ -601,7 +603,15 @@ CREATE FUNCTION bgexec._end_step_sessions(job_id bigint, lease bigint) RETURNS i
 	AS 'MODULE_PATHNAME', 'bgexec_end_step_sessions'
 	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION bgexec._end_step_sessions(bigint, bigint) IS
-	'terminates the sql step sessions of the job under the lease when this transaction commits; how many (reconcile)';
+	'terminates the sql step sessions of the job under the lease when this transaction commits; how many (reconcile, finish, unclaim)';
+/* The same for each job and lease at one position of the arrays, in one
+ * call: finish_many's, for the jobs its batch completed.  With no sql step
+ * session marked anywhere its commit reads one counter. */
+CREATE FUNCTION bgexec._end_step_sessions(job_ids bigint[], leases bigint[]) RETURNS int
+	AS 'MODULE_PATHNAME', 'bgexec_end_step_sessions_many'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION bgexec._end_step_sessions(bigint[], bigint[]) IS
+	'terminates the sql step sessions of the jobs under the leases when this transaction commits; how many (finish_many)';
 
 CREATE FUNCTION bgexec._json_fits(value jsonb, max_depth int, what text DEFAULT NULL) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'bgexec_json_fits'
@@ -1828,7 +1838,7 @@ BEGIN
 	END IF;
 	PERFORM bgexec._check_process(worker_id, process);
 	FOR j IN
-		SELECT x.id, x.queue, x.attempt, x.stop_requested_at FROM bgexec.job x
+		SELECT x.id, x.queue, x.attempt, x.stop_requested_at, x.lease FROM bgexec.job x
 		  JOIN bgexec.worker w ON w.id = unclaim.worker_id
 		 WHERE x.status = 'running' AND x.lease > unclaim.after_lease
 		   AND x.lease_owner = unclaim.worker_id
@@ -1839,6 +1849,9 @@ BEGIN
 		   FOR UPDATE OF x
 	LOOP
 		v_n := v_n + 1;
+		-- No step can have started under a lease its worker never received;
+		-- should one have, it ends as at any other way out of running.
+		PERFORM bgexec._end_step_sessions(j.id, j.lease);
 		IF j.stop_requested_at IS NOT NULL THEN
 			PERFORM bgexec._terminal(j.id, 'cancelled', NULL,
 				jsonb_build_object('reason', 'stopped',
@@ -2199,6 +2212,12 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN NULL;  -- lease not current: refused, nothing changed
 	END IF;
+	-- The job leaves running under this lease, whatever the outcome: a sql
+	-- step session of it still open ends when this transaction commits.  A
+	-- statement that turned off the server's connection check and caught
+	-- every cancel ran on for ever once the worker closed its session (a
+	-- step timeout, a stop), beside the job's next attempt.
+	PERFORM bgexec._end_step_sessions(j.id, j.lease);
 
 	IF outcome = 'suspended' AND j.stop_requested_at IS NOT NULL THEN
 		RETURN bgexec._terminal(j.id, 'cancelled', NULL,
@@ -2273,6 +2292,8 @@ DECLARE
 	v_seqs int[];
 	v_ords bigint[];
 	v_queues text[];
+	v_ids bigint[];
+	v_leases bigint[];
 BEGIN
 	IF items IS NULL OR jsonb_typeof(items) <> 'array' THEN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
@@ -2335,7 +2356,7 @@ BEGIN
 		 -- primary key.  With "status = 'running'" the planner walked a
 		 -- partial index of every running job once per item.
 		 WHERE x.id = it.job_id AND x.lease = it.lease AND x.status::text = 'running'
-		RETURNING x.id, x.queue, x.last_seq, x.result, it.ord),
+		RETURNING x.id, x.queue, x.last_seq, x.result, it.ord, it.lease),
 	counted AS (
 		INSERT INTO bgexec.queue_count (queue, status, n)
 		SELECT d.queue, 'completed', count(*) FROM done d GROUP BY d.queue),
@@ -2346,11 +2367,18 @@ BEGIN
 	SELECT coalesce(array_agg(ev.jid), '{}'),
 	       coalesce(array_agg(ev.jseq), '{}'),
 	       (SELECT coalesce(array_agg(d.ord), '{}') FROM done d),
-	       (SELECT coalesce(array_agg(d.queue), '{}') FROM done d)
-	  INTO v_done, v_seqs, v_ords, v_queues
+	       (SELECT coalesce(array_agg(d.queue), '{}') FROM done d),
+	       -- both read the materialized rows of done, in one order
+	       (SELECT coalesce(array_agg(d.id), '{}') FROM done d),
+	       (SELECT coalesce(array_agg(d.lease), '{}') FROM done d)
+	  INTO v_done, v_seqs, v_ords, v_queues, v_ids, v_leases
 	  FROM ev;
 	PERFORM bgexec._notify_event(d.jid, d.jseq) FROM unnest(v_done, v_seqs) AS d(jid, jseq);
 	PERFORM bgexec._running_ended(v_queues);
+	-- The completed jobs leave running under their leases: their sql step
+	-- sessions still open end at commit, as _finish_one's (one call for
+	-- the batch; with none marked anywhere, the commit reads one counter).
+	PERFORM bgexec._end_step_sessions(v_ids, v_leases);
 
 	-- Every other item (failed, cancelled, timed_out, suspended) as finish().
 	RETURN QUERY
