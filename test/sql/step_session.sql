@@ -104,8 +104,66 @@ SELECT dblink_exec('step', 'ROLLBACK');
 SELECT bgexec._end_step_sessions(:job0, :lease0) AS rolled_back;
 SELECT one FROM dblink('step', 'SELECT 1') AS t(one int);
 SELECT dblink_disconnect('step');
--- only the worker role may mark a session; no one but reconcile ends them
+-- every way out of running under the lease ends the job's step sessions
+-- at commit, as reconcile's take-back does: a statement that outlasted its
+-- cancel (it turned the server's connection check off and caught the
+-- cancel) ran on for ever after the worker closed its session and
+-- finished the job.  finish() failed with an attempt left (requeued):
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "q", "sql": "SELECT 1"}]}', queue => 'ss2', max_attempts => 2) AS job \gset
+SELECT lease FROM bgexec.claim('w2', '{ss2}', 1) \gset
+SELECT dblink_connect('step', :'here');
+SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :job, :lease)) AS t(marked boolean);
+-- a finish that rolls back ends nothing
+BEGIN;
+SELECT bgexec.finish(:job, :lease, 'failed', '{"message": "m"}') AS rolled_back;
+ROLLBACK;
+SELECT pg_temp.gone(:pid, 100) AS step_session_ended;
+SELECT one FROM dblink('step', 'SELECT 1') AS t(one int);
+-- a refused finish (another lease) ends nothing
+SELECT bgexec.finish(:job, :lease + 1, 'failed', '{"message": "m"}') AS other_lease;
+SELECT pg_temp.gone(:pid, 100) AS step_session_ended;
+SELECT bgexec.finish(:job, :lease, 'failed', '{"message": "m"}') AS failed_with_retry;
+SELECT pg_temp.gone(:pid) AS step_session_ended;
+SELECT dblink_disconnect('step');
+-- finish_many: the completions of a batch, in one call
+SELECT bgexec.submit('noop', queue => 'ss3') AS joba \gset
+SELECT bgexec.submit('noop', queue => 'ss3') AS jobb \gset
+SELECT max(lease) FILTER (WHERE job_id = :joba) AS leasea, max(lease) FILTER (WHERE job_id = :jobb) AS leaseb
+  FROM bgexec.claim('w3', '{ss3}', 2) \gset
+SELECT dblink_connect('step', :'here');
+SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :jobb, :leaseb)) AS t(marked boolean);
+BEGIN;
+SELECT bgexec._end_step_sessions(ARRAY[:joba, :jobb]::bigint[], ARRAY[:leasea, :leaseb]::bigint[]) AS marked_of_two,
+       bgexec._end_step_sessions(ARRAY[:jobb]::bigint[], ARRAY[:leasea]::bigint[]) AS other_lease,
+       bgexec._end_step_sessions('{}'::bigint[], '{}'::bigint[]) AS none;
+SELECT * FROM try('SELECT bgexec._end_step_sessions(''{1,2}''::bigint[], ''{1}''::bigint[])');
+SELECT * FROM try('SELECT bgexec._end_step_sessions(''{1,NULL}''::bigint[], ''{1,2}''::bigint[])');
+ROLLBACK;
+SELECT pg_temp.gone(:pid, 100) AS step_session_ended;
+SELECT job_id = :joba AS a, status FROM bgexec.finish_many(jsonb_build_array(
+  jsonb_build_object('job_id', :joba, 'lease', :leasea, 'outcome', 'completed'),
+  jsonb_build_object('job_id', :jobb, 'lease', :leaseb, 'outcome', 'completed')));
+SELECT pg_temp.gone(:pid) AS step_session_ended;
+SELECT dblink_disconnect('step');
+-- finish_many: a cancelled item (a stop), as finish()
+SELECT bgexec.submit('noop', queue => 'ss4') AS job \gset
+SELECT lease FROM bgexec.claim('w4', '{ss4}', 1) \gset
+SELECT bgexec.stop(:job);
+SELECT dblink_connect('step', :'here');
+SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :job, :lease)) AS t(marked boolean);
+SELECT status FROM bgexec.finish_many(jsonb_build_array(
+  jsonb_build_object('job_id', :job, 'lease', :lease, 'outcome', 'cancelled', 'body', '{"reason": "stopped"}')));
+SELECT pg_temp.gone(:pid) AS step_session_ended;
+SELECT dblink_disconnect('step');
+-- only the worker role may mark a session; only the extension's functions end them
 SELECT has_function_privilege('bgexec_worker', 'bgexec._step_session(bigint, bigint)', 'EXECUTE') AS worker_marks,
        has_function_privilege('bgexec_worker', 'bgexec._end_step_sessions(bigint, bigint)', 'EXECUTE') AS worker_ends,
+       has_function_privilege('bgexec_worker', 'bgexec._end_step_sessions(bigint[], bigint[])', 'EXECUTE') AS worker_ends_many,
        has_function_privilege('bgexec_client', 'bgexec._step_session(bigint, bigint)', 'EXECUTE') AS client_marks;
 DROP EXTENSION dblink;
