@@ -9,7 +9,7 @@
 # job out of running under its lease ends its step sessions when it commits
 # (extension/step_session.c).
 source "$(dirname "$0")/lib.sh"
-e2e_cluster 58500
+e2e_cluster 58008
 # TAG names the job in the statement's text, so pg_stat_activity tells
 # the jobs apart.  Two handlers, as 41-sql-cancel-caught's: a cancel that
 # falls on the inner loop's check is caught by the outer one.
