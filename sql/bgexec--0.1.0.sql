@@ -941,13 +941,19 @@ $$;
 CREATE FUNCTION bgexec._submit_one(
 	p_owner name, p_kind text, p_payload jsonb, p_queue text, p_priority int,
 	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
-	p_idempotency_key text, p_concurrency_key text)
+	p_idempotency_key text, p_concurrency_key text,
+	p_count_cap boolean DEFAULT true)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
 	SET jit = off
 	AS $$
+-- p_count_cap false: the caller holds the queue's admission lock and counts
+-- the queue itself, once, after all its jobs are in (submit_many): the
+-- count reads up to max_queued + 1 index entries, so once per job it cost
+-- the queue's backlog per job, under the lock (500 jobs into a queue with
+-- 6 500 queued: 2-3 s).
 -- Its text comparisons name the default collation: called with an owner
 -- of type name (collation "C", as from submit_many and schedules), the
 -- function's input collation was "C", which no index of the job table
@@ -1007,7 +1013,7 @@ BEGIN
 		RETURN v_id;
 	END IF;
 
-	IF v_cap IS NOT NULL THEN
+	IF v_cap IS NOT NULL AND p_count_cap THEN
 		-- Under the queue's lock, so concurrent submitters count one another.
 		SELECT count(*) INTO v_depth FROM (
 			SELECT 1 FROM bgexec.job
@@ -2911,6 +2917,7 @@ DECLARE
 	v_huge boolean;
 	v_ids bigint[];
 	v_el record;
+	v_cap int;
 BEGIN
 	IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
 		RAISE EXCEPTION 'jobs must be a JSON array of objects'
@@ -3052,8 +3059,32 @@ BEGIN
 		                                   coalesce((v_el.e->>'run_after')::timestamptz, now()),
 		                                   coalesce((v_el.e->>'max_attempts')::int, 1),
 		                                   (v_el.e->>'timeout')::interval,
-		                                   v_el.e->>'idempotency_key', v_el.e->>'concurrency_key');
+		                                   v_el.e->>'idempotency_key', v_el.e->>'concurrency_key',
+		                                   false);
 	END LOOP;
+	-- Each capped queue this call added jobs to, counted once, now that
+	-- they are all in: its lock, taken above, is held to commit, so the
+	-- count sees every job admitted before it and each of this call's; over
+	-- the cap, the call fails whole (nothing is admitted), as a count after
+	-- each element made it fail.  A duplicate key's job is not added and,
+	-- as in submit, is returned even from a full queue.
+	SELECT q.name, q.max_queued INTO v_name, v_cap
+	  FROM bgexec.queue q
+	 WHERE q.max_queued IS NOT NULL
+	   AND q.name IN (SELECT j.queue FROM unnest(v_ids) AS u(id)
+	                    JOIN bgexec.job j ON j.id = u.id
+	                   WHERE bgexec._inserted_here(u.id))
+	   AND (SELECT count(*) FROM (
+	          SELECT 1 FROM bgexec.job j
+	           WHERE j.queue = q.name AND j.status = 'queued'
+	           LIMIT q.max_queued::bigint + 1) d) > q.max_queued
+	 ORDER BY pg_catalog.hashtext(q.name), q.name
+	 LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'queue "%" is full (max_queued %)', v_name, v_cap
+			USING ERRCODE = 'configuration_limit_exceeded',
+			      HINT = 'retry later, or raise the cap with bgexec.configure_queue()';
+	END IF;
 	RETURN QUERY SELECT u.id FROM unnest(v_ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord;
 	EXCEPTION WHEN OTHERS THEN
 		GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT,

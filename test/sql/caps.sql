@@ -18,6 +18,27 @@ SELECT bgexec.submit('noop', queue => 'capq', idempotency_key => 'cap-k') = :ck 
 SELECT (bgexec.configure_queue('capbig', max_queued => 2147483647)).name;
 SELECT bgexec.submit('noop', queue => 'capbig') > 0 AS admitted,
        (SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "capbig"}]')) AS admitted_many;
+-- submit_many into a capped queue: admitted up to exactly max_queued,
+-- refused whole past it (53400, nothing written, of either queue); a
+-- duplicate key's job is returned even from the full queue
+SELECT (bgexec.configure_queue('capm', max_queued => 3)).name;
+SELECT bgexec.submit('noop', queue => 'capm') > 0 AS one;
+SELECT count(*) AS admitted FROM bgexec.submit_many('[{"kind": "noop", "queue": "capm"}, {"kind": "noop", "queue": "capm", "idempotency_key": "capm-k"}]');
+SELECT * FROM try($q$SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "capm"}]')$q$);
+SELECT * FROM try($q$SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "capbig"}, {"kind": "noop", "queue": "capm"}]')$q$);
+SELECT count(*) AS deduped FROM bgexec.submit_many('[{"kind": "noop", "queue": "capm", "idempotency_key": "capm-k"}]');
+SELECT queue, count(*) FROM bgexec.job WHERE queue IN ('capm', 'capbig') GROUP BY 1 ORDER BY 1;
+-- and it counts the capped queue once per call, not once per job: 50 jobs
+-- into a queue with 200 queued read 250 index entries, not 50 x 225
+BEGIN;
+SELECT (bgexec.configure_queue('capd', max_queued => 1000)).name;
+SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'capd')) FROM generate_series(1, 200)));
+SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) AS read0
+  FROM pg_index WHERE indrelid = 'bgexec.job'::regclass \gset
+SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'capd')) FROM generate_series(1, 50)));
+SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) - :read0 < 1000 AS counted_once
+  FROM pg_index WHERE indrelid = 'bgexec.job'::regclass;
+ROLLBACK;
 -- a retry queues its job again, so it is admitted as a submit is: at the
 -- cap, 53400 and nothing changes; below it, the job is queued
 SELECT (bgexec.configure_queue('capr', max_queued => 1)).name;
