@@ -82,3 +82,34 @@ SELECT status, count(*) AS jobs,
   FROM bgexec.job j WHERE queue = 'plr' GROUP BY status ORDER BY status;
 ROLLBACK;
 RESET track_functions;
+-- No parallel plan reads bgexec.job (its reloption parallel_workers = 0): a
+-- listing's LIMIT under Gather Merge waited for every worker, and a worker
+-- whose share held no match walked the table to its start (a tenant's
+-- listing of 51 rows: 3 s); queue_stats started workers on every dashboard
+-- refresh.  Here parallel plans cost nothing, and job_event (no reloption)
+-- shows the settings would choose one.
+CREATE FUNCTION parallel_scans(q text, rel text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+	r text;
+	n bigint := 0;
+BEGIN
+	FOR r IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+		IF r ~ ('Parallel .* on ' || rel || '( |$)') THEN
+			n := n + 1;
+		END IF;
+	END LOOP;
+	RETURN n;
+END
+$$;
+BEGIN;
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0;
+SET LOCAL min_parallel_index_scan_size = 0;
+SET LOCAL max_parallel_workers_per_gather = 2;
+SELECT parallel_scans('SELECT id FROM bgexec.job WHERE status = ''queued'' ORDER BY id DESC LIMIT 51', 'job') AS listing,
+       parallel_scans('SELECT * FROM bgexec.job WHERE kind = ''x'' ORDER BY id DESC LIMIT 51', 'job') AS by_kind,
+       parallel_scans('SELECT * FROM bgexec.queue_stats', 'job') AS queue_stats,
+       parallel_scans('SELECT count(*) FROM bgexec.job_event', 'job_event') > 0 AS events_parallel;
+ROLLBACK;
+DROP FUNCTION parallel_scans(text, text);
