@@ -128,3 +128,23 @@ BEGIN;
 TRUNCATE bgexec.job;
 SELECT count(*) AS events_after_truncate FROM bgexec.job_event;
 ROLLBACK;
+-- a client's purge reads its own jobs through an index on owner when there
+-- is one (README "Tuning": job_owner_idx), not every owner's finished jobs
+-- (it tested "owner = caller OR superuser", which no index answers):
+-- 3 of alice's jobs and 297 of bob's finished long ago
+BEGIN;
+CREATE INDEX job_owner_idx ON bgexec.job (owner, id);
+INSERT INTO bgexec.job (queue, kind, owner, status, result, attempt, max_attempts, run_after,
+                        created_at, started_at, finished_at, last_seq)
+SELECT 'pg-own', 'noop', CASE WHEN g <= 3 THEN 'regress_alice' ELSE 'regress_bob' END,
+       'completed', '{}', 1, 1, now() - interval '10 days', now() - interval '10 days',
+       now() - interval '10 days', now() - interval '10 days', 1
+  FROM generate_series(1, 300) g;
+ANALYZE bgexec.job;
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_finished_idx'::regclass) AS read0 \gset
+SET ROLE regress_alice;
+SELECT bgexec.purge('1 day', 2) AS batch, bgexec.purge('1 day') >= 1 AS rest;
+RESET ROLE;
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_finished_idx'::regclass) - :read0 < 100 AS own_jobs_read,
+       (SELECT count(*) FROM bgexec.job WHERE queue = 'pg-own') AS left_of_bob;
+ROLLBACK;
