@@ -1119,13 +1119,12 @@ $$;
  * now() - p_older_than, oldest first, passing over rows another transaction
  * holds (events go with them: job_deleted).  Used by the watchdog
  * (bgexec.retention) in small batches so vacuum keeps up, and by purge()
- * with max_jobs, for the caller's own jobs only (p_own_only).
+ * with max_jobs for a superuser (a client's batch is its own, in purge).
  * The batch's ids as an array, deleted by key: planned for an unknown
  * LIMIT, a join of the batch with the table was estimated at a tenth of
  * the finished jobs and hashed the whole table for each batch of 1000
  * (3 s a batch at 3 million jobs, the watchdog's tick included). */
-CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000,
-                                  p_own_only boolean DEFAULT false)
+CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000)
 	RETURNS bigint
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1137,10 +1136,6 @@ CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 100
 		 WHERE j.id = ANY (ARRAY(
 			SELECT id FROM bgexec.job
 			 WHERE finished_at < now() - p_older_than
-			   -- _can_see's two tests, each made once per statement
-			   -- (purge's comment): _can_see(NULL) is the superuser test
-			   -- alone, NULL being no caller's name.
-			   AND (NOT p_own_only OR owner = (SELECT bgexec._caller()) OR (SELECT bgexec._can_see(NULL)))
 			 ORDER BY finished_at
 			 LIMIT p_batch
 			   FOR UPDATE SKIP LOCKED))
