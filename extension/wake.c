@@ -985,10 +985,16 @@ register_slot(WakeSlot *slot, const SlotArgs *args, int free)
 		slot->nqueues = -1;
 	else
 	{
-		memcpy(slot->queues, args->queues, sizeof(NameHash) * args->nqueues);
-		/* A job wake recorded for a queue no longer at the same index is kept. */
-		if (args->nqueues != slot->nqueues && (slot->pending & WAKE_JOBS))
+		/*
+		 * A job wake recorded for a queue no longer at the same index (a
+		 * list of another length, or in another order) is kept, as one for
+		 * every queue.
+		 */
+		if ((slot->pending & WAKE_JOBS) &&
+			(args->nqueues != slot->nqueues ||
+			 memcmp(slot->queues, args->queues, sizeof(NameHash) * args->nqueues) != 0))
 			slot->woken_queues = ~(uint32) 0;
+		memcpy(slot->queues, args->queues, sizeof(NameHash) * args->nqueues);
 		slot->nqueues = args->nqueues;
 	}
 	slot->free = free;
@@ -1006,16 +1012,14 @@ register_slot(WakeSlot *slot, const SlotArgs *args, int free)
 /* libpq/libpq.h, whose libpq-be.h needs the GSSAPI headers */
 extern bool pq_check_connection(void);
 
-/* Wakes the waiting workers of the queues of bits in woken (of queues). */
+/* Wakes the waiting workers of queues[0..n), a job each. */
 static void
-pass_on_wakes(const NameHash *queues, int nqueues, uint32 woken)
+pass_on_wakes(const NameHash *queues, int n)
 {
 	WakeRequest reqs[WAKE_MAX_QUEUES];
-	int			n = 0;
 
-	for (int i = 0; i < nqueues; i++)
-		if (woken & ((uint32) 1 << i))
-			reqs[n++] = (WakeRequest) {WAKE_JOBS, queues[i], 1, 0, 0, MyBackendId - 1};
+	for (int i = 0; i < n; i++)
+		reqs[i] = (WakeRequest) {WAKE_JOBS, queues[i], 1, 0, 0, MyBackendId - 1};
 	if (n > 0)
 	{
 		wake_scratch();
@@ -1131,7 +1135,8 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	TimestampTz deadline;
 	WakeSlot   *slot;
 	uint8		got = 0;
-	uint32		passed = 0;
+	NameHash	passed_queues[WAKE_MAX_QUEUES];
+	int			npassed = 0;
 	TupleDesc	tupdesc;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
@@ -1194,14 +1199,23 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
 	if (slot->pid == MyProcPid && (slot->pending & WAKE_JOBS) == 0)
 	{
-		passed = pass_on ? slot->woken_queues : 0;
+		/*
+		 * The wakes to hand on, by queue: the bits index the previous
+		 * call's list, which register_slot replaces (a list in another
+		 * order handed a queue's wake on as another's).
+		 */
+		uint32		woken = pass_on ? slot->woken_queues : 0;
+
+		for (int i = 0; i < slot->nqueues; i++)
+			if (woken & ((uint32) 1 << i))
+				passed_queues[npassed++] = slot->queues[i];
 		slot->woken_queues = 0;
 	}
 	register_slot(slot, &args, free);
 	LWLockRelease(wake_shared->lock);
 
 	/* Hand the job wakes this worker could not use to others, now. */
-	pass_on_wakes(slot->queues, slot->nqueues, passed);
+	pass_on_wakes(passed_queues, npassed);
 
 	/*
 	 * Until a wake arrives, the deadline passes, or jobs due later become
@@ -1272,18 +1286,16 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	if ((got & WAKE_JOBS) && whereToSendOutput == DestRemote && !pq_check_connection())
 	{
 		NameHash	queues[WAKE_MAX_QUEUES];
-		int			nqueues;
-		uint32		woken;
+		int			n = 0;
 
 		LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
-		nqueues = slot->nqueues;
-		if (nqueues > 0)
-			memcpy(queues, slot->queues, nqueues * sizeof(NameHash));
-		woken = slot->woken_queues;
+		for (int i = 0; i < slot->nqueues; i++)
+			if (slot->woken_queues & ((uint32) 1 << i))
+				queues[n++] = slot->queues[i];
 		if (slot->pid == MyProcPid)
 			memset(slot, 0, sizeof(WakeSlot));
 		LWLockRelease(wake_shared->lock);
-		pass_on_wakes(queues, nqueues, woken);
+		pass_on_wakes(queues, n);
 		ereport(FATAL,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("connection to client lost"),
