@@ -161,6 +161,19 @@ SELECT status FROM bgexec.finish_many(jsonb_build_array(
   jsonb_build_object('job_id', :job, 'lease', :lease, 'outcome', 'cancelled', 'body', '{"reason": "stopped"}')));
 SELECT pg_temp.gone(:pid) AS step_session_ended;
 SELECT dblink_disconnect('step');
+-- unclaim: a job whose claim reply the worker never received goes back to
+-- the queue, and a step session under its lease ends at commit
+SELECT bgexec.register_worker('w5', '{ss5}', 1);
+SELECT bgexec.submit('noop', queue => 'ss5') AS job \gset
+SELECT lease FROM bgexec.claim('w5', '{ss5}', 1) \gset
+SELECT dblink_connect('step', :'here');
+SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_exec('step', 'BEGIN');
+SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :job, :lease)) AS t(marked boolean);
+SELECT bgexec.unclaim('w5', 0, '{}') AS unclaimed;
+SELECT pg_temp.gone(:pid) AS step_session_ended;
+SELECT status FROM bgexec.job WHERE id = :job;
+SELECT dblink_disconnect('step');
 -- only the worker role may mark a session; only the extension's functions end them
 SELECT has_function_privilege('bgexec_worker', 'bgexec._step_session(bigint, bigint)', 'EXECUTE') AS worker_marks,
        has_function_privilege('bgexec_worker', 'bgexec._end_step_sessions(bigint, bigint)', 'EXECUTE') AS worker_ends,
