@@ -68,7 +68,8 @@ wait_status "$b" completed 20
 # An action whose config file entry lists its env ({"path", "env"}) takes
 # those variables only, with --allow-run too: a variable no denylist names
 # (SHADE) is refused as LD_PRELOAD is; the listed one reaches the action.
-printf '{"actions": {"bash-act": {"path": "%s", "env": ["COLOR"]}}}\n' "$E2E_DIR/bash-act.sh" >"$E2E_DIR/w2.json"
+printf '{"actions": {"bash-act": {"path": "%s", "env": ["COLOR"]}, "free-act": "%s"}}\n' \
+  "$E2E_DIR/bash-act.sh" "$E2E_DIR/bash-act.sh" >"$E2E_DIR/w2.json"
 start_worker w2 --config "$E2E_DIR/w2.json" --queue listed --allow-run
 for var in SHADE LD_PRELOAD; do
   b=$("$BGEXEC" submit workflow --queue listed "{\"steps\": [{\"id\": \"a\", \"action\": \"bash-act\", \"env\": {\"$var\": \"x\"}}]}")
@@ -80,6 +81,10 @@ done
 b=$("$BGEXEC" submit workflow --queue listed '{"steps": [{"id": "a", "action": "bash-act", "env": {"COLOR": "red"}}]}')
 wait_status "$b" completed 20
 [[ $(sql "SELECT result->'a'->>'color' FROM bgexec.job WHERE id = $b") == red ]] || fail "listed env COLOR"
+# With --allow-run, an action with no env list takes any variable a step sets.
+b=$("$BGEXEC" submit workflow --queue listed '{"steps": [{"id": "a", "action": "free-act", "env": {"COLOR": "blue"}}]}')
+wait_status "$b" completed 20
+[[ $(sql "SELECT result->'a'->>'color' FROM bgexec.job WHERE id = $b") == blue ]] || fail "--allow-run: unlisted action's env COLOR"
 kill -0 "$PID_w2" || fail "worker w2 died"
 
 n=$("$BGEXEC" submit noop)
