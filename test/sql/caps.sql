@@ -27,6 +27,10 @@ SELECT count(*) AS admitted FROM bgexec.submit_many('[{"kind": "noop", "queue": 
 SELECT * FROM try($q$SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "capm"}]')$q$);
 SELECT * FROM try($q$SELECT count(*) FROM bgexec.submit_many('[{"kind": "noop", "queue": "capbig"}, {"kind": "noop", "queue": "capm"}]')$q$);
 SELECT count(*) AS deduped FROM bgexec.submit_many('[{"kind": "noop", "queue": "capm", "idempotency_key": "capm-k"}]');
+-- past the cap (lowered below the queue's depth), still returned: only
+-- the queues the call added a job to are counted
+SELECT (bgexec.configure_queue('capm', max_queued => 2)).name;
+SELECT count(*) AS deduped_past_cap FROM bgexec.submit_many('[{"kind": "noop", "queue": "capm", "idempotency_key": "capm-k"}]');
 SELECT queue, count(*) FROM bgexec.job WHERE queue IN ('capm', 'capbig') GROUP BY 1 ORDER BY 1;
 -- and it counts the capped queue once per call, not once per job: 50 jobs
 -- into a queue with 200 queued read 250 index entries, not 50 x 225
