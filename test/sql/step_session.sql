@@ -136,6 +136,11 @@ SELECT dblink_connect('step', :'here');
 SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
 SELECT dblink_exec('step', 'BEGIN');
 SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :jobb, :leaseb)) AS t(marked boolean);
+-- and the first job's, in another session: every position of the arrays counts
+SELECT dblink_connect('step2', :'here');
+SELECT pid AS pida FROM dblink('step2', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_exec('step2', 'BEGIN');
+SELECT marked FROM dblink('step2', format('SELECT bgexec._step_session(%s, %s)', :joba, :leasea)) AS t(marked boolean);
 BEGIN;
 SELECT bgexec._end_step_sessions(ARRAY[:joba, :jobb]::bigint[], ARRAY[:leasea, :leaseb]::bigint[]) AS marked_of_two,
        bgexec._end_step_sessions(ARRAY[:jobb]::bigint[], ARRAY[:leasea]::bigint[]) AS other_lease,
@@ -147,8 +152,8 @@ SELECT pg_temp.gone(:pid, 100) AS step_session_ended;
 SELECT job_id = :joba AS a, status FROM bgexec.finish_many(jsonb_build_array(
   jsonb_build_object('job_id', :joba, 'lease', :leasea, 'outcome', 'completed'),
   jsonb_build_object('job_id', :jobb, 'lease', :leaseb, 'outcome', 'completed')));
-SELECT pg_temp.gone(:pid) AS step_session_ended;
-SELECT dblink_disconnect('step');
+SELECT pg_temp.gone(:pid) AS step_session_ended, pg_temp.gone(:pida) AS first_step_session_ended;
+SELECT dblink_disconnect('step'), dblink_disconnect('step2');
 -- finish_many: a cancelled item (a stop), as finish()
 SELECT bgexec.submit('noop', queue => 'ss4') AS job \gset
 SELECT lease FROM bgexec.claim('w4', '{ss4}', 1) \gset
