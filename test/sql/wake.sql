@@ -452,3 +452,14 @@ SELECT bgexec._jobs_due('wy', :'due', 9223372036854775807), bgexec._jobs_due('wy
 COMMIT;
 SELECT pg_sleep(0.5);
 SELECT jobs FROM bgexec.await_work('wy', '{wy}', 1, '0');
+-- and the due time of two such counts wakes every sleeper of its queue:
+-- wrapped negative (uncapped on entry), it woke one of two
+SELECT jobs FROM bgexec.await_work('wz1', '{wzq}', 1, '0');  -- registers
+SELECT jobs FROM bgexec.await_work('wz2', '{wzq}', 1, '0');  -- registers
+SELECT now() + interval '200 ms' AS due \gset
+BEGIN;
+SELECT bgexec._jobs_due('wzq', :'due', 9223372036854775807), bgexec._jobs_due('wzq', :'due', 9223372036854775807);
+COMMIT;
+SELECT pg_sleep(0.5);
+SELECT jobs AS first FROM bgexec.await_work('wz1', '{wzq}', 1, '0');
+SELECT jobs AS second FROM bgexec.await_work('wz2', '{wzq}', 1, '0');
