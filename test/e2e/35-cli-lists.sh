@@ -190,6 +190,11 @@ for e in run("tail", "6", lines=True):
     times(e, "created_at")
 for w in run("workers", "--all"):
     times(w, "started_at", "heartbeat_at", "stopped_at")
+subprocess.run([sys.argv[1], "schedule", "times35", "0 3 * * *", "noop"], check=True, capture_output=True, env=env)
+scheds = run("schedules")
+assert [x["name"] for x in scheds] == ["times35"], scheds
+for x in scheds:
+    assert times(x, "next_run_at", "last_run_at")[0] is not None, x
 # the stored value to the microsecond
 exact = subprocess.run(["psql", "-XAtc", "SELECT to_char(created_at AT TIME ZONE 'UTC',"
                         " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM bgexec.job WHERE id = 6"],
