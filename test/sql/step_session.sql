@@ -168,14 +168,14 @@ SELECT pg_temp.gone(:pid) AS step_session_ended;
 SELECT dblink_disconnect('step');
 -- unclaim: a job whose claim reply the worker never received goes back to
 -- the queue, and a step session under its lease ends at commit
-SELECT bgexec.register_worker('w5', '{ss5}', 1);
+SELECT bgexec.register_worker('ss-uw', '{ss5}', 1);
 SELECT bgexec.submit('noop', queue => 'ss5') AS job \gset
-SELECT lease FROM bgexec.claim('w5', '{ss5}', 1) \gset
+SELECT lease FROM bgexec.claim('ss-uw', '{ss5}', 1) \gset
 SELECT dblink_connect('step', :'here');
 SELECT pid FROM dblink('step', 'SELECT pg_backend_pid()') AS t(pid int) \gset
 SELECT dblink_exec('step', 'BEGIN');
 SELECT marked FROM dblink('step', format('SELECT bgexec._step_session(%s, %s)', :job, :lease)) AS t(marked boolean);
-SELECT bgexec.unclaim('w5', 0, '{}') AS unclaimed;
+SELECT bgexec.unclaim('ss-uw', 0, '{}') AS unclaimed;
 SELECT pg_temp.gone(:pid) AS step_session_ended;
 SELECT status FROM bgexec.job WHERE id = :job;
 SELECT dblink_disconnect('step');
