@@ -165,13 +165,14 @@ clear_mark(void)
 
 /*
  * How many backends of this database, not this one, have their transaction
- * marked as the step of the job under the lease: those end_requested ends
- * at commit.
+ * marked as the step of one of the n jobs under its lease (jobs[r],
+ * leases[r]): those end_requested ends at commit.  One pass over the slots
+ * whatever n, none when no slot is marked anywhere.
  */
 static int
-count_marked(int64 job_id, int64 lease)
+count_marked(const int64 *jobs, const int64 *leases, int n)
 {
-	int			n = 0;
+	int			marked = 0;
 
 	if (pg_atomic_read_u32(&step_shared->nmarked) == 0)
 		return 0;
@@ -180,12 +181,17 @@ count_marked(int64 job_id, int64 lease)
 	{
 		StepSlot   *s = &step_shared->slots[i];
 
-		if (s->pid != 0 && s->pid != MyProcPid && s->dboid == MyDatabaseId &&
-			s->job_id == job_id && s->lease == lease)
-			n++;
+		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId)
+			continue;
+		for (int r = 0; r < n; r++)
+			if (jobs[r] == s->job_id && leases[r] == s->lease)
+			{
+				marked++;
+				break;
+			}
 	}
 	LWLockRelease(step_shared->lock);
-	return n;
+	return marked;
 }
 
 /* A session end_requested signalled, for its log line after the lock. */
@@ -429,7 +435,6 @@ bgexec_step_session(PG_FUNCTION_ARGS)
 static void
 request_end(int64 job_id, int64 lease, int level)
 {
-	end_scratch();				/* end_requested's list, before any commit */
 	if (nends > 0 && ends[nends - 1].job_id == job_id && ends[nends - 1].lease == lease &&
 		ends[nends - 1].level == level)
 		return;
@@ -467,8 +472,9 @@ bgexec_end_step_sessions(PG_FUNCTION_ARGS)
 	job_id = PG_GETARG_INT64(0);
 	lease = PG_GETARG_INT64(1);
 	register_callbacks();
+	end_scratch();				/* end_requested's list, before any commit */
 	request_end(job_id, lease, level);
-	PG_RETURN_INT32(count_marked(job_id, lease));
+	PG_RETURN_INT32(count_marked(&job_id, &lease, 1));
 }
 
 /*
@@ -483,7 +489,6 @@ bgexec_end_step_sessions_many(PG_FUNCTION_ARGS)
 	ArrayType  *jobs;
 	ArrayType  *leases;
 	int			n;
-	int			marked = 0;
 	int64	   *j;
 	int64	   *l;
 	int			level = GetCurrentTransactionNestLevel();
@@ -504,25 +509,8 @@ bgexec_end_step_sessions_many(PG_FUNCTION_ARGS)
 	j = (int64 *) ARR_DATA_PTR(jobs);
 	l = (int64 *) ARR_DATA_PTR(leases);
 	register_callbacks();
+	end_scratch();
 	for (int i = 0; i < n; i++)
 		request_end(j[i], l[i], level);
-	/* One pass over the slots: a sql step running anywhere is common. */
-	if (pg_atomic_read_u32(&step_shared->nmarked) == 0)
-		PG_RETURN_INT32(0);
-	LWLockAcquire(step_shared->lock, LW_SHARED);
-	for (int i = 0; i < step_shared->nslots; i++)
-	{
-		StepSlot   *s = &step_shared->slots[i];
-
-		if (s->pid == 0 || s->pid == MyProcPid || s->dboid != MyDatabaseId)
-			continue;
-		for (int r = 0; r < n; r++)
-			if (j[r] == s->job_id && l[r] == s->lease)
-			{
-				marked++;
-				break;
-			}
-	}
-	LWLockRelease(step_shared->lock);
-	PG_RETURN_INT32(marked);
+	PG_RETURN_INT32(count_marked(j, l, n));
 }

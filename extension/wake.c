@@ -1012,6 +1012,22 @@ register_slot(WakeSlot *slot, const SlotArgs *args, int free)
 /* libpq/libpq.h, whose libpq-be.h needs the GSSAPI headers */
 extern bool pq_check_connection(void);
 
+/*
+ * The queues of the slot's job wakes its worker took (woken_queues: bits
+ * indexing the slot's list), by hash into out; how many.  The caller holds
+ * the lock, and reads them before the list is replaced.
+ */
+static int
+woken_queue_hashes(const WakeSlot *slot, NameHash *out)
+{
+	int			n = 0;
+
+	for (int i = 0; i < slot->nqueues; i++)
+		if (slot->woken_queues & ((uint32) 1 << i))
+			out[n++] = slot->queues[i];
+	return n;
+}
+
 /* Wakes the waiting workers of queues[0..n), a job each. */
 static void
 pass_on_wakes(const NameHash *queues, int n)
@@ -1204,11 +1220,8 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 		 * call's list, which register_slot replaces (a list in another
 		 * order handed a queue's wake on as another's).
 		 */
-		uint32		woken = pass_on ? slot->woken_queues : 0;
-
-		for (int i = 0; i < slot->nqueues; i++)
-			if (woken & ((uint32) 1 << i))
-				passed_queues[npassed++] = slot->queues[i];
+		if (pass_on)
+			npassed = woken_queue_hashes(slot, passed_queues);
 		slot->woken_queues = 0;
 	}
 	register_slot(slot, &args, free);
@@ -1286,12 +1299,10 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	if ((got & WAKE_JOBS) && whereToSendOutput == DestRemote && !pq_check_connection())
 	{
 		NameHash	queues[WAKE_MAX_QUEUES];
-		int			n = 0;
+		int			n;
 
 		LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
-		for (int i = 0; i < slot->nqueues; i++)
-			if (slot->woken_queues & ((uint32) 1 << i))
-				queues[n++] = slot->queues[i];
+		n = woken_queue_hashes(slot, queues);
 		if (slot->pid == MyProcPid)
 			memset(slot, 0, sizeof(WakeSlot));
 		LWLockRelease(wake_shared->lock);

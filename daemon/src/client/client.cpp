@@ -337,6 +337,9 @@ struct Session {
   std::vector<std::string> arg_names;
   // Called as a follow of the job starts: Ctrl-C then says the job goes on.
   std::function<void(std::int64_t)> on_follow;
+  // How a listing shows a time (pg::utc_iso): to the second in its text,
+  // to the microsecond with --json.
+  pg::Time time_digits() const { return json_out ? pg::Time::json : pg::Time::seconds; }
 };
 
 // A member of an event's data; null when the data is no object or has no
@@ -868,11 +871,9 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
   s.arg_names = {"--queue", "--status", "--before", "--limit", "--kind"};
   // (a job read past the page says whether there is a next one)
   pg::Params p = {option(a, "--queue"), statuses, before, std::to_string(limit + 1), option(a, "--kind")};
-  const std::string when = s.json_out ? pg::utc_iso("created_at", pg::Time::json) + " AS created_at, " +
-                                            pg::utc_iso("started_at", pg::Time::json) + " AS started_at, " +
-                                            pg::utc_iso("finished_at", pg::Time::json) + " AS finished_at"
-                                      : pg::utc_iso("created_at") + " AS created_at, " +
-                                            pg::utc_iso("finished_at") + " AS finished_at";
+  std::string when = pg::utc_iso("created_at", s.time_digits()) + " AS created_at, " +
+                     pg::utc_iso("finished_at", s.time_digits()) + " AS finished_at";
+  if (s.json_out) when += ", " + pg::utc_iso("started_at", s.time_digits()) + " AS started_at";
   auto r = co_await s.conn.query(
       "SELECT id, status::text AS status, queue, kind, attempt, max_attempts, priority, owner, " + when +
           ", error FROM bgexec.job"
@@ -1184,7 +1185,7 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
 // or with --all every row, most recent first.
 asio::awaitable<int> cmd_workers(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("workers takes no arguments");
-  const auto digits = s.json_out ? pg::Time::json : pg::Time::seconds;
+  const auto digits = s.time_digits();
   const std::string sql =
       "SELECT id, host, pid, pg_catalog.array_to_json(queues) AS queues, concurrency, in_flight, alive, " +
       pg::utc_iso("started_at", digits) + " AS started_at, " + pg::utc_iso("heartbeat_at", digits) +
@@ -1216,7 +1217,7 @@ asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
       "SELECT " + pg::utc_iso("bgexec.schedule($1, $2, $3, $4::jsonb, queue => $5, priority => $6::int,"
                            " max_attempts => $7::int, timeout => $8::interval, concurrency_key => $9,"
                            " time_zone => $10, overlap => $11::boolean)",
-                       s.json_out ? pg::Time::json : pg::Time::seconds),
+                       s.time_digits()),
       p);
   std::string next = r.get(0, 0).value_or("");
   if (s.json_out) std::cout << json{{"name", a.positional[0]}, {"next_run_at", next}}.dump() << std::endl;
@@ -1242,8 +1243,7 @@ asio::awaitable<int> cmd_pause_schedule(Session& s, const std::string& cmd, cons
   const std::string& name = a.positional[0];
   bool pause = cmd == "pause-schedule";
   std::string sql = pause ? std::string("SELECT bgexec.pause_schedule($1)::text, NULL")
-                          : "SELECT 'true', " + pg::utc_iso("bgexec.resume_schedule($1)",
-                                                             s.json_out ? pg::Time::json : pg::Time::seconds);
+                          : "SELECT 'true', " + pg::utc_iso("bgexec.resume_schedule($1)", s.time_digits());
   pg::Params p = {name};
   s.arg_names = {"NAME"};
   auto r = co_await s.conn.query(sql, p);
@@ -1283,7 +1283,7 @@ asio::awaitable<int> cmd_schedules(Session& s, const core::ParsedArgs& a) {
   if (!a.positional.empty()) throw Usage("schedules takes no arguments");
   // In UTC ISO 8601 as every other command prints a time, not in the
   // session's time zone: to the second in the table, the microsecond with --json.
-  const auto digits = s.json_out ? pg::Time::json : pg::Time::seconds;
+  const auto digits = s.time_digits();
   const std::string when = pg::utc_iso("next_run_at", digits) + " AS next_run_at, " +
                            pg::utc_iso("last_run_at", digits) + " AS last_run_at";
   auto r = co_await s.conn.query(
