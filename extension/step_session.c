@@ -50,6 +50,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -84,8 +85,12 @@ typedef struct StepShared
 
 static StepShared *step_shared = NULL;
 
-/* Whether this backend's transaction marked its slot. */
+/* Whether this backend's transaction marked its slot, and with what. */
 static bool marked = false;
+static int64 mark_job = 0;
+static int64 mark_lease = 0;
+/* Whether _step_mark handed the mark out already (once per transaction). */
+static bool mark_taken = false;
 static bool callback_registered = false;
 
 /* The step sessions this transaction ends when it commits. */
@@ -103,6 +108,7 @@ static int	maxends = 0;
 PG_FUNCTION_INFO_V1(bgexec_step_session);
 PG_FUNCTION_INFO_V1(bgexec_end_step_sessions);
 PG_FUNCTION_INFO_V1(bgexec_end_step_sessions_many);
+PG_FUNCTION_INFO_V1(bgexec_step_mark);
 
 static Size
 step_shmem_size(void)
@@ -392,6 +398,9 @@ bgexec_step_session(PG_FUNCTION_ARGS)
 	register_callbacks();
 	slot = my_slot();
 	marked = true;
+	mark_job = PG_GETARG_INT64(0);
+	mark_lease = PG_GETARG_INT64(1);
+	mark_taken = false;
 	if (slot != NULL)
 	{
 		LWLockAcquire(step_shared->lock, LW_EXCLUSIVE);
@@ -513,4 +522,35 @@ bgexec_end_step_sessions_many(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 		request_end(j[i], l[i], level);
 	PG_RETURN_INT32(count_marked(j, l, n));
+}
+
+/*
+ * _step_mark() → (job_id, lease): the job and lease this transaction was
+ * marked with (_step_session), once: _step_completed's, which records the
+ * step's step_completed in the step's own transaction.  Refused (55000)
+ * in a transaction not so marked, and the second time.  Not granted to
+ * anyone: _step_completed, SECURITY DEFINER, calls it.
+ */
+Datum
+bgexec_step_mark(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (!marked)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this transaction is not a worker's sql step"),
+				 errhint("A worker records its sql step's completion in the step's own transaction.")));
+	if (mark_taken)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this sql step's completion was recorded already")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "_step_mark must return a composite type");
+	mark_taken = true;
+	values[0] = Int64GetDatum(mark_job);
+	values[1] = Int64GetDatum(mark_lease);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

@@ -623,6 +623,15 @@ CREATE FUNCTION bgexec._end_step_sessions(job_ids bigint[], leases bigint[]) RET
 COMMENT ON FUNCTION bgexec._end_step_sessions(bigint[], bigint[]) IS
 	'terminates the sql step sessions of the jobs under the leases when this transaction commits; how many (finish_many)';
 
+/* _step_mark(): the job and lease _step_session marked this transaction
+ * with, once (55000 when not marked, or the second time).  For
+ * _step_completed only: granted to no one. */
+CREATE FUNCTION bgexec._step_mark(OUT job_id bigint, OUT lease bigint) RETURNS record
+	AS 'MODULE_PATHNAME', 'bgexec_step_mark'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION bgexec._step_mark() IS
+	'the job and lease this transaction was marked with as a sql step, once (_step_completed)';
+
 CREATE FUNCTION bgexec._json_fits(value jsonb, max_depth int, what text DEFAULT NULL) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'bgexec_json_fits'
 	LANGUAGE C IMMUTABLE PARALLEL SAFE;
@@ -2182,6 +2191,59 @@ END
 $$;
 COMMENT ON FUNCTION bgexec.append_event(bigint, bigint, text, jsonb, int) IS
 	'appends one event under a lease; returns its seq, or NULL when the lease is not current';
+
+/* _step_completed(events): a worker's sql step records its step_completed
+ * in the step's own transaction, just before its COMMIT: the step's writes
+ * and the record that it is done commit together, or neither does.  When
+ * the record was written after the COMMIT, on the worker's own session, a
+ * worker lost in between (kill -9, a frozen host, a session holding the
+ * job's row) left the step's writes committed and no step_completed, and
+ * the job's next run ran the statement again (e2e 90).
+ * events is append_events' one-element array, [{"kind": "step_completed",
+ * "data": {...}}], as the worker builds it.  The job and lease are the
+ * transaction's mark (_step_session), not arguments: the owner's statement
+ * runs in the same transaction and could name any job.  Once per
+ * transaction (_step_mark); refused (55000) unless the job still runs
+ * under the lease, and then the step's transaction rolls back.  The job's
+ * row is waited for without append_events' lock_timeout: the step's
+ * session is its own, and a client's stop() holding the row is a short
+ * wait.  Executable by PUBLIC: the statement's role, the job's owner, is
+ * any role, and the mark (set by bgexec_worker before _act_as) is the
+ * right to call it.  Only under READ COMMITTED: the worker asks for it
+ * then (the job's row changes under the step, heartbeats renew its lease,
+ * and a REPEATABLE READ transaction could not update it: 40001). */
+CREATE FUNCTION bgexec._step_completed(events jsonb) RETURNS int
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	SET lock_timeout = 0
+	AS $$
+DECLARE
+	m record;
+	v_seq int;
+BEGIN
+	IF jsonb_typeof(events) IS DISTINCT FROM 'array' OR jsonb_array_length(events) <> 1
+	   OR events->0->>'kind' IS DISTINCT FROM 'step_completed' THEN
+		RAISE EXCEPTION 'events must be one step_completed event: [{"kind": "step_completed", "data": {...}}]'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT * INTO m FROM bgexec._step_mark();
+	PERFORM FROM bgexec.job j
+	 WHERE j.id = m.job_id AND j.lease = m.lease AND j.status = 'running'
+	   FOR UPDATE;
+	IF FOUND THEN
+		v_seq := bgexec.append_events(m.job_id, m.lease, events);
+	END IF;
+	IF v_seq IS NULL THEN
+		RAISE EXCEPTION 'the job''s lease is not current: its sql step does not commit'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      DETAIL = format('Job %s, lease %s.', m.job_id, m.lease),
+			      HINT = 'The lease was taken back (it expired, or the job passed its deadline), or the job ended.';
+	END IF;
+	RETURN v_seq;
+END
+$$;
+COMMENT ON FUNCTION bgexec._step_completed(jsonb) IS
+	'records a sql step''s step_completed in the step''s own transaction, under the lease it was marked with; the seq';
 
 /* finish: the guarded terminal write.  Applies only while status='running'
  * AND lease=$lease (invariant 3) — so of finish and reconcile, or two
@@ -3981,3 +4043,6 @@ GRANT EXECUTE ON FUNCTION
 	bgexec._step_session(bigint, bigint),
 	bgexec._secret_step()
 	TO bgexec_worker;
+-- The step's statement runs as the job's owner, any role; the mark is the
+-- right to call it (_step_completed).
+GRANT EXECUTE ON FUNCTION bgexec._step_completed(jsonb) TO PUBLIC;

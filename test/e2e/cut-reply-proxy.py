@@ -2,13 +2,16 @@
 # statement committed: once a marker is seen, it withholds what the server
 # sends until ReadyForQuery (idle: the statement's transaction is over), then
 # cuts both connections instead of passing the reply on.
-#   cut-reply-proxy.py PORT_FILE PG_SOCKET MARKER request|reply FLAG_FILE
+#   cut-reply-proxy.py PORT_FILE PG_SOCKET MARKER request|reply|commit FLAG_FILE
 # It listens on 127.0.0.1 at a port the kernel picks and writes that port to
 # PORT_FILE once it listens (e2e_proxy.serve).  request: the marker is in a
 # statement the client sends (a worker's call); reply: in a reply the server
-# sends (the rows of a claim).  FLAG_FILE is written when the cut is made.
+# sends (the rows of a claim); commit: the marker is in a statement of a
+# transaction the client sends, whose replies pass until the one that ends
+# the transaction (its COMMIT's), which is lost.  FLAG_FILE is written when
+# the cut is made.
 # Used by test/e2e/12-lost-reply.sh, 18-lost-claim.sh, 33-unclaim-held.sh,
-# 34-unclaim-unfinished.sh and 83-lost-finish-reply.sh (through
+# 34-unclaim-unfinished.sh, 83-lost-finish-reply.sh and 90-sql-step-commit-and-record.sh (through
 # start_cut_proxy in lib.sh).
 import asyncio, sys
 
@@ -22,7 +25,7 @@ done = False
 
 async def pipe_client(cr, sw, state):
     while data := await cr.read(65536):
-        if side == "request" and not done and marker in data:
+        if side in ("request", "commit") and not done and marker in data:
             state["armed"] = True
         sw.write(data)
         await sw.drain()
@@ -35,6 +38,10 @@ async def pipe_server(sr, cw, sw, state):
     while data := await sr.read(65536):
         if side == "reply" and not done and marker in data:
             state["armed"] = True
+        if state["armed"] and not done and side == "commit" and READY_IDLE not in data:
+            cw.write(data)  # the transaction's statements' replies pass
+            await cw.drain()
+            continue
         if state["armed"] and not done:
             held += data
             if READY_IDLE in held:

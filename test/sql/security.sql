@@ -162,7 +162,8 @@ SELECT p.proname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
  WHERE p.pronamespace = 'bgexec'::regnamespace AND l.lanname <> 'c'
    AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, bgexec, pg_temp'], false)
  ORDER BY 1;
--- no bgexec function is executable by PUBLIC
+-- no bgexec function is executable by PUBLIC but _step_completed, whose
+-- right is the sql step's mark (step_session)
 SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE n.nspname = 'bgexec' AND has_function_privilege('public', p.oid, 'EXECUTE')
  ORDER BY 1;

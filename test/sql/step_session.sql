@@ -184,4 +184,38 @@ SELECT has_function_privilege('bgexec_worker', 'bgexec._step_session(bigint, big
        has_function_privilege('bgexec_worker', 'bgexec._end_step_sessions(bigint, bigint)', 'EXECUTE') AS worker_ends,
        has_function_privilege('bgexec_worker', 'bgexec._end_step_sessions(bigint[], bigint[])', 'EXECUTE') AS worker_ends_many,
        has_function_privilege('bgexec_client', 'bgexec._step_session(bigint, bigint)', 'EXECUTE') AS client_marks;
+-- _step_completed: the step's step_completed, written in the step's own
+-- transaction under the lease the transaction was marked with, once; its
+-- seq.  Refused (55000) in a transaction not so marked, the second time,
+-- and when the lease is no longer current; 22023 for anything but one
+-- step_completed event.
+SELECT bgexec.submit('noop', queue => 'ss6') AS job \gset
+SELECT lease FROM bgexec.claim('w6', '{ss6}', 1, '1 hour') \gset
+SELECT * FROM try($$SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "q", "output": 1}}]')$$);
+BEGIN;
+SELECT bgexec._step_session(:job, :lease);
+SELECT * FROM try($$SELECT bgexec._step_completed('[{"kind": "log", "data": {"step": "q"}}]')$$);
+SELECT * FROM try($$SELECT bgexec._step_completed('[]')$$);
+SELECT * FROM try($$SELECT bgexec._step_completed(NULL)$$);
+SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "q", "output": [{"x": 1}]}}]') AS seq;
+SELECT * FROM try($$SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "r", "output": 2}}]')$$);
+COMMIT;
+SELECT seq, kind, data - 'lease' AS data FROM bgexec.job_event WHERE job_id = :job ORDER BY seq;
+-- rolled back with the step: nothing written
+BEGIN;
+SELECT bgexec._step_session(:job, :lease);
+SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "r", "output": 2}}]') AS seq;
+ROLLBACK;
+SELECT count(*) AS events FROM bgexec.job_event WHERE job_id = :job;
+-- the job no longer under the lease when the step ends (changed by hand
+-- here, from another session: reconcile would end this one): refused
+BEGIN;
+SELECT bgexec._step_session(:job, :lease);
+SELECT dblink_exec(:'here', format('UPDATE bgexec.job SET lease = lease + 1000 WHERE id = %s', :job));
+SELECT * FROM try($$SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "r", "output": 2}}]')$$);
+ROLLBACK;
+SELECT count(*) AS step_completed FROM bgexec.job_event WHERE job_id = :job AND kind = 'step_completed';
+-- any role may call it (the statement's role, the job's owner): the mark is the right
+SELECT has_function_privilege('public', 'bgexec._step_completed(jsonb)', 'EXECUTE') AS anyone_records,
+       has_function_privilege('bgexec_worker', 'bgexec._step_mark()', 'EXECUTE') AS worker_reads_mark;
 DROP EXTENSION dblink;

@@ -1110,6 +1110,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     std::string out_text;
     bool has_stdout = false;
     bool failed_late = false;  // the step failed after its deadline passed (killed for it)
+    bool recorded = false;     // a sql step's step_completed committed with it
     try {
       if (kind == "action") {
         co_await step_action(sid, step, out_text);
@@ -1118,7 +1119,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
         co_await step_run(sid, step, out_text);
         has_stdout = true;
       } else if (kind == "sql") {
-        output = co_await step_sql(sid, step, deadline);
+        output = co_await step_sql(sid, step, deadline, recorded);
       } else if (kind == "sleep") {
         co_await step_sleep(sid, step);
       }
@@ -1156,7 +1157,9 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     // measured: always.
     const bool heavy = kind == "sql" || out_text.size() > offload_bytes;
     StepOutput done;
-    if (heavy) {
+    if (recorded) {
+      done.output = std::move(output);  // masked, and written (step_sql)
+    } else if (heavy) {
       auto work = [m = masker_, output = std::move(output), text = std::move(out_text), has_stdout]() mutable {
         return process_output(m, std::move(output), std::move(text), has_stdout);
       };
@@ -1173,7 +1176,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       entry["stdout"] = std::move(*done.stdout_text);
     }
     data["output"] = std::move(done.output);
-    co_await append_kept("step_completed", data, heavy);
+    if (!recorded) co_await append_kept("step_completed", data, heavy);
     // Kept only for a step still to read it, or the job's result.
     if (has_readers(sid)) {
       entry["output"] = std::move(data["output"]);
@@ -1351,7 +1354,23 @@ Job::EnvVars Job::step_env(const std::string& sid, const json& step) {
   return out;
 }
 
-asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, const StepDeadline& deadline) {
+asio::awaitable<bool> Job::committed(const std::string& xid) {
+  // On the worker's own session, while the lease lasts (ctl_exec retries
+  // a lost connection).  "in progress": the step's backend has not yet
+  // seen its client go; asked again, 100 ms apart.
+  for (;;) {
+    if (abandoned_ || lease_spent()) co_return false;
+    pg::Params arg = {xid};
+    auto r = co_await w_.ctl_exec("SELECT pg_catalog.pg_xact_status($1::xid8)", arg, write_until());
+    auto status = r.get(0, 0);
+    if (status != std::optional<std::string>("in progress")) co_return status == std::optional<std::string>("committed");
+    asio::steady_timer t(w_.executor(), std::chrono::milliseconds(100));
+    co_await t.async_wait(asio::use_awaitable);
+  }
+}
+
+asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, const StepDeadline& deadline,
+                                    bool& recorded) {
   if (!step["sql"].is_string()) throw StepFailure{"sql must be a string", false};
   json params = render(step.value("params", json::array()), sid);
   if (!params.is_array()) throw StepFailure{"params must be an array", false};
@@ -1464,8 +1483,20 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     using Tcp = pg::TcpDefaults;
     pg::Params settings = {c_.owner, std::to_string(idle_ms), Tcp::keepalives_idle, Tcp::keepalives_interval,
                            Tcp::keepalives_count, Tcp::tcp_user_timeout, id_str(id()), id_str(lease())};
-    co_await conn->query(
-        "SELECT bgexec._step_session($7::bigint, $8::bigint), bgexec._act_as($1), "
+    // The step's step_completed is written in its own transaction, just
+    // before COMMIT (bgexec._step_completed): the step's writes and the
+    // record that it is done commit together.  Written after the COMMIT,
+    // on the worker's session, a worker lost in between left the writes
+    // committed and no record, and the job's next run ran the statement
+    // again (e2e 90).  Under READ COMMITTED, the server's default (the
+    // job's row, which heartbeats renew, could not be updated from a
+    // REPEATABLE READ snapshot), and when the owner's role may reach the
+    // function (USAGE on the schema: a job's owner need not be a client).
+    // Else after the COMMIT, as before.
+    auto setup = co_await conn->query(
+        "SELECT pg_catalog.current_setting('transaction_isolation') = 'read committed' "
+        "AND pg_catalog.has_schema_privilege($1::name, 'bgexec', 'USAGE'), "
+        "bgexec._step_session($7::bigint, $8::bigint), bgexec._act_as($1), "
         "pg_catalog.set_config('client_connection_check_interval', '1000', true), "
         "pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true), "
         "pg_catalog.set_config('tcp_keepalives_idle', $3, true), "
@@ -1473,6 +1504,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
         "pg_catalog.set_config('tcp_keepalives_count', $5, true), "
         "pg_catalog.set_config('tcp_user_timeout', $6, true)",
         std::move(settings));
+    const bool record_here = setup.get(0, 0) == std::optional<std::string>("t");
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before it ran");
     std::string text = step["sql"].get<std::string>();
     escalation->in_statement = true;
@@ -1485,7 +1517,55 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     rows = mask(std::move(result));
     core::sanitize_utf8(rows);
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
-    co_await conn->query("COMMIT");
+    if (record_here) {
+      // The event as append_kept writes it, masked and made text on the
+      // compute thread (the rows may be 16 MiB).
+      struct Event {
+        std::string text;
+        json output;
+        bool large = false;
+      };
+      auto work = [m = masker_, sid, out = std::move(rows)]() mutable {
+        Event e;
+        json data = {{"step", sid}};
+        data["output"] = std::move(out);
+        e.text = event_text(m, "step_completed", data, e.large);
+        e.output = std::move(data["output"]);
+        return e;
+      };
+      Event event = co_await w_.offload(std::move(work));
+      if (event.large) held_large_ = true;
+      // One append of the job's at a time, as append_write: the job's seq
+      // as the worker knows it (after_seq) is this event's once it commits.
+      co_await append_order_.lock();
+      FifoLock::Guard guard{append_order_};
+      if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
+      pg::Params arg;
+      arg.push_back(std::move(event.text));  // not through an initializer list, which copies
+      auto r = co_await conn->query(
+          "SELECT bgexec._step_completed($1::jsonb), pg_catalog.pg_current_xact_id()::text", arg);
+      std::optional<pg::Error> commit_error;
+      try {
+        co_await conn->query("COMMIT");
+      } catch (const pg::Error& e) {
+        commit_error = e;
+      }
+      // The COMMIT's reply lost (the session cut, the server restarted as
+      // it committed): its transaction may have committed, step and
+      // record.  Failed (and retried), it ran again; ended failed, its
+      // writes stayed.  The server says which (pg_xact_status).
+      if (commit_error) {
+        bool made_it = false;
+        if (commit_error->classify() == core::ErrorClass::connection && r.get(0, 1))
+          made_it = co_await committed(*r.get(0, 1));
+        if (!made_it) throw *commit_error;
+      }
+      note_written(known_seq_, r.get(0, 0));
+      rows = std::move(event.output);
+      recorded = true;
+    } else {
+      co_await conn->query("COMMIT");
+    }
   } catch (const pg::Error& e) {
     // A lost session (the server restarted, reconcile ended it) is worth
     // another attempt; the server's 08P01 to a statement given the wrong

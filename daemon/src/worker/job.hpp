@@ -138,8 +138,12 @@ class Job : public std::enable_shared_from_this<Job> {
   // stdout_text, for run_step's process_output.
   asio::awaitable<void> step_action(const std::string& id, const nlohmann::json& step, std::string& stdout_text);
   asio::awaitable<void> step_run(const std::string& id, const nlohmann::json& step, std::string& stdout_text);
+  // A sql step's rows; recorded: its step_completed was written in its own
+  // transaction (then the output is masked and stored as the event holds it).
+  // Whether the transaction xid committed (a sql step's COMMIT whose reply was lost).
+  asio::awaitable<bool> committed(const std::string& xid);
   asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step,
-                                           const StepDeadline& deadline);
+                                           const StepDeadline& deadline, bool& recorded);
   asio::awaitable<void> step_sleep(const std::string& id, const nlohmann::json& step);
   asio::awaitable<ProcOutput> run_process(const std::string& id, const std::vector<std::string>& argv,
                                           const std::string& stdin_data, bool log_stdout, const EnvVars& env);
