@@ -3669,6 +3669,117 @@ $$;
 COMMENT ON FUNCTION bgexec.purge(interval, int) IS
 	'deletes the caller''s terminal jobs (all, for a superuser) finished before now() - older_than, with their events; with max_jobs at most that many, oldest first, skipping locked rows';
 
+/* _list_jobs: a page of the caller's jobs, newest first (id < before),
+ * of one queue, kind and set of statuses (null: any), lim at most: what
+ * `bgexec jobs` and GET /v1/jobs (the dashboard's list) read.  The caller's
+ * own jobs, every role's for one that row-level security passes over (a
+ * superuser, BYPASSRLS, the table's owner): as reading bgexec.job directly.
+ * SECURITY DEFINER so that the owner test is an ordinary qual: under
+ * row-level security "status = ANY(...)" (enum equality, not leakproof) was
+ * only a filter above the policy's, and a tenant whose newest jobs had not
+ * the status read every owner's jobs (2.1 M jobs: 2.5-5 s, bench/README.md).
+ * Planned for its arguments (EXECUTE), as one statement when one index
+ * holds every status asked for (the three that ended badly share one).
+ * Statuses of several indexes walk the newest 2 000 jobs first (recent
+ * matches cost what one walk of the primary key did), then the older ones
+ * by a branch per index, merged: as one statement a status with few of
+ * the caller's jobs (queued,suspended) had the table read.  A queue with
+ * statuses that ended badly alone reads job_ended_badly_idx (queue, id):
+ * taking queue and status as independent, the planner chose
+ * job_ended_badly_id_idx and filtered every queue's failed jobs (600 000
+ * for an empty page: 2.5 s).  Its queue test is then a range, so that
+ * (queue, id) is an order only that index gives, with sorting off (the
+ * function's SET puts it back).  No owner index (README "Tuning":
+ * job_owner_idx): a tenant's page reads its status's index or the
+ * primary key, filtering the owner. */
+CREATE FUNCTION bgexec._list_jobs(queue text, statuses bgexec.job_status[], before bigint, lim int, kind text)
+	RETURNS SETOF bgexec.job
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	SET jit = off
+	SET enable_sort = on
+	AS $$
+DECLARE
+	v_where text := '';
+	v_sql text := '';
+	v_caller name := bgexec._caller();
+	v_bad bgexec.job_status[];
+	v_other bgexec.job_status[];
+	v_found bigint;
+	v_edge bigint;
+BEGIN
+	IF lim IS NULL OR lim < 1 OR lim > 1000 THEN
+		RAISE EXCEPTION 'lim must be an integer from 1 to 1000'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('lim was %s', coalesce(lim::text, 'null'));
+	END IF;
+	-- Whom row-level security passes over (a role not found: no one).
+	IF NOT coalesce((SELECT r.rolsuper OR r.rolbypassrls OR pg_catalog.pg_has_role(r.oid, c.relowner, 'USAGE')
+	                   FROM pg_catalog.pg_roles r, pg_catalog.pg_class c
+	                  WHERE r.rolname = v_caller AND c.oid = 'bgexec.job'::pg_catalog.regclass), false) THEN
+		v_where := v_where || ' AND j.owner = $6';
+	END IF;
+	IF kind IS NOT NULL THEN v_where := v_where || ' AND j.kind = $5'; END IF;
+	IF queue IS NOT NULL THEN v_where := v_where || ' AND j.queue = $1'; END IF;
+	IF before IS NOT NULL THEN v_where := v_where || ' AND j.id < $3'; END IF;
+	IF statuses IS NULL THEN
+		RETURN QUERY EXECUTE 'SELECT j.* FROM bgexec.job j WHERE true' || v_where || ' ORDER BY j.id DESC LIMIT $4'
+			USING queue, statuses, before, lim, kind, v_caller;
+		RETURN;
+	END IF;
+	v_bad := ARRAY(SELECT DISTINCT s FROM pg_catalog.unnest(statuses) s
+	                WHERE s OPERATOR(pg_catalog.=) ANY ('{failed,cancelled,timed_out}'));
+	v_other := ARRAY(SELECT DISTINCT s FROM pg_catalog.unnest(statuses) s
+	                  WHERE NOT s OPERATOR(pg_catalog.=) ANY ('{failed,cancelled,timed_out}'));
+	IF cardinality(v_bad) > 0 AND cardinality(v_other) = 0 AND queue IS NOT NULL THEN
+		PERFORM pg_catalog.set_config('enable_sort', 'off', true);
+		RETURN QUERY EXECUTE 'SELECT j.* FROM bgexec.job j WHERE j.status OPERATOR(pg_catalog.=) ANY ($2)'
+			|| replace(v_where, 'j.queue = $1', 'j.queue >= $1 AND j.queue <= $1')
+			|| ' ORDER BY j.queue DESC, j.id DESC LIMIT $4'
+			USING queue, v_bad, before, lim, kind, v_caller;
+		RETURN;
+	ELSIF cardinality(v_other) = 0 OR (cardinality(v_bad) = 0 AND cardinality(v_other) = 1) THEN
+		RETURN QUERY EXECUTE 'SELECT j.* FROM bgexec.job j WHERE j.status OPERATOR(pg_catalog.=) ANY ($2)'
+			|| v_where || ' ORDER BY j.id DESC LIMIT $4'
+			USING queue, v_bad || v_other, before, lim, kind, v_caller;
+		RETURN;
+	END IF;
+	-- Statuses of several indexes: the newest 2 000 jobs (before before)
+	-- first, walked until lim match, as one statement did; then the older
+	-- ones, a branch per index.
+	RETURN QUERY EXECUTE 'SELECT j.* FROM (SELECT w.* FROM bgexec.job w'
+		|| CASE WHEN before IS NOT NULL THEN ' WHERE w.id < $3' ELSE '' END
+		|| ' ORDER BY w.id DESC LIMIT 2000) j WHERE j.status OPERATOR(pg_catalog.=) ANY ($2)' || v_where
+		|| ' ORDER BY j.id DESC LIMIT $4'
+		USING queue, statuses, before, lim, kind, v_caller;
+	GET DIAGNOSTICS v_found = ROW_COUNT;
+	IF v_found >= lim THEN
+		RETURN;
+	END IF;
+	EXECUTE 'SELECT id FROM bgexec.job' || CASE WHEN before IS NOT NULL THEN ' WHERE id < $1' ELSE '' END
+		|| ' ORDER BY id DESC OFFSET 1999 LIMIT 1' INTO v_edge USING before;
+	IF v_edge IS NULL THEN
+		RETURN;  -- that was every job
+	END IF;
+	IF cardinality(v_bad) > 0 THEN
+		v_sql := '(SELECT j.* FROM bgexec.job j WHERE j.status OPERATOR(pg_catalog.=) ANY ($2)'
+		      || v_where || ' AND j.id < $7 ORDER BY j.id DESC LIMIT $4)';
+	END IF;
+	FOR i IN 1 .. cardinality(v_other) LOOP
+		v_sql := v_sql || CASE WHEN v_sql = '' THEN '' ELSE ' UNION ALL ' END
+		      || format('(SELECT j.* FROM bgexec.job j WHERE j.status OPERATOR(pg_catalog.=) %L::bgexec.job_status', v_other[i])
+		      || v_where || ' AND j.id < $7 ORDER BY j.id DESC LIMIT $4)';
+	END LOOP;
+	-- Appended, then sorted ("+ 0": no Merge Append): under one, a branch
+	-- was planned to start fast, and a status with fewer than lim matches
+	-- walked the primary key whole instead of reading its index.
+	RETURN QUERY EXECUTE 'SELECT u.* FROM (' || v_sql || ') u ORDER BY u.id + 0 DESC LIMIT $4'
+		USING queue, v_bad, before, lim - v_found, kind, v_caller, v_edge;
+END
+$$;
+COMMENT ON FUNCTION bgexec._list_jobs(text, bgexec.job_status[], bigint, int, text) IS
+	'the caller''s jobs (every role''s for a superuser), newest first, before an id, of a queue, kind and statuses (null: any), lim (1-1000) at most';
+
 /* _recount: rebuilds queue_count from the jobs themselves, for jobs inserted
  * or re-statused by hand outside the bgexec functions.  Not granted: the
  * extension owner's.  Locks job in SHARE mode, so every write to it waits
@@ -4021,7 +4132,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec._can_see(name),
 	bgexec._inserted_here(bigint),
 	bgexec._xid_is_current(xid),
-	bgexec._raw_bytes(jsonb)
+	bgexec._raw_bytes(jsonb),
+	bgexec._list_jobs(text, bgexec.job_status[], bigint, int, text)
 	TO bgexec_client;
 -- worker_stats' liveness reads each worker's lease (pure functions).
 GRANT EXECUTE ON FUNCTION bgexec._silent_since(jsonb), bgexec._lease_s(jsonb) TO bgexec_client, bgexec_worker;
