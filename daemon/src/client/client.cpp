@@ -855,8 +855,10 @@ core::StatusList status_list(const std::string& v) {
 }
 
 // jobs [--queue Q] [--kind K] [--status S[,S...]] [--limit N] [--before ID]: the caller's
-// jobs, newest first, a page at a time (row-level security: a client role
-// sees its own, a superuser every role's), as GET /v1/jobs pages them.  One
+// jobs, newest first, a page at a time (a client role sees its own, a
+// superuser every role's), as GET /v1/jobs pages them: through
+// bgexec._list_jobs, which reads the status and queue indexes for a tenant
+// too (under row-level security the status test was no index condition).  One
 // line per job, or with --json {"jobs": [...], "next_before": ID|null}; the
 // payload and the result are left out (status ID shows them), the error
 // kept: it is what a list of failed jobs is read for.
@@ -876,11 +878,8 @@ asio::awaitable<int> cmd_jobs(Session& s, const core::ParsedArgs& a) {
   if (s.json_out) when += ", " + pg::utc_iso("started_at", s.time_digits()) + " AS started_at";
   auto r = co_await s.conn.query(
       "SELECT id, status::text AS status, queue, kind, attempt, max_attempts, priority, owner, " + when +
-          ", error FROM bgexec.job"
-          " WHERE ($1::text IS NULL OR queue = $1::text)"
-          " AND ($2::bgexec.job_status[] IS NULL OR status OPERATOR(pg_catalog.=) ANY($2::bgexec.job_status[]))"
-          " AND ($3::bigint IS NULL OR id < $3::bigint) AND ($5::text IS NULL OR kind = $5::text)"
-          " ORDER BY id DESC LIMIT $4::int",
+          ", error FROM bgexec._list_jobs($1::text, $2::bgexec.job_status[], $3::bigint, $4::int, $5::text)"
+          " ORDER BY id DESC",
       p);
   json rows = r.to_json(true);
   json next = nullptr;

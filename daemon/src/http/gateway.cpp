@@ -1313,7 +1313,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
     }
     params[3] = std::to_string(limit + 1);
     params.push_back(std::to_string(list_page_bytes));
-    // Reads the table under row-level security: a tenant sees its own jobs.
+    // Through bgexec._list_jobs, as `bgexec jobs`: a tenant sees its own
+    // jobs, and its status and queue tests read their indexes.
     // A page ends early once its jobs' payloads, results and errors pass
     // list_page_bytes (its first job whatever its size): 500 jobs of 900 kB
     // made a 90 MB answer, built on the event loop and held for a reader
@@ -1333,9 +1334,8 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
           "         pg_catalog.lead(l.id) OVER w IS NOT NULL AS more"
           "    FROM (SELECT j.*, (coalesce(bgexec._raw_bytes(j.payload), 0) + coalesce(bgexec._raw_bytes(j.result), 0)"
           "                       + coalesce(bgexec._raw_bytes(j.error), 0))::float8 AS bytes"
-          "            FROM bgexec.job j WHERE ($1::text IS NULL OR j.queue = $1::text)"
-          "             AND ($2::bgexec.job_status[] IS NULL OR j.status OPERATOR(pg_catalog.=) ANY($2::bgexec.job_status[]))"
-          "             AND ($3::bigint IS NULL OR j.id < $3::bigint) ORDER BY j.id DESC LIMIT $4::int) l"
+          "            FROM bgexec._list_jobs($1::text, $2::bgexec.job_status[], $3::bigint, $4::int, NULL) j"
+          "           ORDER BY j.id DESC) l"
           "  WINDOW w AS (ORDER BY l.id DESC)) p"
           " WHERE p.before_bytes < $5::float8 ORDER BY p.id DESC",
           params, true);
