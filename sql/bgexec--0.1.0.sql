@@ -466,6 +466,15 @@ COMMENT ON TABLE bgexec.queue_count IS
 -- of the runnable set whatever the size of the finished history.
 CREATE INDEX job_runnable_idx ON bgexec.job (queue, priority DESC, run_after, id)
 	WHERE status = 'queued';
+-- The claim scan of a queue with max_running_per_key whose keys at their
+-- cap hold a backlog: one range per key (keyless jobs last, NULLS LAST), so
+-- that the claim reads the keys below their cap and skips the capped keys'
+-- backlogs, which job_runnable_idx has interleaved with everything else (a
+-- filter there read all 20 000 jobs of a capped key on every claim).  Like
+-- job_runnable_idx, only queued rows: a claim's or finish's new row version
+-- adds no entry; a submit and a re-queue add one.
+CREATE INDEX job_runnable_key_idx ON bgexec.job (queue, concurrency_key, priority DESC, run_after, id)
+	WHERE status = 'queued';
 -- Heartbeat, append_event and finish look jobs up by lease (running only).
 CREATE UNIQUE INDEX job_lease_idx ON bgexec.job (lease) WHERE status = 'running';
 -- reconcile: expired leases and passed deadlines among running jobs.  Their
@@ -1479,6 +1488,12 @@ DECLARE
 	v_running int;
 	v_budget int;
 	v_key_counts jsonb := '{}';
+	-- Queues whose capped keys hold more runnable jobs than the candidate
+	-- window (below): scanned key by key; their candidates, unlocked.
+	v_by_key text[] := '{}';
+	v_plain text[];
+	v_pre bigint[] := '{}';
+	v_at_cap text[];
 	v_queue_counts jsonb := '{}';
 	v_caps jsonb := '{}';
 	v_c record;
@@ -1596,10 +1611,76 @@ BEGIN
 		           AND r.concurrency_key IS NOT NULL
 		         GROUP BY 1) k;
 
+		-- A queue's keys at their max_running_per_key are passed over, but
+		-- job_runnable_idx interleaves their queued jobs with the others',
+		-- so the scan below reads (and filters) every one of them ahead of
+		-- the jobs it takes: 20 000 jobs of one capped key cost every claim
+		-- of the queue 20 000 rows, returning nothing (scale review F4).
+		-- Where the capped keys hold more runnable jobs than the window, the
+		-- queue's candidates come key by key from job_runnable_key_idx
+		-- instead: up to its free slots from each key below its cap, the
+		-- keyless jobs, and nothing from a capped key (one index descent to
+		-- step over it).  That costs a descent per key with queued jobs, so
+		-- a queue whose capped keys hold few stays on the window, which
+		-- stops after max_jobs * 4 + 100 rows however many keys it has.
+		FOR v_q IN
+			SELECT qn AS q, (v_caps->qn->>'per_key')::int AS per_key
+			  FROM unnest(v_capped) AS qn WHERE v_caps->qn->>'per_key' IS NOT NULL
+		LOOP
+			SELECT array_agg(substr(e.key, length(v_q.q) + 2)) INTO v_at_cap
+			  FROM jsonb_each_text(v_key_counts) e
+			 WHERE left(e.key, length(v_q.q) + 1) = v_q.q || E'\x1f'
+			   AND e.value::int >= v_q.per_key;
+			CONTINUE WHEN v_at_cap IS NULL;
+			CONTINUE WHEN (SELECT count(*) FROM (
+				SELECT 1 FROM bgexec.job j
+				 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = ANY (v_at_cap)
+				   AND j.run_after <= v_now
+				 LIMIT max_jobs * 4 + 101) b) <= max_jobs * 4 + 100;
+			v_by_key := v_by_key || v_q.q;
+			-- The queue's keys, one descent each (a loose index scan), and
+			-- the first free-slots jobs of each key below its cap; keyless
+			-- jobs are the NULL key's range.  Unlocked: the ids are locked
+			-- below, the job rechecked then.
+			WITH RECURSIVE keys(k) AS (
+				SELECT (SELECT j.concurrency_key FROM bgexec.job j
+				         WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key IS NOT NULL
+				         ORDER BY j.concurrency_key LIMIT 1)
+				UNION ALL
+				SELECT (SELECT j.concurrency_key FROM bgexec.job j
+				         WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key > keys.k
+				         ORDER BY j.concurrency_key LIMIT 1)
+				  FROM keys WHERE keys.k IS NOT NULL)
+			SELECT v_pre || coalesce(array_agg(c.id), '{}') INTO v_pre FROM (
+				SELECT c.id FROM (
+					SELECT c.id, c.priority, c.run_after FROM keys
+					 CROSS JOIN LATERAL (
+						SELECT j.id, j.priority, j.run_after FROM bgexec.job j
+						 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = keys.k
+						   AND j.run_after <= v_now
+						   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
+						 ORDER BY j.priority DESC, j.run_after, j.id
+						 LIMIT greatest(0, least(max_jobs, v_q.per_key
+						     - coalesce((v_key_counts->>(v_q.q || E'\x1f' || keys.k))::int, 0)))) c
+					 WHERE keys.k IS NOT NULL
+					UNION ALL
+					(SELECT j.id, j.priority, j.run_after FROM bgexec.job j
+					 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key IS NULL
+					   AND j.run_after <= v_now
+					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
+					 -- the key first (all NULL): the order of job_runnable_key_idx
+					 ORDER BY j.concurrency_key, j.priority DESC, j.run_after, j.id
+					 LIMIT max_jobs)) c
+				 ORDER BY c.priority DESC, c.run_after, c.id
+				 LIMIT max_jobs * 4 + 100) c;
+		END LOOP;
+		v_plain := ARRAY(SELECT qn FROM unnest(v_active) AS qn WHERE qn <> ALL (v_by_key));
+
 		-- Walk candidates in claim order; rows rejected by a cap stay locked
 		-- (and so skipped by others) only until this transaction ends.
 		FOR v_c IN
-			SELECT c.id, c.q, c.k FROM unnest(v_active) AS qn(q)
+			SELECT c.id, c.q, c.k FROM (
+			SELECT c.* FROM unnest(v_plain) AS qn(q)
 			 CROSS JOIN LATERAL (
 				SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
 				  FROM bgexec.job j
@@ -1617,6 +1698,15 @@ BEGIN
 				 ORDER BY j.priority DESC, j.run_after, j.id
 				 LIMIT max_jobs * 4 + 100
 				   FOR UPDATE SKIP LOCKED) c
+			UNION ALL
+			-- the key-by-key queues' candidates, locked and rechecked (status
+			-- as text: by primary key, as in the claiming UPDATE below)
+			SELECT * FROM (
+				SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
+				  FROM bgexec.job j
+				 WHERE j.id = ANY (v_pre) AND j.status::text = 'queued' AND j.run_after <= v_now
+				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
+				   FOR UPDATE SKIP LOCKED) p) c
 			 ORDER BY c.priority DESC, c.run_after, c.id
 		LOOP
 			IF v_caps ? v_c.q THEN

@@ -79,6 +79,32 @@ SELECT count(*) FROM bgexec.claim('w', '{keyq}', 10);
 SELECT concurrency_key, count(*) FROM bgexec.job WHERE queue = 'keyq' AND status = 'running'
  GROUP BY 1 ORDER BY 1 NULLS LAST;
 SELECT count(*) FROM bgexec.claim('w', '{keyq}', 10);
+-- a key at its cap with a long backlog (2 001 jobs, one running): a claim
+-- takes the other keys' jobs (each up to its cap, the first due in claim
+-- order: b's priority 1, c's due one past its future one) and the keyless
+-- ones, in claim order, and reads a bounded number of index entries, not
+-- the capped key's backlog (which every claim of the queue read and
+-- filtered, returning nothing: scale review F4)
+BEGIN;
+SELECT (bgexec.configure_queue('keyw', max_running_per_key => 1)).name;
+SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'keyw',
+         'concurrency_key', 'hot', 'payload', jsonb_build_object('n', 'hot'))) FROM generate_series(1, 2001)));
+SELECT payload->>'n' AS running FROM bgexec.claim('w', '{keyw}', 1);
+SELECT count(*) FROM (
+  SELECT bgexec.submit('noop', jsonb_build_object('n', n), queue => 'keyw', priority => p, concurrency_key => k,
+                       run_after => now() + ra)
+    FROM (VALUES ('hot5', 'hot', 5, '0'::interval), ('b1', 'b', 0, '0'), ('b2', 'b', 1, '0'),
+                 ('c0', 'c', 2, '1 hour'), ('c1', 'c', 0, '0'), ('x1', NULL, 0, '0'), ('x2', NULL, 0, '0'))
+         v(n, k, p, ra)) s;
+SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) AS read0
+  FROM pg_index WHERE indrelid = 'bgexec.job'::regclass \gset
+SELECT payload->>'n' AS claimed FROM bgexec.claim('w', '{keyw}', 10);
+SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) - :read0 < 600 AS bounded
+  FROM pg_index WHERE indrelid = 'bgexec.job'::regclass;
+SELECT count(*) AS nothing_more FROM bgexec.claim('w', '{keyw}', 10);
+SELECT concurrency_key, count(*) FROM bgexec.job WHERE queue = 'keyw' AND status = 'running'
+ GROUP BY 1 ORDER BY 1 NULLS LAST;
+ROLLBACK;
 -- capped and uncapped queues claimed together
 SELECT bgexec.submit('noop', queue => 'freeq') > 0;
 SELECT queue, count(*) FROM bgexec.claim('w', '{keyq,freeq}', 10) GROUP BY 1 ORDER BY 1;
