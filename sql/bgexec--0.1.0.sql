@@ -1494,6 +1494,7 @@ DECLARE
 	v_plain text[];
 	v_pre bigint[] := '{}';
 	v_at_cap text[];
+	v_keys text[];
 	v_queue_counts jsonb := '{}';
 	v_caps jsonb := '{}';
 	v_c record;
@@ -1621,8 +1622,11 @@ BEGIN
 		-- instead: up to its free slots from each key below its cap, the
 		-- keyless jobs, and nothing from a capped key (one index descent to
 		-- step over it).  That costs a descent per key with queued jobs, so
-		-- a queue whose capped keys hold few stays on the window, which
-		-- stops after max_jobs * 4 + 100 rows however many keys it has.
+		-- a queue whose capped keys hold few stays on the scan below, which
+		-- stops after max_jobs * 4 + 100 candidates however many keys it
+		-- has, and so does a queue with more keys than that (its capped
+		-- keys' backlogs are still read there: each of its claims then
+		-- pays for both counts, at most the window each, and the scan).
 		FOR v_q IN
 			SELECT qn AS q, (v_caps->qn->>'per_key')::int AS per_key
 			  FROM unnest(v_capped) AS qn WHERE v_caps->qn->>'per_key' IS NOT NULL
@@ -1637,23 +1641,27 @@ BEGIN
 				 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = ANY (v_at_cap)
 				   AND j.run_after <= v_now
 				 LIMIT max_jobs * 4 + 101) b) <= max_jobs * 4 + 100;
-			v_by_key := v_by_key || v_q.q;
-			-- The queue's keys, one descent each (a loose index scan), and
-			-- the first free-slots jobs of each key below its cap; keyless
-			-- jobs are the NULL key's range.  Unlocked: the ids are locked
-			-- below, the job rechecked then.
-			WITH RECURSIVE keys(k) AS (
+			-- The queue's keys, one descent each (a loose index scan), up to
+			-- one past the window: a queue with more keys than that stays on
+			-- the scan below, as every key would cost its descent here.
+			WITH RECURSIVE keys(k, n) AS (
 				SELECT (SELECT j.concurrency_key FROM bgexec.job j
 				         WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key IS NOT NULL
-				         ORDER BY j.concurrency_key LIMIT 1)
+				         ORDER BY j.concurrency_key LIMIT 1), 1
 				UNION ALL
 				SELECT (SELECT j.concurrency_key FROM bgexec.job j
 				         WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key > keys.k
-				         ORDER BY j.concurrency_key LIMIT 1)
-				  FROM keys WHERE keys.k IS NOT NULL)
+				         ORDER BY j.concurrency_key LIMIT 1), keys.n + 1
+				  FROM keys WHERE keys.k IS NOT NULL AND keys.n <= max_jobs * 4 + 100)
+			SELECT coalesce(array_agg(keys.k), '{}') INTO v_keys FROM keys WHERE keys.k IS NOT NULL;
+			CONTINUE WHEN cardinality(v_keys) > max_jobs * 4 + 100;
+			v_by_key := v_by_key || v_q.q;
+			-- The first free-slots jobs of each key below its cap, and the
+			-- keyless ones (the NULL key's range).  Unlocked: the ids are
+			-- locked below, each job rechecked then.
 			SELECT v_pre || coalesce(array_agg(c.id), '{}') INTO v_pre FROM (
 				SELECT c.id FROM (
-					SELECT c.id, c.priority, c.run_after FROM keys
+					SELECT c.id, c.priority, c.run_after FROM unnest(v_keys) AS keys(k)
 					 CROSS JOIN LATERAL (
 						SELECT j.id, j.priority, j.run_after FROM bgexec.job j
 						 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = keys.k
@@ -1662,7 +1670,6 @@ BEGIN
 						 ORDER BY j.priority DESC, j.run_after, j.id
 						 LIMIT greatest(0, least(max_jobs, v_q.per_key
 						     - coalesce((v_key_counts->>(v_q.q || E'\x1f' || keys.k))::int, 0)))) c
-					 WHERE keys.k IS NOT NULL
 					UNION ALL
 					(SELECT j.id, j.priority, j.run_after FROM bgexec.job j
 					 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key IS NULL
