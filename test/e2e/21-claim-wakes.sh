@@ -159,7 +159,9 @@ start_worker deaf --queue deaf --concurrency 1 --poll 30
 wait_listening deaf
 for ((i = 0; i < 8; i++)); do
   busy=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"sleep\": 0.3}]}', 'deaf')")
-  wait_status "$busy" running 10
+  # started (a loaded host's poll may first see it completed: 0.3 s)
+  started() { [[ $(sql "SELECT started_at IS NOT NULL FROM bgexec.job WHERE id = $busy") == t ]]; }
+  wait_for 10 started || fail "round $i: job $busy is $(job_status "$busy"), not started"
   next=$(sql "DO \$\$ BEGIN
                 WHILE (SELECT status FROM bgexec.job WHERE id = $busy) <> 'completed' LOOP
                   PERFORM pg_sleep(0.005);
