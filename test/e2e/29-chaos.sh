@@ -131,7 +131,9 @@ diamond() {
   secs 21 5; step_json b '["a"]' "$SECS" '{{steps.a.stdout}}' "$1"; steps+=", $STEP"
   secs 21 5; step_json c '["a"]' "$SECS"; steps+=", $STEP"
   secs 7 2; step_json z '["b", "c"]' "$SECS" '{{steps.b.stdout}}+{{steps.c.stdout}}'; steps+=", $STEP"
-  rnd 3; ((R == 0)) && steps+=', {"id": "q", "needs": ["a"], "sql": "SELECT $1::text AS echo FROM pg_sleep(0.3)", "params": ["{{steps.a.stdout}}"]}'
+  # q writes a row under the job's key (the next add_job's): committed once,
+  # with its step_completed (checked at the end)
+  rnd 3; ((R == 0)) && steps+=', {"id": "q", "needs": ["a"], "sql": "INSERT INTO chaos_q (key, echo) SELECT '"'chaos-$((NJOBS + 1))'"', $1::text FROM pg_sleep(0.3) RETURNING echo", "params": ["{{steps.a.stdout}}"]}'
   rnd 3; ((R == 0)) && steps+=', {"id": "nap", "needs": ["a"], "sleep": 0.5}'
   PAYLOAD="{\"steps\": [$steps]}"
 }
@@ -169,6 +171,7 @@ submit_batch() {
 }
 
 sql "SELECT bgexec.configure_queue('chaos', retry_base => '200 ms', retry_cap => '2 s')" >/dev/null
+sql "CREATE TABLE chaos_q (key text, echo text); GRANT ALL ON chaos_q TO PUBLIC" >/dev/null
 add_mix 30 10 14 4 2
 submit_batch
 
@@ -548,6 +551,16 @@ SELECT format('single flight: job %s step %s of attempt %s (worker %s, pid %s) f
   FROM chaos.marks o JOIN chaos.workers w ON w.token = o.token
   JOIN chaos.marks e ON e.what IN ('done', 'fail') AND (e.job, e.step, e.attempt, e.token, e.pid) = (o.job, o.step, o.attempt, o.token, o.pid)
  WHERE o.what = 'orphan';
+-- a sql step's insert commits once, with its step_completed: a re-run
+-- does not run it again, and no record is without its insert
+WITH c AS (
+  SELECT j.id,
+         (SELECT count(*) FROM public.chaos_q x WHERE x.key = j.idempotency_key) AS rows,
+         (SELECT count(*) FROM bgexec.job_event e
+           WHERE e.job_id = j.id AND e.kind = 'step_completed' AND e.data->>'step' = 'q') AS recorded
+    FROM bgexec.job j WHERE j.queue = 'chaos')
+SELECT format('exactly once: sql step q of job %s committed its insert %s times, recorded done %s times', id, rows, recorded)
+  FROM c WHERE rows <> recorded OR rows > 1;
 WITH iv AS (
   SELECT s.job, s.step, s.attempt, s.token, s.t AS t0, e.t AS t1
     FROM chaos.marks s JOIN chaos.marks e ON e.what IN ('done', 'fail') AND (e.job, e.step, e.attempt, e.token, e.pid) = (s.job, s.step, s.attempt, s.token, s.pid)

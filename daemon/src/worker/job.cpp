@@ -1543,7 +1543,10 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
       pg::Params arg;
       arg.push_back(std::move(event.text));  // not through an initializer list, which copies
       auto r = co_await conn->query(
-          "SELECT bgexec._step_completed($1::jsonb), pg_catalog.pg_current_xact_id()::text", arg);
+          // Every name qualified: the owner's statement ran in this
+          // transaction and may have set its search_path.
+          "SELECT bgexec._step_completed($1::pg_catalog.jsonb), pg_catalog.pg_current_xact_id()::pg_catalog.text",
+          arg);
       std::optional<pg::Error> commit_error;
       try {
         co_await conn->query("COMMIT");
