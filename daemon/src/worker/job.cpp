@@ -558,24 +558,23 @@ asio::awaitable<void> Job::append_kept(const std::string& kind, json& data, bool
     co_await append_events(std::move(events), large);
     co_return;
   }
+  OffloadedEvent done = co_await offload_event(kind, std::move(data));
+  data = std::move(done.data);
+  co_await append_events(std::move(done.events), done.large);
+}
+
+asio::awaitable<Job::OffloadedEvent> Job::offload_event(const std::string& kind, json data) {
   // A step's output, up to 16 MiB: masked and written as text on the
   // worker's compute thread (Worker::offload), not on the event loop.  The
   // data is moved there and back (not copied, not shared), the masker
   // copied as it is now.
-  struct Done {
-    std::string events;
-    json data;
-    bool large = false;
-  };
   auto work = [m = masker_, kind, d = std::move(data)]() mutable {
-    Done r;
+    OffloadedEvent r;
     r.events = event_text(m, kind, d, r.large);
     r.data = std::move(d);
     return r;
   };
-  Done done = co_await w_.offload(std::move(work));
-  data = std::move(done.data);
-  co_await append_events(std::move(done.events), done.large);
+  co_return co_await w_.offload(std::move(work));
 }
 
 asio::awaitable<void> Job::append_events(std::string events, bool large) {
@@ -1518,22 +1517,10 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     core::sanitize_utf8(rows);
     if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
     if (record_here) {
-      // The event as append_kept writes it, masked and made text on the
-      // compute thread (the rows may be 16 MiB).
-      struct Event {
-        std::string text;
-        json output;
-        bool large = false;
-      };
-      auto work = [m = masker_, sid, out = std::move(rows)]() mutable {
-        Event e;
-        json data = {{"step", sid}};
-        data["output"] = std::move(out);
-        e.text = event_text(m, "step_completed", data, e.large);
-        e.output = std::move(data["output"]);
-        return e;
-      };
-      Event event = co_await w_.offload(std::move(work));
+      // The event as append_kept writes it (the rows may be 16 MiB).
+      json data = {{"step", sid}};
+      data["output"] = std::move(rows);
+      OffloadedEvent event = co_await offload_event("step_completed", std::move(data));
       if (event.large) held_large_ = true;
       // One append of the job's at a time, as append_write: the job's seq
       // as the worker knows it (after_seq) is this event's once it commits.
@@ -1541,7 +1528,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
       FifoLock::Guard guard{append_order_};
       if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
       pg::Params arg;
-      arg.push_back(std::move(event.text));  // not through an initializer list, which copies
+      arg.push_back(std::move(event.events));  // not through an initializer list, which copies
       auto r = co_await conn->query(
           // Every name qualified: the owner's statement ran in this
           // transaction and may have set its search_path.
@@ -1564,7 +1551,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
         if (!made_it) throw *commit_error;
       }
       note_written(known_seq_, r.get(0, 0));
-      rows = std::move(event.output);
+      rows = std::move(event.data["output"]);
       recorded = true;
     } else {
       co_await conn->query("COMMIT");

@@ -140,6 +140,14 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::awaitable<void> step_run(const std::string& id, const nlohmann::json& step, std::string& stdout_text);
   // A sql step's rows; recorded: its step_completed was written in its own
   // transaction (then the output is masked and stored as the event holds it).
+  // An event's text for append_events, of data masked, made on the
+  // compute thread; the data moved there and back.
+  struct OffloadedEvent {
+    std::string events;
+    nlohmann::json data;
+    bool large = false;
+  };
+  asio::awaitable<OffloadedEvent> offload_event(const std::string& kind, nlohmann::json data);
   // Whether the transaction xid committed (a sql step's COMMIT whose reply was lost).
   asio::awaitable<bool> committed(const std::string& xid);
   asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step,
