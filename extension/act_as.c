@@ -19,16 +19,48 @@
  * (a PL/pgSQL exception block) restores the context it started with, which
  * carries the mark.
  *
+ * And the role's own settings (ALTER ROLE ... [IN DATABASE ...] SET), which
+ * PostgreSQL applies only at login: the step's session logged in as the
+ * worker's role, so the owner's search_path, TimeZone, statement_timeout...
+ * were not the step's, and SQL that worked for the owner in psql failed in
+ * its step.  _act_as applies them for the transaction, as a login would
+ * (the role's for this database over its for all databases; as PGC_SUSET,
+ * as ProcessGUCArray at login: ALTER ROLE checked, as they were stored,
+ * that whoever stored them might set them), except:
+ * - role and session_authorization, never; transaction_isolation,
+ *   transaction_read_only, transaction_deferrable neither (at login too:
+ *   the step's transaction has begun);
+ * - what the worker's session set itself (at connect, client_encoding
+ *   and application_name, or its conninfo's options; by SET; set_config
+ *   earlier in the transaction, _secret_step's): a client's own settings
+ *   win over a role's at login too, and the worker's set after _act_as
+ *   (client_connection_check_interval, ...) win by coming after;
+ * - settings that take effect only at login or server start (PGC_BACKEND,
+ *   PGC_SIGHUP, ...): not to be changed in a session, skipped silently.
+ * A value the server refuses now (a text search configuration dropped
+ * since) is skipped with a WARNING, as at login: the step runs, the
+ * warning is a notice of the job's log.
+ *
  * extension/act_as.c
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_db_role_setting.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 
 PG_FUNCTION_INFO_V1(bgexec_act_as);
@@ -70,10 +102,87 @@ act_as_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/* The variable named, or NULL (a custom placeholder not defined yet). */
+static struct config_generic *
+find_variable(const char *name)
+{
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+
+	for (int i = 0; i < n; i++)
+		if (pg_strcasecmp(vars[i]->name, name) == 0)
+			return vars[i];
+	return NULL;
+}
+
+/*
+ * Applies the settings pg_db_role_setting holds for (database, role) for
+ * the rest of the transaction, but those the session set itself: a
+ * variable whose value came from the client's startup packet or a SET
+ * (PGC_S_CLIENT and above; the transaction_* ones, which InitializeGUCOptions
+ * sets as PGC_S_OVERRIDE, and role, which _act_as has just set, among them).
+ * What it applies is then the session's own too (PGC_S_SESSION), so a
+ * second call, for all databases, leaves the first's, for this database,
+ * as a login does (a value the first refused, the second's applies).
+ */
+static void
+apply_role_settings(Oid databaseid, Oid roleid)
+{
+	Relation	rel;
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(databaseid));
+	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(roleid));
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true, NULL, 2, keys);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_db_role_setting_setconfig, RelationGetDescr(rel), &isnull);
+		Datum	   *items;
+		bool	   *nulls;
+		int			n;
+
+		if (isnull)
+			continue;
+		deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT, &items, &nulls, &n);
+		for (int i = 0; i < n; i++)
+		{
+			char	   *item;
+			char	   *name;
+			char	   *value;
+			struct config_generic *var;
+
+			if (nulls[i])
+				continue;
+			item = TextDatumGetCString(items[i]);
+			ParseLongOption(item, &name, &value);
+			if (value == NULL)
+				continue;
+			/* Never, whatever their source. */
+			if (pg_strcasecmp(name, "role") == 0 || pg_strcasecmp(name, "session_authorization") == 0)
+				continue;
+			var = find_variable(name);
+			if (var != NULL &&
+				((var->context != PGC_USERSET && var->context != PGC_SUSET) || var->source >= PGC_S_CLIENT))
+				continue;
+			(void) set_config_option(name, value, PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, WARNING,
+									 false);
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
 /*
  * _act_as(role name): SET LOCAL ROLE role, with the role fixed until the
- * transaction ends.  The session user must be allowed to become the role,
- * as for SET ROLE (42501 otherwise).
+ * transaction ends, and the role's own settings for it (above).  The
+ * session user must be allowed to become the role, as for SET ROLE (42501
+ * otherwise).
  */
 Datum
 bgexec_act_as(PG_FUNCTION_ARGS)
@@ -135,5 +244,12 @@ bgexec_act_as(PG_FUNCTION_ARGS)
 	GetUserIdAndSecContext(&userid, &sec_context);
 	SetUserIdAndSecContext(userid, sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	confined = true;
+
+	{
+		Oid			roleid = GetUserId();
+
+		apply_role_settings(MyDatabaseId, roleid);
+		apply_role_settings(InvalidOid, roleid);
+	}
 	PG_RETURN_VOID();
 }

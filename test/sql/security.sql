@@ -221,6 +221,34 @@ SELECT current_user = session_user AS back_to_session_user;
 SET ROLE regress_bob;
 SELECT current_user;
 RESET ROLE;
+-- and the role's own settings (ALTER ROLE ... SET), which PostgreSQL
+-- applies only at login, for the transaction: this database's over all
+-- databases', a superuser's too; never role, nor transaction_*; what the
+-- session set itself wins: work_mem here, TimeZone at connect (pg_regress
+-- sends PGTZ's)
+ALTER ROLE regress_alice SET search_path = regress_nowhere, public;
+SELECT format('ALTER ROLE regress_alice IN DATABASE %I SET search_path = regress_here, public',
+              current_database()) \gexec
+ALTER ROLE regress_alice SET TimeZone = 'Asia/Tokyo';
+ALTER ROLE regress_alice SET lock_timeout = '7s';
+ALTER ROLE regress_alice SET log_min_duration_statement = '12s';
+ALTER ROLE regress_alice SET role = regress_bob;
+ALTER ROLE regress_alice SET transaction_read_only = on;
+ALTER ROLE regress_alice SET work_mem = '5MB';
+SET work_mem = '3MB';
+BEGIN;
+SELECT bgexec._act_as('regress_alice');
+SELECT current_user, current_setting('search_path') AS search_path, current_setting('TimeZone') AS tz,
+       current_setting('lock_timeout') AS lt, current_setting('log_min_duration_statement') AS lmds,
+       current_setting('transaction_read_only') AS ro,
+       current_setting('work_mem') AS work_mem;
+COMMIT;
+-- for the transaction only
+SELECT current_setting('search_path') AS search_path, current_setting('lock_timeout') AS lt,
+       current_setting('log_min_duration_statement') AS lmds;
+RESET work_mem;
+ALTER ROLE regress_alice RESET ALL;
+SELECT format('ALTER ROLE regress_alice IN DATABASE %I RESET ALL', current_database()) \gexec
 -- at the transaction's own level only: a savepoint rolled back would undo it
 BEGIN;
 SAVEPOINT s;
