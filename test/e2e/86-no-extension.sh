@@ -16,6 +16,23 @@ rc=0; timeout 20 "$BGEXEC" worker --db dbname=noext >"$E2E_DIR/noext.log" 2>&1 |
 ((rc == 3)) || fail "worker in a database without the extension: exit $rc: $(cat "$E2E_DIR/noext.log")"
 grep 'msg="cannot register worker"' "$E2E_DIR/noext.log" | grep -F "hint=\"$hint\"" | grep -qvF 'LINE 1' \
   || fail "worker without the extension: $(cat "$E2E_DIR/noext.log")"
+# After DROP EXTENSION, which leaves the schema behind, the functions are
+# gone (42883): the CLI, the worker and the gateway gave the server's hint,
+# "You might need to add explicit type casts", not the missing extension.
+psql -qX -c "CREATE DATABASE dropped" >/dev/null
+psql -qX -d dropped -c "CREATE EXTENSION bgexec" -c "DROP EXTENSION bgexec" >/dev/null
+[[ $(psql -qXAt -d dropped -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'bgexec'") == 1 ]] || fail "no schema left"
+rc=0; "$BGEXEC" submit noop --db dbname=dropped >/dev/null 2>"$E2E_DIR/err" || rc=$?
+((rc == 3)) || fail "bgexec submit after DROP EXTENSION: exit $rc: $(cat "$E2E_DIR/err")"
+grep -qxF "  hint: $hint" "$E2E_DIR/err" || fail "bgexec submit after DROP EXTENSION: $(cat "$E2E_DIR/err")"
+rc=0; timeout 20 "$BGEXEC" worker --db dbname=dropped >"$E2E_DIR/dropped.log" 2>&1 || rc=$?
+((rc == 3)) || fail "worker after DROP EXTENSION: exit $rc: $(cat "$E2E_DIR/dropped.log")"
+grep 'msg="cannot register worker"' "$E2E_DIR/dropped.log" | grep -qF "hint=\"$hint\"" \
+  || fail "worker after DROP EXTENSION: $(cat "$E2E_DIR/dropped.log")"
+start_gateway --db dbname=dropped
+body=$(curl -s -H 'Authorization: Bearer t' -H 'Content-Type: application/json' -d '{"kind": "noop"}' "$url/v1/jobs")
+jq -e --arg h "$hint" '.error.hint == $h and .error.sqlstate == "42883"' <<<"$body" >/dev/null \
+  || fail "gateway after DROP EXTENSION: $body"
 # A login the server refuses (no such role or database, a NOLOGIN role, CONNECT revoked) is retried, as a
 # role or database may be on its way, but said as an error with what to
 # check: it was the warning an outage gets, retried for ever.

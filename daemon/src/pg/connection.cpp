@@ -83,12 +83,17 @@ std::size_t Error::failed_param() const {
   return ec == std::errc{} ? n : 0;
 }
 
+// A database without the extension: schema "bgexec" does not exist
+// (3F000), relation "bgexec.job" does not exist (42P01) or, after DROP
+// EXTENSION left the schema behind, function bgexec.submit(...) does not
+// exist (42883), whose server hint ("You might need to add explicit type
+// casts") sent the user the wrong way.
 std::string Error::hint() const {
-  if (!fields_.hint.empty()) return fields_.hint;
-  if (sqlstate_ != "3F000" && sqlstate_ != "42P01") return {};
   const std::string& said = fields_.primary.empty() ? std::string(what()) : fields_.primary;
-  if (said.find("\"bgexec") == std::string::npos) return {};
-  return "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
+  const bool missing = ((sqlstate_ == "3F000" || sqlstate_ == "42P01") && said.find("\"bgexec") != std::string::npos) ||
+                       (sqlstate_ == "42883" && said.rfind("function bgexec.", 0) == 0);
+  if (missing) return "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
+  return fields_.hint;
 }
 
 // Frees the PGresult.

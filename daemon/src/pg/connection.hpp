@@ -93,9 +93,10 @@ class Error : public std::runtime_error {
   // parameter, its number (1-based: "unnamed portal parameter $8" in
   // CONTEXT); else 0.
   std::size_t failed_param() const;
-  // The server's hint; for an error saying bgexec's schema or one of its
-  // tables does not exist (3F000, 42P01: the extension is not installed in
-  // this database), one naming CREATE EXTENSION.  Empty when neither.
+  // The server's hint; for an error saying bgexec's schema, one of its
+  // tables or one of its functions does not exist (3F000, 42P01, 42883: the
+  // extension is not installed in this database, or was dropped and its
+  // schema left), one naming CREATE EXTENSION.  Empty when neither.
   std::string hint() const;
 
  private:
