@@ -66,6 +66,23 @@ TEST(Sqlstate, OtherClass) {
   EXPECT_EQ(classify("4200", live), ErrorClass::other);
 }
 
+// Made again by the worker's own writes while the lease lasts, as after a
+// lost connection: a cancelled statement (pg_cancel_backend, a
+// statement_timeout) and class 53; not the other class 57 codes, nor a
+// program limit (54), nor anything else.
+TEST(Sqlstate, Transient) {
+  EXPECT_TRUE(transient("57014"));
+  EXPECT_TRUE(transient("53300"));  // too many connections
+  EXPECT_TRUE(transient("53200"));  // out of memory
+  EXPECT_TRUE(transient("53100"));  // disk full
+  EXPECT_FALSE(transient("57P04"));
+  EXPECT_FALSE(transient("54000"));
+  EXPECT_FALSE(transient("22P02"));
+  EXPECT_FALSE(transient("40001"));  // retry class, said by classify
+  EXPECT_FALSE(transient("5330"));   // malformed
+  EXPECT_FALSE(transient(""));
+}
+
 TEST(Sqlstate, CaseInsensitive) {
   EXPECT_EQ(classify("40p01", live), ErrorClass::retry);
   EXPECT_EQ(classify("2f005", live), ErrorClass::fatal);

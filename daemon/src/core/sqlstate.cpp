@@ -29,6 +29,10 @@ ErrorClass classify(std::string_view sqlstate, bool connection_lost) {
   return ErrorClass::other;
 }
 
+bool transient(std::string_view sqlstate) {
+  return sqlstate == "57014" || (sqlstate.size() == 5 && sqlstate.substr(0, 2) == "53");
+}
+
 // Stable lowercase names, used as a log field value.
 std::string_view describe(ErrorClass error_class) {
   switch (error_class) {

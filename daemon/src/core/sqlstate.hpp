@@ -23,6 +23,16 @@ enum class ErrorClass { connection, retry, fatal, other };
 // breaks.  pg::Error::classify() passes its connection_lost().
 ErrorClass classify(std::string_view sqlstate, bool connection_lost);
 
+// A write the server refused for now, on a session that stays open: its
+// statement cancelled (57014: pg_cancel_backend, a statement_timeout) or
+// short of a resource (class 53: out of memory, disk full, too many
+// connections).  The worker's own writes (events, finishes) make it again
+// as they do after a lost connection, while the job's lease lasts: the
+// same statement may pass a moment later, and the job's outcome is not
+// the write's.  (The daemon cancels none of those statements itself
+// without closing their session: a Deadline's cancel is a lost connection.)
+bool transient(std::string_view sqlstate);
+
 // The class's name for logs ("connection", "retry", "fatal", "other").
 std::string_view describe(ErrorClass error_class);
 

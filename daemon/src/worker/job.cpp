@@ -459,14 +459,16 @@ json Job::render(const json& v, const std::string& sid) {
 
 // ---------------------------------------------------------------- writes
 
-// A lease-guarded write failed: a connection or retry-class error means the
-// lease could not be renewed in time, so the run is abandoned (Abandoned is
-// thrown); any other error returns to the caller, which rethrows it.
+// A lease-guarded write failed: a connection, retry-class or transient
+// error (a cancelled statement: core::transient) means it was made again
+// until the lease could not be renewed in time, so the run is abandoned
+// (Abandoned is thrown), never failed: the write's error is not the job's.
+// Any other error returns to the caller, which rethrows it.
 void Job::on_write_error(const pg::Error& e) {
   if (abandoned_) throw Abandoned{};
   auto cls = e.classify();
-  if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry) {
-    abandon(std::string("database unreachable until the lease expired: ") + e.what());
+  if (cls == core::ErrorClass::connection || cls == core::ErrorClass::retry || core::transient(e.sqlstate())) {
+    abandon(std::string("database write failed until the lease expired: ") + e.what());
     throw Abandoned{};
   }
 }

@@ -235,7 +235,12 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
       auto cls = e.classify();
       if (gates) write_path(conn.name(), cls == core::ErrorClass::connection ? std::optional<std::string>(e.what())
                                                                             : std::nullopt);
-      if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) throw;
+      // A statement the server cancelled (a DBA's pg_cancel_backend, a
+      // statement_timeout on the worker's role) or refused for a resource
+      // (class 53) is made again as after a lost connection: given up, a
+      // finish "completed" cancelled so became the job's failure.
+      if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry && !core::transient(e.sqlstate()))
+        throw;
       if (!retry_locked && e.sqlstate() == "55P03") throw;
       if (stopping_ || passed()) throw;
       core::log("warn", "database call failed, retrying",
