@@ -490,30 +490,64 @@ asio::awaitable<void> Connection::wait(bool write) {
 }
 
 
+namespace {
+
+// A verbose connect error's text as the default one reads, its SQLSTATE
+// (the last one named) in `sqlstate`: "FATAL:  53300: msg" is "FATAL:  msg",
+// and its "LOCATION:" lines go.
+std::string server_refusal(const char* text, std::string& sqlstate) {
+  std::string in = text ? text : "", out;
+  std::size_t at = 0;
+  while (at < in.size()) {
+    std::size_t nl = in.find('\n', at);
+    std::string line = in.substr(at, nl == std::string::npos ? std::string::npos : nl + 1 - at);
+    at = nl == std::string::npos ? in.size() : nl + 1;
+    if (line.rfind("LOCATION:  ", 0) == 0) continue;
+    // "<severity>:  XXXXX: " anywhere in the line (after "connection to server ... failed: ").
+    for (std::size_t p = line.find(":  "); p != std::string::npos; p = line.find(":  ", p + 1)) {
+      const std::size_t c = p + 3;
+      if (c + 7 > line.size() || line.compare(c + 5, 2, ": ") != 0) continue;
+      bool code = true;
+      for (std::size_t i = c; i < c + 5; ++i)
+        code = code && ((line[i] >= '0' && line[i] <= '9') || (line[i] >= 'A' && line[i] <= 'Z'));
+      if (!code) continue;
+      sqlstate = line.substr(c, 5);
+      line.erase(c, 7);
+      break;
+    }
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace
+
 asio::awaitable<void> Connection::connect() {
   close();
   const ConnectPlan plan = connect_plan(conninfo_);
   if (plan.hosts.empty()) {
     ConnectParams params(conninfo_, name_);
     if (auto failed = co_await attempt(params, plan.timeout_s))
-      throw Error::lost(failed->timed_out ? "08001" : "08006",
+      throw Error::lost(failed->timed_out ? "08001" : !failed->sqlstate.empty() ? failed->sqlstate : "08006",
                         name_ + ": " + redact_passwords(failed->message, conninfo_));
     co_return;
   }
   // Each server in turn, as libpq's blocking connect tries them; why each
   // failed, in order, when none would do.
-  std::string why;
+  std::string why, refused_state;  // the last server's SQLSTATE, if it refused the session
   bool all_timed_out = true;
   for (const HostAttempt& host : plan.hosts) {
     ConnectParams params(plan, host, name_);
     auto failed = co_await attempt(params, plan.timeout_s);
     if (!failed) co_return;
     all_timed_out = all_timed_out && failed->timed_out;
+    if (!failed->sqlstate.empty()) refused_state = failed->sqlstate;
     if (!why.empty()) why += "; ";
     why += "host " + (host.host.empty() ? host.hostaddr : host.host) +
            (host.port.empty() ? "" : " port " + host.port) + ": " + failed->message;
   }
-  throw Error::lost(all_timed_out ? "08001" : "08006", name_ + ": " + redact_passwords(why, conninfo_));
+  throw Error::lost(all_timed_out ? "08001" : !refused_state.empty() ? refused_state : "08006",
+                    name_ + ": " + redact_passwords(why, conninfo_));
 }
 
 asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(const ConnectParams& params,
@@ -521,9 +555,14 @@ asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(co
   close();
   conn_ = PQconnectStartParams(params.keywords.data(), params.values.data(), params.expand_dbname);
   if (!conn_) throw Error::lost("08001", name_ + ": out of memory");
+  // Verbose while connecting, so a server's refusal names its SQLSTATE
+  // (libpq keeps no result of it): "FATAL:  53300: too many connections
+  // ...".  The code is taken out of the message, which reads as before,
+  // and the session's errors are the default kind again once connected.
+  PQsetErrorVerbosity(conn_, PQERRORS_VERBOSE);
   auto failed = [this](std::string what, bool timed_out) {
-    AttemptFailed f{std::move(what), timed_out};
-    if (!timed_out && conn_) f.message += ": " + one_line(PQerrorMessage(conn_));
+    AttemptFailed f{std::move(what), timed_out, {}};
+    if (!timed_out && conn_) f.message += ": " + one_line(server_refusal(PQerrorMessage(conn_), f.sqlstate).c_str());
     close();
     return f;
   };
@@ -565,6 +604,7 @@ asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(co
   }
   *state = 2;
   if (PQsetnonblocking(conn_, 1) != 0) fail(name_ + ": setnonblocking");
+  PQsetErrorVerbosity(conn_, PQERRORS_DEFAULT);
   PQsetNoticeProcessor(conn_, on_notice, this);
   ever_connected_ = true;
   co_return std::nullopt;

@@ -398,6 +398,7 @@ class Connection {
   struct AttemptFailed {
     std::string message;
     bool timed_out = false;
+    std::string sqlstate;  // the server's, when it refused the session (53300 ...)
   };
   asio::awaitable<std::optional<AttemptFailed>> attempt(const ConnectParams& params, int timeout_s);
   std::vector<Notification> drain_notifies();

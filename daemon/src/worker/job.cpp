@@ -1,6 +1,7 @@
 // One claimed job: DAG scheduler and step runners (see job.hpp).
 #include "worker/job.hpp"
 
+#include "core/backoff.hpp"
 #include "core/duration.hpp"
 #include "core/json_input.hpp"
 #include "core/numeric.hpp"
@@ -1448,6 +1449,37 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // statements is seen here, and the transaction is rolled back (closed
   // without COMMIT) instead.
   auto ended = [&] { return halted() || deadline.passed(); };
+  // The session is opened before the step runs, and waited for: a server
+  // that refuses it for now (the role's CONNECTION LIMIT or
+  // max_connections: 53300; starting up: 57P03; down) is asked again,
+  // with a backoff from 0.1 s to 5 s, until it opens or the step ends (a
+  // stop, its deadline, the lease).  Nothing ran: a max_attempts=1 job
+  // failed here with its statement never sent.
+  {
+    core::Backoff backoff(std::chrono::milliseconds(100), std::chrono::seconds(5));
+    bool said = false;
+    for (;;) {
+      std::optional<pg::Error> refused;
+      try {
+        co_await conn->connect();
+      } catch (const pg::Error& e) {
+        refused = e;
+      }
+      if (!refused) break;
+      const std::string why = "sql: " + sql_error_text(*refused, conn->name(), false) + " (SQLSTATE " +
+                              refused->sqlstate() + ")";
+      if (!std::exchange(said, true))
+        core::log("warn", "sql step session cannot be opened, waiting for one",
+                  {{"job_id", id_str(id())}, {"step", sid}, {"error", refused->what()},
+                   {"sqlstate", refused->sqlstate()}});
+      const auto until = Clock::now() + backoff.next();
+      while (!ended() && !lease_spent() && Clock::now() < until) {
+        asio::steady_timer tick(w_.executor(), std::chrono::milliseconds(20));
+        co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      if (ended() || lease_spent()) throw StepFailure{why + "; the step ended while waiting for its session", false};
+    }
+  }
   std::optional<std::string> fail;
   bool retryable = false;
   json rows;

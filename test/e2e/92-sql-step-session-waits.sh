@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# A sql step whose session the server refuses for now (the worker role's
+# CONNECTION LIMIT: 53300, too many connections for role) waits for one and
+# runs then: its statement never ran, so nothing is counted.  It failed the
+# step at once, a max_attempts 1 job with it, and said SQLSTATE 08006.
+# The worker's own four connections fill the role's limit of 4.
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 58011
+sql "CREATE ROLE wk LOGIN CONNECTION LIMIT 4; GRANT bgexec_worker TO wk;
+     CREATE ROLE e2e_alice LOGIN IN ROLE bgexec_client; GRANT e2e_alice TO wk" >/dev/null
+start_worker w1 --lease 6 --db "user=wk dbname=postgres"
+wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/w1.log" || fail "worker did not start"
+backends() { sql "SELECT count(*) FROM pg_stat_activity WHERE usename = 'wk'"; }
+four() { [[ $(backends) == 4 ]]; }
+wait_for 20 four || fail "the worker has $(backends) connections, expected 4"
+
+as_alice="host=$PGHOST port=$PGPORT dbname=postgres user=e2e_alice"
+id=$("$BGEXEC" submit workflow '{"steps": [{"id": "q", "sql": "SELECT 41 + 1 AS x"}]}' --max-attempts 1 \
+  --db "$as_alice") || fail submit
+waiting() { grep -q "msg=\"sql step session cannot be opened, waiting for one\" job_id=$id .*sqlstate=53300" "$E2E_DIR/w1.log"; }
+wait_for 15 waiting || fail "no wait logged with the server's SQLSTATE (job $id: $(sql "SELECT status, error FROM bgexec.job WHERE id = $id"))"
+sleep 4  # longer than a lease: heartbeats keep it
+[[ $(sql "SELECT status || ' ' || attempt FROM bgexec.job WHERE id = $id") == "running 1" ]] \
+  || fail "job $id, waiting for its session: $(sql "SELECT status, attempt, error FROM bgexec.job WHERE id = $id")"
+
+sql "ALTER ROLE wk CONNECTION LIMIT -1" >/dev/null
+wait_status "$id" completed 30
+[[ $(sql "SELECT result->'q'->0->>'x' FROM bgexec.job WHERE id = $id") == 42 ]] \
+  || fail "job $id's result: $(sql "SELECT result FROM bgexec.job WHERE id = $id")"
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed'") == 0 ]] \
+  || fail "the step failed: $(sql "SELECT kind, data FROM bgexec.job_event WHERE job_id = $id")"
+ok
