@@ -90,7 +90,9 @@ std::size_t Error::failed_param() const {
 // casts") sent the user the wrong way.
 std::string Error::hint() const {
   const std::string& said = fields_.primary.empty() ? std::string(what()) : fields_.primary;
-  const bool missing = ((sqlstate_ == "3F000" || sqlstate_ == "42P01") && said.find("\"bgexec") != std::string::npos) ||
+  // The server's own hint wins, but the cast hint of a function gone.
+  const bool missing = ((sqlstate_ == "3F000" || sqlstate_ == "42P01") && fields_.hint.empty() &&
+                        said.find("\"bgexec") != std::string::npos) ||
                        (sqlstate_ == "42883" && said.rfind("function bgexec.", 0) == 0);
   if (missing) return "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
   return fields_.hint;
