@@ -26,58 +26,37 @@ SELECT CASE WHEN g % 4 = 0 THEN 'lst-a' ELSE 'lst-b' END, 'k', 'regress_lst_bob'
        1, 1, now(), now(), now(), now(), 1
   FROM generate_series(1, 40000) g;
 ANALYZE bgexec.job;
--- heap rows read so far (sequentially or through an index): flushed at the
--- end of the statement before, read in the next
+-- heap rows of bgexec.job this transaction read so far, sequentially or
+-- through an index (pg_stat_user_tables' seq_tup_read + idx_tup_fetch)
 CREATE FUNCTION rows_read() RETURNS bigint LANGUAGE sql AS $$
-	SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-	  FROM pg_stat_user_tables WHERE relid = 'bgexec.job'::regclass
+	SELECT pg_stat_get_xact_tuples_returned('bgexec.job'::regclass)
+	       + pg_stat_get_xact_tuples_fetched('bgexec.job'::regclass)
+	       + (SELECT coalesce(sum(pg_stat_get_xact_tuples_fetched(i.indexrelid)), 0)::bigint
+	            FROM pg_index i WHERE i.indrelid = 'bgexec.job'::regclass)
 $$;
+-- one page of 51 as a role (NULL: the superuser): its jobs, their owners,
+-- and whether it read at most 4 100 heap rows
+CREATE FUNCTION page(who name, q text, st bgexec.job_status[])
+	RETURNS TABLE (n bigint, owners bigint, few_rows_read boolean) LANGUAGE plpgsql AS $$
+DECLARE
+	r0 bigint := rows_read();
+BEGIN
+	IF who IS NOT NULL THEN EXECUTE format('SET ROLE %I', who); END IF;
+	SELECT count(*), count(DISTINCT l.owner) INTO n, owners FROM bgexec._list_jobs(q, st, NULL, 51, NULL) l;
+	RESET ROLE;
+	few_rows_read := rows_read() - r0 <= 4100;
+	RETURN NEXT;
+END $$;
 -- alice's queued and suspended jobs: through their partial indexes, not a
 -- walk of bob's 40 000
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SET ROLE regress_lst_alice;
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs(NULL, '{queued}', NULL, 51, NULL);
-RESET ROLE;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SET ROLE regress_lst_alice;
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs(NULL, '{suspended}', NULL, 51, NULL);
-RESET ROLE;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SET ROLE regress_lst_alice;
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs(NULL, '{queued,suspended}', NULL, 51, NULL);
-RESET ROLE;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
+SELECT * FROM page('regress_lst_alice', NULL, '{queued}');
+SELECT * FROM page('regress_lst_alice', NULL, '{suspended}');
+SELECT * FROM page('regress_lst_alice', NULL, '{queued,suspended}');
 -- a queue's failed jobs: through job_ended_badly_idx (queue, id), not the
 -- walk of every queue's by id (bob's 10 000 failed ones; the newest 2 000 jobs are read first)
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SET ROLE regress_lst_alice;
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs('lst-b', '{failed}', NULL, 51, NULL);
-RESET ROLE;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SET ROLE regress_lst_alice;
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs('lst-b', '{failed,cancelled,timed_out}', NULL, 51, NULL);
-RESET ROLE;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SET ROLE regress_lst_alice;
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs('lst-x', '{failed}', NULL, 51, NULL);
-RESET ROLE;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
+SELECT * FROM page('regress_lst_alice', 'lst-b', '{failed}');
+SELECT * FROM page('regress_lst_alice', 'lst-b', '{failed,cancelled,timed_out}');
+SELECT * FROM page('regress_lst_alice', 'lst-x', '{failed}');
 SET ROLE regress_lst_alice;
 -- her own jobs alone, whatever the filter
 SELECT count(*), min(owner), max(owner) FROM bgexec._list_jobs(NULL, NULL, NULL, 1000, NULL);
@@ -85,16 +64,8 @@ SELECT count(*) FROM bgexec._list_jobs('lst-a', NULL, NULL, 1000, NULL);
 SELECT count(*) FROM bgexec._list_jobs(NULL, '{completed}', NULL, 1000, 'k');
 RESET ROLE;
 -- a superuser: every role's; the queue's failed jobs read alone too
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs('lst-b', '{failed}', NULL, 51, NULL);
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() AS r0 \gset
-SELECT count(*) AS n, count(DISTINCT owner) AS owners FROM bgexec._list_jobs('lst-a', '{failed}', NULL, 51, NULL);
-SELECT pg_stat_force_next_flush();
-SELECT rows_read() - :r0 <= 4100 AS few_rows_read;
+SELECT * FROM page(NULL, 'lst-b', '{failed}');
+SELECT * FROM page(NULL, 'lst-a', '{failed}');
 SELECT min(id) + 5 AS bob_first FROM bgexec.job WHERE owner = 'regress_lst_bob' \gset
 SELECT count(*) FILTER (WHERE owner = 'regress_lst_alice') AS alice, count(*) FILTER (WHERE owner = 'regress_lst_bob') AS bob
   FROM bgexec._list_jobs(NULL, NULL, :bob_first, 1000, NULL);
@@ -132,6 +103,7 @@ SELECT * FROM bgexec._list_jobs(NULL, NULL, NULL, 1, NULL);
 \set VERBOSITY default
 RESET ROLE;
 DROP ROLE regress_lister;
+DROP FUNCTION page(name, text, bgexec.job_status[]);
 DROP FUNCTION rows_read();
 DELETE FROM bgexec.job WHERE queue IN ('lst-a', 'lst-b', 'lst-q');
 SELECT bgexec._recount() >= 0 AS recounted;
