@@ -52,8 +52,8 @@ TEST(PgError, CopyKeepsTheFlag) {  // as http/pool.cpp's RoleSwitchLost copies i
 // A database without the extension: the client, the worker and the
 // gateway say what to do (the message alone read `schema "bgexec" does not
 // exist`).  The server's own hint wins, but its cast hint for a bgexec
-// function gone (DROP EXTENSION leaves the schema); other missing objects
-// get none.
+// function gone (DROP EXTENSION leaves the schema, or the extension is
+// older than the binary); other missing objects get none.
 TEST(PgError, HintForAMissingExtension) {
   const std::string create = "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
   EXPECT_EQ(Error("3F000", "x", {"schema \"bgexec\" does not exist", "", "", ""}).hint(), create);
@@ -63,7 +63,9 @@ TEST(PgError, HintForAMissingExtension) {
   EXPECT_EQ(Error("42883", "x", {"function bgexec.submit(text) does not exist", "",
                                  "No function matches the given name and argument types. You might need to add explicit type casts.",
                                  ""}).hint(),
-            create);
+            "is the bgexec extension installed in this database, from the same source as this binary? "
+            "(CREATE EXTENSION bgexec, as a superuser; an older one lacks functions this binary calls: "
+            "README, Troubleshooting)");
   EXPECT_EQ(Error("42883", "x", {"function app.f(text) does not exist", "", "a hint", ""}).hint(), "a hint");
   EXPECT_EQ(Error("3F000", "x", {"schema \"bgexec\" does not exist", "", "ask the DBA", ""}).hint(), "ask the DBA");
   EXPECT_EQ(Error("22023", "x", {"bad", "", "a hint", ""}).hint(), "a hint");

@@ -87,14 +87,20 @@ std::size_t Error::failed_param() const {
 // (3F000), relation "bgexec.job" does not exist (42P01) or, after DROP
 // EXTENSION left the schema behind, function bgexec.submit(...) does not
 // exist (42883), whose server hint ("You might need to add explicit type
-// casts") sent the user the wrong way.
+// casts") sent the user the wrong way.  A function missing from an
+// installed extension is also what an extension older than this binary
+// gives (built from an earlier checkout: one version, 0.1.0, no upgrade
+// scripts), so that hint names both.
 std::string Error::hint() const {
   const std::string& said = fields_.primary.empty() ? std::string(what()) : fields_.primary;
   // The server's own hint wins, but the cast hint of a function gone.
-  const bool missing = ((sqlstate_ == "3F000" || sqlstate_ == "42P01") && fields_.hint.empty() &&
-                        said.find("\"bgexec") != std::string::npos) ||
-                       (sqlstate_ == "42883" && said.rfind("function bgexec.", 0) == 0);
-  if (missing) return "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
+  if ((sqlstate_ == "3F000" || sqlstate_ == "42P01") && fields_.hint.empty() &&
+      said.find("\"bgexec") != std::string::npos)
+    return "is the bgexec extension installed in this database? (CREATE EXTENSION bgexec, as a superuser)";
+  if (sqlstate_ == "42883" && said.rfind("function bgexec.", 0) == 0)
+    return "is the bgexec extension installed in this database, from the same source as this binary? "
+           "(CREATE EXTENSION bgexec, as a superuser; an older one lacks functions this binary calls: "
+           "README, Troubleshooting)";
   return fields_.hint;
 }
 
