@@ -51,7 +51,12 @@ grep -q 'function bgexec._list_jobs' "$E2E_DIR/err" && grep -qxF "  hint: $fhint
 # check: it was the warning an outage gets, retried for ever.
 psql -qX -c "CREATE ROLE nologin NOLOGIN" -c "CREATE ROLE noconn LOGIN" -c "CREATE DATABASE closed" \
   -c "REVOKE CONNECT ON DATABASE closed FROM PUBLIC" >/dev/null
+# A log of its own for each: with one file, the wait below could read the
+# previous worker's line before the new one's redirection emptied it, and
+# send SIGINT before the worker's handler was in place (a background job of
+# a script starts with SIGINT ignored): the wait for it hung.
 for db in "user=nosuchrole dbname=postgres" "dbname=nosuchdb" "user=nologin dbname=postgres" "user=noconn dbname=closed"; do
+  rm -f "$E2E_DIR/refused.log"
   "$BGEXEC" worker --db "$db" >"$E2E_DIR/refused.log" 2>&1 &
   pid=$!; E2E_PIDS+=("$pid")
   wait_for 10 grep -q 'msg="database unavailable, retrying"' "$E2E_DIR/refused.log" || fail "worker --db $db: $(cat "$E2E_DIR/refused.log")"
