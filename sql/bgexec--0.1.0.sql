@@ -1557,22 +1557,46 @@ BEGIN
 	END IF;
 
 	IF cardinality(v_capped) = 0 THEN
-		-- Fast path: one index scan, SKIP LOCKED, no caps to count.
-		-- One index scan of job_runnable_idx per queue (a "queue = ANY"
-		-- scan would sort the whole runnable set), merged in claim order.
+		-- Fast path: index scans, SKIP LOCKED, no caps to count.
+		-- Per queue (a "queue = ANY" scan would sort the whole runnable
+		-- set), merged in claim order: one range of job_runnable_idx per
+		-- priority, highest first, each read only up to its first job not
+		-- yet due ("run_after <= v_now" bounds the range).  A single scan
+		-- of the queue in index order read, and filtered, every future
+		-- job of a higher priority before the first due one: 50 000 jobs
+		-- scheduled for tomorrow at priority 10 cost each claim of today's
+		-- priority 0 jobs 250 index pages, 5 ms (scale review F8).  The
+		-- priorities come one index descent each (a loose index scan),
+		-- only as far as the claim needs them (the LIMIT stops the
+		-- recursion): a queue of one priority pays one descent to find it,
+		-- and one more when it has fewer due jobs than max_jobs.
 		SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_after, c.id), '{}')
 		  INTO v_ids FROM (
 			SELECT c.* FROM unnest(v_active) AS qn(q)
 			 CROSS JOIN LATERAL (
-				SELECT j.id, j.priority, j.run_after FROM bgexec.job j
-				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.run_after <= v_now
-				   -- room for the claim's + 1 under job_valid's bounds: a
-				   -- row written around the API at them is left queued, and
-				   -- does not fail the claim of the jobs beside it
-				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
-				 ORDER BY j.priority DESC, j.run_after, j.id
-				 LIMIT max_jobs
-				   FOR UPDATE SKIP LOCKED) c
+				WITH RECURSIVE pr(p) AS (
+					(SELECT j.priority FROM bgexec.job j
+					  WHERE j.status = 'queued' AND j.queue = qn.q
+					  ORDER BY j.priority DESC LIMIT 1)
+					UNION ALL
+					SELECT (SELECT j.priority FROM bgexec.job j
+					         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
+					         ORDER BY j.priority DESC LIMIT 1)
+					  FROM pr WHERE pr.p IS NOT NULL)
+				-- (pr's rows come in the order the recursion makes them,
+				-- highest priority first, and the nested loop keeps it)
+				SELECT c.* FROM pr CROSS JOIN LATERAL (
+					SELECT j.id, j.priority, j.run_after FROM bgexec.job j
+					 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
+					   AND j.run_after <= v_now
+					   -- room for the claim's + 1 under job_valid's bounds: a
+					   -- row written around the API at them is left queued, and
+					   -- does not fail the claim of the jobs beside it
+					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
+					 ORDER BY j.run_after, j.id
+					 LIMIT max_jobs
+					   FOR UPDATE SKIP LOCKED) c
+				 LIMIT max_jobs) c
 			 ORDER BY c.priority DESC, c.run_after, c.id
 			 LIMIT max_jobs) c;
 	ELSE
@@ -1690,9 +1714,21 @@ BEGIN
 			SELECT c.id, c.q, c.k FROM (
 			SELECT c.* FROM unnest(v_plain) AS qn(q)
 			 CROSS JOIN LATERAL (
+			  -- a priority at a time, as on the fast path (F8)
+			  WITH RECURSIVE pr(p) AS (
+				(SELECT j.priority FROM bgexec.job j
+				  WHERE j.status = 'queued' AND j.queue = qn.q
+				  ORDER BY j.priority DESC LIMIT 1)
+				UNION ALL
+				SELECT (SELECT j.priority FROM bgexec.job j
+				         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
+				         ORDER BY j.priority DESC LIMIT 1)
+				  FROM pr WHERE pr.p IS NOT NULL)
+			  SELECT c.* FROM pr CROSS JOIN LATERAL (
 				SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
 				  FROM bgexec.job j
-				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.run_after <= v_now
+				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
+				   AND j.run_after <= v_now
 				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
 				   -- A key already at its max_running_per_key is passed
 				   -- over by the scan, not taken into its window: 150
@@ -1703,9 +1739,10 @@ BEGIN
 				   AND (j.concurrency_key IS NULL OR v_caps->qn.q->>'per_key' IS NULL
 				        OR coalesce((v_key_counts->>(qn.q || E'\x1f' || j.concurrency_key))::int, 0)
 				           < (v_caps->qn.q->>'per_key')::int)
-				 ORDER BY j.priority DESC, j.run_after, j.id
+				 ORDER BY j.run_after, j.id
 				 LIMIT max_jobs * 4 + 100
 				   FOR UPDATE SKIP LOCKED) c
+			  LIMIT max_jobs * 4 + 100) c
 			UNION ALL
 			-- the key-by-key queues' candidates, locked and rechecked (status
 			-- as text: by primary key, as in the claiming UPDATE below)
