@@ -1661,10 +1661,17 @@ BEGIN
 			 WHERE left(e.key, length(v_q.q) + 1) = v_q.q || E'\x1f'
 			   AND e.value::int >= v_q.per_key;
 			CONTINUE WHEN v_at_cap IS NULL;
+			-- Due or not, and a capped key at a time: a filter on run_after
+			-- here read every future job of the capped keys before the
+			-- count was reached, and "concurrency_key = ANY" was planned
+			-- as a filter over the queue's range, reading the other keys'
+			-- jobs (10 000 of a key named before the capped one) too.
 			CONTINUE WHEN (SELECT count(*) FROM (
-				SELECT 1 FROM bgexec.job j
-				 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = ANY (v_at_cap)
-				   AND j.run_after <= v_now
+				SELECT 1 FROM unnest(v_at_cap) AS ck(k)
+				 CROSS JOIN LATERAL (
+					SELECT 1 FROM bgexec.job j
+					 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = ck.k
+					 LIMIT max_jobs * 4 + 101) b
 				 LIMIT max_jobs * 4 + 101) b) <= max_jobs * 4 + 100;
 			-- The queue's keys, one descent each (a loose index scan), up to
 			-- one past the window: a queue with more keys than that stays on
@@ -1683,25 +1690,52 @@ BEGIN
 			v_by_key := v_by_key || v_q.q;
 			-- The first free-slots jobs of each key below its cap, and the
 			-- keyless ones (the NULL key's range).  Unlocked: the ids are
-			-- locked below, each job rechecked then.
+			-- locked below, each job rechecked then.  Each key's a priority
+			-- at a time, as on the fast path (F8): a key's future jobs of a
+			-- higher priority were read ahead of its first due one.
 			SELECT v_pre || coalesce(array_agg(c.id), '{}') INTO v_pre FROM (
 				SELECT c.id FROM (
 					SELECT c.id, c.priority, c.run_after FROM unnest(v_keys) AS keys(k)
 					 CROSS JOIN LATERAL (
+					  WITH RECURSIVE pr(p) AS (
+						(SELECT j.priority FROM bgexec.job j
+						  WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = keys.k
+						  ORDER BY j.priority DESC LIMIT 1)
+						UNION ALL
+						SELECT (SELECT j.priority FROM bgexec.job j
+						         WHERE j.status = 'queued' AND j.queue = v_q.q
+						           AND j.concurrency_key = keys.k AND j.priority < pr.p
+						         ORDER BY j.priority DESC LIMIT 1)
+						  FROM pr WHERE pr.p IS NOT NULL)
+					  SELECT c.* FROM pr CROSS JOIN LATERAL (
 						SELECT j.id, j.priority, j.run_after FROM bgexec.job j
 						 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key = keys.k
-						   AND j.run_after <= v_now
+						   AND j.priority = pr.p AND j.run_after <= v_now
 						   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
-						 ORDER BY j.priority DESC, j.run_after, j.id
+						 ORDER BY j.run_after, j.id
 						 LIMIT greatest(0, least(max_jobs, v_q.per_key
 						     - coalesce((v_key_counts->>(v_q.q || E'\x1f' || keys.k))::int, 0)))) c
+					  LIMIT greatest(0, least(max_jobs, v_q.per_key
+					      - coalesce((v_key_counts->>(v_q.q || E'\x1f' || keys.k))::int, 0)))) c
 					UNION ALL
-					(SELECT j.id, j.priority, j.run_after FROM bgexec.job j
-					 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key IS NULL
-					   AND j.run_after <= v_now
-					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
-					 -- the key first (all NULL): the order of job_runnable_key_idx
-					 ORDER BY j.concurrency_key, j.priority DESC, j.run_after, j.id
+					(WITH RECURSIVE pr(p) AS (
+						-- the key first (all NULL): the order of job_runnable_key_idx
+						(SELECT j.priority FROM bgexec.job j
+						  WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key IS NULL
+						  ORDER BY j.concurrency_key, j.priority DESC LIMIT 1)
+						UNION ALL
+						SELECT (SELECT j.priority FROM bgexec.job j
+						         WHERE j.status = 'queued' AND j.queue = v_q.q
+						           AND j.concurrency_key IS NULL AND j.priority < pr.p
+						         ORDER BY j.concurrency_key, j.priority DESC LIMIT 1)
+						  FROM pr WHERE pr.p IS NOT NULL)
+					 SELECT c.* FROM pr CROSS JOIN LATERAL (
+						SELECT j.id, j.priority, j.run_after FROM bgexec.job j
+						 WHERE j.status = 'queued' AND j.queue = v_q.q AND j.concurrency_key IS NULL
+						   AND j.priority = pr.p AND j.run_after <= v_now
+						   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
+						 ORDER BY j.concurrency_key, j.priority DESC, j.run_after, j.id
+						 LIMIT max_jobs) c
 					 LIMIT max_jobs)) c
 				 ORDER BY c.priority DESC, c.run_after, c.id
 				 LIMIT max_jobs * 4 + 100) c;
