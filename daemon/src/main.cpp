@@ -102,16 +102,21 @@ int run_worker(const std::vector<std::string>& args) {
     ::gethostname(host, sizeof host - 1);
     cfg.id = std::string(host) + ":" + std::to_string(::getpid());
   }
-  // Each step process holds two pipes, each sql step a session, beside the
-  // worker's own connections: at a login shell's 1024, --concurrency 1024
-  // failed its steps with EMFILE.  A soft limit still short of what the
-  // slots may need is named at start.
+  // Each step process holds three pipes, each sql step a session, beside
+  // the worker's own connections: at a login shell's 1024, --concurrency
+  // 1024 failed its steps with EMFILE, and so did one workflow of 600
+  // parallel action steps.  Step processes are capped (--step-processes,
+  // by default what the limit holds); a soft limit still short of what the
+  // worker may open (a cap set above it, many sql steps) is named at start.
   const std::size_t nofile = bgexec::core::raise_nofile();
-  const std::size_t needs = 64 + 3 * static_cast<std::size_t>(cfg.concurrency);
+  if (cfg.step_processes == 0) cfg.step_processes = bgexec::core::default_step_processes(nofile, cfg.sql_steps);
+  const std::size_t needs = bgexec::core::files_wanted(cfg.sql_steps, cfg.step_processes);
   if (nofile > 0 && nofile < needs)
     bgexec::core::log("warn", "open-file limit is low for the concurrency: steps may fail to start (EMFILE)",
                       {{"limit", std::to_string(nofile)}, {"wanted", std::to_string(needs)},
-                       {"concurrency", std::to_string(cfg.concurrency)}});
+                       {"concurrency", std::to_string(cfg.concurrency)},
+                       {"step_processes", std::to_string(cfg.step_processes)},
+                       {"sql_steps", std::to_string(cfg.sql_steps)}});
   boost::asio::io_context io;
   std::optional<bgexec::worker::Worker> worker;
   int code = 1;

@@ -340,6 +340,27 @@ TEST(WorkerConfig, SqlStepsDefaultToConcurrency) {
   EXPECT_NE(error_of({"--sql-steps", "1025"}).find("--sql-steps"), std::string::npos);
 }
 
+// Step processes: unset, 0 (the worker derives them from its open-file
+// limit at start: core::default_step_processes); a value of its own from
+// any source, 1..1024.
+TEST(WorkerConfig, StepProcesses) {
+  EXPECT_EQ(parse_worker_config({}, {}).step_processes, 0);
+  EXPECT_EQ(parse_worker_config({"--step-processes", "2"}, {}).step_processes, 2);
+  EXPECT_EQ(parse_worker_config({"--step-processes=1024"}, {}).step_processes, 1024);
+  EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_STEP_PROCESSES", "3"}}).step_processes, 3);
+  TempConfig file(R"({"step_processes": 5})");
+  EXPECT_EQ(parse_worker_config({"--config", file.path()}, {}).step_processes, 5);
+  EXPECT_EQ(parse_worker_config({"--config", file.path(), "--step-processes", "1"}, {}).step_processes, 1);
+  EXPECT_NE(error_of({"--step-processes", "0"}).find("--step-processes"), std::string::npos);
+  EXPECT_NE(error_of({"--step-processes", "1025"}).find("--step-processes"), std::string::npos);
+  EXPECT_NE(error_of({"--step-processes", "two"}).find("--step-processes"), std::string::npos);
+  TempConfig bad(R"({"step_processes": 0})");
+  EXPECT_NE(error_of({"--config", bad.path()}).find("step_processes"), std::string::npos);
+  const std::string usage = worker_usage();
+  for (const char* needle : {"--step-processes", "BGEXEC_STEP_PROCESSES", "step_processes"})
+    EXPECT_NE(usage.find(needle), std::string::npos) << needle;
+}
+
 // Text that is no duration says so and shows the accepted forms; a
 // duration out of range says that instead.
 TEST(WorkerConfig, NotADuration) {

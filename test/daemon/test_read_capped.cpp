@@ -111,5 +111,30 @@ TEST(RaiseNofile, RaisesTheSoftLimitToTheHardOne) {
   ::setrlimit(RLIMIT_NOFILE, &before);
 }
 
+// --step-processes left unset: what the open-file limit holds beside the
+// worker's own descriptors and its sql step sessions, three per process, so
+// that a fan-out of action steps never meets EMFILE; 1 to 1024.
+TEST(Limits, DefaultStepProcessesFitTheLimit) {
+  EXPECT_EQ(files_wanted(10, 0), own_files + 10 + files_per_process);
+  EXPECT_EQ(files_wanted(10, 5), own_files + 10 + 6 * files_per_process);
+  for (std::size_t nofile : {std::size_t{1024}, std::size_t{4096}, std::size_t{200}, std::size_t{100}}) {
+    for (int sql : {1, 10, 40}) {
+      const int n = default_step_processes(nofile, sql);
+      ASSERT_GE(n, 1);
+      if (files_wanted(sql, 1) <= nofile) {
+        EXPECT_LE(files_wanted(sql, n), nofile) << nofile << " " << sql;
+        if (n < 1024) {  // the most that fit
+          EXPECT_GT(files_wanted(sql, n + 1), nofile) << nofile << " " << sql;
+        }
+      }
+    }
+  }
+  // A login shell's 1024, the default 10 sql sessions: (1024 - 64 - 10 - 3) / 3.
+  EXPECT_EQ(default_step_processes(1024, 10), 315);
+  EXPECT_EQ(default_step_processes(48, 30), 1);         // short of even one: one at a time
+  EXPECT_EQ(default_step_processes(1 << 20, 10), 1024);  // at most the flag's most
+  EXPECT_EQ(default_step_processes(0, 10), 1024);        // limit unknown
+}
+
 }  // namespace
 }  // namespace bgexec::core

@@ -58,6 +58,8 @@ const Setting settings[] = {
      &WorkerConfig::concurrency, 1, 1024},
     {"--sql-steps", "BGEXEC_SQL_STEPS", "sql_steps", Kind::integer, nullptr, nullptr, &WorkerConfig::sql_steps,
      1, 1024},
+    {"--step-processes", "BGEXEC_STEP_PROCESSES", "step_processes", Kind::integer, nullptr, nullptr,
+     &WorkerConfig::step_processes, 1, 1024},
     // At most a day: bgexec.claim and bgexec.heartbeat refuse a longer
     // lease_for.  At least a second: heartbeats renew it every third of it,
     // each allowed a quarter of it to answer (0.001 s: every heartbeat timed
@@ -575,6 +577,13 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
   --sql-steps N              "sql" steps run at once, each on its own
                              connection, 1..1024; more wait for one to end.
                              Env BGEXEC_SQL_STEPS. Defaults to --concurrency.
+  --step-processes N         "action" and "run" step processes at once,
+                             1..1024; more wait for one to end (their
+                             timeout counting), in the order they asked.
+                             Env BGEXEC_STEP_PROCESSES. Defaults to what
+                             the open-file limit holds beside the worker's
+                             connections and sql steps (3 per process), at
+                             most 1024.
   --lease SECONDS            Lease length, 1 to 86400 (a day); heartbeats
                              renew it.
                              Env BGEXEC_LEASE. Defaults to 30.
@@ -584,7 +593,8 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              Env BGEXEC_ALLOW_RUN (1/true/yes/on,
                              0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,
-                             concurrency, sql_steps, lease, allow_run,
+                             concurrency, sql_steps, step_processes, lease,
+                             allow_run,
                              actions, grace,
                              secrets_dir, poll, reconcile_interval, kill_grace,
                              log_cap, finish_batch, finish_delay,

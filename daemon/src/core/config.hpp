@@ -17,6 +17,8 @@ struct WorkerConfig {
   std::vector<std::string> queues{"default"};   // queues to claim from
   int concurrency = 10;                         // job slots, 1..1024
   int sql_steps = 0;                            // sql step sessions at once, 1..1024; 0 = concurrency
+  int step_processes = 0;                       // action/run step processes at once, 1..1024; 0 = from the
+                                                // open-file limit at start (core::default_step_processes)
   double lease_s = 30;                          // lease length per claim/heartbeat
   std::string lease_source;                     // where lease_s came from, for messages ("" = the default)
   bool allow_run = false;                       // permit `run` (arbitrary argv) steps

@@ -1730,6 +1730,33 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
     if (!set_below(e)) env.push_back(e);
   for (const auto& [k, v] : step_vars) env.push_back(k + "=" + v);
   for (std::size_t i = 0; i < std::size(own); ++i) env.push_back(std::string(worker_vars[i]) + "=" + own[i]);
+  // One of the worker's step processes (--step-processes): a workflow of
+  // many parallel action steps, or many such jobs, spawned them all at
+  // once and failed those past the open-file limit with EMFILE.  Granted
+  // in the order asked; the wait ends with the step (a stop, a sibling's
+  // failure, its deadline, the lease, the shutdown: each calls the step's
+  // killer, which wakes it).  Released when the process has ended and its
+  // pipes are closed, granted or not.
+  struct Slot {
+    Worker& w;
+    std::shared_ptr<Worker::ProcessTicket> ticket;
+    ~Slot() { w.release_step_process(ticket); }
+  } slot{w_, w_.step_process()};
+  if (!slot.ticket->granted) {
+    core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
+    killers_[sid] = [t = slot.ticket] {
+      t->cut = true;
+      t->granted_event->notify();
+      return true;
+    };
+    while (!slot.ticket->granted && !slot.ticket->cut && !halted()) co_await slot.ticket->granted_event->wait();
+    killers_.erase(sid);
+    // The lease again, as run_step checks it before the step starts: a
+    // process started past it would run beside the job's next claim.
+    check_lease();
+    if (slot.ticket->cut || halted())
+      throw StepFailure{"step ended while waiting for one of the worker's --step-processes", false};
+  }
   std::shared_ptr<proc::Child> child;
   try {
     child = proc::Child::spawn(w_.executor(), argv, env);

@@ -835,6 +835,40 @@ void Worker::grant_sql_sessions() {
   }
 }
 
+// Step processes (--step-processes): worker.hpp.
+std::shared_ptr<Worker::ProcessTicket> Worker::step_process() {
+  auto ticket = std::make_shared<ProcessTicket>();
+  if (process_waiting_.empty() && step_processes_ < cfg_.step_processes) {
+    ++step_processes_;
+    ticket->granted = true;
+    return ticket;
+  }
+  ticket->granted_event.emplace(executor());
+  process_waiting_.push_back(ticket);
+  return ticket;
+}
+
+void Worker::release_step_process(const std::shared_ptr<ProcessTicket>& ticket) {
+  if (ticket->granted) {
+    ticket->granted = false;
+    --step_processes_;
+  } else {
+    process_waiting_.erase(std::remove(process_waiting_.begin(), process_waiting_.end(), ticket),
+                           process_waiting_.end());
+  }
+  grant_step_processes();
+}
+
+void Worker::grant_step_processes() {
+  while (step_processes_ < cfg_.step_processes && !process_waiting_.empty()) {
+    auto next = std::move(process_waiting_.front());
+    process_waiting_.pop_front();
+    ++step_processes_;
+    next->granted = true;
+    next->granted_event->notify();
+  }
+}
+
 // Abandons jobs whose lease could not be renewed, early enough that their
 // processes are dead before it expires on the database's clock: once it has,
 // the DB may hand the job to another worker, and a process still running
@@ -1130,6 +1164,7 @@ asio::awaitable<int> Worker::run() {
   for (const auto& q : cfg_.queues) queues += (queues.empty() ? "" : ",") + q;
   core::log("info", "worker started", {{"worker_id", cfg_.id}, {"queues", queues},
                                        {"concurrency", std::to_string(cfg_.concurrency)},
+                                       {"step_processes", std::to_string(cfg_.step_processes)},
                                        {"lease_s", core::seconds_text(cfg_.lease_s)}});
   auto ex = io_.get_executor();
   asio::co_spawn(ex, completer_->run(), log_exit("completer"));

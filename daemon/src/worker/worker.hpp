@@ -64,6 +64,21 @@ class Worker {
   };
   std::shared_ptr<SqlTicket> sql_session();
   void release_sql_session(const std::shared_ptr<SqlTicket>& ticket);
+  // Step processes (action and run steps, --step-processes), first come
+  // first served as sql sessions are: a step asks before it spawns
+  // (step_process), and a ticket not granted at once gets its event then,
+  // notified when it is granted; released when the process has ended and
+  // its pipes are closed, or (not granted) when the step ends waiting.
+  // Uncapped, one workflow of 600 parallel action steps failed them with
+  // EMFILE (three pipes each).  A ticket granted at once makes no event:
+  // nothing more than a count on the one-step path.
+  struct ProcessTicket {
+    std::optional<Event> granted_event;
+    bool granted = false;
+    bool cut = false;  // the step ended (a stop, its deadline) while waiting
+  };
+  std::shared_ptr<ProcessTicket> step_process();
+  void release_step_process(const std::shared_ptr<ProcessTicket>& ticket);
   // How long before a lease expires (by the worker's reckoning) a job whose
   // lease could not be renewed is given up (see lease_guard).
   Clock::duration lease_margin() const;
@@ -194,6 +209,9 @@ class Worker {
   };
   int sql_sessions_ = 0;                                 // granted tickets
   std::deque<std::shared_ptr<SqlTicket>> sql_waiting_;  // in the order they asked
+  void grant_step_processes();
+  int step_processes_ = 0;                                     // granted tickets
+  std::deque<std::shared_ptr<ProcessTicket>> process_waiting_;  // in the order they asked
   void grant_sql_sessions();
   bool id_taken_ = false;  // another process holds the id: no deregister
   // {"host", "pid"} as registered: claim, unclaim and heartbeat name it (NULL,
