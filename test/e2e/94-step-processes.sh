@@ -84,6 +84,21 @@ wait_status "$id" completed 30
 reset
 kill "$PID_w3"; wait_for 20 gone "$PID_w3" || fail "w3 did not stop"
 
+# ... and so does the shutdown: past --grace the running step is killed,
+# the waiting ones never start, and the job is queued again
+# (worker_shutdown, retryable) with the worker gone.
+start_worker w4 --lease 5 --grace 1 --step-processes 1 --action long="$E2E_DIR/long.sh"
+id=$("$BGEXEC" submit workflow "{\"steps\": [$long]}" --max-attempts 2) || fail submit
+one() { [[ $(wc -l <"$P" 2>/dev/null) == 1 ]]; }
+wait_for 20 one || fail "the first step did not start"
+kill "$PID_w4"; wait_for 20 gone "$PID_w4" || fail "w4 did not stop"
+while read -r p; do wait_for 5 bash -c "! kill -0 $p 2>/dev/null" || fail "step process $p left alive"; done <"$P"
+one || fail "$(wc -l <"$P") steps started: a waiting step started in the shutdown"
+[[ $(sql "SELECT status || ' ' || (error->>'reason') FROM bgexec.job WHERE id = $id") == "queued worker_shutdown" ]] \
+  || fail "the job after the shutdown: $(sql "SELECT status, error FROM bgexec.job WHERE id = $id")"
+sql "DELETE FROM bgexec.job" >/dev/null
+reset
+
 # 4. Unset, the cap is what the open-file limit holds: at a hard limit of
 # 160, (160 - 64 - 10 sql sessions - 3) / 3 = 27.  A fan-out of 100
 # steps completes in one attempt; the steps past the descriptors (two
