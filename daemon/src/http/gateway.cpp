@@ -847,6 +847,11 @@ std::optional<HttpError> hold(Held& held, std::size_t& total, std::size_t& role,
   return std::nullopt;
 }
 
+// Whether hold() would take `bytes` now (its test, counting nothing).
+bool has_room(std::size_t total, std::size_t role, std::size_t limit, std::size_t bytes) {
+  return bytes <= 64 * 1024 || ((role == 0 || role + bytes <= limit / 2) && (total == 0 || total + bytes <= limit));
+}
+
 // The gateway's log of refusals by hold(): one line per 10 s.
 void log_held(const HttpError& e, const std::string& what) {
   static core::LogThrottle throttle(std::chrono::seconds(10));
@@ -1767,15 +1772,18 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     stream.expires_never();
     co_return !ec;
   };
-  // A batch the gateway has no room for (hold()) ends the stream: the
-  // reader reconnects from its last event once there is room again.
-  auto write = [&](std::string data) -> asio::awaitable<bool> {
+  // A batch the gateway has no room for (hold()) is not written: `no_room`,
+  // and the stream waits for room, then reads it again (below).
+  enum class Wrote { ok, gone, no_room };
+  std::unique_ptr<Held> reserved;  // room taken for a batch read again (below)
+  auto write = [&](std::string data) -> asio::awaitable<Wrote> {
+    reserved.reset();
     Held held;
     if (auto e = hold(held, held_, held_by_role_[*role], cfg_.response_memory, data.size())) {
-      log_held(*e, "event stream ended");
-      co_return false;
+      log_held(*e, "event stream waits for room");
+      co_return Wrote::no_room;
     }
-    co_return co_await send(std::move(data));
+    co_return co_await send(std::move(data)) ? Wrote::ok : Wrote::gone;
   };
   std::string head =
       "HTTP/1.1 200 OK\r\nServer: bgexec\r\nContent-Type: text/event-stream\r\n"
@@ -1804,9 +1812,40 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   auto last_fetch = last_write;
   std::size_t junk = 0;  // bytes the reader sent after its request
   bool check = false;    // read the job row (check_job) before the next fetch
+  // A batch the gateway had no room for: its size, and when the stream
+  // looks for room again.  It ended the stream, a clean end to a reader
+  // without the job's last event: 200 readers of one job, reading at full
+  // speed, each held its own copy of a 2.5 MB event while the one thread
+  // wrote them, and 153 of them were ended (an EventSource's reconnect then
+  // met 429, and gave up).  The batch is dropped, so a waiting stream holds
+  // nothing; it reads the batch again once hold() takes its size, checked
+  // every 100 to 400 ms (no query meanwhile), and sends keepalives.  The
+  // size is held (`reserved`) from then until the batch is written: the
+  // waiting streams all found the same room free, all read and serialized
+  // their batch again, and most were refused again (the 200 streams took
+  // 97 s to end).
+  std::size_t room_for = 0;
+  auto room_check_at = std::chrono::steady_clock::time_point{};
+  static thread_local std::minstd_rand room_jitter{std::random_device{}()};
   while (!ended) {
     auto now = std::chrono::steady_clock::now();
-    if (more || sub.seen() > cursor || now - last_fetch >= poll_every) {
+    if (room_for && now >= room_check_at) {
+      auto room = std::make_unique<Held>();
+      if (has_room(held_, held_by_role_[*role], cfg_.response_memory, room_for) &&
+          !hold(*room, held_, held_by_role_[*role], cfg_.response_memory, room_for)) {
+        reserved = std::move(room);
+        room_for = 0;
+        more = true;  // read it again at once
+      } else {
+        room_check_at = now + std::chrono::milliseconds(100 + room_jitter() % 300);
+      }
+    }
+    if (!room_for && (more || sub.seen() > cursor || now - last_fetch >= poll_every)) {
+      // Where the stream is, for reading a batch it has no room for again.
+      const auto at_cursor = cursor;
+      const auto at_kind = last_kind;
+      const auto at_created = last_created;
+      const bool at_check = check;
       // At a poll, or after the listener reconnected (a failover, say):
       // the job row read before the fetch, which would send the new events
       // past the cursor of a log rewound and written past it again.  Kept
@@ -1832,6 +1871,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
           static thread_local std::minstd_rand jitter{std::random_device{}()};
           last_fetch = std::chrono::steady_clock::now() - poll_every +
                        std::chrono::milliseconds(100 + jitter() % 900);
+          reserved.reset();
           continue;
         }
         // Purged meanwhile, or the token's role may no longer read it (its
@@ -1850,18 +1890,31 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
         co_return;
       }
       if (!pending.empty()) {
-        if (!co_await write(std::move(pending))) co_return;
+        const auto size = pending.size();
+        auto wrote = co_await write(std::move(pending));
         pending.clear();
+        if (wrote == Wrote::gone) co_return;
+        if (wrote == Wrote::no_room) {
+          cursor = at_cursor;
+          last_kind = at_kind;
+          last_created = at_created;
+          check = at_check;
+          ended = more = false;
+          room_for = size;
+          room_check_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(100 + room_jitter() % 300);
+          continue;
+        }
         last_write = std::chrono::steady_clock::now();
       }
+      reserved.reset();  // nothing to write after all (a failed read, no new event)
       continue;
     }
     if (now - last_write >= keepalive_every) {
-      if (!co_await write(": keepalive\n\n")) co_return;
+      if (co_await write(": keepalive\n\n") != Wrote::ok) co_return;
       last_write = now = std::chrono::steady_clock::now();
       if (sub.seen() > cursor) continue;
     }
-    auto until = std::min(last_fetch + poll_every, last_write + keepalive_every);
+    auto until = std::min(room_for ? room_check_at : last_fetch + poll_every, last_write + keepalive_every);
     if (until > now) {
       // A reader sends nothing after its request, so the socket turning
       // readable means it left (EOF, reset): the stream ends now, instead of
