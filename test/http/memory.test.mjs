@@ -160,3 +160,43 @@ test('a stream whose next batch finds no room waits for room, and goes on to the
     gw.kill();
   }
 });
+
+// The readers of one job all read at full speed, but each of their streams
+// holds its own copy of a big batch until its socket takes it: together
+// they pass the role's half, through no reader's fault.  Every stream must
+// still carry every event and the job's end (153 of 200 curl readers of a
+// job with 2.5 MB events were cut short, a clean end without `completed`).
+test('a crowd of readers of one job\'s big events each get every event and its end', { timeout: 120000 }, async () => {
+  const gw = await startGateway(0, ['--response-memory', '8']);
+  const readers = [];
+  try {
+    const { job, lease } = await runningJob(gw, 'mem-crowd');
+    for (let i = 0; i < 20; i++) {
+      const s = net.connect(gw.port, '127.0.0.1');
+      const r = { s, got: '', closed: false };
+      s.on('error', () => {});
+      s.on('data', (d) => { r.got += d; });
+      s.on('close', () => { r.closed = true; });
+      await once(s, 'connect');
+      s.write(`GET /v1/jobs/${job}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+      readers.push(r);
+    }
+    for (let i = 0; i < 200 && readers.some((r) => !r.got.includes('event: started')); i++) await sleep(50);
+    // Three events of 1 MB each, then the end: 20 copies of a batch are
+    // 20 MB against the role's 4 MiB.
+    for (const c of 'xyz') {
+      psql(`SELECT bgexec.append_event(${job}, ${lease}, 'log', jsonb_build_object('line', repeat('${c}', ${MB})))`);
+    }
+    finish(job, lease, 'completed');
+    for (let i = 0; i < 1800 && readers.some((r) => !r.closed); i++) await sleep(50);
+    const short = readers.filter((r) => !/event: completed/.test(r.got)).length;
+    assert.equal(short, 0, `${short} of 20 streams ended without the job's end`);
+    for (const r of readers) {
+      const ids = [...r.got.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      assert.deepEqual(ids, [1, 2, 3, 4, 5], 'every event once, in order');
+    }
+  } finally {
+    for (const r of readers) r.s.destroy();
+    gw.kill();
+  }
+});
