@@ -89,6 +89,45 @@ SELECT count(*) AS queued_past_the_walk FROM bgexec._list_jobs('lst-q', '{queued
 SELECT count(*) AS by_queue FROM bgexec._list_jobs('lst-b', '{failed}', NULL, 3, NULL);
 SELECT count(*) AS no_status FROM bgexec._list_jobs(NULL, '{}', NULL, 10, NULL);
 SELECT count(*) AS duplicate_status FROM bgexec._list_jobs('lst-b', '{failed,failed}', NULL, 10, NULL);
+-- at the edge of the newest 2 000 jobs (the walk's last job bounds the
+-- branches): each job once, lim at most, of the kind asked for, whatever
+-- the page's before.  Oldest to newest: four queued jobs of lst-e, a failed
+-- one, a queued one, 1 998 completed ones of lst-f, a queued one of kind e2.
+INSERT INTO bgexec.job (queue, kind, owner, status, payload, run_after, created_at)
+SELECT 'lst-e', 'e', 'regress_lst_alice', 'queued', '{}', now() + interval '1 day', now()
+  FROM generate_series(1, 4);
+INSERT INTO bgexec.job (queue, kind, owner, status, payload, result, error, attempt, max_attempts,
+                        run_after, created_at, started_at, finished_at, last_seq)
+VALUES ('lst-e', 'e', 'regress_lst_alice', 'failed', '{}', NULL, '{"message":"x"}', 1, 1, now(), now(), now(), now(), 1);
+INSERT INTO bgexec.job (queue, kind, owner, status, payload, run_after, created_at)
+VALUES ('lst-e', 'e', 'regress_lst_alice', 'queued', '{}', now() + interval '1 day', now());
+INSERT INTO bgexec.job (queue, kind, owner, status, payload, result, error, attempt, max_attempts,
+                        run_after, created_at, started_at, finished_at, last_seq)
+SELECT 'lst-f', 'k', 'regress_lst_bob', 'completed', '{}', '{}', NULL, 1, 1, now(), now(), now(), now(), 1
+  FROM generate_series(1, 1998);
+INSERT INTO bgexec.job (queue, kind, owner, status, payload, run_after, created_at)
+VALUES ('lst-e', 'e2', 'regress_lst_alice', 'queued', '{}', now() + interval '1 day', now());
+SELECT max(id) AS e_top FROM bgexec.job WHERE queue = 'lst-e' \gset
+SELECT max(id) AS f_top FROM bgexec.job WHERE queue = 'lst-f' \gset
+SELECT c.what, cardinality(got) AS n, got = want AS as_the_table FROM (
+	SELECT what, array(SELECT id FROM bgexec._list_jobs('lst-e', '{queued,failed}', b, lim, k)) AS got,
+	       array(SELECT id FROM bgexec.job j
+	              WHERE j.queue = 'lst-e' AND j.status IN ('queued', 'failed') AND (k IS NULL OR j.kind = k)
+	                AND (b IS NULL OR j.id < b)
+	              ORDER BY id DESC LIMIT lim) AS want
+	  FROM (VALUES ('lim, past the walk', NULL, 3, NULL), ('failed at the edge', :e_top, 10, NULL),
+	               ('queued at the edge', :f_top, 10, NULL), ('of a kind', NULL, 10, 'e')) f(what, b, lim, k)) c;
+-- a role that row-level security passes over reads every role's jobs there
+-- too: BYPASSRLS, or a member of the table's owner
+CREATE ROLE regress_lst_carol BYPASSRLS IN ROLE bgexec_client;
+SELECT format('CREATE ROLE regress_lst_dave IN ROLE bgexec_client, %I', relowner::regrole)
+  FROM pg_class WHERE oid = 'bgexec.job'::regclass \gexec
+SET ROLE regress_lst_carol;
+SELECT count(*) AS carol_sees FROM bgexec._list_jobs('lst-e', NULL, NULL, 1000, NULL);
+SET ROLE regress_lst_dave;
+SELECT count(*) AS dave_sees FROM bgexec._list_jobs('lst-e', NULL, NULL, 1000, NULL);
+RESET ROLE;
+DROP ROLE regress_lst_carol, regress_lst_dave;
 -- lim out of range: 22023, as purge's max_jobs
 \set VERBOSITY sqlstate
 SELECT * FROM bgexec._list_jobs(NULL, NULL, NULL, 0, NULL);
@@ -105,6 +144,6 @@ RESET ROLE;
 DROP ROLE regress_lister;
 DROP FUNCTION page(name, text, bgexec.job_status[]);
 DROP FUNCTION rows_read();
-DELETE FROM bgexec.job WHERE queue IN ('lst-a', 'lst-b', 'lst-q');
+DELETE FROM bgexec.job WHERE queue IN ('lst-a', 'lst-b', 'lst-q', 'lst-e', 'lst-f');
 SELECT bgexec._recount() >= 0 AS recounted;
 DROP ROLE regress_lst_alice, regress_lst_bob;
