@@ -235,13 +235,18 @@ ALTER ROLE regress_alice SET log_min_duration_statement = '12s';
 ALTER ROLE regress_alice SET role = regress_bob;
 ALTER ROLE regress_alice SET transaction_read_only = on;
 ALTER ROLE regress_alice SET work_mem = '5MB';
+-- one that takes effect only at login (PGC_SU_BACKEND): skipped, silently
+-- (ALTER ROLE refuses it now; stored by hand here, as a catalog from
+-- elsewhere may hold it)
+UPDATE pg_db_role_setting SET setconfig = setconfig || '{log_disconnections=on}'
+ WHERE setrole = 'regress_alice'::regrole AND setdatabase = 0;
 SET work_mem = '3MB';
 BEGIN;
 SELECT bgexec._act_as('regress_alice');
 SELECT current_user, current_setting('search_path') AS search_path, current_setting('TimeZone') AS tz,
        current_setting('lock_timeout') AS lt, current_setting('log_min_duration_statement') AS lmds,
        current_setting('transaction_read_only') AS ro,
-       current_setting('work_mem') AS work_mem;
+       current_setting('work_mem') AS work_mem, current_setting('log_disconnections') AS ld;
 COMMIT;
 -- for the transaction only
 SELECT current_setting('search_path') AS search_path, current_setting('lock_timeout') AS lt,
