@@ -119,6 +119,7 @@ SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-07', NULL, '{failed}',
 SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-07', NULL, '{failed}', 0, NULL)$$);
 SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-07', NULL, '{failed,queued}', 0, 10)$$);
 SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-07', NULL, '{failed,NULL}', 0, 10)$$);
+SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-03', NULL, '{completed}', 0, 10)$$);
 -- sorting is back on after it
 SHOW enable_sort;
 -- and a role that is not a client may not call it
