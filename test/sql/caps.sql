@@ -105,6 +105,34 @@ SELECT count(*) AS nothing_more FROM bgexec.claim('w', '{keyw}', 10);
 SELECT concurrency_key, count(*) FROM bgexec.job WHERE queue = 'keyw' AND status = 'running'
  GROUP BY 1 ORDER BY 1 NULLS LAST;
 ROLLBACK;
+-- read key by key, a queue's keys are all its candidates' keys: with more
+-- keys than the window (max_jobs 1: 104) the queue stays on the scan, and
+-- the claim takes the highest priority's job whatever its key's place (z,
+-- past the window's keys); the key by key candidates are cut to the window
+-- in claim order (max_jobs 2: 108 of 54 keys, two each, and the keyless x,
+-- the oldest, priority 9)
+BEGIN;
+SELECT (bgexec.configure_queue('keyk', max_running_per_key => 1)).name;
+SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'keyk',
+         'concurrency_key', 'a', 'payload', jsonb_build_object('n', 'a'))) FROM generate_series(1, 106)));
+SELECT payload->>'n' AS running FROM bgexec.claim('w', '{keyk}', 1);
+SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'keyk',
+         'concurrency_key', format('k%s', lpad(g::text, 3, '0')), 'payload', jsonb_build_object('n', 'k')))
+         FROM generate_series(1, 110) g));
+SELECT bgexec.submit('noop', '{"n": "z"}', queue => 'keyk', priority => 5, concurrency_key => 'z') > 0;
+SELECT payload->>'n' AS claimed FROM bgexec.claim('w', '{keyk}', 1);
+ROLLBACK;
+BEGIN;
+SELECT (bgexec.configure_queue('keyo', max_running_per_key => 2)).name;
+SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'keyo',
+         'concurrency_key', 'a', 'payload', jsonb_build_object('n', 'a'))) FROM generate_series(1, 111)));
+SELECT count(*) AS running FROM bgexec.claim('w', '{keyo}', 2);
+SELECT bgexec.submit('noop', '{"n": "x"}', queue => 'keyo', priority => 9) > 0;
+SELECT count(*) FROM bgexec.submit_many((SELECT jsonb_agg(jsonb_build_object('kind', 'noop', 'queue', 'keyo',
+         'concurrency_key', format('k%s', lpad((g % 54)::text, 2, '0')), 'payload', jsonb_build_object('n', 'k')))
+         FROM generate_series(1, 108) g));
+SELECT payload->>'n' AS claimed FROM bgexec.claim('w', '{keyo}', 2) ORDER BY 1;
+ROLLBACK;
 -- capped and uncapped queues claimed together
 SELECT bgexec.submit('noop', queue => 'freeq') > 0;
 SELECT queue, count(*) FROM bgexec.claim('w', '{keyq,freeq}', 10) GROUP BY 1 ORDER BY 1;
