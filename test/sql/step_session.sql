@@ -196,6 +196,7 @@ BEGIN;
 SELECT bgexec._step_session(:job, :lease);
 SELECT * FROM try($$SELECT bgexec._step_completed('[{"kind": "log", "data": {"step": "q"}}]')$$);
 SELECT * FROM try($$SELECT bgexec._step_completed('[]')$$);
+SELECT * FROM try($$SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "q", "output": 1}}, {"kind": "log", "data": {"step": "q"}}]')$$);
 SELECT * FROM try($$SELECT bgexec._step_completed(NULL)$$);
 SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "q", "output": [{"x": 1}]}}]') AS seq;
 SELECT * FROM try($$SELECT bgexec._step_completed('[{"kind": "step_completed", "data": {"step": "r", "output": 2}}]')$$);
