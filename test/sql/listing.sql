@@ -128,6 +128,12 @@ SET ROLE regress_lst_dave;
 SELECT count(*) AS dave_sees FROM bgexec._list_jobs('lst-e', NULL, NULL, 1000, NULL);
 RESET ROLE;
 DROP ROLE regress_lst_carol, regress_lst_dave;
+-- a queue's failed jobs read with sorting off: on again after it, in the
+-- caller's transaction
+BEGIN;
+SELECT count(*) FROM bgexec._list_jobs('lst-b', '{failed}', NULL, 3, NULL);
+SHOW enable_sort;
+COMMIT;
 -- lim out of range: 22023, as purge's max_jobs
 \set VERBOSITY sqlstate
 SELECT * FROM bgexec._list_jobs(NULL, NULL, NULL, 0, NULL);

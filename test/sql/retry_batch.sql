@@ -120,8 +120,12 @@ SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-07', NULL, '{failed}',
 SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-07', NULL, '{failed,queued}', 0, 10)$$);
 SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-07', NULL, '{failed,NULL}', 0, 10)$$);
 SELECT * FROM try($$SELECT * FROM bgexec._retry_batch('rb-03', NULL, '{completed}', 0, 10)$$);
--- sorting is back on after it
+-- sorting is back on after it, in the caller's transaction too
 SHOW enable_sort;
+BEGIN;
+SELECT count(*) FROM bgexec._retry_batch('rb-07', NULL, '{failed}', 0, 10);
+SHOW enable_sort;
+COMMIT;
 -- and a role that is not a client may not call it
 CREATE ROLE regress_rb_other;
 SET ROLE regress_rb_other;
