@@ -29,4 +29,18 @@ wait_status "$id" completed 30
   || fail "job $id's result: $(sql "SELECT result FROM bgexec.job WHERE id = $id")"
 [[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $id AND kind = 'step_failed'") == 0 ]] \
   || fail "the step failed: $(sql "SELECT kind, data FROM bgexec.job_event WHERE job_id = $id")"
+
+# (2) The same through a conninfo naming several servers (each tried in
+# turn, as libpq does): the last refusal's SQLSTATE is the one said.
+kill "$PID_w1"; wait "$PID_w1" 2>/dev/null
+sql "ALTER ROLE wk CONNECTION LIMIT 4" >/dev/null
+start_worker w2 --lease 6 --db "host=$PGHOST,$PGHOST port=$PGPORT,$PGPORT user=wk dbname=postgres"
+wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/w2.log" || fail "worker w2 did not start"
+wait_for 20 four || fail "worker w2 has $(backends) connections, expected 4"
+id=$("$BGEXEC" submit workflow '{"steps": [{"id": "q", "sql": "SELECT 41 + 2 AS x"}]}' --max-attempts 1 \
+  --db "$as_alice") || fail submit
+waiting2() { grep -q "msg=\"sql step session cannot be opened, waiting for one\" job_id=$id .*sqlstate=53300" "$E2E_DIR/w2.log"; }
+wait_for 15 waiting2 || fail "no wait logged with the server's SQLSTATE by w2 (job $id: $(grep "job_id=$id" "$E2E_DIR/w2.log" | tail -2))"
+sql "ALTER ROLE wk CONNECTION LIMIT -1" >/dev/null
+wait_status "$id" completed 30
 ok
