@@ -1561,14 +1561,13 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
       co_await append_order_.lock();
       FifoLock::Guard guard{append_order_};
       if (ended()) throw pg::Error("57014", "canceling statement: step ended before its COMMIT");
-      // The owner's statement_timeout and lock_timeout (its role's
-      // settings, _act_as) were its statement's; the record is the
-      // worker's, which waits for the job's row (a heartbeat): a short one
-      // of the owner's failed a step whose statement had succeeded.  A
-      // statement of its own: a statement's timeout is armed as it starts.
-      co_await conn->query(
-          "SELECT pg_catalog.set_config('statement_timeout', '0', true), "
-          "pg_catalog.set_config('lock_timeout', '0', true)");
+      // The owner's statement_timeout (its role's settings, _act_as) was
+      // its statement's; the record is the worker's, which waits for the
+      // job's row (a heartbeat): a short one of the owner's failed a step
+      // whose statement had succeeded.  A statement of its own: a
+      // statement's timeout is armed as it starts.  The owner's
+      // lock_timeout needs none: _step_completed sets its own (0).
+      co_await conn->query("SELECT pg_catalog.set_config('statement_timeout', '0', true)");
       pg::Params arg;
       arg.push_back(std::move(event.events));  // not through an initializer list, which copies
       auto r = co_await conn->query(
