@@ -531,6 +531,24 @@ std::string server_refusal(const char* text, std::string& sqlstate) {
 }  // namespace
 
 asio::awaitable<void> Connection::connect() {
+  co_await connect_any();
+  if (own_timeouts_) co_await set_own_timeouts_now();
+}
+
+// Runs own_timeouts_sql on the session just opened (set_own_timeouts); a
+// failure fails the connect, the session closed.
+asio::awaitable<void> Connection::set_own_timeouts_now() {
+  if (!PQsendQuery(conn_, own_timeouts_sql)) fail(name_ + ": send");
+  co_await flush_out();
+  std::optional<Error> err;
+  co_await read_results(err);
+  if (err) {
+    close();
+    throw Error::lost(err->sqlstate(), name_ + ": " + err->what(), err->fields());
+  }
+}
+
+asio::awaitable<void> Connection::connect_any() {
   close();
   const ConnectPlan plan = connect_plan(conninfo_);
   if (plan.hosts.empty()) {

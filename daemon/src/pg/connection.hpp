@@ -323,6 +323,24 @@ class Connection {
   // listening).  Off by default.
   void set_recycle_after_large_calls(bool on) { recycle_large_ = on; }
   static constexpr std::size_t recycle_after = 8u << 20;
+  // Whether every connect turns off the server's own bounds on the session
+  // (own_timeouts_sql): statement_timeout, lock_timeout and
+  // idle_in_transaction_session_timeout become 0 unless the conninfo's
+  // `options` (or PGOPTIONS) set them, one round trip per connect.  A
+  // statement_timeout a DBA sets on every role (ALTER ROLE worker SET
+  // statement_timeout = '2s') cancelled the worker's finish of a large
+  // result each time it was made again, for as long as the lease lasted.
+  // For the worker's own connections, whose calls are bounded by
+  // set_call_timeout and whose functions set their own lock_timeout; not
+  // for a sql step's session (the owner's settings are its statement's)
+  // nor a client's.  Set after connecting, not as a startup `options`,
+  // which PgBouncer refuses: behind a transaction-mode pooler it reaches
+  // the server session of that connect only.  Off by default.
+  void set_own_timeouts(bool on) { own_timeouts_ = on; }
+  static constexpr const char* own_timeouts_sql =
+      "SELECT pg_catalog.set_config(name, '0', false) FROM pg_catalog.pg_settings "
+      "WHERE name IN ('statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout') "
+      "AND source <> 'client'";
   const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
@@ -401,6 +419,8 @@ class Connection {
     std::string sqlstate;  // the server's, when it refused the session (53300 ...)
   };
   asio::awaitable<std::optional<AttemptFailed>> attempt(const ConnectParams& params, int timeout_s);
+  asio::awaitable<void> connect_any();
+  asio::awaitable<void> set_own_timeouts_now();
   std::vector<Notification> drain_notifies();
   static std::string statement_name(const std::string& sql);
   static std::vector<const char*> c_values(const Params& params);
@@ -422,6 +442,7 @@ class Connection {
   std::chrono::steady_clock::duration call_timeout_{0};
   bool reopen_idle_ = false;
   bool recycle_large_ = false;
+  bool own_timeouts_ = false;
   bool ever_connected_ = false;
   std::set<std::string> prepared_;
 };

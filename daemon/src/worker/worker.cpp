@@ -157,6 +157,11 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
   // ended while idle (idle_session_timeout) is opened again before the next
   // call.  Not the notifier's, which may LISTEN.
   for (auto* c : {&hb_, &fin_, &ctl_}) c->set_reopen_when_ended_idle(true);
+  // A statement_timeout (lock_timeout, idle_in_transaction_session_timeout)
+  // of the worker's role, its database or the server's configuration is
+  // not theirs: their calls are bounded above, and a finish of a large
+  // result cancelled by one was made again for as long as the lease lasted.
+  for (auto* c : {&hb_, &fin_, &ctl_, &listen_}) c->set_own_timeouts(true);
   // Each is closed after a call of more than 8 MiB (a claim of a resumed
   // job's large outputs, a large append or finish), its buffers given back;
   // the notifier's too, whose large calls (await_claim) are never made
