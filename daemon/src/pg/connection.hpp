@@ -323,10 +323,10 @@ class Connection {
   // listening).  Off by default.
   void set_recycle_after_large_calls(bool on) { recycle_large_ = on; }
   static constexpr std::size_t recycle_after = 8u << 20;
-  // Whether every connect turns off the server's own bounds on the session
-  // (own_timeouts_sql): statement_timeout, lock_timeout and
-  // idle_in_transaction_session_timeout become 0 unless the conninfo's
-  // `options` (or PGOPTIONS) set them, one round trip per connect.  A
+  // Whether every connect turns off the server's own bounds on the session:
+  // statement_timeout, lock_timeout and idle_in_transaction_session_timeout
+  // become 0 (set_config, one round trip per connect) unless the startup
+  // `options` (the conninfo's, or PGOPTIONS) name them.  A
   // statement_timeout a DBA sets on every role (ALTER ROLE worker SET
   // statement_timeout = '2s') cancelled the worker's finish of a large
   // result each time it was made again, for as long as the lease lasted.
@@ -337,10 +337,6 @@ class Connection {
   // which PgBouncer refuses: behind a transaction-mode pooler it reaches
   // the server session of that connect only.  Off by default.
   void set_own_timeouts(bool on) { own_timeouts_ = on; }
-  static constexpr const char* own_timeouts_sql =
-      "SELECT pg_catalog.set_config(name, '0', false) FROM pg_catalog.pg_settings "
-      "WHERE name IN ('statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout') "
-      "AND source <> 'client'";
   const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
