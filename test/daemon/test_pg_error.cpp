@@ -395,5 +395,18 @@ TEST_F(PgSync, ConnectFailureIsLost) {
   }
 }
 
+// A session the server refuses names the server's SQLSTATE, as the async
+// connect does; libpq's blocking connect kept none (08006 for every failure).
+TEST_F(PgSync, RefusedConnectNamesServerSqlstate) {
+  try {
+    // test_db() is key=value: the last dbname wins.
+    SyncConnection c(test_db() + " dbname=bgexec_unit_no_such_db", "unit");
+    FAIL() << "connected";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.connection_lost()) << e.what();
+    EXPECT_EQ(e.sqlstate(), "3D000") << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace bgexec::pg

@@ -22,6 +22,7 @@
 #include <map>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 namespace bgexec::pg {
 
@@ -593,14 +594,31 @@ asio::awaitable<void> Connection::set_own_timeouts_now() {
   }
 }
 
+pg_conn* Connection::release_blocking() {
+  prepared_.clear();
+  if (sd_) {
+    sd_->release();
+    sd_.reset();
+  }
+  fd_ = -1;
+  if (conn_) {
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char* m) { core::log("warn", "server notice", {{"notice", one_line(m)}}); },
+        nullptr);
+    PQsetnonblocking(conn_, 0);
+  }
+  return std::exchange(conn_, nullptr);
+}
+
 asio::awaitable<void> Connection::connect_any() {
   close();
   const ConnectPlan plan = connect_plan(conninfo_);
+  const std::string who = name_.empty() ? "" : name_ + ": ";
   if (plan.hosts.empty()) {
     ConnectParams params(conninfo_, name_);
     if (auto failed = co_await attempt(params, plan.timeout_s))
       throw Error::lost(failed->timed_out ? "08001" : !failed->sqlstate.empty() ? failed->sqlstate : "08006",
-                        name_ + ": " + redact_passwords(failed->message, conninfo_));
+                        who + redact_passwords(failed->message, conninfo_));
     co_return;
   }
   // Each server in turn, as libpq's blocking connect tries them; why each
@@ -618,7 +636,7 @@ asio::awaitable<void> Connection::connect_any() {
            (host.port.empty() ? "" : " port " + host.port) + ": " + failed->message;
   }
   throw Error::lost(all_timed_out ? "08001" : !refused_state.empty() ? refused_state : "08006",
-                    name_ + ": " + redact_passwords(why, conninfo_));
+                    who + redact_passwords(why, conninfo_));
 }
 
 asio::awaitable<std::optional<Connection::AttemptFailed>> Connection::attempt(const ConnectParams& params,

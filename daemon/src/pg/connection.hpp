@@ -277,6 +277,12 @@ class Connection {
   // Opens a fresh connection (closing any old one).  Throws a lost Error
   // (class 08) on failure.
   asio::awaitable<void> connect();
+  // Hands the connected session's libpq handle to the caller, who must
+  // PQfinish it, in blocking mode, its notices logged as on_notice does
+  // with no connection name; this Connection is left closed.  What
+  // SyncConnection connects with: the same plan of servers, bounds and
+  // errors (the server's SQLSTATE when it refused the session).
+  pg_conn* release_blocking();
   // Connects in its turn on the wire, under the call bound, unless
   // connected: a connection that must be known to work before a call needs
   // it (the worker's finish and heartbeat connections, whose state decides

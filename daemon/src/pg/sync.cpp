@@ -1,21 +1,28 @@
 // Blocking libpq connection for the benchmark driver (see sync.hpp).
 #include "pg/sync.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
 #include <libpq-fe.h>
+
+#include <exception>
 
 #include <vector>
 
 namespace bgexec::pg {
 
+// Connection::connect run to its end on a loop of its own: a refused
+// session's error carries the server's SQLSTATE (28000, 3D000, 53300,
+// 57P03), as the worker's and the client's do.  libpq's blocking connect
+// keeps no code of a refusal: every failure read 08006.
 SyncConnection::SyncConnection(const std::string& conninfo, std::string_view name) {
-  ConnectParams params(conninfo, name);
-  conn_ = PQconnectdbParams(params.keywords.data(), params.values.data(), params.expand_dbname);
-  if (PQstatus(conn_) != CONNECTION_OK) {
-    std::string msg = redact_passwords(one_line(PQerrorMessage(conn_)), conninfo);
-    PQfinish(conn_);
-    conn_ = nullptr;
-    throw Error::lost("08006", "cannot connect: " + msg);
-  }
+  asio::io_context io;
+  Connection c(io.get_executor(), conninfo, std::string(name));
+  std::exception_ptr failed;
+  asio::co_spawn(io, c.connect(), [&failed](std::exception_ptr e) { failed = std::move(e); });
+  io.run();
+  if (failed) std::rethrow_exception(failed);
+  conn_ = c.release_blocking();
 }
 
 SyncConnection::~SyncConnection() {

@@ -12,8 +12,10 @@ namespace bgexec::pg {
 // One libpq connection in blocking mode; text parameters, text results.
 class SyncConnection {
  public:
-  // Connects at once; throws a lost Error (class 08) on failure.  `name` completes
-  // the application_name (see ConnectParams in connection.hpp).
+  // Connects at once, as Connection::connect does; throws a lost Error
+  // (connection_lost()) on failure, with the server's SQLSTATE when it
+  // refused the session (3D000, 28000, 53300 ...).  `name` completes the
+  // application_name (see ConnectParams in connection.hpp).
   explicit SyncConnection(const std::string& conninfo, std::string_view name = "");
   ~SyncConnection();
   SyncConnection(const SyncConnection&) = delete;
