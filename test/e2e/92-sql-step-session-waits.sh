@@ -33,6 +33,10 @@ wait_status "$id" completed 30
 # (2) The same through a conninfo naming several servers (each tried in
 # turn, as libpq does): the last refusal's SQLSTATE is the one said.
 kill "$PID_w1"; wait "$PID_w1" 2>/dev/null
+# w1's backends gone first: one still exiting counted among the four, and
+# w2's step then got the slot it left (seen here).
+none() { [[ $(backends) == 0 ]]; }
+wait_for 20 none || fail "worker w1's $(backends) connections outlived it"
 sql "ALTER ROLE wk CONNECTION LIMIT 4" >/dev/null
 start_worker w2 --lease 6 --db "host=$PGHOST,$PGHOST port=$PGPORT,$PGPORT user=wk dbname=postgres"
 wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/w2.log" || fail "worker w2 did not start"
