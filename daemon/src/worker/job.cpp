@@ -1391,13 +1391,13 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // ends, granted or not.
   struct Session {
     Worker& w;
-    std::shared_ptr<Worker::SqlTicket> ticket;
-    ~Session() { w.release_sql_session(ticket); }
-  } session{w_, w_.sql_session()};
+    std::shared_ptr<Worker::Slots::Ticket> ticket;
+    ~Session() { w.sql_sessions().release(ticket); }
+  } session{w_, w_.sql_sessions().take()};
   while (!session.ticket->granted) {
     if (halted() || deadline.passed())
       throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
-    co_await session.ticket->granted_event.wait_for(std::chrono::milliseconds(20));
+    co_await session.ticket->granted_event->wait_for(std::chrono::milliseconds(20));
   }
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
@@ -1738,9 +1738,9 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
   // pipes are closed, granted or not.
   struct Slot {
     Worker& w;
-    std::shared_ptr<Worker::ProcessTicket> ticket;
-    ~Slot() { w.release_step_process(ticket); }
-  } slot{w_, w_.step_process()};
+    std::shared_ptr<Worker::Slots::Ticket> ticket;
+    ~Slot() { w.step_processes().release(ticket); }
+  } slot{w_, w_.step_processes().take()};
   if (!slot.ticket->granted) {
     core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
     killers_[sid] = [t = slot.ticket] {

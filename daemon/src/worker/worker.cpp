@@ -137,7 +137,10 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       fin_down_(io.get_executor()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
-          [this] { fetch_wake_.notify(); })) {
+          [this] { fetch_wake_.notify(); })),
+      // Unset (0) only where main() did not resolve them: a test's Worker.
+      sql_sessions_(io.get_executor(), cfg_.sql_steps > 0 ? cfg_.sql_steps : cfg_.concurrency),
+      step_processes_(io.get_executor(), cfg_.step_processes > 0 ? cfg_.step_processes : 1024) {
   add_hangup(signals_);  // a closed terminal drains as SIGTERM does
   // A call the database leaves unanswered (a backend stopped or stuck, the
   // server's host alive but the server not) is dropped and made again on a
@@ -812,63 +815,34 @@ asio::awaitable<void> Worker::heartbeater() {
   }
 }
 
-// sql step sessions (--sql-steps): worker.hpp.
-std::shared_ptr<Worker::SqlTicket> Worker::sql_session() {
-  auto ticket = std::make_shared<SqlTicket>(executor());
-  sql_waiting_.push_back(ticket);
-  grant_sql_sessions();
-  return ticket;
-}
-
-void Worker::release_sql_session(const std::shared_ptr<SqlTicket>& ticket) {
-  if (ticket->granted) {
-    ticket->granted = false;
-    --sql_sessions_;
-  } else {
-    sql_waiting_.erase(std::remove(sql_waiting_.begin(), sql_waiting_.end(), ticket), sql_waiting_.end());
-  }
-  grant_sql_sessions();
-}
-
-void Worker::grant_sql_sessions() {
-  while (sql_sessions_ < cfg_.sql_steps && !sql_waiting_.empty()) {
-    auto next = std::move(sql_waiting_.front());
-    sql_waiting_.pop_front();
-    ++sql_sessions_;
-    next->granted = true;
-    next->granted_event.notify();
-  }
-}
-
-// Step processes (--step-processes): worker.hpp.
-std::shared_ptr<Worker::ProcessTicket> Worker::step_process() {
-  auto ticket = std::make_shared<ProcessTicket>();
-  if (process_waiting_.empty() && step_processes_ < cfg_.step_processes) {
-    ++step_processes_;
+// sql step sessions and step processes: worker.hpp.
+std::shared_ptr<Worker::Slots::Ticket> Worker::Slots::take() {
+  auto ticket = std::make_shared<Ticket>();
+  if (waiting_.empty() && held_ < limit_) {
+    ++held_;
     ticket->granted = true;
     return ticket;
   }
-  ticket->granted_event.emplace(executor());
-  process_waiting_.push_back(ticket);
+  ticket->granted_event.emplace(ex_);
+  waiting_.push_back(ticket);
   return ticket;
 }
 
-void Worker::release_step_process(const std::shared_ptr<ProcessTicket>& ticket) {
+void Worker::Slots::release(const std::shared_ptr<Ticket>& ticket) {
   if (ticket->granted) {
     ticket->granted = false;
-    --step_processes_;
+    --held_;
   } else {
-    process_waiting_.erase(std::remove(process_waiting_.begin(), process_waiting_.end(), ticket),
-                           process_waiting_.end());
+    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), ticket), waiting_.end());
   }
-  grant_step_processes();
+  grant();
 }
 
-void Worker::grant_step_processes() {
-  while (step_processes_ < cfg_.step_processes && !process_waiting_.empty()) {
-    auto next = std::move(process_waiting_.front());
-    process_waiting_.pop_front();
-    ++step_processes_;
+void Worker::Slots::grant() {
+  while (held_ < limit_ && !waiting_.empty()) {
+    auto next = std::move(waiting_.front());
+    waiting_.pop_front();
+    ++held_;
     next->granted = true;
     next->granted_event->notify();
   }

@@ -51,34 +51,38 @@ class Worker {
   asio::awaitable<int> run();
 
   const core::WorkerConfig& config() const { return cfg_; }
-  // sql step sessions (--sql-steps), first come first served: a step asks
-  // for one before it connects (sql_session), waits until its ticket is
-  // granted (its event is notified then), and releases it when its
-  // connection closes; a ticket released before it was granted leaves the
-  // queue.  (Each waiter polled every 20 ms: a freed session went to
-  // whichever polled first, up to 20 ms later.)
-  struct SqlTicket {
-    explicit SqlTicket(asio::any_io_executor ex) : granted_event(std::move(ex)) {}
-    Event granted_event;
-    bool granted = false;
+  // What the worker holds a counted number of at once, first come first
+  // served: sql step sessions (--sql-steps) and action and run step
+  // processes (--step-processes).  A step takes a ticket before it
+  // connects or spawns (take), granted at once when one is free and no
+  // one waits; else queued, with an event notified when it is granted.  It
+  // gives the ticket back (release) when its connection is closed or its
+  // process has ended and its pipes are closed; a ticket given back before
+  // it was granted leaves the queue.  Uncapped, a workflow of many parallel
+  // sql steps took the server's connections, and one of 600 parallel
+  // action steps failed them with EMFILE (three pipes each).  A ticket
+  // granted at once makes no event: nothing but a count on the one-step
+  // path.
+  class Slots {
+   public:
+    struct Ticket {
+      std::optional<Event> granted_event;  // a ticket that waited
+      bool granted = false;
+      bool cut = false;  // the step ended (a stop, its deadline) while waiting
+    };
+    Slots(asio::any_io_executor ex, int limit) : ex_(std::move(ex)), limit_(limit) {}
+    std::shared_ptr<Ticket> take();
+    void release(const std::shared_ptr<Ticket>& ticket);
+
+   private:
+    void grant();
+    asio::any_io_executor ex_;
+    int limit_;
+    int held_ = 0;                                     // granted tickets
+    std::deque<std::shared_ptr<Ticket>> waiting_;  // in the order they asked
   };
-  std::shared_ptr<SqlTicket> sql_session();
-  void release_sql_session(const std::shared_ptr<SqlTicket>& ticket);
-  // Step processes (action and run steps, --step-processes), first come
-  // first served as sql sessions are: a step asks before it spawns
-  // (step_process), and a ticket not granted at once gets its event then,
-  // notified when it is granted; released when the process has ended and
-  // its pipes are closed, or (not granted) when the step ends waiting.
-  // Uncapped, one workflow of 600 parallel action steps failed them with
-  // EMFILE (three pipes each).  A ticket granted at once makes no event:
-  // nothing more than a count on the one-step path.
-  struct ProcessTicket {
-    std::optional<Event> granted_event;
-    bool granted = false;
-    bool cut = false;  // the step ended (a stop, its deadline) while waiting
-  };
-  std::shared_ptr<ProcessTicket> step_process();
-  void release_step_process(const std::shared_ptr<ProcessTicket>& ticket);
+  Slots& sql_sessions() { return sql_sessions_; }
+  Slots& step_processes() { return step_processes_; }
   // How long before a lease expires (by the worker's reckoning) a job whose
   // lease could not be renewed is given up (see lease_guard).
   Clock::duration lease_margin() const;
@@ -207,12 +211,8 @@ class Worker {
     std::int64_t after_lease;
     Clock::time_point next_try;
   };
-  int sql_sessions_ = 0;                                 // granted tickets
-  std::deque<std::shared_ptr<SqlTicket>> sql_waiting_;  // in the order they asked
-  void grant_step_processes();
-  int step_processes_ = 0;                                     // granted tickets
-  std::deque<std::shared_ptr<ProcessTicket>> process_waiting_;  // in the order they asked
-  void grant_sql_sessions();
+  Slots sql_sessions_;     // --sql-steps
+  Slots step_processes_;   // --step-processes
   bool id_taken_ = false;  // another process holds the id: no deregister
   // {"host", "pid"} as registered: claim, unclaim and heartbeat name it (NULL,
   // unchecked, until registered).
