@@ -1389,11 +1389,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // once when one is released; the wait ends with the step (a stop, its
   // deadline, the lease: checked every 20 ms).  Released when the step
   // ends, granted or not.
-  struct Session {
-    Worker& w;
-    std::shared_ptr<Worker::Slots::Ticket> ticket;
-    ~Session() { w.sql_sessions().release(ticket); }
-  } session{w_, w_.sql_sessions().take()};
+  auto session = w_.sql_sessions().hold();
   while (!session.ticket->granted) {
     if (halted() || deadline.passed())
       throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
@@ -1736,11 +1732,7 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
   // failure, its deadline, the lease, the shutdown: each calls the step's
   // killer, which wakes it).  Released when the process has ended and its
   // pipes are closed, granted or not.
-  struct Slot {
-    Worker& w;
-    std::shared_ptr<Worker::Slots::Ticket> ticket;
-    ~Slot() { w.step_processes().release(ticket); }
-  } slot{w_, w_.step_processes().take()};
+  auto slot = w_.step_processes().hold();
   if (!slot.ticket->granted) {
     core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
     killers_[sid] = [t = slot.ticket] {

@@ -70,7 +70,17 @@ class Worker {
       bool granted = false;
       bool cut = false;  // the step ended (a stop, its deadline) while waiting
     };
+    // A ticket taken, given back as it goes out of scope.
+    struct Held {
+      Slots& slots;
+      std::shared_ptr<Ticket> ticket;
+      Held(Slots& s, std::shared_ptr<Ticket> t) : slots(s), ticket(std::move(t)) {}
+      Held(const Held&) = delete;
+      Held& operator=(const Held&) = delete;
+      ~Held() { slots.release(ticket); }
+    };
     Slots(asio::any_io_executor ex, int limit) : ex_(std::move(ex)), limit_(limit) {}
+    Held hold() { return Held(*this, take()); }
     std::shared_ptr<Ticket> take();
     void release(const std::shared_ptr<Ticket>& ticket);
 
