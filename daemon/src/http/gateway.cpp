@@ -847,11 +847,6 @@ std::optional<HttpError> hold(Held& held, std::size_t& total, std::size_t& role,
   return std::nullopt;
 }
 
-// Whether hold() would take `bytes` now (its test, counting nothing).
-bool has_room(std::size_t total, std::size_t role, std::size_t limit, std::size_t bytes) {
-  return bytes <= 64 * 1024 || ((role == 0 || role + bytes <= limit / 2) && (total == 0 || total + bytes <= limit));
-}
-
 // The gateway's log of refusals by hold(): one line per 10 s.
 void log_held(const HttpError& e, const std::string& what) {
   static core::LogThrottle throttle(std::chrono::seconds(10));
@@ -1831,8 +1826,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     auto now = std::chrono::steady_clock::now();
     if (room_for && now >= room_check_at) {
       auto room = std::make_unique<Held>();
-      if (has_room(held_, held_by_role_[*role], cfg_.response_memory, room_for) &&
-          !hold(*room, held_, held_by_role_[*role], cfg_.response_memory, room_for)) {
+      // hold() refusing counts nothing: its error is dropped, the stream waits on.
+      if (!hold(*room, held_, held_by_role_[*role], cfg_.response_memory, room_for)) {
         reserved = std::move(room);
         room_for = 0;
         more = true;  // read it again at once
