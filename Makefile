@@ -22,7 +22,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-.PHONY: deps daemon daemon-bin install-daemon test demo bench
+.PHONY: deps daemon daemon-bin install-daemon test test-assert demo bench
 
 # `make install` installs the extension (PGXS) and the daemon binary
 # (bin/bgexec under DAEMON_PREFIX, default /usr/local), with the systemd
@@ -54,6 +54,11 @@ daemon-bin:
 # Every suite against a throwaway cluster; non-zero exit on any failure.
 test:
 	scripts/test.sh
+
+# The extension's suites against an assert-enabled PostgreSQL 15, built once
+# from Debian's source package into build/pg-assert (not part of `test`).
+test-assert:
+	scripts/test-assert.sh
 
 # A workflow end to end on a throwaway cluster with two workers.
 demo:

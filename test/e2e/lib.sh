@@ -25,7 +25,14 @@ e2e_cleanup() {
   done
   for f in "${E2E_CLUSTERS[@]}"; do cluster_stop "$f" >/dev/null 2>&1 || true; done
   cluster_stop "$E2E_DIR/pg" || true
+  # A failed Assert() of an assert-enabled server (make test-assert) kills
+  # its backend, which the test may survive: its TRAP line fails the test.
+  if grep -hs 'TRAP:' "$E2E_DIR/pg/postgres.log" "${E2E_CLUSTERS[@]/%//postgres.log}" >&2; then
+    echo "FAIL $E2E_NAME: a failed Assert() in the server (above)"
+    ((rc == 0)) && rc=1
+  fi
   if ((rc == 0)) && [[ -z ${E2E_KEEP:-} ]]; then rm -rf "$E2E_DIR"; else echo "# logs kept in $E2E_DIR" >&2; fi
+  exit "$rc"
 }
 trap e2e_cleanup EXIT
 
