@@ -1156,7 +1156,7 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
-	bool		xmin_checked = false;
+	volatile bool xmin_checked = false;	/* set inside PG_TRY */
 	SlotArgs	args;
 
 	/* As register_worker, claim and heartbeat bound it (detoasted once). */
