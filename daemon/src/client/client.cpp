@@ -1412,6 +1412,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
   } restore{std::cout.rdbuf(&out)};
   asio::io_context io;
   Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}, {}};
+  s.conn.set_jit_off(true);  // as the gateway's: `bgexec queues` spent 1.3 s compiling
   int code = db_error;
   // Ctrl-C while following a job (submit and run-schedule --wait/--follow,
   // tail) ends the follow, not the job: one line says so, exit 130 as the

@@ -34,6 +34,9 @@ Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, lon
   for (std::size_t i = 0; i < size; ++i) {
     auto s = std::make_unique<Slot>();
     s->conn = std::make_unique<pg::Connection>(ex, conninfo, "http-pool-" + std::to_string(i));
+    // Short statements only: JIT's compile of queue_stats took longer than
+    // the query itself with thousands of queues (connection.hpp).
+    s->conn->set_jit_off(true);
     slots_.push_back(std::move(s));
   }
 }

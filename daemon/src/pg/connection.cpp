@@ -533,7 +533,7 @@ std::string server_refusal(const char* text, std::string& sqlstate) {
 
 asio::awaitable<void> Connection::connect() {
   co_await connect_any();
-  if (own_timeouts_) co_await set_own_timeouts_now();
+  if (own_timeouts_ || jit_off_) co_await set_own_settings_now();
 }
 
 namespace {
@@ -551,38 +551,48 @@ std::string startup_options(pg_conn* conn) {
 
 // Whether `options`, lowercased with '-' read as '_', names setting `name`
 // ("_c lock_timeout=", "__lock_timeout=", "_clock_timeout="), not as
-// the end of another setting's name (deadlock_timeout).
+// the end of another setting's name (deadlock_timeout) nor the start of
+// one (jit_above_cost).
 bool names_setting(const std::string& options, std::string_view name) {
   for (auto at = options.find(name); at != std::string::npos; at = options.find(name, at + 1)) {
     const bool word = at == 0 || !std::isalnum(static_cast<unsigned char>(options[at - 1])) ||
                       (options[at - 1] == 'c' && at >= 2 && options[at - 2] == '_');
-    if (word) return true;
+    const auto end = at + name.size();
+    const bool whole = end == options.size() || options[end] == '=' || options[end] == ' ';
+    if (word && whole) return true;
   }
   return false;
 }
 
-// set_own_timeouts' statement: each timeout to 0, but one `options` names
-// ("-c statement_timeout=5s", "--lock-timeout=1s": the server reads '-' as
-// '_'), which is the client's own; "" when it names all three.  Not read
-// from pg_settings' source ('client'): that view builds every setting's
-// row, 3-10 ms a connect here, where set_config takes what SELECT 1 does.
-std::string own_timeouts_statement(std::string options) {
+// The session's own settings (set_own_timeouts: each timeout to 0;
+// set_jit_off: jit off), but those `options` names ("-c
+// statement_timeout=5s", "--lock-timeout=1s": the server reads '-' as '_'),
+// which are the client's own; "" when there is none to set.  Not read from
+// pg_settings' source ('client'): that view builds every setting's row,
+// 3-10 ms a connect here, where set_config takes what SELECT 1 does.
+std::string own_settings_statement(std::string options, bool timeouts, bool jit_off) {
   for (char& ch : options) ch = ch == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::vector<std::pair<const char*, const char*>> own;
+  if (timeouts)
+    for (const char* name : {"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"})
+      own.emplace_back(name, "0");
+  if (jit_off) own.emplace_back("jit", "off");
   std::string sql;
-  for (const char* name : {"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"}) {
+  for (const auto& [name, value] : own) {
     if (names_setting(options, name)) continue;
     sql += sql.empty() ? "SELECT " : ", ";
-    sql += "pg_catalog.set_config('" + std::string(name) + "', '0', false)";
+    sql += "pg_catalog.set_config('" + std::string(name) + "', '" + value + "', false)";
   }
   return sql;
 }
 
 }  // namespace
 
-// Sets the timeouts to 0 on the session just opened (set_own_timeouts); a
-// failure fails the connect, the session closed.
-asio::awaitable<void> Connection::set_own_timeouts_now() {
-  const std::string sql = own_timeouts_statement(startup_options(conn_));
+// Sets the session's own settings on the session just opened
+// (set_own_timeouts, set_jit_off); a failure fails the connect, the
+// session closed.
+asio::awaitable<void> Connection::set_own_settings_now() {
+  const std::string sql = own_settings_statement(startup_options(conn_), own_timeouts_, jit_off_);
   if (sql.empty()) co_return;
   if (!PQsendQuery(conn_, sql.c_str())) fail(name_ + ": send");
   co_await flush_out();

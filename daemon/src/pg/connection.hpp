@@ -343,6 +343,14 @@ class Connection {
   // which PgBouncer refuses: behind a transaction-mode pooler it reaches
   // the server session of that connect only.  Off by default.
   void set_own_timeouts(bool on) { own_timeouts_ = on; }
+  // Whether every connect turns JIT off for the session (jit = off, in the
+  // same set_config round trip as set_own_timeouts), unless the startup
+  // `options` name jit.  For sessions whose statements are all short (the
+  // gateway's pool, the CLI): with 2 000 queues the planner's estimates
+  // for queue_stats put it past jit_above_cost, and compiling it took
+  // 1.3 s of a 1.4 s `bgexec queues` (53 ms without), every 3 s for each
+  // open dashboard.  Off by default.
+  void set_jit_off(bool on) { jit_off_ = on; }
   const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
@@ -422,7 +430,7 @@ class Connection {
   };
   asio::awaitable<std::optional<AttemptFailed>> attempt(const ConnectParams& params, int timeout_s);
   asio::awaitable<void> connect_any();
-  asio::awaitable<void> set_own_timeouts_now();
+  asio::awaitable<void> set_own_settings_now();
   std::vector<Notification> drain_notifies();
   static std::string statement_name(const std::string& sql);
   static std::vector<const char*> c_values(const Params& params);
@@ -445,6 +453,7 @@ class Connection {
   bool reopen_idle_ = false;
   bool recycle_large_ = false;
   bool own_timeouts_ = false;
+  bool jit_off_ = false;
   bool ever_connected_ = false;
   std::set<std::string> prepared_;
 };
