@@ -200,3 +200,58 @@ test('a crowd of readers of one job\'s big events each get every event and its e
     gw.kill();
   }
 });
+
+// The /metrics value of `name` (a series without labels), NaN without one.
+async function metric(gw, name) {
+  const text = (await fetch(`${gw.url}/metrics`).then((r) => r.text()));
+  const m = new RegExp(`^${name} (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+
+// The streams of one job at one cursor share its fetch, and so its
+// rendering: each rendered and serialized the batch itself, 200 streams
+// × 2.5 MB of JSON work per event on the gateway's one thread, and other
+// requests waited seconds.  And the batch is in memory once, so its room
+// is counted once: 30 copies of a 1 MB event took 30 MB against the role's
+// 8 MiB, and streams waited for room the event did not take.
+test('the streams of one job at one cursor share one rendering of a batch, and its room counts once', { timeout: 120000 }, async () => {
+  const gw = await startGateway(0, ['--response-memory', '16']);
+  const readers = [];
+  try {
+    const { job, lease } = await runningJob(gw, 'mem-render');
+    for (let i = 0; i < 30; i++) {
+      const s = net.connect(gw.port, '127.0.0.1');
+      const r = { s, got: '', closed: false };
+      s.on('error', () => {});
+      s.on('data', (d) => { r.got += d; });
+      s.on('close', () => { r.closed = true; });
+      await once(s, 'connect');
+      s.write(`GET /v1/jobs/${job}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+      readers.push(r);
+    }
+    for (let i = 0; i < 200 && readers.some((r) => !r.got.includes('event: started')); i++) await sleep(50);
+    const rendered = await metric(gw, 'bgexec_gateway_event_batches_rendered_total');
+    const sent = await metric(gw, 'bgexec_gateway_event_batches_sent_total');
+    psql(`SELECT bgexec.append_event(${job}, ${lease}, 'log', jsonb_build_object('line', repeat('r', ${MB})))`);
+    finish(job, lease, 'completed');
+    for (let i = 0; i < 1200 && readers.some((r) => !r.closed); i++) await sleep(50);
+    for (const r of readers) {
+      const ids = [...r.got.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      assert.deepEqual(ids, [1, 2, 3], 'every event once, in order');
+      assert.match(r.got, /r{1000000}/);
+    }
+    assert.doesNotMatch(gw.log(), /msg="event stream waits for room"/, 'one copy of the event, counted once');
+    // 30 streams sent the big event and the end (60 batches or more: a
+    // stream may get them apart); a rendering per announcement, and a
+    // stream's own 3 s poll may add one or two.
+    const sentNow = (await metric(gw, 'bgexec_gateway_event_batches_sent_total')) - sent;
+    const renderedNow = (await metric(gw, 'bgexec_gateway_event_batches_rendered_total')) - rendered;
+    assert.ok(sentNow >= 30, `${sentNow} batches sent`);
+    assert.ok(renderedNow >= 1 && renderedNow <= 6, `${renderedNow} renderings for ${sentNow} batches sent to 30 streams`);
+    // Nothing waits to be written once the streams are over.
+    assert.equal(await metric(gw, 'bgexec_gateway_response_bytes_held'), 0);
+  } finally {
+    for (const r of readers) r.s.destroy();
+    gw.kill();
+  }
+});

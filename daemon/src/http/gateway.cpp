@@ -1,6 +1,7 @@
 // The HTTP gateway (see gateway.hpp and README-http.md).
 #include "http/gateway.hpp"
 
+#include "core/event_batch.hpp"
 #include "core/events_page.hpp"
 #include "core/json_input.hpp"
 #include "core/logfmt.hpp"
@@ -381,13 +382,6 @@ std::vector<std::string> segments(std::string_view path) {
 bool is_stream_end(std::string_view kind) {
   return kind == "completed" || kind == "failed" || kind == "cancelled" || kind == "timed_out" ||
          kind == "suspended";
-}
-
-std::string sse_event(const json& ev) {
-  std::string out = "id: " + ev.at("seq").dump() + "\n";
-  out += "event: " + ev.at("kind").get<std::string>() + "\n";
-  out += "data: " + dump(ev) + "\n\n";
-  return out;
 }
 
 // {k: v} and {k1: v1, k2: v2}, built outside coroutines (GCC 12 miscompiles
@@ -815,6 +809,35 @@ struct Held {
   Held& operator=(const Held&) = delete;
   ~Held() {
     if (total) *total -= bytes, *role -= bytes;
+  }
+};
+
+// A batch of events rendered once (core::render_event_batch) for every
+// stream that fetched it together (Gateway::SharedFetch).
+struct SharedBatch {
+  core::EventBatch ev;
+  // The room its text takes while streams write it (hold()), counted once
+  // for them all, as it is in memory once: each stream writing it holds
+  // this, and the last to finish gives the room back.
+  mutable std::weak_ptr<Held> held;
+};
+
+// Events a stream has read and not yet written: its own text (a `rewound`
+// note, a keepalive), then the batch it shares with the streams at its
+// cursor (sent as is: never copied into the stream's own text).
+struct StreamPending {
+  std::string own;
+  std::shared_ptr<const SharedBatch> batch;  // set only when its text is not empty
+  bool empty() const { return own.empty() && !batch; }
+  std::size_t size() const { return own.size() + (batch ? batch->ev.text.size() : 0); }
+  void clear() {
+    own.clear();
+    batch.reset();
+  }
+  // The batch's text moved into `own` (a copy), so text can follow it.
+  void flatten() {
+    if (batch) own += batch->ev.text;
+    batch.reset();
   }
 };
 
@@ -1529,6 +1552,20 @@ asio::awaitable<Response> Gateway::schedules(const Request& req, const std::stri
 asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::shared_read(const std::string& role,
                                                                         const std::string& sql, pg::Params params,
                                                                         const std::function<bool()>& left) {
+  auto f = co_await shared_fetch(role, sql, std::move(params), std::nullopt, left);
+  co_return f->result;
+}
+
+asio::awaitable<std::shared_ptr<const SharedBatch>> Gateway::shared_events(const std::string& role,
+                                                                           pg::Params params, std::int64_t cursor,
+                                                                           const std::function<bool()>& left) {
+  auto f = co_await shared_fetch(role, events_sql, std::move(params), cursor, left);
+  co_return f->batch;
+}
+
+asio::awaitable<std::shared_ptr<Gateway::SharedFetch>> Gateway::shared_fetch(
+    const std::string& role, const std::string& sql, pg::Params params, std::optional<std::int64_t> render_after,
+    const std::function<bool()>& left) {
   const FetchKey key{role, &sql, params};
   for (;;) {
     if (auto it = fetches_.find(key); it != fetches_.end()) {
@@ -1536,7 +1573,7 @@ asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::shared_read(const st
       if (!f->done) co_await f->over.async_wait(use_tuple);
       if (!f->leader_gone) {
         if (f->error) std::rethrow_exception(f->error);
-        co_return f->result;
+        co_return f;
       }
       if (left()) throw ClientGone();
       continue;  // its reader left before it was sent: this stream sends it
@@ -1545,6 +1582,15 @@ asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::shared_read(const st
     fetches_.emplace(key, f);
     try {
       f->result = std::make_shared<const pg::Result>(co_await pool_.query(role, sql, params, true, left));
+      // Rendered here, once, before the waiters wake: the key holds the
+      // cursor (the statement's $2), so every waiter renders the same.
+      if (render_after) {
+        auto b = std::make_shared<SharedBatch>();
+        b->ev = core::render_event_batch(f->result->to_json(true), *render_after);
+        if (!b->ev.text.empty()) ++batches_rendered_;  // a poll finding nothing new renders nothing
+        f->batch = std::move(b);
+        f->result.reset();  // the rows are no longer needed: the text is what is sent
+      }
     } catch (const ClientGone&) {
       f->leader_gone = true;
     } catch (...) {
@@ -1555,7 +1601,7 @@ asio::awaitable<std::shared_ptr<const pg::Result>> Gateway::shared_read(const st
     f->over.cancel();
     if (f->leader_gone) throw ClientGone();
     if (f->error) std::rethrow_exception(f->error);
-    co_return f->result;
+    co_return f;
   }
 }
 
@@ -1637,7 +1683,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
 
   bool ended = false;
   bool more = false;  // the last fetch filled a batch: more events may follow at once
-  std::string pending;  // serialized events not yet written
+  StreamPending pending;  // events read, not yet written
   std::string last_kind;  // kind of the event at the cursor, once this stream has sent one
   std::optional<std::string> last_created;  // created_at of the event at the cursor, once sent
   // Reads the next batch of events after the cursor into `pending`; `more`
@@ -1658,20 +1704,20 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   auto fetch = [&]() -> asio::awaitable<void> {
     pg::Params params = args(std::to_string(job_id), std::to_string(cursor));
     params.push_back(std::to_string(ask));
-    auto r = co_await shared_read(*role, events_sql, std::move(params), left);
-    auto rows = r->to_json(true);
-    std::int64_t fetched = 0;
-    for (auto& ev : rows) {
-      fetched = ev.at("fetched").get<std::int64_t>();
-      ev.erase("fetched");
-      auto seq = ev.at("seq").get<std::int64_t>();
-      if (seq <= cursor) continue;  // never twice
-      pending += sse_event(ev);
-      cursor = seq;
-      last_kind = ev.at("kind").get<std::string>();
-      last_created = ev.at("created_at").get<std::string>();
+    // Rendered once for the streams at this cursor (shared_events).
+    auto batch = co_await shared_events(*role, std::move(params), cursor, left);
+    const core::EventBatch& b = batch->ev;
+    if (!b.text.empty()) {
+      // After its own text (a `rewound` note); a batch not yet written
+      // first becomes its own text (there is none: each batch is written
+      // before the next fetch).
+      pending.flatten();
+      pending.batch = batch;
+      cursor = b.last_seq;
+      last_kind = b.last_kind;
+      last_created = b.last_created;
     }
-    const auto kept = static_cast<std::int64_t>(rows.size());
+    const std::int64_t fetched = b.fetched, kept = b.kept;
     more = fetched >= ask || fetched > kept;
     ask = fetched > kept ? std::max<std::int64_t>(kept, 1) * 2 : std::min<std::int64_t>(ask * 2, replay_batch);
     if (!more) ended = is_stream_end(last_kind);
@@ -1689,7 +1735,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // Says the log was rewound (`event: rewound`, whose id moves the reader's
   // Last-Event-ID back) and moves the cursor back to `from`.
   auto rewound = [&](std::int64_t last, std::int64_t from) {
-    pending += "id: " + std::to_string(from) + "\nevent: rewound\ndata: {\"after\":" + std::to_string(cursor) +
+    pending.flatten();  // the note follows what was read before it
+    pending.own += "id: " + std::to_string(from) + "\nevent: rewound\ndata: {\"after\":" + std::to_string(cursor) +
                ",\"last_seq\":" + std::to_string(last) + ",\"resume\":" + std::to_string(from) + "}\n\n";
     core::log("warn", "event log rewound",
               {{"job_id", id_s}, {"after", std::to_string(cursor)}, {"last_seq", std::to_string(last)},
@@ -1761,24 +1808,57 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     co_return;
   }
 
-  auto send = [&](std::string data) -> asio::awaitable<bool> {
-    stream.expires_after(write_deadline(data.size()));
-    auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data), use_tuple);
+  // Writes `head`, then `data`'s own text and its batch, in one gathered
+  // write (the shared batch is sent from where it is, never copied).
+  const std::string no_head;
+  auto send = [&](const std::string& head, const StreamPending& data) -> asio::awaitable<bool> {
+    std::array<asio::const_buffer, 3> bufs;
+    bufs[0] = asio::buffer(head);
+    bufs[1] = asio::buffer(data.own);
+    if (data.batch) bufs[2] = asio::buffer(data.batch->ev.text);
+    stream.expires_after(write_deadline(head.size() + data.size()));
+    auto [ec, n] = co_await asio::async_write(stream, bufs, use_tuple);
     stream.expires_never();
     co_return !ec;
+  };
+  // Takes room for `data` (hold()): its own text for this stream, its
+  // batch once for all the streams writing it, as it is in memory once
+  // (200 streams of one job each counted their copy of a 2.5 MB event, 500
+  // MB against an 8 MiB limit, and waited for room the event did not take).
+  // The batch's room is held by `shared` as long as any stream writes it.
+  auto take_room = [&](const StreamPending& data, Held& own,
+                       std::shared_ptr<Held>& shared) -> std::optional<HttpError> {
+    if (data.batch) {
+      shared = data.batch->held.lock();
+      if (!shared) {
+        auto h = std::make_shared<Held>();
+        if (auto e = hold(*h, held_, held_by_role_[*role], cfg_.response_memory, data.batch->ev.text.size()))
+          return e;
+        data.batch->held = h;
+        shared = std::move(h);
+      }
+    }
+    if (auto e = hold(own, held_, held_by_role_[*role], cfg_.response_memory, data.own.size())) {
+      shared.reset();
+      return e;
+    }
+    return std::nullopt;
   };
   // A batch the gateway has no room for (hold()) is not written: `no_room`,
   // and the stream waits for room, then reads it again (below).
   enum class Wrote { ok, gone, no_room };
   std::unique_ptr<Held> reserved;  // room taken for a batch read again (below)
-  auto write = [&](std::string data) -> asio::awaitable<Wrote> {
+  auto write = [&](StreamPending data) -> asio::awaitable<Wrote> {
     reserved.reset();
-    Held held;
-    if (auto e = hold(held, held_, held_by_role_[*role], cfg_.response_memory, data.size())) {
+    Held own;
+    std::shared_ptr<Held> shared;
+    if (auto e = take_room(data, own, shared)) {
       log_held(*e, "event stream waits for room");
       co_return Wrote::no_room;
     }
-    co_return co_await send(std::move(data)) ? Wrote::ok : Wrote::gone;
+    if (data.batch) ++batches_sent_;
+    const bool ok = co_await send(no_head, data);
+    co_return ok ? Wrote::ok : Wrote::gone;
   };
   std::string head =
       "HTTP/1.1 200 OK\r\nServer: bgexec\r\nContent-Type: text/event-stream\r\n"
@@ -1789,16 +1869,17 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   // gateway has no room for gets 429 or 503, not an empty 200.
   {
     Held first;
-    if (auto e = hold(first, held_, held_by_role_[*role], cfg_.response_memory, pending.size())) {
+    std::shared_ptr<Held> first_shared;
+    if (auto e = take_room(pending, first, first_shared)) {
       log_held(*e, "event stream refused");
-      pending = std::string();
+      pending = StreamPending();
       co_await reply_error(*e);
       co_return;
     }
-    // Two writes, not head + pending: that copied a first batch of up to
-    // one event's size (any size) while the batch was still held.
-    if (!co_await send(std::move(head))) co_return;
-    if (!pending.empty() && !co_await send(std::move(pending))) co_return;
+    // One gathered write, not head + pending: that copied a first batch of
+    // up to one event's size (any size) while the batch was still held.
+    if (pending.batch) ++batches_sent_;
+    if (!co_await send(head, pending)) co_return;
   }
   pending.clear();
   core::log("debug", "event stream", {{"job_id", id_s}, {"after", std::to_string(cursor)},
@@ -1905,7 +1986,9 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       continue;
     }
     if (now - last_write >= keepalive_every) {
-      if (co_await write(": keepalive\n\n") != Wrote::ok) co_return;
+      StreamPending keepalive;
+      keepalive.own = ": keepalive\n\n";
+      if (co_await write(std::move(keepalive)) != Wrote::ok) co_return;
       last_write = now = std::chrono::steady_clock::now();
       if (sub.seen() > cursor) continue;
     }

@@ -25,6 +25,8 @@ namespace bgexec::http {
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 
+struct SharedBatch;  // gateway.cpp: a rendered event batch the streams at one cursor send
+
 using Request = bhttp::request<bhttp::string_body>;
 using Response = bhttp::response<bhttp::string_body>;
 
@@ -121,6 +123,12 @@ class Gateway {
     bool done = false;
     bool leader_gone = false;  // the query was not sent: its stream's reader left
     std::shared_ptr<const pg::Result> result;
+    // The rows rendered as SSE, once for every stream at this cursor, when
+    // asked (shared_events): 200 streams of one job each rendered and
+    // serialized its 2.5 MB events themselves, 1 GB of JSON work on the
+    // gateway's one thread per event, and every other request waited
+    // seconds for it.
+    std::shared_ptr<const SharedBatch> batch;
     std::exception_ptr error;
   };
   using FetchKey = std::tuple<std::string, const std::string*, pg::Params>;
@@ -131,6 +139,20 @@ class Gateway {
   // reader has gone.
   asio::awaitable<std::shared_ptr<const pg::Result>> shared_read(const std::string& role, const std::string& sql,
                                                                  pg::Params params, const std::function<bool()>& left);
+  // The events after `cursor` (events_sql with params: job, cursor, batch)
+  // rendered as SSE, shared as shared_read shares the rows: one rendering
+  // for the streams asking the same at the same time.
+  asio::awaitable<std::shared_ptr<const SharedBatch>> shared_events(const std::string& role, pg::Params params,
+                                                                    std::int64_t cursor,
+                                                                    const std::function<bool()>& left);
+  // shared_read and shared_events: the fetch, rendered when `render_after` is set.
+  asio::awaitable<std::shared_ptr<SharedFetch>> shared_fetch(const std::string& role, const std::string& sql,
+                                                             pg::Params params, std::optional<std::int64_t> render_after,
+                                                             const std::function<bool()>& left);
+  // /metrics: event batches rendered (one per shared fetch of events that
+  // found any), and batches written to streams (one per stream that sends it).
+  std::uint64_t batches_rendered_ = 0;
+  std::uint64_t batches_sent_ = 0;
 };
 
 }  // namespace bgexec::http

@@ -219,6 +219,18 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
   }
   o << "bgexec_job_duration_seconds_bucket{le=\"+Inf\"} " << num(f.count) << "\nbgexec_job_duration_seconds_sum "
     << num(f.sum) << "\nbgexec_job_duration_seconds_count " << num(f.count) << "\n";
+  // The gateway's own: its event streams' work and what waits to be written.
+  o << "# HELP bgexec_gateway_event_batches_rendered_total Event batches read and rendered as SSE (one per shared "
+       "fetch, whatever the number of streams it serves).\n"
+       "# TYPE bgexec_gateway_event_batches_rendered_total counter\nbgexec_gateway_event_batches_rendered_total "
+    << batches_rendered_
+    << "\n# HELP bgexec_gateway_event_batches_sent_total Event batches written to streams (one per stream).\n"
+       "# TYPE bgexec_gateway_event_batches_sent_total counter\nbgexec_gateway_event_batches_sent_total "
+    << batches_sent_
+    << "\n# HELP bgexec_gateway_response_bytes_held Bytes of answers and event batches waiting to be written "
+       "(counted against --response-memory).\n"
+       "# TYPE bgexec_gateway_response_bytes_held gauge\nbgexec_gateway_response_bytes_held "
+    << held_ << "\n";
   Response res{bhttp::status::ok, req.version()};
   res.set(bhttp::field::server, "bgexec");
   res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
