@@ -162,10 +162,12 @@ test('a stream whose next batch finds no room waits for room, and goes on to the
 });
 
 // The readers of one job all read at full speed, but each of their streams
-// holds its own copy of a big batch until its socket takes it: together
-// they pass the role's half, through no reader's fault.  Every stream must
-// still carry every event and the job's end (153 of 200 curl readers of a
-// job with 2.5 MB events were cut short, a clean end without `completed`).
+// held its own copy of a big batch until its socket took it (the streams
+// at one cursor now share one, counted once: the next test), and readers
+// at different cursors still hold one each: together they may pass the
+// role's half, through no reader's fault.  Every stream must still carry
+// every event and the job's end (153 of 200 curl readers of a job with
+// 2.5 MB events were cut short, a clean end without `completed`).
 test('a crowd of readers of one job\'s big events each get every event and its end', { timeout: 120000 }, async () => {
   const gw = await startGateway(0, ['--response-memory', '8']);
   const readers = [];
