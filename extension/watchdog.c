@@ -262,6 +262,26 @@ bgexec_watchdog_main(Datum main_arg)
 	SetConfigOption("default_transaction_isolation", "read committed",
 					PGC_USERSET, PGC_S_SESSION);
 
+	/*
+	 * The watchdog's own bounds, whatever the database, its role or
+	 * postgresql.conf set (as the daemon's sessions, set_own_timeouts): no
+	 * lock_timeout, and transactions that may write.  Its functions bound
+	 * the waits a client can prolong themselves (_fire_schedules); a
+	 * database's lock_timeout of 10 ms made every tick that met a lock a
+	 * client held for a moment (a SHARE lock on bgexec.job: _recount, a
+	 * CREATE INDEX) fail and log, and back off, its expired jobs left
+	 * running; a database's default_transaction_read_only failed every
+	 * tick.  statement_timeout and idle_in_transaction_session_timeout are
+	 * armed by a client backend's command loop only, never here: set to 0
+	 * as well, so that what the watchdog runs with reads in one place.
+	 */
+	SetConfigOption("lock_timeout", "0", PGC_USERSET, PGC_S_SESSION);
+	SetConfigOption("statement_timeout", "0", PGC_USERSET, PGC_S_SESSION);
+	SetConfigOption("idle_in_transaction_session_timeout", "0",
+					PGC_USERSET, PGC_S_SESSION);
+	SetConfigOption("default_transaction_read_only", "off",
+					PGC_USERSET, PGC_S_SESSION);
+
 	ereport(LOG,
 			(errmsg("bgexec watchdog started in database \"%s\"",
 					watchdog_db)));
