@@ -157,10 +157,12 @@ start_proxy() {
   wait_for 10 psql -qXAt "$PROXIED" -c "SELECT 1" || fail "proxy did not start"
 }
 
-# start_cut_proxy MARKER request|reply|commit: start_proxy of
+# start_cut_proxy MARKER request|reply|commit|commit-sent: start_proxy of
 # cut-reply-proxy.py, losing the reply of the statement that carries MARKER
 # (request), whose reply does (reply), or that ends the transaction of the
-# statement that carries it (commit); $E2E_DIR/cut appears when it has.
+# statement that carries it (commit; commit-sent: the client cut as soon as
+# that COMMIT is sent, the server left to commit); $E2E_DIR/cut appears
+# when it has.
 start_cut_proxy() { start_proxy cut-reply-proxy.py "$1" "$2" "$E2E_DIR/cut"; }
 
 # start_gateway [SERVE-ARGS...]: bgexec serve on a port of 127.0.0.1 the
