@@ -1356,6 +1356,18 @@ Job::EnvVars Job::step_env(const std::string& sid, const json& step) {
   return out;
 }
 
+asio::awaitable<bool> Job::await_slot(Worker::Slots::Held& slot, const std::string& sid,
+                                      const StepDeadline* deadline) {
+  if (slot.ticket->granted) co_return true;
+  killers_[sid] = [ticket = slot.ticket] {
+    ticket->cut_wait();
+    return true;
+  };
+  const bool granted = co_await slot.wait([this, deadline] { return halted() || (deadline && deadline->passed()); });
+  killers_.erase(sid);
+  co_return granted;
+}
+
 asio::awaitable<bool> Job::committed(const std::string& xid) {
   // On the worker's own session, while the lease lasts (ctl_exec retries
   // a lost connection).  "in progress": the step's backend has not yet
@@ -1387,14 +1399,11 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // parallel sql steps, or many such jobs, took as many connections as the
   // server had, every other client's too.  Granted in the order asked, at
   // once when one is released; the wait ends with the step (a stop, its
-  // deadline, the lease: checked every 20 ms).  Released when the step
-  // ends, granted or not.
+  // deadline, the lease: await_slot, as a step process's).  Released when
+  // the step ends, granted or not.
   auto session = w_.sql_sessions().hold();
-  while (!session.ticket->granted) {
-    if (halted() || deadline.passed())
-      throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
-    co_await session.ticket->granted_event->wait_for(std::chrono::milliseconds(20));
-  }
+  const bool granted = co_await await_slot(session, sid, &deadline);
+  if (!granted) throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
   // Its own connection: the statement runs as the job's owner and may take long.
   auto conn = std::make_shared<pg::Connection>(w_.executor(), w_.config().db, "sql-step");
   // Its notices (RAISE NOTICE ...) are the tenant's output: log events of
@@ -1419,7 +1428,10 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
     bool in_statement = false;
   };
   auto escalation = std::make_shared<Escalation>(w_.executor());
-  killers_[sid] = [conn, escalation, grace = w_.config().kill_grace_s, job_id = id_str(id()), sid] {
+  // Wakes the wait between two tries to open the session (below).
+  auto woken = std::make_shared<Event>(w_.executor());
+  killers_[sid] = [conn, escalation, woken, grace = w_.config().kill_grace_s, job_id = id_str(id()), sid] {
+    woken->notify();
     conn->cancel();
     if (escalation->armed) return true;
     escalation->armed = true;
@@ -1449,8 +1461,9 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // that refuses it for now (the role's CONNECTION LIMIT or
   // max_connections: 53300; starting up: 57P03; down) is asked again,
   // with a backoff from 0.1 s to 5 s, until it opens or the step ends (a
-  // stop, its deadline, the lease).  Nothing ran: a max_attempts=1 job
-  // failed here with its statement never sent.
+  // stop, its deadline, the lease: each calls the step's killer, which
+  // wakes the wait).  Nothing ran: a max_attempts=1 job failed here with
+  // its statement never sent.
   {
     core::Backoff backoff(std::chrono::milliseconds(100), std::chrono::seconds(5));
     bool said = false;
@@ -1469,10 +1482,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
                   {{"job_id", id_str(id())}, {"step", sid}, {"error", refused->what()},
                    {"sqlstate", refused->sqlstate()}});
       const auto until = Clock::now() + backoff.next();
-      while (!ended() && !lease_spent() && Clock::now() < until) {
-        asio::steady_timer tick(w_.executor(), std::chrono::milliseconds(20));
-        co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
-      }
+      while (!ended() && !lease_spent() && Clock::now() < until) co_await woken->wait_until(until);
       if (ended() || lease_spent()) throw StepFailure{why + "; the step ended while waiting for its session", false};
     }
   }
@@ -1735,18 +1745,11 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
   auto slot = w_.step_processes().hold();
   if (!slot.ticket->granted) {
     core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
-    killers_[sid] = [t = slot.ticket] {
-      t->cut = true;
-      t->granted_event->notify();
-      return true;
-    };
-    while (!slot.ticket->granted && !slot.ticket->cut && !halted()) co_await slot.ticket->granted_event->wait();
-    killers_.erase(sid);
+    const bool granted = co_await await_slot(slot, sid, nullptr);
     // The lease again, as run_step checks it before the step starts: a
     // process started past it would run beside the job's next claim.
     check_lease();
-    if (slot.ticket->cut || halted())
-      throw StepFailure{"step ended while waiting for one of the worker's --step-processes", false};
+    if (!granted) throw StepFailure{"step ended while waiting for one of the worker's --step-processes", false};
   }
   std::shared_ptr<proc::Child> child;
   try {

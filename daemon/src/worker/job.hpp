@@ -148,6 +148,13 @@ class Job : public std::enable_shared_from_this<Job> {
     bool large = false;
   };
   asio::awaitable<OffloadedEvent> offload_event(const std::string& kind, nlohmann::json data);
+  // Waits for the ticket `slot` holds (Slots::Held::wait, in the order
+  // asked); false when step `id` ended first: a stop, a sibling's failure,
+  // the lease or the shutdown (kill_steps), or its deadline if given
+  // (on_step_deadline), each through the step's killer, which cuts the
+  // ticket and is installed meanwhile.  A sql step's wait for a session
+  // and a step process's wait are this one.
+  asio::awaitable<bool> await_slot(Worker::Slots::Held& slot, const std::string& id, const StepDeadline* deadline);
   // Whether the transaction xid committed (a sql step's COMMIT whose reply was lost).
   asio::awaitable<bool> committed(const std::string& xid);
   asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step,

@@ -815,39 +815,6 @@ asio::awaitable<void> Worker::heartbeater() {
   }
 }
 
-// sql step sessions and step processes: worker.hpp.
-std::shared_ptr<Worker::Slots::Ticket> Worker::Slots::take() {
-  auto ticket = std::make_shared<Ticket>();
-  if (waiting_.empty() && held_ < limit_) {
-    ++held_;
-    ticket->granted = true;
-    return ticket;
-  }
-  ticket->granted_event.emplace(ex_);
-  waiting_.push_back(ticket);
-  return ticket;
-}
-
-void Worker::Slots::release(const std::shared_ptr<Ticket>& ticket) {
-  if (ticket->granted) {
-    ticket->granted = false;
-    --held_;
-  } else {
-    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), ticket), waiting_.end());
-  }
-  grant();
-}
-
-void Worker::Slots::grant() {
-  while (held_ < limit_ && !waiting_.empty()) {
-    auto next = std::move(waiting_.front());
-    waiting_.pop_front();
-    ++held_;
-    next->granted = true;
-    next->granted_event->notify();
-  }
-}
-
 // Abandons jobs whose lease could not be renewed, early enough that their
 // processes are dead before it expires on the database's clock: once it has,
 // the DB may hand the job to another worker, and a process still running

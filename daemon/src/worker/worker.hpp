@@ -14,6 +14,7 @@
 #include "pg/connection.hpp"
 #include "util/event.hpp"
 #include "worker/completer.hpp"
+#include "worker/slots.hpp"
 #include "worker/until.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -51,46 +52,8 @@ class Worker {
   asio::awaitable<int> run();
 
   const core::WorkerConfig& config() const { return cfg_; }
-  // What the worker holds a counted number of at once, first come first
-  // served: sql step sessions (--sql-steps) and action and run step
-  // processes (--step-processes).  A step takes a ticket before it
-  // connects or spawns (take), granted at once when one is free and no
-  // one waits; else queued, with an event notified when it is granted.  It
-  // gives the ticket back (release) when its connection is closed or its
-  // process has ended and its pipes are closed; a ticket given back before
-  // it was granted leaves the queue.  Uncapped, a workflow of many parallel
-  // sql steps took the server's connections, and one of 600 parallel
-  // action steps failed them with EMFILE (three pipes each).  A ticket
-  // granted at once makes no event: nothing but a count on the one-step
-  // path.
-  class Slots {
-   public:
-    struct Ticket {
-      std::optional<Event> granted_event;  // a ticket that waited
-      bool granted = false;
-      bool cut = false;  // the step ended (a stop, its deadline) while waiting
-    };
-    // A ticket taken, given back as it goes out of scope.
-    struct Held {
-      Slots& slots;
-      std::shared_ptr<Ticket> ticket;
-      Held(Slots& s, std::shared_ptr<Ticket> t) : slots(s), ticket(std::move(t)) {}
-      Held(const Held&) = delete;
-      Held& operator=(const Held&) = delete;
-      ~Held() { slots.release(ticket); }
-    };
-    Slots(asio::any_io_executor ex, int limit) : ex_(std::move(ex)), limit_(limit) {}
-    Held hold() { return Held(*this, take()); }
-    std::shared_ptr<Ticket> take();
-    void release(const std::shared_ptr<Ticket>& ticket);
-
-   private:
-    void grant();
-    asio::any_io_executor ex_;
-    int limit_;
-    int held_ = 0;                                     // granted tickets
-    std::deque<std::shared_ptr<Ticket>> waiting_;  // in the order they asked
-  };
+  // sql step sessions (--sql-steps) and step processes (--step-processes).
+  using Slots = worker::Slots;
   Slots& sql_sessions() { return sql_sessions_; }
   Slots& step_processes() { return step_processes_; }
   // How long before a lease expires (by the worker's reckoning) a job whose
