@@ -161,6 +161,22 @@ test('a stream whose next batch finds no room waits for room, and goes on to the
   }
 });
 
+// `n` raw event streams of `job`, read at full speed: each { s, got, closed }.
+async function openStreams(gw, job, n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const s = net.connect(gw.port, '127.0.0.1');
+    const r = { s, got: '', closed: false };
+    s.on('error', () => {});
+    s.on('data', (d) => { r.got += d; });
+    s.on('close', () => { r.closed = true; });
+    out.push(r);
+    await once(s, 'connect');
+    s.write(`GET /v1/jobs/${job}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
+  }
+  return out;
+}
+
 // The readers of one job all read at full speed, but each of their streams
 // held its own copy of a big batch until its socket took it (the streams
 // at one cursor now share one, counted once: the next test), and readers
@@ -173,16 +189,7 @@ test('a crowd of readers of one job\'s big events each get every event and its e
   const readers = [];
   try {
     const { job, lease } = await runningJob(gw, 'mem-crowd');
-    for (let i = 0; i < 20; i++) {
-      const s = net.connect(gw.port, '127.0.0.1');
-      const r = { s, got: '', closed: false };
-      s.on('error', () => {});
-      s.on('data', (d) => { r.got += d; });
-      s.on('close', () => { r.closed = true; });
-      await once(s, 'connect');
-      s.write(`GET /v1/jobs/${job}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
-      readers.push(r);
-    }
+    readers.push(...await openStreams(gw, job, 20));
     for (let i = 0; i < 200 && readers.some((r) => !r.got.includes('event: started')); i++) await sleep(50);
     // Three events of 1 MB each, then the end: 20 copies of a batch are
     // 20 MB against the role's 4 MiB.
@@ -221,16 +228,7 @@ test('the streams of one job at one cursor share one rendering of a batch, and i
   const readers = [];
   try {
     const { job, lease } = await runningJob(gw, 'mem-render');
-    for (let i = 0; i < 30; i++) {
-      const s = net.connect(gw.port, '127.0.0.1');
-      const r = { s, got: '', closed: false };
-      s.on('error', () => {});
-      s.on('data', (d) => { r.got += d; });
-      s.on('close', () => { r.closed = true; });
-      await once(s, 'connect');
-      s.write(`GET /v1/jobs/${job}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${A}\r\n\r\n`);
-      readers.push(r);
-    }
+    readers.push(...await openStreams(gw, job, 30));
     for (let i = 0; i < 200 && readers.some((r) => !r.got.includes('event: started')); i++) await sleep(50);
     const rendered = await metric(gw, 'bgexec_gateway_event_batches_rendered_total');
     const sent = await metric(gw, 'bgexec_gateway_event_batches_sent_total');
