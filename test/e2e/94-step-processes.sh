@@ -123,4 +123,23 @@ E2E_PIDS+=($!); w6=$!
 wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/w6.log" || fail "w6 did not start"
 grep -q 'open-file limit is low.* limit=160 wanted=377 .*step_processes=100 sql_steps=10' "$E2E_DIR/w6.log" \
   || fail "w6's warning: $(grep 'open-file' "$E2E_DIR/w6.log")"
+kill "$w6"; wait_for 20 gone "$w6" || fail "w6 did not stop"
+
+# 5. Granted in the order asked: with one step process, held 3 s by a or
+# b (both ask at once), c asks a second later (it needs a sleep step,
+# which holds none).  The one of a and b that waited asked first, so it
+# runs before c: c starts last.  (A grant from the back of the queue, c
+# before the older waiter, passed the sections above.)
+cat >"$E2E_DIR/ord.sh" <<EOF
+#!/bin/sh
+echo "\$BGEXEC_STEP_ID" >>"$E2E_DIR/order"
+case "\$BGEXEC_STEP_ID" in a|b) sleep 3 ;; esac
+EOF
+chmod +x "$E2E_DIR/ord.sh"
+start_worker w7 --lease 10 --step-processes 1 --action ord="$E2E_DIR/ord.sh"
+wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/w7.log" || fail "w7 did not start"
+id=$("$BGEXEC" submit workflow '{"steps": [{"id": "a", "action": "ord"}, {"id": "b", "action": "ord"},
+  {"id": "w", "sleep": 1}, {"id": "c", "action": "ord", "needs": ["w"]}]}' --max-attempts 1) || fail submit
+wait_status "$id" completed 30
+[[ $(tail -1 "$E2E_DIR/order") == c ]] || fail "the steps started in the order $(tr '\n' ' ' <"$E2E_DIR/order")"
 ok
