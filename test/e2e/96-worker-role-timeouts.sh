@@ -43,4 +43,25 @@ id2=$("$BGEXEC" submit act '{}') || fail submit
 wait_for 20 grep -q 'msg="database call failed, retrying".*sqlstate=57014' "$E2E_DIR/w2.log" \
   || fail "w2's finish was not cancelled: job $id2 $(job_status "$id2")"
 kill -0 "$PID_w2" || fail "worker exited"
+# Its claim too waits for a lock as long as it takes, whatever the role's
+# lock_timeout (100 ms): a claim of a capped queue waits for the claimers
+# before it (their advisory lock, held here 2 s by another session), and
+# with the role's lock_timeout it failed (55P03) until the lock was gone.
+# (Mutation test, round 54: a reset of statement_timeout and
+# idle_in_transaction_session_timeout alone passed the sections above.)
+kill -9 "$PID_w2"  # its finish of job $id2 is cancelled for as long as it drains
+wait "$PID_w2" 2>/dev/null || true
+sql "SELECT (bgexec.configure_queue('capq', max_running => 10)).name" >/dev/null
+start_worker w3 --db "user=bgw dbname=postgres" --lease 4 --queue capq --action "act=$E2E_DIR/act.sh"
+wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/w3.log" || fail "worker w3 did not start"
+psql -qXAt -c "BEGIN;
+  SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('bgexec.claim'), pg_catalog.hashtext('capq'));
+  SELECT pg_sleep(2); COMMIT" >/dev/null &
+holder=$!
+sleep 0.5
+id3=$("$BGEXEC" submit act '{}' --queue capq) || fail submit
+wait "$holder"
+wait_status "$id3" completed 20
+! grep -qE 'sqlstate=55P03|due to lock timeout' "$E2E_DIR/w3.log" \
+  || fail "a claim of w3's failed on its role's lock_timeout: $(grep -m1 'lock timeout' "$E2E_DIR/w3.log")"
 ok
