@@ -49,10 +49,13 @@ kill -0 "$PID_w2" || fail "worker exited"
 # with the role's lock_timeout it failed (55P03) until the lock was gone.
 # (Mutation test, round 54: a reset of statement_timeout and
 # idle_in_transaction_session_timeout alone passed the sections above.)
+# Its options name deadlock_timeout (granted to it), which is not
+# lock_timeout: the role's lock_timeout is still reset.
 kill -9 "$PID_w2"  # its finish of job $id2 is cancelled for as long as it drains
 wait "$PID_w2" 2>/dev/null || true
 sql "SELECT (bgexec.configure_queue('capq', max_running => 10)).name" >/dev/null
-start_worker w3 --db "user=bgw dbname=postgres" --lease 4 --queue capq --action "act=$E2E_DIR/act.sh"
+sql "GRANT SET ON PARAMETER deadlock_timeout TO bgw" >/dev/null
+start_worker w3 --db "user=bgw dbname=postgres options='-c deadlock_timeout=1s'" --lease 4 --queue capq --action "act=$E2E_DIR/act.sh"
 wait_for 20 grep -q 'msg="worker started"' "$E2E_DIR/w3.log" || fail "worker w3 did not start"
 psql -qXAt -c "BEGIN;
   SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('bgexec.claim'), pg_catalog.hashtext('capq'));
