@@ -1,0 +1,46 @@
+-- many_queues: a claim over many queues locks only the jobs it returns
+-- (rev-card F1).  Each queue's candidates were read FOR UPDATE SKIP LOCKED
+-- before the claim order cut them to max_jobs: a claim of 4 over 2 000
+-- queues locked (and WAL-logged) up to 8 000 rows, held the ones it did not
+-- take until it committed, and every other claimer of those queues, even
+-- one naming a single queue, found nothing meanwhile.
+\set SHOW_CONTEXT never
+-- 20 queues of 3 jobs each; mq7's last job at priority 5, mq3's at 1
+INSERT INTO bgexec.job (queue, kind, owner, priority, payload)
+SELECT 'mq' || q, 'noop', current_user,
+       CASE WHEN (q, i) = (7, 3) THEN 5 WHEN (q, i) = (3, 3) THEN 1 ELSE 0 END,
+       jsonb_build_object('n', format('%s.%s', q, i))
+  FROM generate_series(1, 20) q, generate_series(1, 3) i ORDER BY q, i;
+-- the jobs this transaction holds locked and left queued
+CREATE FUNCTION pg_temp.locked_queued(OUT locked bigint, OUT queued bigint) LANGUAGE sql AS $$
+	SELECT count(*) FILTER (WHERE j.xmax = pg_current_xact_id()::xid), count(*)
+	  FROM bgexec.job j WHERE j.queue LIKE 'mq%' AND j.status = 'queued' $$;
+CREATE FUNCTION pg_temp.claimed(w text, n int) RETURNS text LANGUAGE sql AS $$
+	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord)
+	  FROM bgexec.claim(w, ARRAY(SELECT 'mq' || q FROM generate_series(1, 20) q), n)
+	       WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload, attempt, max_attempts,
+	                         deadline, lease_expires_at, completed_steps, completed_stdout,
+	                         started_seq, ord) $$;
+-- Uncapped: the claim takes 4 in claim order (priority, run_after, id) and
+-- locks none of the 56 it leaves queued (old SQL: 56)
+BEGIN;
+SELECT pg_temp.claimed('wm', 4) AS claimed;
+SELECT * FROM pg_temp.locked_queued();
+-- and the next claim in the transaction goes on from there
+SELECT pg_temp.claimed('wm', 3) AS claimed;
+SELECT * FROM pg_temp.locked_queued();
+ROLLBACK;
+-- Capped (max_running, and a rate limit on one queue): the same (old SQL:
+-- 56 locked, up to max_jobs * 4 + 100 of each queue)
+BEGIN;
+SELECT count(bgexec.configure_queue('mq' || q, max_running => 100)) FROM generate_series(1, 20) q;
+SELECT (bgexec.configure_queue('mq1', max_running => 100, rate_limit => 1000, rate_period => '1 hour')).name;
+SELECT pg_temp.claimed('wm', 4) AS claimed;
+SELECT * FROM pg_temp.locked_queued();
+-- a cap that holds a queue's jobs back does not lock them either: mq7 at
+-- its max_running (1 running), its next jobs are passed over
+SELECT (bgexec.configure_queue('mq7', max_running => 1)).name;
+SELECT pg_temp.claimed('wm', 2) AS claimed;
+SELECT * FROM pg_temp.locked_queued();
+ROLLBACK;
+DELETE FROM bgexec.job WHERE queue LIKE 'mq%';
