@@ -43,4 +43,28 @@ SELECT (bgexec.configure_queue('mq7', max_running => 1)).name;
 SELECT pg_temp.claimed('wm', 2) AS claimed;
 SELECT * FROM pg_temp.locked_queued();
 ROLLBACK;
+-- Capped queues with no queued job are not locked (old SQL: an exclusive
+-- advisory lock each): 20 with jobs, 10 idle
+SELECT count(bgexec.configure_queue(q, max_running => 100))
+  FROM unnest(ARRAY(SELECT 'mq' || q FROM generate_series(1, 20) q)
+              || ARRAY(SELECT 'mqidle' || q FROM generate_series(1, 10) q)) q;
+BEGIN;
+SELECT count(*) AS claimed FROM bgexec.claim('wm',
+  ARRAY(SELECT 'mq' || q FROM generate_series(1, 20) q)
+  || ARRAY(SELECT 'mqidle' || q FROM generate_series(1, 10) q), 4);
+SELECT count(*) AS queue_locks FROM pg_locks
+ WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND pid = pg_backend_pid();
+ROLLBACK;
+-- the idle ones alone: nothing claimed, nothing locked
+BEGIN;
+SELECT count(*) AS claimed FROM bgexec.claim('wm', ARRAY(SELECT 'mqidle' || q FROM generate_series(1, 10) q), 4);
+SELECT count(*) AS queue_locks FROM pg_locks
+ WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND pid = pg_backend_pid();
+ROLLBACK;
+-- and still refused outside READ COMMITTED, idle or not (0A000, naming
+-- the first capped queue)
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM bgexec.claim('wm', ARRAY(SELECT 'mqidle' || q FROM generate_series(1, 10) q), 4);
+ROLLBACK;
 DELETE FROM bgexec.job WHERE queue LIKE 'mq%';
+DELETE FROM bgexec.queue WHERE name LIKE 'mq%';
