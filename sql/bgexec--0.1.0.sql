@@ -1491,6 +1491,10 @@ DECLARE
 	v_want int;
 	-- Capped queues with no queued job: not locked, not claimed from.
 	v_idle text[];
+	-- The capped path's walk: the counts before it, its second pass.
+	v_saved jsonb;
+	v_one_by_one boolean := false;
+	v_locked int;
 	v_q record;
 	v_running int;
 	v_budget int;
@@ -1824,92 +1828,120 @@ BEGIN
 		END LOOP;
 		v_plain := ARRAY(SELECT qn FROM unnest(v_active) AS qn WHERE qn <> ALL (v_by_key));
 
-		-- Walk candidates in claim order, read unlocked; each the caps admit
-		-- is locked then, SKIP LOCKED, and rechecked (its latest version).
-		-- The scan locked them all, up to max_jobs * 4 + 100 of each queue,
+		-- Walk candidates in claim order, read unlocked, and lock those the
+		-- caps admit, SKIP LOCKED, rechecked (their latest version).  The
+		-- scan locked them all, up to max_jobs * 4 + 100 of each queue,
 		-- those the caps passed over too, until commit: a claim of 10 over
-		-- 2 000 capped queues wrote 2.2 MB of WAL (rev-card F1).
-		FOR v_c IN
-			SELECT c.id, c.q, c.k FROM (
-			SELECT c.* FROM unnest(v_plain) AS qn(q)
-			 CROSS JOIN LATERAL (
-			  -- a priority at a time, as on the fast path (F8)
-			  WITH RECURSIVE pr(p) AS (
-				(SELECT j.priority FROM bgexec.job j
-				  WHERE j.status = 'queued' AND j.queue = qn.q
-				  ORDER BY j.priority DESC LIMIT 1)
+		-- 2 000 capped queues wrote 2.2 MB of WAL (rev-card F1).  First
+		-- pass: the admitted ones locked in one statement (a statement per
+		-- row cost the claim of 64 from one capped queue 4 % of its
+		-- throughput).  When another transaction held one (claimers of the
+		-- capped queues hold their locks; an uncapped queue's claimer, a
+		-- stop() may not), a second pass from the same counts locks a row
+		-- at a time, passing over the held ones; the first pass's rows are
+		-- its own then, and it takes them again unless rows it now admits
+		-- ahead of them (a cap the held ones no longer fill) fill the claim:
+		-- those few stay locked, untaken, until this transaction ends.
+		v_saved := jsonb_build_array(v_queue_counts, v_key_counts, v_tokens);
+		<<walk>> LOOP
+			FOR v_c IN
+				SELECT c.id, c.q, c.k FROM (
+				SELECT c.* FROM unnest(v_plain) AS qn(q)
+				 CROSS JOIN LATERAL (
+				  -- a priority at a time, as on the fast path (F8)
+				  WITH RECURSIVE pr(p) AS (
+					(SELECT j.priority FROM bgexec.job j
+					  WHERE j.status = 'queued' AND j.queue = qn.q
+					  ORDER BY j.priority DESC LIMIT 1)
+					UNION ALL
+					SELECT (SELECT j.priority FROM bgexec.job j
+					         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
+					         ORDER BY j.priority DESC LIMIT 1)
+					  FROM pr WHERE pr.p IS NOT NULL)
+				  SELECT c.* FROM pr CROSS JOIN LATERAL (
+					SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
+					  FROM bgexec.job j
+					 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
+					   AND j.run_after <= v_now
+					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
+					   -- A key already at its max_running_per_key is passed
+					   -- over by the scan, not taken into its window: 150
+					   -- queued jobs of one key filled it, and the next key's
+					   -- job behind them was not claimed by any worker with 4
+					   -- slots until the first key's backlog had drained
+					   -- (isolation caps-per-key-window).
+					   AND (j.concurrency_key IS NULL OR v_caps->qn.q->>'per_key' IS NULL
+					        OR coalesce((v_key_counts->>(qn.q || E'\x1f' || j.concurrency_key))::int, 0)
+					           < (v_caps->qn.q->>'per_key')::int)
+					 ORDER BY j.run_after, j.id
+					 LIMIT max_jobs * 4 + 100) c
+				  LIMIT max_jobs * 4 + 100) c
 				UNION ALL
-				SELECT (SELECT j.priority FROM bgexec.job j
-				         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
-				         ORDER BY j.priority DESC LIMIT 1)
-				  FROM pr WHERE pr.p IS NOT NULL)
-			  SELECT c.* FROM pr CROSS JOIN LATERAL (
+				-- the key-by-key queues' candidates (status as text: by primary
+				-- key, as in the claiming UPDATE below)
 				SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
 				  FROM bgexec.job j
-				 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
-				   AND j.run_after <= v_now
-				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
-				   -- A key already at its max_running_per_key is passed
-				   -- over by the scan, not taken into its window: 150
-				   -- queued jobs of one key filled it, and the next key's
-				   -- job behind them was not claimed by any worker with 4
-				   -- slots until the first key's backlog had drained
-				   -- (isolation caps-per-key-window).
-				   AND (j.concurrency_key IS NULL OR v_caps->qn.q->>'per_key' IS NULL
-				        OR coalesce((v_key_counts->>(qn.q || E'\x1f' || j.concurrency_key))::int, 0)
-				           < (v_caps->qn.q->>'per_key')::int)
-				 ORDER BY j.run_after, j.id
-				 LIMIT max_jobs * 4 + 100) c
-			  LIMIT max_jobs * 4 + 100) c
-			UNION ALL
-			-- the key-by-key queues' candidates (status as text: by primary
-			-- key, as in the claiming UPDATE below)
-			SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
-			  FROM bgexec.job j
-			 WHERE j.id = ANY (v_pre) AND j.status::text = 'queued' AND j.run_after <= v_now
-			   AND j.attempt < 2147483646 AND j.last_seq < 2000000000) c
-			 ORDER BY c.priority DESC, c.run_after, c.id
-		LOOP
-			IF v_caps ? v_c.q THEN
-				v_running := (v_queue_counts->>v_c.q)::int;
-				v_budget := (v_caps->v_c.q->>'max_running')::int;
-				CONTINUE WHEN v_budget IS NOT NULL AND v_running >= v_budget;
-				-- Not a whole token left: held back, and counted, so that a
-				-- waiting worker is woken when the next one is (below).
-				v_tok := (v_tokens->>v_c.q)::float8;
-				IF v_tok < 1 THEN
-					v_held := v_held || v_c.q;
-					CONTINUE;
+				 WHERE j.id = ANY (v_pre) AND j.status::text = 'queued' AND j.run_after <= v_now
+				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000) c
+				 ORDER BY c.priority DESC, c.run_after, c.id
+			LOOP
+				IF v_caps ? v_c.q THEN
+					v_running := (v_queue_counts->>v_c.q)::int;
+					v_budget := (v_caps->v_c.q->>'max_running')::int;
+					CONTINUE WHEN v_budget IS NOT NULL AND v_running >= v_budget;
+					-- Not a whole token left: held back, and counted, so that a
+					-- waiting worker is woken when the next one is (below).
+					v_tok := (v_tokens->>v_c.q)::float8;
+					IF v_tok < 1 THEN
+						v_held := v_held || v_c.q;
+						CONTINUE;
+					END IF;
+					v_k := NULL;
+					IF v_c.k IS NOT NULL AND v_caps->v_c.q->>'per_key' IS NOT NULL THEN
+						v_k := v_c.q || E'\x1f' || v_c.k;
+						CONTINUE WHEN coalesce((v_key_counts->>v_k)::int, 0)
+						              >= (v_caps->v_c.q->>'per_key')::int;
+					END IF;
 				END IF;
-				v_k := NULL;
-				IF v_c.k IS NOT NULL AND v_caps->v_c.q->>'per_key' IS NOT NULL THEN
-					v_k := v_c.q || E'\x1f' || v_c.k;
-					CONTINUE WHEN coalesce((v_key_counts->>v_k)::int, 0)
-					              >= (v_caps->v_c.q->>'per_key')::int;
+				-- Second pass: held by another transaction, or no longer
+				-- runnable: passed over, nothing counted.
+				IF v_one_by_one THEN
+					PERFORM 1 FROM bgexec.job j
+					 WHERE j.id = v_c.id AND j.status::text = 'queued' AND j.run_after <= v_now
+					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
+					   FOR UPDATE SKIP LOCKED;
+					CONTINUE WHEN NOT FOUND;
 				END IF;
-			END IF;
-			-- Another transaction holds it (a claimer of an uncapped queue
-			-- in the list, a stop()), or it is no longer runnable: passed
-			-- over, nothing counted.
-			PERFORM 1 FROM bgexec.job j
-			 WHERE j.id = v_c.id AND j.status::text = 'queued' AND j.run_after <= v_now
-			   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
-			   FOR UPDATE SKIP LOCKED;
-			CONTINUE WHEN NOT FOUND;
-			IF v_caps ? v_c.q THEN
-				IF v_k IS NOT NULL THEN
-					v_key_counts := v_key_counts
-						|| jsonb_build_object(v_k, coalesce((v_key_counts->>v_k)::int, 0) + 1);
+				IF v_caps ? v_c.q THEN
+					IF v_k IS NOT NULL THEN
+						v_key_counts := v_key_counts
+							|| jsonb_build_object(v_k, coalesce((v_key_counts->>v_k)::int, 0) + 1);
+					END IF;
+					v_queue_counts := v_queue_counts || jsonb_build_object(v_c.q, v_running + 1);
+					IF v_tok IS NOT NULL THEN
+						v_tokens := v_tokens || jsonb_build_object(v_c.q, v_tok - 1);
+						v_drawn := v_drawn || v_c.q;
+					END IF;
 				END IF;
-				v_queue_counts := v_queue_counts || jsonb_build_object(v_c.q, v_running + 1);
-				IF v_tok IS NOT NULL THEN
-					v_tokens := v_tokens || jsonb_build_object(v_c.q, v_tok - 1);
-					v_drawn := v_drawn || v_c.q;
-				END IF;
-			END IF;
-			v_ids := v_ids || v_c.id;
-			EXIT WHEN cardinality(v_ids) >= max_jobs;
-		END LOOP;
+				v_ids := v_ids || v_c.id;
+				EXIT WHEN cardinality(v_ids) >= max_jobs;
+			END LOOP;
+			EXIT walk WHEN v_one_by_one OR cardinality(v_ids) = 0;
+			-- (status as text: by primary key, as in the claiming UPDATE below)
+			SELECT count(*) INTO v_locked FROM (
+				SELECT 1 FROM bgexec.job j
+				 WHERE j.id = ANY (v_ids) AND j.status::text = 'queued' AND j.run_after <= v_now
+				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
+				   FOR UPDATE SKIP LOCKED) l;
+			EXIT walk WHEN v_locked = cardinality(v_ids);
+			v_one_by_one := true;
+			v_ids := '{}';
+			v_queue_counts := v_saved->0;
+			v_key_counts := v_saved->1;
+			v_tokens := v_saved->2;
+			v_drawn := '{}';
+			v_held := '{}';
+		END LOOP walk;
 
 		-- The rate-limited queues' buckets as this claim leaves them (a
 		-- queue whose bucket was not drawn on is not written: the same
