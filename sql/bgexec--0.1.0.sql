@@ -1485,8 +1485,12 @@ DECLARE
 	v_active text[];
 	v_capped text[];
 	v_ids bigint[] := '{}';
-	-- Many queues: the candidates read unlocked, those read before.
+	-- The fast path's queues and how many rows of each; of many queues,
+	-- the candidates read unlocked (their queues), those read before.
+	v_qs text[];
+	v_ns int[];
 	v_cand bigint[];
+	v_cand_q text[];
 	v_seen bigint[] := '{}';
 	v_want int;
 	-- The capped path's walk: the counts before it, its second pass.
@@ -1590,8 +1594,8 @@ BEGIN
 		RETURN;
 	END IF;
 
-	IF cardinality(v_capped) = 0 AND cardinality(v_active) = 1 THEN
-		-- Fast path, one queue: index scans, SKIP LOCKED, no caps to count.
+	IF cardinality(v_capped) = 0 THEN
+		-- Fast path: index scans, SKIP LOCKED, no caps to count.
 		-- Per queue (a "queue = ANY" scan would sort the whole runnable
 		-- set), merged in claim order: one range of job_runnable_idx per
 		-- priority, highest first, each read only up to its first job not
@@ -1604,56 +1608,65 @@ BEGIN
 		-- only as far as the claim needs them (the LIMIT stops the
 		-- recursion): a queue of one priority pays one descent to find it,
 		-- and one more when it has fewer due jobs than max_jobs.
-		SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_after, c.id), '{}')
-		  INTO v_ids FROM (
-			SELECT c.* FROM unnest(v_active) AS qn(q)
-			 CROSS JOIN LATERAL (
-				WITH RECURSIVE pr(p) AS (
-					(SELECT j.priority FROM bgexec.job j
-					  WHERE j.status = 'queued' AND j.queue = qn.q
-					  ORDER BY j.priority DESC LIMIT 1)
-					UNION ALL
-					SELECT (SELECT j.priority FROM bgexec.job j
-					         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
-					         ORDER BY j.priority DESC LIMIT 1)
-					  FROM pr WHERE pr.p IS NOT NULL)
-				-- (pr's rows come in the order the recursion makes them,
-				-- highest priority first, and the nested loop keeps it)
-				SELECT c.* FROM pr CROSS JOIN LATERAL (
-					SELECT j.id, j.priority, j.run_after FROM bgexec.job j
-					 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
-					   AND j.run_after <= v_now
-					   -- room for the claim's + 1 under job_valid's bounds: a
-					   -- row written around the API at them is left queued, and
-					   -- does not fail the claim of the jobs beside it
-					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
-					 ORDER BY j.run_after, j.id
-					 LIMIT max_jobs
-					   FOR UPDATE SKIP LOCKED) c
-				 LIMIT max_jobs) c
-			 ORDER BY c.priority DESC, c.run_after, c.id
-			 LIMIT max_jobs) c;
-	ELSIF cardinality(v_capped) = 0 THEN
-		-- Fast path, many queues: the scan above locks, in each queue, up to
-		-- max_jobs rows before the claim order cuts them to max_jobs in all,
-		-- and keeps the others locked until commit: a claim of 4 over 2 000
-		-- queues locked (and WAL-logged, 332 kB) up to 8 000 rows, and every
-		-- other claimer of those queues, even one naming a single queue,
-		-- found nothing meanwhile (rev-card F1).  Here the same scan reads
-		-- the candidates unlocked, twice as many as wanted, and the rows are
-		-- then locked in claim order, SKIP LOCKED, only as many as the claim
-		-- takes: a row another claimer holds is passed over for the next
-		-- candidate.  Candidates all held or gone (claimed since the scan's
-		-- snapshot: the lock reads the row's latest version, rechecked)
-		-- send the scan on past them, until the claim has max_jobs or the
-		-- queues have no more.
+		--
+		-- The locked scan takes up to n_q rows of each queue q, and keeps
+		-- those of every queue it read until commit.  Of one queue, n_q is
+		-- max_jobs: one statement, the common case.  Of many, the claim
+		-- order says which queues give how many: taking max_jobs of each,
+		-- a claim of 4 over 2 000 queues locked (and WAL-logged, 332 kB)
+		-- up to 8 000 rows, kept 4, and every other claimer of those
+		-- queues, even one naming a single queue, found nothing until it
+		-- committed (rev-card F1).  So the same scan first reads the
+		-- queues unlocked, the first max_jobs in claim order, and counts
+		-- each queue's n_q among them; then the locked scan reads only
+		-- those queues, up to n_q each.  A row another claimer holds is
+		-- skipped for that queue's next one (SKIP LOCKED), and a row
+		-- claimed since the unlocked read is not seen at all, so claimers
+		-- racing for the same head of line each get distinct rows at once.
+		-- Short only when a queue has fewer left than its n_q: the next
+		-- round reads on past every row the earlier ones read (v_seen)
+		-- and those taken, until max_jobs or no more.
+		IF cardinality(v_active) = 1 THEN
+			v_qs := v_active;
+			v_ns := ARRAY[max_jobs];
+		END IF;
 		LOOP
-			v_want := (max_jobs - cardinality(v_ids)) * 2;
-			SELECT coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_after, c.id), '{}')
-			  INTO v_cand FROM (
-				SELECT c.* FROM unnest(v_active) AS qn(q)
+			IF cardinality(v_active) > 1 THEN
+				v_want := max_jobs - cardinality(v_ids);
+				SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.q), '{}')
+				  INTO v_cand, v_cand_q FROM (
+					SELECT c.* FROM unnest(v_active) AS qn(q)
+					 CROSS JOIN LATERAL (
+						-- as in the locked scan below, unlocked
+						WITH RECURSIVE pr(p) AS (
+							(SELECT j.priority FROM bgexec.job j
+							  WHERE j.status = 'queued' AND j.queue = qn.q
+							  ORDER BY j.priority DESC LIMIT 1)
+							UNION ALL
+							SELECT (SELECT j.priority FROM bgexec.job j
+							         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
+							         ORDER BY j.priority DESC LIMIT 1)
+							  FROM pr WHERE pr.p IS NOT NULL)
+						SELECT c.*, qn.q FROM pr CROSS JOIN LATERAL (
+							SELECT j.id, j.priority, j.run_after FROM bgexec.job j
+							 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
+							   AND j.run_after <= v_now
+							   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
+							   AND j.id <> ALL (v_seen)
+							 ORDER BY j.run_after, j.id
+							 LIMIT v_want) c
+						 LIMIT v_want) c
+					 ORDER BY c.priority DESC, c.run_after, c.id
+					 LIMIT v_want) c;
+				EXIT WHEN cardinality(v_cand) = 0;
+				SELECT array_agg(g.q), array_agg(g.n) INTO v_qs, v_ns
+				  FROM (SELECT q, count(*)::int AS n FROM unnest(v_cand_q) AS q GROUP BY q) g;
+				v_seen := v_seen || v_cand;
+			END IF;
+			SELECT v_ids || coalesce(array_agg(c.id ORDER BY c.priority DESC, c.run_after, c.id), '{}')
+			  INTO v_ids FROM (
+				SELECT c.* FROM unnest(v_qs, v_ns) AS qn(q, n)
 				 CROSS JOIN LATERAL (
-					-- a priority at a time, as above (F8)
 					WITH RECURSIVE pr(p) AS (
 						(SELECT j.priority FROM bgexec.job j
 						  WHERE j.status = 'queued' AND j.queue = qn.q
@@ -1663,29 +1676,27 @@ BEGIN
 						         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
 						         ORDER BY j.priority DESC LIMIT 1)
 						  FROM pr WHERE pr.p IS NOT NULL)
+					-- (pr's rows come in the order the recursion makes them,
+					-- highest priority first, and the nested loop keeps it)
 					SELECT c.* FROM pr CROSS JOIN LATERAL (
 						SELECT j.id, j.priority, j.run_after FROM bgexec.job j
 						 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
 						   AND j.run_after <= v_now
-						   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
-						   AND j.id <> ALL (v_seen)
+						   -- room for the claim's + 1 under job_valid's bounds: a
+						   -- row written around the API at them is left queued, and
+						   -- does not fail the claim of the jobs beside it
+						   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
+						   -- (its own: locked, and still queued)
+						   AND j.id <> ALL (v_ids)
 						 ORDER BY j.run_after, j.id
-						 LIMIT v_want) c
-					 LIMIT v_want) c
+						 LIMIT qn.n
+						   FOR UPDATE SKIP LOCKED) c
+					 LIMIT qn.n) c
 				 ORDER BY c.priority DESC, c.run_after, c.id
-				 LIMIT v_want) c;
-			EXIT WHEN cardinality(v_cand) = 0;
-			-- (status as text: by primary key, as in the claiming UPDATE)
-			SELECT v_ids || coalesce(array_agg(l.id ORDER BY l.ord), '{}') INTO v_ids FROM (
-				SELECT j.id, c.ord FROM unnest(v_cand) WITH ORDINALITY AS c(id, ord)
-				  JOIN bgexec.job j ON j.id = c.id
-				 WHERE j.status::text = 'queued' AND j.run_after <= v_now
-				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
-				 ORDER BY c.ord
-				 LIMIT max_jobs - cardinality(v_ids)
-				   FOR UPDATE OF j SKIP LOCKED) l;
-			EXIT WHEN cardinality(v_ids) >= max_jobs OR cardinality(v_cand) < v_want;
-			v_seen := v_seen || v_cand;
+				 LIMIT max_jobs) c;
+			EXIT WHEN cardinality(v_active) = 1 OR cardinality(v_ids) >= max_jobs
+			          OR cardinality(v_cand) < v_want;
+			v_seen := v_seen || v_ids;
 		END LOOP;
 	ELSE
 		-- Serialize claimers of capped queues, in name order (no deadlock).
