@@ -1451,7 +1451,8 @@ COMMENT ON FUNCTION bgexec._check_process(text, jsonb, boolean) IS
  * Runnable: status 'queued', run_after <= now(), queue not paused.  Order:
  * priority desc, run_after, id.  Rows are locked FOR UPDATE SKIP LOCKED, so
  * concurrent claimers take distinct jobs and never wait for each other
- * (invariant 2).  For queues with max_running or max_running_per_key, an
+ * (invariant 2); only the rows the claim takes, however many queues it
+ * names (a claim over many queues reads them unlocked first).  For queues with max_running or max_running_per_key, an
  * advisory lock per queue (taken in name order, so claimers cannot deadlock)
  * serializes claimers of that queue; the running counts are read after the
  * lock, in a fresh READ COMMITTED snapshot, so the caps are never exceeded
