@@ -93,8 +93,21 @@
 
 #include "bgexec/bgexec.h"
 
-/* Queues a slot keeps as hashes; a worker with more matches every queue. */
+/*
+ * Queues a slot keeps as hashes; a worker with more keeps them in a Bloom
+ * filter of WAKE_BLOOM_BITS bits, WAKE_BLOOM_K bits a queue.  Such a slot
+ * matches every queue it lists and, falsely, a few it does not (of 40
+ * queues, about one queue in 500 000; of 1000, one in 7), so it is woken
+ * only for the jobs the slots that list the queue exactly leave over.  It
+ * matched every queue, and the wake loop, which prefers the sleeper that
+ * went to sleep last, gave it the wakes meant for the workers of other
+ * queues: it claimed nothing over its own queues, and the job waited for
+ * its worker's poll (bench/README.md, fifty-fourth round).  512 bytes a
+ * slot, MaxBackends slots.
+ */
 #define WAKE_MAX_QUEUES 32
+#define WAKE_BLOOM_BITS 4096
+#define WAKE_BLOOM_K 4
 
 #define WAKE_JOBS	0x01
 #define WAKE_STOP	0x02
@@ -126,8 +139,9 @@ typedef struct WakeSlot
 	int			pgprocno;		/* whose latch to set */
 	Oid			dboid;
 	NameHash	worker;			/* hash of the worker id */
-	int			nqueues;		/* -1: every queue */
+	int			nqueues;		/* -1: more than WAKE_MAX_QUEUES, in bloom */
 	NameHash	queues[WAKE_MAX_QUEUES];
+	uint64		bloom[WAKE_BLOOM_BITS / 64];	/* nqueues -1: its queues */
 	int			free;			/* jobs it said it could start, less wakes since */
 	bool		sleeping;		/* inside await_work now */
 	TimestampTz sleep_until;	/* when it wakes by itself, while sleeping */
@@ -260,14 +274,50 @@ wake_slot_exit(int code, Datum arg)
 	LWLockRelease(wake_shared->lock);
 }
 
-/* Whether slot s waits for jobs of the queue with hash q; sets *bit. */
+/* Adds the queue with hash q to a Bloom filter of WAKE_BLOOM_BITS bits. */
+static void
+bloom_add(uint64 *bloom, NameHash q)
+{
+	uint32		h1 = (uint32) q;
+	uint32		h2 = (uint32) (q >> 32) | 1;
+
+	for (int k = 0; k < WAKE_BLOOM_K; k++)
+	{
+		uint32		b = (h1 + k * h2) % WAKE_BLOOM_BITS;
+
+		bloom[b / 64] |= (uint64) 1 << (b % 64);
+	}
+}
+
+/* Whether a Bloom filter may hold the queue with hash q (false: it does not). */
+static bool
+bloom_has(const uint64 *bloom, NameHash q)
+{
+	uint32		h1 = (uint32) q;
+	uint32		h2 = (uint32) (q >> 32) | 1;
+
+	for (int k = 0; k < WAKE_BLOOM_K; k++)
+	{
+		uint32		b = (h1 + k * h2) % WAKE_BLOOM_BITS;
+
+		if ((bloom[b / 64] & ((uint64) 1 << (b % 64))) == 0)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Whether slot s waits for jobs of the queue with hash q; sets *bit.  A
+ * slot of more than WAKE_MAX_QUEUES queues may answer true for a queue it
+ * does not list (its Bloom filter), with no bit.
+ */
 static bool
 slot_has_queue(const WakeSlot *s, NameHash q, uint32 *bit)
 {
 	if (s->nqueues < 0)
 	{
 		*bit = 0;
-		return true;
+		return bloom_has(s->bloom, q);
 	}
 	for (int i = 0; i < s->nqueues; i++)
 		if (s->queues[i] == q)
@@ -434,8 +484,7 @@ add_dues(const WakeRequest *reqs, int n, const DueQueue *queues, int nqueues,
 		if (s->pid == 0 || s->dboid != MyDatabaseId || !s->sleeping ||
 			s->sleep_until <= reqs[0].at)
 			continue;
-		if (s->nqueues < 0)
-			latch[i] = true;	/* as slot_has_queue: every queue */
+		/* (Not a slot of many queues: take_due gives it none.) */
 		for (int j = 0; j < s->nqueues && !latch[i]; j++)
 		{
 			int			k = due_queue_find(queues, nqueues, s->queues[j]);
@@ -464,7 +513,7 @@ take_due(WakeSlot *s, TimestampTz now)
 		DueEntry   *e = &wake_shared->due[i];
 		uint32		bit;
 
-		/* Not for a worker of every queue: it would take others' jobs. */
+		/* Not for a worker of many queues: a false match would take others' jobs. */
 		if (e->dboid != s->dboid || s->nqueues < 0 || !slot_has_queue(s, e->queue, &bit))
 			continue;
 		if (e->at > now)
@@ -497,16 +546,19 @@ typedef struct Sleeper
 {
 	int			slot;
 	uint32		bit;
+	bool		many;			/* of more than WAKE_MAX_QUEUES queues */
 	TimestampTz since;
 } Sleeper;
 
-/* qsort: the latest to sleep first; ties in slot order. */
+/* qsort: slots that list the queue first, then the latest to sleep first; ties in slot order. */
 static int
 sleeper_cmp(const void *a, const void *b)
 {
 	const Sleeper *x = a;
 	const Sleeper *y = b;
 
+	if (x->many != y->many)
+		return x->many ? 1 : -1;
 	if (x->since != y->since)
 		return x->since > y->since ? -1 : 1;
 	return x->slot - y->slot;
@@ -554,7 +606,10 @@ wake_scratch(void)
  * went to sleep last first, then slots called recently and not asleep
  * (their next call returns at once, in turn from where the last left), until
  * their capacity covers the jobs; a slot already holding a job wake counts
- * as covering up to its capacity and is not woken twice.  A stop request
+ * as covering up to its capacity and is not woken twice.  Slots that list
+ * the queue go first, sleepers then callers; slots of more than
+ * WAKE_MAX_QUEUES queues, whose filter may match a queue they do not
+ * list, only for the jobs left over, in the same order.  A stop request
  * wakes every slot of the worker.  The due times dues[0..ndues) (requests
  * for later, as compact_dues leaves them: distinct, by time then queue, at
  * most WAKE_MAX_DUE) are recorded, and each queue's sleepers that would
@@ -593,6 +648,9 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 		const WakeRequest *req = &reqs[r];
 		int64		need = req->jobs;
 		int			start = wake_shared->next;
+		int			s_k;
+		bool		many_left;
+		int64		exact_left; /* jobs the slots that list the queue left over */
 
 		if (req->kind == WAKE_STOP)
 		{
@@ -611,6 +669,10 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 		 * Sleepers first, the one that went to sleep last first: its
 		 * process and backend are the likeliest to be on a CPU soon.  One
 		 * scan, then in that order until their free slots cover the jobs.
+		 * Those that list the queue before those of many queues (tier 1,
+		 * sorted last), each tier's sleepers before its callers: a wake
+		 * taken by a slot that does not list the queue (a false match) is
+		 * claimed for nothing, and its job waits for the poll.
 		 */
 		nsleepers = 0;
 		for (int i = 0; i < wake_shared->nslots; i++)
@@ -620,24 +682,42 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 			if (s->sleeping && job_candidate(s, i, req, &sleepers[nsleepers].bit))
 			{
 				sleepers[nsleepers].slot = i;
+				sleepers[nsleepers].many = s->nqueues < 0;
 				sleepers[nsleepers].since = s->last_call;
 				nsleepers++;
 			}
 		}
 		qsort(sleepers, nsleepers, sizeof(Sleeper), sleeper_cmp);
-		for (int k = 0; k < nsleepers && need > 0; k++)
-			need = wake_one(sleepers[k].slot, sleepers[k].bit, need, latch);
-		/* Then those called recently and not asleep: their next call returns at once. */
-		for (int k = 0; k < wake_shared->nslots && need > 0; k++)
+		s_k = 0;
+		many_left = nsleepers > 0 && sleepers[nsleepers - 1].many;
+		exact_left = 0;
+		for (int tier = 0; tier < 2 && need > 0; tier++)
 		{
-			int			i = (start + k) % wake_shared->nslots;
-			WakeSlot   *s = &wake_shared->slots[i];
-			uint32		bit;
+			if (tier == 1)
+			{
+				exact_left = need;
+				if (!many_left)
+					break;		/* no slot of many queues is a candidate */
+			}
+			for (; s_k < nsleepers && sleepers[s_k].many == (tier == 1) && need > 0; s_k++)
+				need = wake_one(sleepers[s_k].slot, sleepers[s_k].bit, need, latch);
+			/* Then those called recently and not asleep: their next call returns at once. */
+			for (int k = 0; k < wake_shared->nslots && need > 0; k++)
+			{
+				int			i = (start + k) % wake_shared->nslots;
+				WakeSlot   *s = &wake_shared->slots[i];
+				uint32		bit;
 
-			if (s->sleeping || now - s->last_call > WAKE_STALE_US || !job_candidate(s, i, req, &bit))
-				continue;
-			need = wake_one(i, bit, need, latch);
-			wake_shared->next = (i + 1) % wake_shared->nslots;
+				if (s->sleeping || now - s->last_call > WAKE_STALE_US || !job_candidate(s, i, req, &bit))
+					continue;
+				if ((s->nqueues < 0) != (tier == 1))
+				{
+					many_left = true;
+					continue;
+				}
+				need = wake_one(i, bit, need, latch);
+				wake_shared->next = (i + 1) % wake_shared->nslots;
+			}
 		}
 		/*
 		 * Jobs left over: a slot between two calls whose capacity the wake
@@ -646,9 +726,10 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 		 * by then would sleep through these jobs.  A capped queue's next
 		 * job, made claimable by the finish of its running one while the
 		 * worker that claimed it was between calls, waited so for the poll.
-		 * Its next call with free capacity returns at once instead.
+		 * Its next call with free capacity returns at once instead.  Also
+		 * when slots of many queues took them: their match may be false.
 		 */
-		for (int i = 0; i < wake_shared->nslots && need > 0; i++)
+		for (int i = 0; i < wake_shared->nslots && exact_left > 0; i++)
 		{
 			WakeSlot   *s = &wake_shared->slots[i];
 			uint32		bit;
@@ -938,13 +1019,14 @@ bgexec_jobs_due(PG_FUNCTION_ARGS)
  * A worker's id and queues, hashed: the queues array is deconstructed (an
  * allocation, as long as the array) and hashed before the slots' lock is
  * taken, which every committing transaction that wakes workers waits for.
- * nqueues is -1 for more than WAKE_MAX_QUEUES (every queue).
+ * nqueues is -1 for more than WAKE_MAX_QUEUES: they are in bloom.
  */
 typedef struct SlotArgs
 {
 	NameHash	worker;
 	int			nqueues;
 	NameHash	queues[WAKE_MAX_QUEUES];
+	uint64		bloom[WAKE_BLOOM_BITS / 64];
 } SlotArgs;
 
 static void
@@ -957,7 +1039,13 @@ slot_args(SlotArgs *args, const text *worker, ArrayType *queues)
 	deconstruct_array(queues, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	args->worker = name_hash(worker);
 	if (n > WAKE_MAX_QUEUES)
+	{
 		args->nqueues = -1;
+		memset(args->bloom, 0, sizeof(args->bloom));
+		for (int i = 0; i < n; i++)
+			if (!nulls[i])
+				bloom_add(args->bloom, name_hash(DatumGetTextPP(elems[i])));
+	}
 	else
 	{
 		args->nqueues = 0;
@@ -982,7 +1070,10 @@ register_slot(WakeSlot *slot, const SlotArgs *args, int free)
 	}
 	slot->worker = args->worker;
 	if (args->nqueues < 0)
+	{
 		slot->nqueues = -1;
+		memcpy(slot->bloom, args->bloom, sizeof(slot->bloom));
+	}
 	else
 	{
 		/*

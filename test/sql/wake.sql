@@ -202,12 +202,17 @@ DELETE FROM bgexec.job WHERE queue = 'wk';
 SET statement_timeout = '2s';
 SELECT * FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
 RESET statement_timeout;
--- a worker of more than 32 queues is woken for every queue, but leaves the
--- jobs due later to its poll (it would take those of other workers' queues)
+-- a worker of more than 32 queues (kept in a filter) is woken for its
+-- queues, not for every queue (it took the wakes of other workers' jobs,
+-- and claimed nothing), and leaves the jobs due later to its poll (a false
+-- match of the filter would take those of other workers' queues)
 SELECT array_agg('q' || i) AS many FROM generate_series(1, 33) i \gset
 SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
 SELECT bgexec.submit('noop', queue => 'elsewhere') > 0 AS submitted;
 SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
+SELECT bgexec.submit('noop', queue => 'q33') > 0 AS submitted;
+SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
+DELETE FROM bgexec.job WHERE queue = 'q33';
 SELECT bgexec.submit('noop', queue => 'q1', run_after => now() + interval '50 ms') > 0 AS later;
 SELECT pg_sleep(0.2);
 SELECT jobs FROM bgexec.await_work('wa', :'many', 2, '0');
