@@ -102,12 +102,15 @@
  * matched every queue, and the wake loop, which prefers the sleeper that
  * went to sleep last, gave it the wakes meant for the workers of other
  * queues: it claimed nothing over its own queues, and the job waited for
- * its worker's poll (bench/README.md, fifty-fourth round).  512 bytes a
- * slot, MaxBackends slots.
+ * its worker's poll (bench/README.md, fifty-fourth round).  The filter
+ * is 512 bytes a slot, MaxBackends slots, and is copied in by that slot's
+ * await_work alone.
  */
 #define WAKE_MAX_QUEUES 32
 #define WAKE_BLOOM_BITS 4096
 #define WAKE_BLOOM_K 4
+/* Queues of job wakes a slot of many queues keeps, to hand them on. */
+#define WAKE_MAX_WOKEN_MANY 8
 
 #define WAKE_JOBS	0x01
 #define WAKE_STOP	0x02
@@ -147,10 +150,15 @@ typedef struct WakeSlot
 	TimestampTz sleep_until;	/* when it wakes by itself, while sleeping */
 	uint8		pending;		/* WAKE_JOBS | WAKE_STOP, not yet returned */
 	uint32		woken_queues;	/* bit i: queues[i] had a job wake */
+	int			nwoken_many;	/* nqueues -1: its job wakes' queues, */
+	NameHash	woken_many[WAKE_MAX_WOKEN_MANY];	/* to hand on (the first ones) */
 	bool		missed;			/* a job wake passed it by between calls */
 	uint32		missed_queues;	/* bit i: for queues[i] */
 	TimestampTz last_call;		/* entry or exit of await_work */
 } WakeSlot;
+
+StaticAssertDecl(WAKE_MAX_WOKEN_MANY <= WAKE_MAX_QUEUES,
+				 "woken_queue_hashes writes at most WAKE_MAX_QUEUES hashes");
 
 /* Jobs of a queue that become runnable at a later time (run_after). */
 typedef struct DueEntry
@@ -564,15 +572,29 @@ sleeper_cmp(const void *a, const void *b)
 	return x->slot - y->slot;
 }
 
-/* Gives slot i a job wake for `need` jobs of its queue bit; returns what is left. */
+/*
+ * Gives slot i a job wake for `need` jobs of queue q (its bit); returns what
+ * is left.  A slot of many queues, whose bit is 0, keeps q in its list of
+ * woken queues (the first WAKE_MAX_WOKEN_MANY), so that its worker can hand
+ * the wake on (pass_on, a client gone).
+ */
 static int64
-wake_one(int i, uint32 bit, int64 need, bool *latch)
+wake_one(int i, NameHash q, uint32 bit, int64 need, bool *latch)
 {
 	WakeSlot   *s = &wake_shared->slots[i];
 
 	latch[i] |= s->sleeping && s->pending == 0;
 	s->pending |= WAKE_JOBS;
 	s->woken_queues |= bit;
+	if (s->nqueues < 0)
+	{
+		int			k = 0;
+
+		while (k < s->nwoken_many && s->woken_many[k] != q)
+			k++;
+		if (k == s->nwoken_many && k < WAKE_MAX_WOKEN_MANY)
+			s->woken_many[s->nwoken_many++] = q;
+	}
 	need -= s->free;
 	s->free = need >= 0 ? 0 : (int) -need;
 	return need;
@@ -700,7 +722,7 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 					break;		/* no slot of many queues is a candidate */
 			}
 			for (; s_k < nsleepers && sleepers[s_k].many == (tier == 1) && need > 0; s_k++)
-				need = wake_one(sleepers[s_k].slot, sleepers[s_k].bit, need, latch);
+				need = wake_one(sleepers[s_k].slot, req->hash, sleepers[s_k].bit, need, latch);
 			/* Then those called recently and not asleep: their next call returns at once. */
 			for (int k = 0; k < wake_shared->nslots && need > 0; k++)
 			{
@@ -715,7 +737,7 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 					many_left = true;
 					continue;
 				}
-				need = wake_one(i, bit, need, latch);
+				need = wake_one(i, req->hash, bit, need, latch);
 				wake_shared->next = (i + 1) % wake_shared->nslots;
 			}
 		}
@@ -1105,14 +1127,20 @@ extern bool pq_check_connection(void);
 
 /*
  * The queues of the slot's job wakes its worker took (woken_queues: bits
- * indexing the slot's list), by hash into out; how many.  The caller holds
- * the lock, and reads them before the list is replaced.
+ * indexing the slot's list; woken_many for a slot of many queues), by hash
+ * into out (WAKE_MAX_QUEUES of them); how many.  The caller holds the lock,
+ * and reads them before the list is replaced.
  */
 static int
 woken_queue_hashes(const WakeSlot *slot, NameHash *out)
 {
 	int			n = 0;
 
+	if (slot->nqueues < 0)
+	{
+		memcpy(out, slot->woken_many, sizeof(NameHash) * slot->nwoken_many);
+		return slot->nwoken_many;
+	}
 	for (int i = 0; i < slot->nqueues; i++)
 		if (slot->woken_queues & ((uint32) 1 << i))
 			out[n++] = slot->queues[i];
@@ -1314,6 +1342,7 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 		if (pass_on)
 			npassed = woken_queue_hashes(slot, passed_queues);
 		slot->woken_queues = 0;
+		slot->nwoken_many = 0;
 	}
 	register_slot(slot, &args, free);
 	LWLockRelease(wake_shared->lock);
