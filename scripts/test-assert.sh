@@ -11,9 +11,10 @@
 # (build/assert-src: objects built against one server's headers are not
 # reused for another), then runs pg_regress, the isolation specs and the e2e
 # tests named in BGEXEC_ASSERT_E2E (default: those that exercise the
-# watchdog's background worker, sql step sessions and restarts) on clusters
-# of that server.  A failed Assert() kills a backend: the suites see the
-# crash, and the cluster logs are searched for TRAP lines.  Not part of
+# watchdog's background worker, the wakes, sql step sessions and restarts)
+# on clusters of that server.  A failed Assert() kills a backend: the
+# suites see the crash, and the cluster logs are searched for TRAP lines.
+# Not part of
 # `make test`: it needs Debian's source packages and the build time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ make -s daemon-bin >/dev/null || { echo "build of the daemon failed"; exit 1; }
 
 PREFIX=$ROOT/build/pg-assert
 SRC=$ROOT/build/pg-assert-src
-E2E=${BGEXEC_ASSERT_E2E:-"02 04 09 19 29 37 52 80 89 90 92"}
+E2E=${BGEXEC_ASSERT_E2E:-"02 04 09 19 21 22 28 29 37 52 80 89 90 92 99 101"}
 
 if [[ ! -x $PREFIX/bin/postgres ]]; then
   echo "== build PostgreSQL 15 with --enable-cassert into build/pg-assert"
