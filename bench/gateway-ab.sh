@@ -43,14 +43,8 @@ cpu_ticks() {
 
 scratch_dir gwab  # WORK; at exit, the gateway in pids, the cluster and WORK go
 
-cluster_start "$WORK/cluster" 5432 "synchronous_commit = off"  # a Unix socket only
+tenant_cluster
 postmaster=$(cat "$WORK/cluster/postmaster.pid.started")
-psql -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
-CREATE EXTENSION bgexec;
-CREATE ROLE tenant_a;
-GRANT bgexec_client TO tenant_a;
-SQL
-echo '{"token-a": "tenant_a"}' >"$WORK/tokens.json"
 
 for round in $(seq 1 "$rounds"); do
   for ab in 0 1; do

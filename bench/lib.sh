@@ -10,3 +10,18 @@ MEDIAN_AWK='
     for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
   }'
+
+# tenant_cluster: a throwaway cluster in $WORK/cluster (a Unix socket only;
+# synchronous_commit off, so that commit flushes, which both sides of an
+# A/B pay alike, do not drown a gateway's own cost) with the installed
+# extension, a role tenant_a of bgexec_client, and $WORK/tokens.json giving
+# it the token "token-a" (bench/gateway-ab.sh, bench/sse-crowd-ab.sh).
+tenant_cluster() {
+  cluster_start "$WORK/cluster" 5432 "synchronous_commit = off"
+  psql -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
+CREATE EXTENSION bgexec;
+CREATE ROLE tenant_a;
+GRANT bgexec_client TO tenant_a;
+SQL
+  echo '{"token-a": "tenant_a"}' >"$WORK/tokens.json"
+}

@@ -20,6 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 # shellcheck source=../scripts/lib/cluster.sh
 source "$root/scripts/lib/cluster.sh"
+source "$here/lib.sh"
 [[ $# -eq 2 && -x $1 && -x $2 ]] || { echo "usage: bench/sse-crowd-ab.sh BIN_A BIN_B" >&2; exit 2; }
 bins=("$1" "$2")
 rounds=${ROUNDS:-3}
@@ -36,13 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cluster_start "$WORK/cluster" 5432 "synchronous_commit = off"  # a Unix socket only
-psql -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
-CREATE EXTENSION bgexec;
-CREATE ROLE tenant_a;
-GRANT bgexec_client TO tenant_a;
-SQL
-echo '{"token-a": "tenant_a"}' >"$WORK/tokens.json"
+tenant_cluster
 ulimit -n 4096 2>/dev/null || true
 
 for round in $(seq 1 "$rounds"); do
