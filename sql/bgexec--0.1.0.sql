@@ -1513,6 +1513,10 @@ DECLARE
 	v_probe text[] := '{}';
 	v_n bigint;
 	v_map jsonb;
+	-- The walk's rounds: which, the rows the round read, v_ids before it.
+	v_round int;
+	v_rows int;
+	v_before int;
 	v_queue_counts jsonb := '{}';
 	v_caps jsonb := '{}';
 	v_c record;
@@ -1911,102 +1915,120 @@ BEGIN
 		-- those few stay locked, untaken, until this transaction ends.
 		v_saved := jsonb_build_array(v_queue_counts, v_key_counts, v_tokens);
 		<<walk>> LOOP
-			FOR v_c IN
-				SELECT c.id, c.q, c.k FROM (
-				SELECT c.* FROM unnest(v_plain) AS qn(q)
-				 CROSS JOIN LATERAL (
-				  -- a priority at a time, as on the fast path (F8)
-				  WITH RECURSIVE pr(p) AS (
-					(SELECT j.priority FROM bgexec.job j
-					  WHERE j.status = 'queued' AND j.queue = qn.q
-					  ORDER BY j.priority DESC LIMIT 1)
+			-- Rounds: a window full of a few keys' backlogs admits one job of
+			-- each key (per_key 1: 2 000 keys x 50 jobs submitted key by key,
+			-- a claim of 10 took 3 jobs, rev-card F4).  While a round's window
+			-- was full, admitted some and not max_jobs, the scan reads again:
+			-- the keys this walk brought to their cap are passed over now
+			-- (v_key_counts), the jobs admitted are not read again.  At most
+			-- four rounds: each reads the earlier rounds' capped rows again.
+			v_round := 0;
+			<<rounds>> LOOP
+				v_round := v_round + 1;
+				v_rows := 0;
+				v_before := cardinality(v_ids);
+				FOR v_c IN
+					SELECT c.id, c.q, c.k FROM (
+					SELECT c.* FROM unnest(v_plain) AS qn(q)
+					 CROSS JOIN LATERAL (
+					  -- a priority at a time, as on the fast path (F8)
+					  WITH RECURSIVE pr(p) AS (
+						(SELECT j.priority FROM bgexec.job j
+						  WHERE j.status = 'queued' AND j.queue = qn.q
+						  ORDER BY j.priority DESC LIMIT 1)
+						UNION ALL
+						SELECT (SELECT j.priority FROM bgexec.job j
+						         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
+						         ORDER BY j.priority DESC LIMIT 1)
+						  FROM pr WHERE pr.p IS NOT NULL)
+					  SELECT c.* FROM pr CROSS JOIN LATERAL (
+						SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
+						  FROM bgexec.job j
+						 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
+						   AND j.run_after <= v_now
+						   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
+						   AND j.id <> ALL (v_ids)  -- (admitted in an earlier round)
+						   -- A key already at its max_running_per_key is passed
+						   -- over by the scan, not taken into its window: 150
+						   -- queued jobs of one key filled it, and the next key's
+						   -- job behind them was not claimed by any worker with 4
+						   -- slots until the first key's backlog had drained
+						   -- (isolation caps-per-key-window).
+						   AND (j.concurrency_key IS NULL OR v_caps->qn.q->>'per_key' IS NULL
+						        OR coalesce((v_key_counts->>(qn.q || E'\x1f' || j.concurrency_key))::int,
+						                    -- a v_probe queue's key: counted here
+						                    CASE WHEN qn.q = ANY (v_probe) THEN
+						                         (SELECT count(*) FROM (
+						                            SELECT 1 FROM bgexec.job r
+						                             WHERE r.status = 'running' AND r.queue = qn.q
+						                               AND r.concurrency_key = j.concurrency_key
+						                             LIMIT (v_caps->qn.q->>'per_key')::int) r)::int
+						                    ELSE 0 END)
+						           < (v_caps->qn.q->>'per_key')::int)
+						 ORDER BY j.run_after, j.id
+						 LIMIT max_jobs * 4 + 100) c
+					  LIMIT max_jobs * 4 + 100) c
 					UNION ALL
-					SELECT (SELECT j.priority FROM bgexec.job j
-					         WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority < pr.p
-					         ORDER BY j.priority DESC LIMIT 1)
-					  FROM pr WHERE pr.p IS NOT NULL)
-				  SELECT c.* FROM pr CROSS JOIN LATERAL (
+					-- the key-by-key queues' candidates (status as text: by primary
+					-- key, as in the claiming UPDATE below)
 					SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
 					  FROM bgexec.job j
-					 WHERE j.status = 'queued' AND j.queue = qn.q AND j.priority = pr.p
-					   AND j.run_after <= v_now
-					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000  -- as above
-					   -- A key already at its max_running_per_key is passed
-					   -- over by the scan, not taken into its window: 150
-					   -- queued jobs of one key filled it, and the next key's
-					   -- job behind them was not claimed by any worker with 4
-					   -- slots until the first key's backlog had drained
-					   -- (isolation caps-per-key-window).
-					   AND (j.concurrency_key IS NULL OR v_caps->qn.q->>'per_key' IS NULL
-					        OR coalesce((v_key_counts->>(qn.q || E'\x1f' || j.concurrency_key))::int,
-					                    -- a v_probe queue's key: counted here
-					                    CASE WHEN qn.q = ANY (v_probe) THEN
-					                         (SELECT count(*) FROM (
-					                            SELECT 1 FROM bgexec.job r
-					                             WHERE r.status = 'running' AND r.queue = qn.q
-					                               AND r.concurrency_key = j.concurrency_key
-					                             LIMIT (v_caps->qn.q->>'per_key')::int) r)::int
-					                    ELSE 0 END)
-					           < (v_caps->qn.q->>'per_key')::int)
-					 ORDER BY j.run_after, j.id
-					 LIMIT max_jobs * 4 + 100) c
-				  LIMIT max_jobs * 4 + 100) c
-				UNION ALL
-				-- the key-by-key queues' candidates (status as text: by primary
-				-- key, as in the claiming UPDATE below)
-				SELECT j.id, j.queue AS q, j.concurrency_key AS k, j.priority, j.run_after
-				  FROM bgexec.job j
-				 WHERE j.id = ANY (v_pre) AND j.status::text = 'queued' AND j.run_after <= v_now
-				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000) c
-				 ORDER BY c.priority DESC, c.run_after, c.id
-			LOOP
-				IF v_caps ? v_c.q THEN
-					v_running := (v_queue_counts->>v_c.q)::int;
-					v_budget := (v_caps->v_c.q->>'max_running')::int;
-					CONTINUE WHEN v_budget IS NOT NULL AND v_running >= v_budget;
-					-- Not a whole token left: held back, and counted, so that a
-					-- waiting worker is woken when the next one is (below).
-					v_tok := (v_tokens->>v_c.q)::float8;
-					IF v_tok < 1 THEN
-						v_held := v_held || v_c.q;
-						CONTINUE;
-					END IF;
-					v_k := NULL;
-					IF v_c.k IS NOT NULL AND v_caps->v_c.q->>'per_key' IS NOT NULL THEN
-						v_k := v_c.q || E'\x1f' || v_c.k;
-						IF v_c.q = ANY (v_probe) AND NOT v_key_counts ? v_k THEN
-							SELECT v_key_counts || jsonb_build_object(v_k, count(*)::int) INTO v_key_counts
-							  FROM (SELECT 1 FROM bgexec.job r
-							         WHERE r.status = 'running' AND r.queue = v_c.q AND r.concurrency_key = v_c.k
-							         LIMIT (v_caps->v_c.q->>'per_key')::int) r;
-						END IF;
-						CONTINUE WHEN coalesce((v_key_counts->>v_k)::int, 0)
-						              >= (v_caps->v_c.q->>'per_key')::int;
-					END IF;
-				END IF;
-				-- Second pass: held by another transaction, or no longer
-				-- runnable: passed over, nothing counted.
-				IF v_one_by_one THEN
-					PERFORM 1 FROM bgexec.job j
-					 WHERE j.id = v_c.id AND j.status::text = 'queued' AND j.run_after <= v_now
+					 WHERE j.id = ANY (v_pre) AND j.status::text = 'queued' AND j.run_after <= v_now
 					   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
-					   FOR UPDATE SKIP LOCKED;
-					CONTINUE WHEN NOT FOUND;
-				END IF;
-				IF v_caps ? v_c.q THEN
-					IF v_k IS NOT NULL THEN
-						v_key_counts := v_key_counts
-							|| jsonb_build_object(v_k, coalesce((v_key_counts->>v_k)::int, 0) + 1);
+					   AND j.id <> ALL (v_ids)) c
+					 ORDER BY c.priority DESC, c.run_after, c.id
+				LOOP
+					v_rows := v_rows + 1;
+					IF v_caps ? v_c.q THEN
+						v_running := (v_queue_counts->>v_c.q)::int;
+						v_budget := (v_caps->v_c.q->>'max_running')::int;
+						CONTINUE WHEN v_budget IS NOT NULL AND v_running >= v_budget;
+						-- Not a whole token left: held back, and counted, so that a
+						-- waiting worker is woken when the next one is (below).
+						v_tok := (v_tokens->>v_c.q)::float8;
+						IF v_tok < 1 THEN
+							v_held := v_held || v_c.q;
+							CONTINUE;
+						END IF;
+						v_k := NULL;
+						IF v_c.k IS NOT NULL AND v_caps->v_c.q->>'per_key' IS NOT NULL THEN
+							v_k := v_c.q || E'\x1f' || v_c.k;
+							IF v_c.q = ANY (v_probe) AND NOT v_key_counts ? v_k THEN
+								SELECT v_key_counts || jsonb_build_object(v_k, count(*)::int) INTO v_key_counts
+								  FROM (SELECT 1 FROM bgexec.job r
+								         WHERE r.status = 'running' AND r.queue = v_c.q AND r.concurrency_key = v_c.k
+								         LIMIT (v_caps->v_c.q->>'per_key')::int) r;
+							END IF;
+							CONTINUE WHEN coalesce((v_key_counts->>v_k)::int, 0)
+							              >= (v_caps->v_c.q->>'per_key')::int;
+						END IF;
 					END IF;
-					v_queue_counts := v_queue_counts || jsonb_build_object(v_c.q, v_running + 1);
-					IF v_tok IS NOT NULL THEN
-						v_tokens := v_tokens || jsonb_build_object(v_c.q, v_tok - 1);
-						v_drawn := v_drawn || v_c.q;
+					-- Second pass: held by another transaction, or no longer
+					-- runnable: passed over, nothing counted.
+					IF v_one_by_one THEN
+						PERFORM 1 FROM bgexec.job j
+						 WHERE j.id = v_c.id AND j.status::text = 'queued' AND j.run_after <= v_now
+						   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
+						   FOR UPDATE SKIP LOCKED;
+						CONTINUE WHEN NOT FOUND;
 					END IF;
-				END IF;
-				v_ids := v_ids || v_c.id;
-				EXIT WHEN cardinality(v_ids) >= max_jobs;
-			END LOOP;
+					IF v_caps ? v_c.q THEN
+						IF v_k IS NOT NULL THEN
+							v_key_counts := v_key_counts
+								|| jsonb_build_object(v_k, coalesce((v_key_counts->>v_k)::int, 0) + 1);
+						END IF;
+						v_queue_counts := v_queue_counts || jsonb_build_object(v_c.q, v_running + 1);
+						IF v_tok IS NOT NULL THEN
+							v_tokens := v_tokens || jsonb_build_object(v_c.q, v_tok - 1);
+							v_drawn := v_drawn || v_c.q;
+						END IF;
+					END IF;
+					v_ids := v_ids || v_c.id;
+					EXIT WHEN cardinality(v_ids) >= max_jobs;
+				END LOOP;
+				EXIT rounds WHEN cardinality(v_ids) >= max_jobs OR cardinality(v_ids) = v_before
+				              OR v_rows < max_jobs * 4 + 100 OR v_round >= 4;
+			END LOOP rounds;
 			EXIT walk WHEN v_one_by_one OR cardinality(v_ids) = 0;
 			-- (status as text: by primary key, as in the claiming UPDATE below)
 			SELECT count(*) INTO v_locked FROM (

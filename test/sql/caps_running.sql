@@ -56,3 +56,17 @@ SELECT count(*) AS running, count(DISTINCT concurrency_key) AS keys
   FROM bgexec.job WHERE queue = 'krun' AND status = 'running';
 -- (the jobs go: the files after this one see no running jobs of theirs)
 DELETE FROM bgexec.job WHERE queue = 'krun';
+-- A window full of a few keys' backlogs: 200 keys x 50 jobs submitted key
+-- by key, per_key 1.  The window of a claim of 10 (140 rows) held three
+-- keys' jobs, and the claim took 3 (rev-card F4); it reads on past the
+-- keys it brought to their cap and takes 10, one of each key.
+SELECT (bgexec.configure_queue('kwin', max_running_per_key => 1)).name;
+INSERT INTO bgexec.job (queue, kind, owner, concurrency_key)
+SELECT 'kwin', 'noop', current_user, 'w' || lpad(k::text, 3, '0')
+  FROM generate_series(1, 200) k, generate_series(1, 50) n ORDER BY k, n;
+SELECT count(*) AS claimed, count(DISTINCT j.concurrency_key) AS keys
+  FROM bgexec.claim('w', '{kwin}', 10) c JOIN bgexec.job j ON j.id = c.job_id;
+-- and the next claim the next ten keys'
+SELECT string_agg(j.concurrency_key, ',' ORDER BY j.concurrency_key) AS keys
+  FROM bgexec.claim('w', '{kwin}', 10) c JOIN bgexec.job j ON j.id = c.job_id;
+DELETE FROM bgexec.job WHERE queue = 'kwin';
