@@ -1513,10 +1513,12 @@ DECLARE
 	v_probe text[] := '{}';
 	v_n bigint;
 	v_map jsonb;
-	-- The walk's rounds: which, the rows the round read, v_ids before it.
+	-- The walk's rounds: which, the rows the round read, v_ids before it,
+	-- whether it passed over a job of a key it capped.
 	v_round int;
 	v_rows int;
 	v_before int;
+	v_passed boolean;
 	v_queue_counts jsonb := '{}';
 	v_caps jsonb := '{}';
 	v_c record;
@@ -1918,7 +1920,8 @@ BEGIN
 			-- Rounds: a window full of a few keys' backlogs admits one job of
 			-- each key (per_key 1: 2 000 keys x 50 jobs submitted key by key,
 			-- a claim of 10 took 3 jobs, rev-card F4).  While a round's window
-			-- was full, admitted some and not max_jobs, the scan reads again:
+			-- was full, admitted some and not max_jobs, and passed over jobs of
+			-- keys it capped (not a queue's max_running), the scan reads again:
 			-- the keys this walk brought to their cap are passed over now
 			-- (v_key_counts), the jobs admitted are not read again.  At most
 			-- four rounds: each reads the earlier rounds' capped rows again.
@@ -1926,6 +1929,7 @@ BEGIN
 			<<rounds>> LOOP
 				v_round := v_round + 1;
 				v_rows := 0;
+				v_passed := false;
 				v_before := cardinality(v_ids);
 				FOR v_c IN
 					SELECT c.id, c.q, c.k FROM (
@@ -1999,8 +2003,12 @@ BEGIN
 								         WHERE r.status = 'running' AND r.queue = v_c.q AND r.concurrency_key = v_c.k
 								         LIMIT (v_caps->v_c.q->>'per_key')::int) r;
 							END IF;
-							CONTINUE WHEN coalesce((v_key_counts->>v_k)::int, 0)
-							              >= (v_caps->v_c.q->>'per_key')::int;
+							-- (a job of a key this walk capped: a round more
+							-- may find other keys)
+							IF coalesce((v_key_counts->>v_k)::int, 0) >= (v_caps->v_c.q->>'per_key')::int THEN
+								v_passed := true;
+								CONTINUE;
+							END IF;
 						END IF;
 					END IF;
 					-- Second pass: held by another transaction, or no longer
@@ -2027,7 +2035,7 @@ BEGIN
 					EXIT WHEN cardinality(v_ids) >= max_jobs;
 				END LOOP;
 				EXIT rounds WHEN cardinality(v_ids) >= max_jobs OR cardinality(v_ids) = v_before
-				              OR v_rows < max_jobs * 4 + 100 OR v_round >= 4;
+				              OR v_rows < max_jobs * 4 + 100 OR NOT v_passed OR v_round >= 4;
 			END LOOP rounds;
 			EXIT walk WHEN v_one_by_one OR cardinality(v_ids) = 0;
 			-- (status as text: by primary key, as in the claiming UPDATE below)

@@ -70,3 +70,14 @@ SELECT count(*) AS claimed, count(DISTINCT j.concurrency_key) AS keys
 SELECT string_agg(j.concurrency_key, ',' ORDER BY j.concurrency_key) AS keys
   FROM bgexec.claim('w', '{kwin}', 10) c JOIN bgexec.job j ON j.id = c.job_id;
 DELETE FROM bgexec.job WHERE queue = 'kwin';
+-- The rounds are for keys the walk capped only: a claim that max_running
+-- stops short of max_jobs, with a full window, reads it once (140 entries
+-- of job_runnable_idx for a claim of 10, not twice as many).
+SELECT (bgexec.configure_queue('kmax', max_running => 5)).name;
+INSERT INTO bgexec.job (queue, kind, owner) SELECT 'kmax', 'noop', current_user FROM generate_series(1, 1000);
+BEGIN;
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_runnable_idx'::regclass) AS read0 \gset
+SELECT count(*) AS claimed FROM bgexec.claim('w', '{kmax}', 10);
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_runnable_idx'::regclass) - :read0 < 200 AS one_round;
+COMMIT;
+DELETE FROM bgexec.job WHERE queue = 'kmax';
