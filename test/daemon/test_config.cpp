@@ -63,6 +63,7 @@ TEST(WorkerConfig, Defaults) {
   EXPECT_EQ(c.reconcile_s, 5.0);
   EXPECT_EQ(c.kill_grace_s, 0.5);
   EXPECT_EQ(c.log_cap_bytes, std::size_t{1} << 20);
+  EXPECT_EQ(c.max_result_bytes, std::size_t{64} << 20);
   EXPECT_EQ(c.finish_batch, 64);
   EXPECT_DOUBLE_EQ(c.finish_delay_s, 0.002);
   EXPECT_DOUBLE_EQ(c.claim_backoff_s, 0.05);
@@ -514,6 +515,18 @@ TEST(WorkerConfig, FileNotReadableOrInvalid) {
   EXPECT_EQ(error_of({"--config", twice.path()}), "config file " + twice.path() + ": key \"lease\" is given twice");
 }
 
+TEST(WorkerConfig, MaxResultBytesFromEachSource) {
+  EXPECT_EQ(parse_worker_config({"--max-result-bytes", "1000000"}, {}).max_result_bytes, 1000000u);
+  EXPECT_EQ(parse_worker_config({"--max-result-bytes=256000000"}, {}).max_result_bytes, 256000000u);
+  EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_MAX_RESULT_BYTES", "4096"}}).max_result_bytes, 4096u);
+  TempConfig file(R"({"max_result_bytes": 2048, "log_cap": 100})");
+  const WorkerConfig c = parse_worker_config({"--config", file.path()}, {});
+  EXPECT_EQ(c.max_result_bytes, 2048u);
+  EXPECT_EQ(c.log_cap_bytes, 100u);  // each its own
+  TempConfig bad(R"({"max_result_bytes": 300000000})");
+  EXPECT_NE(error_of({"--config", bad.path()}).find("max_result_bytes"), std::string::npos);
+}
+
 TEST(WorkerConfig, BadFlagValuesNameTheFlag) {
   EXPECT_NE(error_of({"--concurrency", "0"}).find("--concurrency"), std::string::npos);
   EXPECT_NE(error_of({"--concurrency", "1025"}).find("--concurrency"), std::string::npos);
@@ -527,6 +540,11 @@ TEST(WorkerConfig, BadFlagValuesNameTheFlag) {
   EXPECT_NE(error_of({"--kill-grace", "1y"}).find("--kill-grace"), std::string::npos);
   EXPECT_NE(error_of({"--log-cap", "0"}).find("--log-cap"), std::string::npos);
   EXPECT_NE(error_of({"--log-cap", "1MB"}).find("--log-cap"), std::string::npos);
+  // A job's result: at most 256000000 bytes, under what one jsonb value holds.
+  EXPECT_NE(error_of({"--max-result-bytes", "0"}).find("--max-result-bytes: expected a number of bytes from 1 to 256000000"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--max-result-bytes", "256000001"}).find("--max-result-bytes"), std::string::npos);
+  EXPECT_NE(error_of({"--max-result-bytes", "1MB"}).find("--max-result-bytes"), std::string::npos);
   EXPECT_NE(error_of({"--finish-batch", "0"}).find("--finish-batch"), std::string::npos);
   EXPECT_NE(error_of({"--finish-batch", "1001"}).find("expected an integer from 1 to 1000"), std::string::npos);
   EXPECT_NE(error_of({"--finish-delay", "-1"}).find("--finish-delay"), std::string::npos);
@@ -566,6 +584,7 @@ TEST(WorkerConfig, UsageDocumentsEveryFlag) {
         "BGEXEC_GRACE", "--secrets-dir", "BGEXEC_SECRETS_DIR", "--poll", "BGEXEC_POLL", "Defaults to 1.",
         "--reconcile-interval", "BGEXEC_RECONCILE_INTERVAL", "Defaults to 5.", "--kill-grace",
         "BGEXEC_KILL_GRACE", "Defaults to 0.5.", "--log-cap", "BGEXEC_LOG_CAP", "1048576",
+        "--max-result-bytes", "BGEXEC_MAX_RESULT_BYTES", "67108864",
         "--finish-batch", "BGEXEC_FINISH_BATCH", "Defaults to 64.", "--finish-delay", "BGEXEC_FINISH_DELAY",
         "Defaults to 0.002."}) {
     EXPECT_NE(usage.find(needle), std::string::npos) << needle;

@@ -80,6 +80,7 @@ const Setting settings[] = {
     {"--kill-grace", "BGEXEC_KILL_GRACE", "kill_grace", Kind::nonneg_seconds, nullptr,
      &WorkerConfig::kill_grace_s},
     {"--log-cap", "BGEXEC_LOG_CAP", "log_cap", Kind::bytes},
+    {"--max-result-bytes", "BGEXEC_MAX_RESULT_BYTES", "max_result_bytes", Kind::bytes},
     {"--finish-batch", "BGEXEC_FINISH_BATCH", "finish_batch", Kind::integer, nullptr, nullptr,
      &WorkerConfig::finish_batch, 1, 1000},
     {"--finish-delay", "BGEXEC_FINISH_DELAY", "finish_delay", Kind::nonneg_seconds, nullptr,
@@ -221,6 +222,20 @@ std::size_t checked_bytes(std::optional<unsigned long long> v, const std::string
   return static_cast<std::size_t>(*v);
 }
 
+// A bytes setting: --log-cap (>= 1) or --max-result-bytes (1 ..
+// max_result_limit).
+void set_bytes(WorkerConfig& cfg, const Setting& s, std::optional<unsigned long long> v, const std::string& label,
+               const std::string& shown) {
+  if (s.key == "max_result_bytes") {
+    if (!v || *v < 1 || *v > max_result_limit)
+      throw ConfigError(label + ": expected a number of bytes from 1 to " + std::to_string(max_result_limit) +
+                        " (under jsonb's 255 MiB), got " + shown);
+    cfg.max_result_bytes = static_cast<std::size_t>(*v);
+    return;
+  }
+  cfg.log_cap_bytes = checked_bytes(v, label, shown);
+}
+
 // Applies one textual value (from a flag or variable). Lists (queues,
 // actions) replace/merge as the source dictates: the caller handles --queue.
 void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, const std::string& label) {
@@ -261,7 +276,7 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
       break;
     }
     case Kind::bytes:
-      cfg.log_cap_bytes = checked_bytes(parse_unsigned(value), label, shown);
+      set_bytes(cfg, s, parse_unsigned(value), label, shown);
       break;
     case Kind::config:
       break;
@@ -374,7 +389,7 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
       std::optional<unsigned long long> n;
       if (v.is_number_unsigned()) n = v.get<unsigned long long>();
       else if (!v.is_number_integer()) throw wrong_type("an integer number of bytes");
-      cfg.log_cap_bytes = checked_bytes(n, label, v.dump());
+      set_bytes(cfg, s, n, label, v.dump());
       break;
     }
     case Kind::config:
@@ -597,7 +612,7 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              allow_run,
                              actions, grace,
                              secrets_dir, poll, reconcile_interval, kill_grace,
-                             log_cap, finish_batch, finish_delay,
+                             log_cap, max_result_bytes, finish_batch, finish_delay,
                              claim_backoff.
                              Env BGEXEC_CONFIG. Defaults to none.
   --action NAME=PATH         Executable run for action NAME; repeatable (each
@@ -623,6 +638,11 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              (With a lease under 3 s, a sixth of the lease.)
   --log-cap BYTES            Cap on output captured per run of a job, >= 1.
                              Env BGEXEC_LOG_CAP. Defaults to 1048576 (1 MiB).
+  --max-result-bytes BYTES   Most a completed job's result (its sink steps'
+                             outputs) may be as JSON text, 1..256000000;
+                             past it the job fails (54000), not retried.
+                             Env BGEXEC_MAX_RESULT_BYTES. Defaults to
+                             67108864 (64 MiB).
   --finish-batch N           Most finishes sent in one finish_many call (one
                              commit), 1..1000. Env BGEXEC_FINISH_BATCH.
                              Defaults to 64.

@@ -33,10 +33,18 @@ struct WorkerConfig {
   double kill_grace_s = 0.5;                    // TERM -> KILL delay for step processes
   std::string kill_grace_source;                // where kill_grace_s came from ("" = the default)
   std::size_t log_cap_bytes = 1 << 20;          // per-job cap on captured output
+  // Most a completed job's result may be, as compact JSON text: past it the
+  // job fails (54000) instead; at most max_result_limit, under what a jsonb
+  // value holds (255 MiB).
+  std::size_t max_result_bytes = std::size_t{64} << 20;
   int finish_batch = 64;                        // finishes per finish_many call, 1..1000
   double finish_delay_s = 0.002;                // batch window of the first finish
   double claim_backoff_s = 0.05;                // most a NOTIFY-woken claim waits after losing races
 };
+
+// The largest --max-result-bytes: under jsonb's 255 MiB (268435455 bytes),
+// the most PostgreSQL stores in one result.
+inline constexpr std::size_t max_result_limit = 256 * 1000 * 1000;
 
 // Bad configuration; the message names the flag, variable or key at fault.
 class ConfigError : public std::runtime_error {

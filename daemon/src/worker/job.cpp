@@ -770,6 +770,37 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
     masker_.mask_json_in_place(body);
     item = Completer::item_text(id(), lease(), outcome, body);
   }
+  // A completed job's result past --max-result-bytes (its sink steps'
+  // outputs, each up to 16 MiB, add up) fails the job instead: not
+  // retried (its steps would make it again), each step's output still in
+  // its step_completed event.  Checked here, on the text about to be sent:
+  // past jsonb's 255 MiB the finish itself failed, and a result a little
+  // under it cost every reader (status, a retry's claim) seconds and
+  // hundreds of MB.
+  std::string outcome_sent = outcome;
+  // (The item is the body and a few dozen bytes more: only one past the
+  // limit is measured, a compare on the finish's path.)
+  if (const std::size_t limit = w_.config().max_result_bytes; outcome == "completed" && item.size() > limit) {
+    const std::size_t wrapper = Completer::item_text(id(), lease(), outcome, json()).size() - 4;  // less "null"
+    const std::size_t bytes = item.size() - wrapper;
+    if (bytes > limit) {
+      item.clear();
+      item.shrink_to_fit();
+      core::log("error", "job result over the limit",
+                {{"job_id", id_str(id())}, {"bytes", std::to_string(bytes)}, {"limit", std::to_string(limit)}});
+      json body = {{"message", "the job's result is " + std::to_string(bytes) +
+                                   " bytes as JSON, over the worker's --max-result-bytes of " +
+                                   std::to_string(limit) +
+                                   " (its steps' outputs stay in their step_completed events; write large "
+                                   "output to a file and print its path)"},
+                   {"sqlstate", "54000"},
+                   {"result_bytes", bytes},
+                   {"max_result_bytes", limit},
+                   {"retryable", false}};
+      outcome_sent = "failed";
+      item = Completer::item_text(id(), lease(), outcome_sent, body);
+    }
+  }
   check_lease();
   FinishResult r;
   try {
@@ -789,7 +820,7 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   // answers "lost"), which logged a completed job as "abandoning job"
   // alone.
   if (r.status)
-    core::log("info", "job finished", {{"job_id", id_str(id())}, {"outcome", outcome}, {"status", *r.status}});
+    core::log("info", "job finished", {{"job_id", id_str(id())}, {"outcome", outcome_sent}, {"status", *r.status}});
   if (abandoned_) throw Abandoned{};
   finished_ = true;
   if (!r.status) {
@@ -798,10 +829,10 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
     // it).  Said so, where "refused" alone read as a job lost.
     if (r.retried)
       core::log("warn", "finish re-sent and refused: the first attempt may have been applied",
-                {{"job_id", id_str(id())}, {"outcome", outcome}, {"retried", "true"}});
+                {{"job_id", id_str(id())}, {"outcome", outcome_sent}, {"retried", "true"}});
     else
       core::log("warn", "finish refused: lease no longer current",
-                {{"job_id", id_str(id())}, {"outcome", outcome}, {"retried", "false"}});
+                {{"job_id", id_str(id())}, {"outcome", outcome_sent}, {"retried", "false"}});
   }
 }
 
