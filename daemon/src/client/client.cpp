@@ -299,17 +299,13 @@ json db_json(const std::optional<std::string>& text) {
   return in ? std::move(in.value) : json(*text);
 }
 
-// A json/jsonb column's text, exactly as the database wrote it, without the
-// blanks jsonb's output puts after ':' and ','; nullopt when it is no JSON
-// (invalid UTF-8 from a SQL_ASCII database: db_json's string stands in).
-// Numbers stay as stored, where nlohmann's double rounds any beyond 17
-// digits or 2^64.
-std::optional<std::string> exact_json(const std::optional<std::string>& text) {
-  if (!text || !json::accept(*text)) return std::nullopt;
+// A JSON text without the blanks jsonb's output puts after ':' and ',';
+// the start of one too (status: a value the server cut), as it is not parsed.
+std::string compact_json_prefix(const std::string& text) {
   std::string out;
-  out.reserve(text->size());
+  out.reserve(text.size());
   bool in_string = false, escaped = false;
-  for (char c : *text) {
+  for (char c : text) {
     if (in_string) {
       in_string = escaped || c != '"';
       escaped = !escaped && c == '\\';
@@ -321,6 +317,36 @@ std::optional<std::string> exact_json(const std::optional<std::string>& text) {
     out += c;
   }
   return out;
+}
+
+// A json/jsonb column's text, exactly as the database wrote it, without the
+// blanks jsonb's output puts after ':' and ','; nullopt when it is no JSON
+// (invalid UTF-8 from a SQL_ASCII database: db_json's string stands in).
+// Numbers stay as stored, where nlohmann's double rounds any beyond 17
+// digits or 2^64.
+std::optional<std::string> exact_json(const std::optional<std::string>& text) {
+  if (!text || !json::accept(*text)) return std::nullopt;
+  return compact_json_prefix(*text);
+}
+
+// bgexec status's text form: payload, result and error are cut to
+// status_cut bytes of compact JSON; the server sends status_fetch
+// characters of each (left(x::text, n)).  Enough for the same output: jsonb's
+// text puts at most one blank after each ':' or ',', which follows at least
+// one other character, so status_fetch characters (as many bytes or more)
+// are at least status_fetch / 2 bytes compacted, past status_cut.
+constexpr std::size_t status_cut = 2000;
+constexpr std::size_t status_fetch = 8192;
+static_assert(status_fetch / 2 > status_cut);
+
+// Whether the server cut this text (left() gave all status_fetch
+// characters: the value may be longer).  Counted in characters, as left() does;
+// a JSON string (its text starts with '"') it sends whole.
+bool status_doc_cut(const std::string& text) {
+  if (text.size() < status_fetch || text.front() == '"') return false;
+  std::size_t chars = 0;
+  for (char c : text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return chars >= status_fetch;
 }
 
 // Compact JSON cut to max bytes, before a character, not inside one (a half
@@ -806,10 +832,20 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   std::string times;
   for (const char* t : {"created_at", "started_at", "finished_at", "run_after", "deadline"})
     times += pg::utc_iso(t, s.json_out ? pg::Time::json : pg::Time::millis) + " AS " + t + ", ";
+  // The text form prints at most status_cut bytes of payload, result and
+  // error (a JSON string whole): the server sends no more than
+  // status_fetch characters of each, not a whole result of many MB (a 57 MB
+  // one took 3 s and 343 MB to print 2 kB).  --json prints them whole.
+  std::string docs = "payload, result, error";
+  if (!s.json_out) {
+    docs.clear();
+    for (const char* d : {"payload", "result", "error"})
+      docs += std::string(docs.empty() ? "" : ", ") + "CASE WHEN jsonb_typeof(" + d + ") = 'string' THEN " + d +
+              "::text ELSE left(" + d + "::text, " + std::to_string(status_fetch) + ") END AS " + d;
+  }
   auto r = co_await s.conn.query(
       "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
-      " lease_owner AS worker, " + times + "last_seq,"
-      " payload, result, error FROM bgexec.job WHERE id = $1",
+      " lease_owner AS worker, " + times + "last_seq, " + docs + " FROM bgexec.job WHERE id = $1",
       p);
   if (r.rows() == 0) {
     // As tail, stop, resume and retry report it (the extension's P0002).
@@ -833,10 +869,23 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
   } else {
     for (int c = 0; c < r.columns(); ++c) {
       const std::string k = r.column_name(c);
-      const json& v = row[k];
-      if (v.is_null()) continue;
-      std::string text = v.is_string() ? v.get<std::string>() : exact(k).value_or(core::dump(v));
-      if (!v.is_string()) text = core::utf8_cut(std::move(text), 2000, "...");
+      std::string text;
+      if (k == "payload" || k == "result" || k == "error") {
+        const auto raw = r.get(0, k);
+        if (!raw) continue;
+        if (status_doc_cut(*raw)) {
+          text = core::utf8_cut(compact_json_prefix(*raw), status_cut, "...");
+        } else {
+          const json v = db_json(raw);
+          if (v.is_null()) continue;
+          text = v.is_string() ? v.get<std::string>()
+                               : core::utf8_cut(exact_json(raw).value_or(core::dump(v)), status_cut, "...");
+        }
+      } else {
+        const json& v = row[k];
+        if (v.is_null()) continue;
+        text = v.is_string() ? v.get<std::string>() : core::utf8_cut(core::dump(v), status_cut, "...");
+      }
       std::cout << k << ": " << core::visible(text) << "\n";
     }
   }
