@@ -30,6 +30,19 @@ SELECT * FROM pg_temp.locked_queued();
 SELECT pg_temp.claimed('wm', 3) AS claimed;
 SELECT * FROM pg_temp.locked_queued();
 ROLLBACK;
+-- A job not yet due takes no share of the claim: fa's priority-5 job is due
+-- tomorrow, so a claim of 2 takes fa's first and fb's (due before fa's
+-- second), not fa's first two (the unlocked read counted fa's future job
+-- for fa, and the locked scan then took fa's next due one in its place)
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner, priority, payload, run_after) VALUES
+  ('fa', 'noop', current_user, 5, '{"n": "fa-tomorrow"}', now() + interval '1 day'),
+  ('fa', 'noop', current_user, 0, '{"n": "fa1"}', now() - interval '3 seconds'),
+  ('fb', 'noop', current_user, 0, '{"n": "fb1"}', now() - interval '2 seconds'),
+  ('fa', 'noop', current_user, 0, '{"n": "fa2"}', now() - interval '1 second');
+SELECT string_agg(c.payload->>'n', ',' ORDER BY c.job_id) AS claimed
+  FROM bgexec.claim('wf', ARRAY['fa', 'fb'], 2) c;
+ROLLBACK;
 -- Capped (max_running, and a rate limit on one queue): the same (old SQL:
 -- 56 locked, up to max_jobs * 4 + 100 of each queue)
 BEGIN;
@@ -52,6 +65,14 @@ BEGIN;
 SELECT count(*) AS claimed FROM bgexec.claim('wm',
   ARRAY(SELECT 'mq' || q FROM generate_series(1, 20) q)
   || ARRAY(SELECT 'mqidle' || q FROM generate_series(1, 10) q), 4);
+SELECT count(*) AS queue_locks FROM pg_locks
+ WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND pid = pg_backend_pid();
+ROLLBACK;
+-- an uncapped queue among capped ones takes no queue lock, with a queued
+-- job or not: two locks, mq1's and mq2's
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner) VALUES ('mqu1', 'noop', current_user);
+SELECT count(*) AS claimed FROM bgexec.claim('wm', ARRAY['mq1', 'mq2', 'mqu1', 'mqu2'], 4);
 SELECT count(*) AS queue_locks FROM pg_locks
  WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' AND pid = pg_backend_pid();
 ROLLBACK;
