@@ -43,6 +43,18 @@ INSERT INTO bgexec.job (queue, kind, owner, priority, payload, run_after) VALUES
 SELECT string_agg(c.payload->>'n', ',' ORDER BY c.job_id) AS claimed
   FROM bgexec.claim('wf', ARRAY['fa', 'fb'], 2) c;
 ROLLBACK;
+-- Within a priority, in run_after order, not id order: fa's later job has
+-- the smaller id; a claim of 1 takes fa's earlier one, ahead of fb's (the
+-- unlocked read took each range's first by id, fa's later job, and the
+-- claim took fb's)
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner, priority, payload, run_after) VALUES
+  ('fa', 'noop', current_user, 0, '{"n": "fa-late"}', now() - interval '1 second'),
+  ('fa', 'noop', current_user, 0, '{"n": "fa-early"}', now() - interval '3 seconds'),
+  ('fb', 'noop', current_user, 0, '{"n": "fb1"}', now() - interval '2 seconds');
+SELECT string_agg(c.payload->>'n', ',' ORDER BY c.job_id) AS claimed
+  FROM bgexec.claim('wf', ARRAY['fa', 'fb'], 1) c;
+ROLLBACK;
 -- Capped (max_running, and a rate limit on one queue): the same (old SQL:
 -- 56 locked, up to max_jobs * 4 + 100 of each queue)
 BEGIN;
