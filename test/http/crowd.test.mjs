@@ -54,3 +54,111 @@ test('400 streams polling one job over one busy connection: no read refused, eac
     gw.kill();
   }
 });
+
+// Opens `n` raw event streams of `token`, one per entry of `jobs`; returns
+// {sockets, got} (what each has received).
+function openStreams(gw, jobs, token = A) {
+  const sockets = [];
+  const got = new Array(jobs.length).fill('');
+  jobs.forEach((job, i) => {
+    const s = net.connect(gw.port, '127.0.0.1');
+    s.setEncoding('utf8');
+    s.on('data', (d) => { got[i] += d; });
+    s.on('error', () => {});
+    s.write(`GET /v1/jobs/${job}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+    sockets.push(s);
+  });
+  return { sockets, got };
+}
+
+// What the gateway's database has committed, as pg_stat_database counts it
+// (a backend reports within a second of going idle).
+const commits = () => Number(psql("SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'"));
+
+// Every browser reconnecting at once (a gateway restart): 1 000 opens by
+// one token, 500 on a queued job with no event yet, 500 on a job with one.
+// Each open's first reads went through the role's pool queue, capped at 256
+// waiting (Pool::max_waiting): 645 of 1 000 got 429, which EventSource
+// treats as fatal.  Stream reads now wait uncapped (a role's streams bound
+// them) and the opens of one job share their reads.
+test('1 000 stream opens at once by one token: every one gets 200', { timeout: 120000 }, async (t) => {
+  const gw = await startGateway(0, []);
+  let sockets = [];
+  try {
+    const most = Number(/max_connections=(\d+)/.exec(gw.log())?.[1] ?? 0);
+    if (most < 2 * 1000 + 16) {
+      t.skip(`the gateway may hold ${most} connections here (its descriptor limit)`);
+      return;
+    }
+    const queue = uniq('burst');
+    const { body: { id: started } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    claim(queue); // seq 1: started
+    const { body: { id: queued } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+    const jobs = Array.from({ length: 1000 }, (_, i) => (i % 2 ? queued : started));
+    const o = openStreams(gw, jobs);
+    sockets = o.sockets;
+    for (let i = 0; i < 300 && o.got.some((g) => !/\r\n\r\n/.test(g)); i++) await sleep(100);
+    const codes = {};
+    for (const g of o.got) {
+      const code = /^HTTP\/1\.1 (\d+)/.exec(g)?.[1] ?? 'none';
+      codes[code] = (codes[code] ?? 0) + 1;
+    }
+    assert.deepEqual(codes, { 200: 1000 }, `answers by status: ${JSON.stringify(codes)}`);
+    const withStarted = o.got.filter((g, i) => jobs[i] === started && g.includes('\nid: 1\n')).length;
+    assert.equal(withStarted, 500, 'streams of the started job that sent seq 1');
+  } finally {
+    for (const s of sockets) s.destroy();
+    gw.kill();
+  }
+});
+
+// Idle streams cost per role, not per stream: one sweep statement every
+// 3 s reads the jobs of all of a role's streams.  Each stream polled on its
+// own (its job row, then its events: two statements every 3 s), 1 000 idle
+// streams 776 transactions/s.  And an event written without a notification
+// (a claim's `started`) still reaches every stream, by the sweep.
+test('300 idle streams on 300 jobs: a few transactions per 3 s, and a claim still reaches them', { timeout: 120000 }, async (t) => {
+  const gw = await startGateway(0, []);
+  let sockets = [];
+  try {
+    const most = Number(/max_connections=(\d+)/.exec(gw.log())?.[1] ?? 0);
+    if (most < 2 * 300 + 16) {
+      t.skip(`the gateway may hold ${most} connections here (its descriptor limit)`);
+      return;
+    }
+    const queue = uniq('idle');
+    const jobs = [];
+    for (let i = 0; i < 300; i++) {
+      const { body: { id } } = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind: 'noop', queue } });
+      jobs.push(id);
+    }
+    // 100 at a time: this test is about idle streams, not a burst (above).
+    const got = [];
+    for (let b = 0; b < 3; b++) {
+      const o = openStreams(gw, jobs.slice(b * 100, b * 100 + 100));
+      sockets.push(...o.sockets);
+      for (let i = 0; i < 300 && o.got.some((g) => !g.includes('retry: 2000')); i++) await sleep(100);
+      got.push(o.got);
+    }
+    const o = { get got() { return got.flat(); } };
+    assert.equal(o.got.filter((g) => g.includes('retry: 2000')).length, 300, 'streams open');
+    await sleep(2500); // the opens' own transactions reported
+    const before = commits();
+    await sleep(6500); // two sweeps at least; each stream polled twice
+    const idle = commits() - before;
+    // 300 streams polling on their own: 1 200 to 1 600 here.  Now two or
+    // three sweeps, and this test's psql sessions (and autovacuum).
+    assert.ok(idle < 300, `${idle} transactions in 6.5 s with 300 idle streams`);
+    const m = (await api('GET', '/metrics', { base: gw.url })).text;
+    assert.match(m, /^bgexec_gateway_stream_sweeps_total [1-9]/m);
+    assert.match(m, /^bgexec_gateway_stream_sweep_wakes_total 0$/m, 'no stream woken while nothing happened');
+
+    // Claims send no NOTIFY: `started` reaches the streams by the sweep.
+    psql(`SELECT count(*) FROM bgexec.claim('http-test', ARRAY['${queue}'], 300, '60 s')`);
+    for (let i = 0; i < 100 && o.got.some((g) => !g.includes('\nid: 1\n')); i++) await sleep(100);
+    assert.equal(o.got.filter((g) => g.includes('\nid: 1\n')).length, 300, 'streams that sent `started`');
+  } finally {
+    for (const s of sockets) s.destroy();
+    gw.kill();
+  }
+});

@@ -440,6 +440,21 @@ const std::string schedule_columns =
 // A batch of a stream's events: up to $3 (replay_batch at most), cut by
 // size (core::events_page_sql).
 const std::string events_sql = core::events_page_sql(replay_batch_bytes);
+// A new stream's read of its job's row, when it has nothing after its cursor.
+const std::string job_end_sql = "SELECT status::text, last_seq FROM bgexec.job WHERE id = $1::bigint";
+// The sweep (Gateway::sweep_streams): for each (job, position, created_at of
+// the event read there) of a role's streams, the job's status and last_seq,
+// and whether its log was rewound at the position (core::rewind_check_sql's
+// test; the stream's own check then finds where to resume).  No row: the
+// job is gone, or hidden from the role.
+const std::string sweep_sql =
+    "SELECT s.i, j.status::text, j.last_seq,"
+    " CASE WHEN s.cur > 0 AND (s.created IS NOT NULL OR j.last_seq < s.cur) AND NOT EXISTS ("
+    "        SELECT 1 FROM bgexec.events(s.job, s.cur - 1, 1) e"
+    "        WHERE e.seq = s.cur AND (s.created IS NULL OR e.created_at = s.created::timestamptz))"
+    "      THEN true ELSE false END AS rewound"
+    " FROM jsonb_to_recordset($1::jsonb) AS s(i int, job bigint, cur int, created text)"
+    " JOIN bgexec.job j ON j.id = s.job";
 
 // Whether a stream's reader has gone: it sends nothing after its request,
 // so its socket at end of file, or in error (reset), means it closed.
@@ -1581,7 +1596,9 @@ asio::awaitable<std::shared_ptr<Gateway::SharedFetch>> Gateway::shared_fetch(
     auto f = std::make_shared<SharedFetch>(co_await asio::this_coro::executor);
     fetches_.emplace(key, f);
     try {
-      f->result = std::make_shared<const pg::Result>(co_await pool_.query(role, sql, params, true, left));
+      // Uncapped (Pool::query): a stream has one read at a time, and a
+      // role's streams are bounded (stream_events).
+      f->result = std::make_shared<const pg::Result>(co_await pool_.query(role, sql, params, true, left, true));
       // Rendered here, once, before the waiters wake: the key holds the
       // cursor (the statement's $2), so every waiter renders the same.
       if (render_after) {
@@ -1602,6 +1619,69 @@ asio::awaitable<std::shared_ptr<Gateway::SharedFetch>> Gateway::shared_fetch(
     if (f->leader_gone) throw ClientGone();
     if (f->error) std::rethrow_exception(f->error);
     co_return f;
+  }
+}
+
+asio::awaitable<void> Gateway::sweep_streams() {
+  asio::steady_timer t(ex_);
+  for (;;) {
+    t.expires_after(poll_every);
+    co_await t.async_wait(use_tuple);
+    std::vector<std::string> roles;
+    for (const auto& [role, w] : watches_)
+      if (!w.empty()) roles.push_back(role);
+    // One role at a time: the sweep takes one pool connection at most.
+    for (const auto& role : roles) co_await sweep_role(role);
+  }
+}
+
+// One sweep of a role's streams (sweep_sql): the streams at one (job,
+// position, event read there) share a row; those whose job has something
+// for them (events past the position, a rewound log, the job gone or ended
+// with the stream still open) are woken, and run their own check and read.
+asio::awaitable<void> Gateway::sweep_role(const std::string& role) {
+  using Key = std::tuple<std::int64_t, std::int64_t, std::optional<std::string>>;
+  std::map<Key, std::vector<std::uint64_t>> groups;
+  for (const auto& [id, w] : watches_[role])
+    if (!w->due) groups[Key{w->job, *w->cursor, *w->created}].push_back(id);
+  if (groups.empty()) co_return;
+  json rows = json::array();
+  std::vector<const Key*> keys;
+  for (const auto& [k, ids] : groups) {
+    json r{{"i", keys.size()}, {"job", std::get<0>(k)}, {"cur", std::get<1>(k)}};
+    r["created"] = std::get<2>(k) ? json(*std::get<2>(k)) : json(nullptr);
+    rows.push_back(std::move(r));
+    keys.push_back(&k);
+  }
+  // No row: the job is gone or hidden.  A failed sweep wakes them all.
+  std::vector<char> due(keys.size(), 1);
+  try {
+    auto r = co_await pool_.query(role, sweep_sql, args(dump(rows)), true, {}, true);
+    ++sweeps_;
+    for (int row = 0; row < r.rows(); ++row) {
+      auto i = parse_int(r.get(row, 0).value_or("")).value_or(-1);
+      if (i < 0 || static_cast<std::size_t>(i) >= keys.size()) continue;
+      const auto cur = std::get<1>(*keys[i]);
+      const auto status = r.get(row, 1).value_or("");
+      const auto last = parse_int(r.get(row, 2).value_or("0")).value_or(0);
+      const bool rewound = r.get(row, 3).value_or("f") == "t";
+      due[i] = rewound || last != cur || is_stream_end(status);
+    }
+  } catch (const pg::Error&) {
+    // Every stream of the role reads on its own, as at a poll: it ends on
+    // a 404 or 403 (a purge, a revoke), and logs (throttled) otherwise.
+  }
+  auto& now = watches_[role];
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!due[i]) continue;
+    for (auto id : groups[*keys[i]]) {
+      auto it = now.find(id);
+      // Gone, or read since (its cursor moved): nothing to wake.
+      if (it == now.end() || *it->second->cursor != std::get<1>(*keys[i])) continue;
+      it->second->due = true;
+      it->second->sub->poke();
+      ++sweep_wakes_;
+    }
   }
 }
 
@@ -1766,8 +1846,10 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
     if (pending.empty() && !ended) {
       // Nothing after the cursor: a job already at its end has nothing more to
       // say; 204 tells EventSource not to reconnect.
-      auto r = co_await pool_.query(*role, "SELECT status::text, last_seq FROM bgexec.job WHERE id = $1::bigint",
-                                    args(id_s), true);
+      // Shared: a burst of opens of one job (every browser reconnecting
+      // after a gateway restart) reads its row once.
+      auto shared = co_await shared_read(*role, job_end_sql, args(id_s), left);
+      const pg::Result& r = *shared;
       if (r.rows() == 0) throw pg::Error("P0002", "job " + id_s + " does not exist");
       auto status = r.get(0, 0).value_or("");
       auto last = parse_int(r.get(0, 1).value_or("0")).value_or(0);
@@ -1888,6 +1970,18 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
   auto last_fetch = last_write;
   std::size_t junk = 0;  // bytes the reader sent after its request
   bool check = false;    // read the job row (check_job) before the next fetch
+  // The sweep (sweep_streams) reads the job for this stream, with the
+  // role's others, and sets watch.due when it has something for it.  A
+  // stream whose last read failed polls on its own (`own_poll`), every
+  // poll_every, until one succeeds.
+  StreamWatch watch{job_id, &cursor, &last_created, &sub};
+  struct Watched {
+    std::map<std::uint64_t, StreamWatch*>& m;
+    std::uint64_t id;
+    ~Watched() { m.erase(id); }
+  } watched{watches_[*role], next_watch_++};
+  watched.m.emplace(watched.id, &watch);
+  bool own_poll = false;
   // A batch the gateway had no room for: its size, and when the stream
   // looks for room again.  It ended the stream, a clean end to a reader
   // without the job's last event: 200 readers of one job, reading at full
@@ -1916,7 +2010,7 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
         room_check_at = now + std::chrono::milliseconds(100 + room_jitter() % 300);
       }
     }
-    if (!room_for && (more || sub.seen() > cursor || now - last_fetch >= poll_every)) {
+    if (!room_for && (more || sub.seen() > cursor || watch.due || (own_poll && now - last_fetch >= poll_every))) {
       // Where the stream is, for reading a batch it has no room for again.
       const auto at_cursor = cursor;
       const auto at_kind = last_kind;
@@ -1930,13 +2024,16 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       if (sub.seen() == std::numeric_limits<std::int64_t>::max()) check = true;
       // Cleared before the fetch: an announcement arriving during it is kept.
       sub.clear();
+      watch.due = false;
       last_fetch = now;
       try {
         if (check) co_await check_job();
         check = false;
         if (!ended) co_await fetch();
+        own_poll = false;
       } catch (const pg::Error& e) {
         more = false;  // retried at the next poll
+        own_poll = true;
         // The role's queue for a connection was full (53400, Pool::
         // max_waiting): tried again within a second, at a moment of its
         // own, not at the next poll.  The announcement it was for is
@@ -1992,7 +2089,8 @@ asio::awaitable<void> Gateway::stream_events(beast::tcp_stream& stream, const Re
       last_write = now = std::chrono::steady_clock::now();
       if (sub.seen() > cursor) continue;
     }
-    auto until = std::min(room_for ? room_check_at : last_fetch + poll_every, last_write + keepalive_every);
+    const auto next_poll = own_poll ? last_fetch + poll_every : std::chrono::steady_clock::time_point::max();
+    auto until = std::min(room_for ? room_check_at : next_poll, last_write + keepalive_every);
     if (until > now) {
       // A reader sends nothing after its request, so the socket turning
       // readable means it left (EOF, reset): the stream ends now, instead of

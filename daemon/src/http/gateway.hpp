@@ -56,6 +56,15 @@ class Gateway {
   // Accepts connections forever on the configured address.
   asio::awaitable<void> listen(asio::ip::tcp::acceptor& acceptor);
   Notifier& notifier() { return notifier_; }
+  // The event streams' safety net, forever: every 3 s, for each role with
+  // streams open, one statement reads the jobs they follow (last_seq,
+  // status, and whether the log was rewound at each stream's position) and
+  // wakes the streams whose job has something they have not sent.  Events
+  // written without a notification (claims send none; a session with
+  // bgexec.notify_events off), a log rewound by a failover, a job purged
+  // or a role revoked are found there.  Each stream polled on its own, two
+  // statements every 3 s: 1 000 idle streams cost 776 transactions/s.
+  asio::awaitable<void> sweep_streams();
 
  private:
   asio::awaitable<void> session(asio::ip::tcp::socket sock);
@@ -105,6 +114,24 @@ class Gateway {
   // tenant's streams could take every connection, and every other tenant's
   // request got 503.
   std::map<std::string, std::size_t> streams_;
+  // An open stream as the sweep sees it: its job and where it is (pointers
+  // into the stream's own state), its subscription (to wake it) and `due`,
+  // set by the sweep when the job has something for it.
+  struct StreamWatch {
+    std::int64_t job;
+    const std::int64_t* cursor;
+    const std::optional<std::string>* created;  // created_at of the event at the cursor, once sent
+    Subscription* sub;
+    bool due = false;
+  };
+  // The open streams past their first batch, by role, by serial; an entry
+  // per token's role, a fixed few: none is erased.
+  std::map<std::string, std::map<std::uint64_t, StreamWatch*>> watches_;
+  std::uint64_t next_watch_ = 0;
+  asio::awaitable<void> sweep_role(const std::string& role);
+  // /metrics: sweeps run (one statement each), and streams they woke.
+  std::uint64_t sweeps_ = 0;
+  std::uint64_t sweep_wakes_ = 0;
   // Bytes of responses and event batches being written, in all and by
   // role ("" for requests without a known token): see hold() in gateway.cpp.
   std::size_t held_ = 0;

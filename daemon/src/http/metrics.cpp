@@ -227,6 +227,14 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
     << "\n# HELP bgexec_gateway_event_batches_sent_total Event batches written to streams (one per stream).\n"
        "# TYPE bgexec_gateway_event_batches_sent_total counter\nbgexec_gateway_event_batches_sent_total "
     << batches_sent_
+    << "\n# HELP bgexec_gateway_stream_sweeps_total Safety-net reads of the jobs event streams follow (one "
+       "statement per role with streams, every 3 s).\n"
+       "# TYPE bgexec_gateway_stream_sweeps_total counter\nbgexec_gateway_stream_sweeps_total "
+    << sweeps_
+    << "\n# HELP bgexec_gateway_stream_sweep_wakes_total Event streams a sweep woke: their job had something "
+       "they had not sent.\n"
+       "# TYPE bgexec_gateway_stream_sweep_wakes_total counter\nbgexec_gateway_stream_sweep_wakes_total "
+    << sweep_wakes_
     << "\n# HELP bgexec_gateway_response_bytes_held Bytes of answers and event batches waiting to be written "
        "(counted against --response-memory).\n"
        "# TYPE bgexec_gateway_response_bytes_held gauge\nbgexec_gateway_response_bytes_held "

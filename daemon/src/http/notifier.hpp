@@ -39,6 +39,9 @@ class Subscription {
   std::int64_t seen() const { return seen_; }
   // Forgets announcements (called right before the stream reads the events).
   void clear() { seen_ = 0; }
+  // Ends a wait() now without an announcement (the gateway's sweep found
+  // the job changed: Gateway::sweep_streams).
+  void poke() { timer_.cancel(); }
 
  private:
   friend class Notifier;

@@ -44,18 +44,21 @@ Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, lon
 // Takes a free connection; when all are checked out, waits in the role's
 // queue until release() hands it one.  A connection is free only while no
 // request waits, as release() hands each one over.
-asio::awaitable<Pool::Slot*> Pool::acquire(const std::string& role) {
+asio::awaitable<Pool::Slot*> Pool::acquire(const std::string& role, bool uncapped) {
   for (auto& s : slots_)
     if (!s->busy) {
       s->busy = true;
       co_return s.get();
     }
   auto& queue = waiting_[role];
-  if (queue.size() >= max_waiting) {
+  auto& counted = counted_[role];  // an entry per token's role, a fixed few: none is erased
+  if (!uncapped && counted >= max_waiting) {
     auto msg = std::to_string(max_waiting) + " requests of this role are already waiting for a database connection";
     throw pg::Error("53400", msg, {msg, "", "Send fewer requests at once, or try again shortly.", ""});
   }
   auto w = std::make_shared<Waiter>(ex_);
+  w->counted = !uncapped;
+  if (w->counted) ++counted;
   if (queue.empty()) turns_.push_back(role);
   queue.push_back(w);
   co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -75,6 +78,7 @@ void Pool::release(Slot* s) {
   auto it = waiting_.find(role);
   auto w = std::move(it->second.front());
   it->second.pop_front();
+  if (w->counted) --counted_[role];
   if (it->second.empty()) waiting_.erase(it);
   else turns_.push_back(std::move(role));
   w->slot = s;
@@ -98,8 +102,9 @@ asio::awaitable<pg::Result> Pool::run(Slot& s, const std::string& role, const st
 }
 
 asio::awaitable<pg::Result> Pool::query(const std::string& role, std::string sql, pg::Params params,
-                                        bool idempotent, const std::function<bool()>& abandoned) {
-  Slot* s = co_await acquire(role);
+                                        bool idempotent, const std::function<bool()>& abandoned,
+                                        bool uncapped) {
+  Slot* s = co_await acquire(role, uncapped);
   struct Release {
     Pool* p;
     Slot* s;

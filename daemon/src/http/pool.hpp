@@ -64,9 +64,15 @@ class Pool {
   // each): one tenant's thousand requests, or a flood of token-less
   // /metrics scrapes, delay another tenant's by one statement per role
   // ahead of it, not by the whole queue.  A role with max_waiting requests
-  // waiting gets pg::Error 53400 for the next (429).
+  // waiting gets pg::Error 53400 for the next (429).  A call with
+  // `uncapped` waits whatever the count, and is not counted: the event
+  // streams' reads, whose number the gateway bounds itself (a role's open
+  // streams, each with one read at a time, and one safety-net sweep per
+  // role): a thousand browsers reconnecting at once after a gateway
+  // restart got 645 429s, which EventSource gives up on.
   asio::awaitable<pg::Result> query(const std::string& role, std::string sql, pg::Params params = {},
-                                    bool idempotent = false, const std::function<bool()>& abandoned = {});
+                                    bool idempotent = false, const std::function<bool()>& abandoned = {},
+                                    bool uncapped = false);
 
   static constexpr std::size_t max_waiting = 256;
 
@@ -81,8 +87,9 @@ class Pool {
     explicit Waiter(asio::any_io_executor ex) : timer(ex, asio::steady_timer::time_point::max()) {}
     asio::steady_timer timer;
     Slot* slot = nullptr;
+    bool counted = true;  // counts towards max_waiting (not `uncapped`)
   };
-  asio::awaitable<Slot*> acquire(const std::string& role);
+  asio::awaitable<Slot*> acquire(const std::string& role, bool uncapped);
   void release(Slot* s);
   asio::awaitable<pg::Result> run(Slot& s, const std::string& role, const std::string& sql,
                                   const pg::Params& params);
@@ -93,6 +100,7 @@ class Pool {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::map<std::string, std::deque<std::shared_ptr<Waiter>>> waiting_;  // by role
   std::deque<std::string> turns_;  // the roles with requests waiting, in the order they are served
+  std::map<std::string, std::size_t> counted_;  // by role: its waiting requests max_waiting counts
 };
 
 }  // namespace bgexec::http

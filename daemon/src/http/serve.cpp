@@ -275,6 +275,7 @@ int run_serve(const std::vector<std::string>& args) {
     return 1;
   }
   asio::co_spawn(io, gw->notifier().run(), asio::detached);
+  asio::co_spawn(io, gw->sweep_streams(), asio::detached);
   for (auto& a : acceptors) asio::co_spawn(io, gw->listen(a), asio::detached);
   signals->async_wait([&](const boost::system::error_code&, int sig) {
     core::log("info", "stopping", {{"signal", std::to_string(sig)}});
