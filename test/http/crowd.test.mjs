@@ -142,7 +142,9 @@ test('300 idle streams on 300 jobs: a few transactions per 3 s, and a claim stil
     }
     const o = { get got() { return got.flat(); } };
     assert.equal(o.got.filter((g) => g.includes('retry: 2000')).length, 300, 'streams open');
-    await sleep(2500); // the opens' own transactions reported
+    // The opens' own transactions reported: a backend's counts can reach
+    // pg_stat_database up to 10 s after them (PGSTAT_IDLE_INTERVAL).
+    await sleep(11000);
     const before = commits();
     await sleep(6500); // two sweeps at least; each stream polled twice
     const idle = commits() - before;
