@@ -1667,9 +1667,12 @@ asio::awaitable<void> Gateway::sweep_role(const std::string& role) {
       const bool rewound = r.get(row, 3).value_or("f") == "t";
       due[i] = rewound || last != cur || is_stream_end(status);
     }
-  } catch (const pg::Error&) {
+  } catch (const std::exception&) {
     // Every stream of the role reads on its own, as at a poll: it ends on
     // a 404 or 403 (a purge, a revoke), and logs (throttled) otherwise.
+    // Whatever the failure (not only the database's): an exception out of
+    // here would end the sweep for good, detached, and with it every idle
+    // stream's only way to hear of what sends no NOTIFY.
   }
   auto& now = watches_[role];
   for (std::size_t i = 0; i < keys.size(); ++i) {
