@@ -25,3 +25,17 @@ GRANT bgexec_client TO tenant_a;
 SQL
   echo '{"token-a": "tenant_a"}' >"$WORK/tokens.json"
 }
+
+# gateway_scratch NAME: WORK, a fresh directory under TMPDIR (or /tmp), and
+# at exit the gateway in $gw_pid (when set), the cluster in $WORK/cluster
+# and WORK go (bench/sse-crowd-ab.sh, bench/sse-idle-ab.sh).
+gateway_scratch() {
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgexec-$1.XXXXXX")
+  gw_pid=
+  trap gateway_scratch_cleanup EXIT
+}
+gateway_scratch_cleanup() {
+  [[ -n $gw_pid ]] && kill "$gw_pid" 2>/dev/null || true
+  cluster_stop "$WORK/cluster"
+  rm -rf "$WORK"
+}

@@ -28,14 +28,7 @@ readers=${READERS:-200}
 events=${EVENTS:-20000}
 bytes=${BYTES:-500}
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgexec-sse-crowd.XXXXXX")
-gw_pid=
-cleanup() {
-  [[ -n $gw_pid ]] && kill "$gw_pid" 2>/dev/null || true
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+gateway_scratch sse-crowd
 
 tenant_cluster
 ulimit -n 4096 2>/dev/null || true

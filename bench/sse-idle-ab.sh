@@ -18,6 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 # shellcheck source=../scripts/lib/cluster.sh
 source "$root/scripts/lib/cluster.sh"
+source "$here/lib.sh"
 [[ $# -eq 2 && -x $1 && -x $2 ]] || { echo "usage: bench/sse-idle-ab.sh BIN_A BIN_B" >&2; exit 2; }
 bins=("$1" "$2")
 rounds=${ROUNDS:-3}
@@ -26,14 +27,7 @@ jobs=${JOBS:-500}
 roles=${ROLES:-1}
 idle=${IDLE:-15}
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgexec-sse-idle.XXXXXX")
-gw_pid=
-cleanup() {
-  [[ -n $gw_pid ]] && kill "$gw_pid" 2>/dev/null || true
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+gateway_scratch sse-idle
 
 cluster_start "$WORK/cluster" 5432 "synchronous_commit = off"  # a Unix socket only
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'CREATE EXTENSION bgexec'
