@@ -34,6 +34,7 @@ PG_MODULE_MAGIC;
 
 /* GUC variables; defaults here must match the boot values in _PG_init. */
 int			bgexec_max_payload_bytes = 1024 * 1024;
+int			bgexec_max_result_bytes = 64 * 1024 * 1024;
 bool		bgexec_notify_events = true;
 bool		bgexec_notify_jobs = true;
 int			bgexec_watchdog_interval = 1000;
@@ -97,6 +98,26 @@ _PG_init(void)
 							1024 * 1024,
 							1024,
 							(int) MaxAllocSize,
+							PGC_SUSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	/*
+	 * Bounds what finish and finish_many store, as the daemon's
+	 * --max-result-bytes bounds what it sends: a worker of the SQL protocol
+	 * could store a result of any size, and every reader (status, the
+	 * gateway, a retry's claim) paid for it.  At most 256000000, under
+	 * jsonb's 255 MiB, as the daemon's flag.
+	 */
+	DefineCustomIntVariable("bgexec.max_result_bytes",
+							"Maximum size of the body finish stores (a result, an error).",
+							"Measured on the uncompressed jsonb value, as "
+							"bgexec.max_payload_bytes; past it the job fails "
+							"with 54000 instead, not retried.",
+							&bgexec_max_result_bytes,
+							64 * 1024 * 1024,
+							1024,
+							256000000,
 							PGC_SUSET,
 							GUC_UNIT_BYTE,
 							NULL, NULL, NULL);

@@ -43,6 +43,8 @@ PG_FUNCTION_INFO_V1(bgexec_json_fits);
 PG_FUNCTION_INFO_V1(bgexec_raw_bytes);
 PG_FUNCTION_INFO_V1(bgexec_unknown_key);
 PG_FUNCTION_INFO_V1(bgexec_finish_item_error);
+PG_FUNCTION_INFO_V1(bgexec_body_over);
+PG_FUNCTION_INFO_V1(bgexec_item_over);
 
 /* Keys a step object may have; the order fixes the order of the checks. */
 typedef enum StepKey
@@ -396,6 +398,104 @@ bgexec_finish_item_error(PG_FUNCTION_ARGS)
 		PG_RETURN_TEXT_P(cstring_to_text(psprintf("outcome must be completed, failed, cancelled, timed_out or suspended (was %s)",
 												  has_outcome ? jbv_text(&outcome) : "missing")));
 	PG_RETURN_NULL();
+}
+
+/*
+ * The error a job fails with when a worker finishes it with a body of size
+ * bytes, past bgexec.max_result_bytes: the daemon's own (job.cpp, for
+ * --max-result-bytes) in shape, sqlstate 54000, not retryable (its steps
+ * would make the same body again).  outcome is the one the worker sent.
+ */
+static Datum
+oversize_note(const char *outcome, int64 bytes)
+{
+	char	   *text;
+
+	if (strcmp(outcome, "completed") == 0)
+		text = psprintf("{\"message\": \"the job's result is " INT64_FORMAT
+						" bytes as jsonb, over bgexec.max_result_bytes (%d) "
+						"(its steps' outputs stay in their step_completed events; "
+						"write large output to a file and print its path)\", "
+						"\"sqlstate\": \"54000\", \"result_bytes\": " INT64_FORMAT
+						", \"max_result_bytes\": %d, \"retryable\": false}",
+						bytes, bgexec_max_result_bytes, bytes, bgexec_max_result_bytes);
+	else
+		text = psprintf("{\"message\": \"the job's %s body is " INT64_FORMAT
+						" bytes as jsonb, over bgexec.max_result_bytes (%d): not stored\", "
+						"\"sqlstate\": \"54000\", \"outcome\": \"%s\", \"result_bytes\": "
+						INT64_FORMAT ", \"max_result_bytes\": %d, \"retryable\": false}",
+						outcome, bytes, bgexec_max_result_bytes, outcome, bytes,
+						bgexec_max_result_bytes);
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
+}
+
+/*
+ * bgexec._body_over(outcome text, body jsonb) returns jsonb: NULL when
+ * body is at most bgexec.max_result_bytes as an uncompressed jsonb (read
+ * from its header, as _validate_payload bounds a payload: nothing
+ * detoasted or walked), else the error finish stores instead (the job
+ * fails, 54000).  The outcome must be a finish outcome (the caller checked).
+ */
+Datum
+bgexec_body_over(PG_FUNCTION_ARGS)
+{
+	Size		size = toast_raw_datum_size(PG_GETARG_DATUM(1));
+
+	if (size <= (Size) bgexec_max_result_bytes)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(oversize_note(text_to_cstring(PG_GETARG_TEXT_PP(0)), (int64) size));
+}
+
+/*
+ * bgexec._item_over(item jsonb) returns jsonb: NULL when the "body" of the
+ * finish_many item is at most bgexec.max_result_bytes (its size as the
+ * jsonb value item->'body' would be, as _body_over measures it), else the
+ * item that fails the job instead: its job_id and lease, outcome failed,
+ * the 54000 error as body.  The item passed _finish_item_error.  A key
+ * lookup; the body is not copied (a long string only is measured by copy).
+ */
+Datum
+bgexec_item_over(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *item = PG_GETARG_JSONB_P(0);
+	JsonbValue	body;
+	JsonbValue	v;
+	Size		size;
+	char	   *outcome;
+	char	   *text;
+
+	if (!JB_ROOT_IS_OBJECT(item) ||
+		getKeyJsonValueFromContainer(&item->root, "body", 4, &body) == NULL)
+		PG_RETURN_NULL();
+	if (body.type == jbvBinary)
+		size = VARHDRSZ + body.val.binary.len;	/* as JsonbValueToJsonb copies it */
+	else if (body.type != jbvString ||
+			 (Size) body.val.string.len + 64 <= (Size) bgexec_max_result_bytes)
+		PG_RETURN_NULL();		/* a scalar under the limit (the least is 1024) */
+	else
+		size = VARSIZE(JsonbValueToJsonb(&body));
+	if (size <= (Size) bgexec_max_result_bytes)
+		PG_RETURN_NULL();
+	if (getKeyJsonValueFromContainer(&item->root, "outcome", 7, &v) == NULL ||
+		!(key_equals(&v, "completed") || key_equals(&v, "failed") ||
+		  key_equals(&v, "cancelled") || key_equals(&v, "timed_out") ||
+		  key_equals(&v, "suspended")))
+		PG_RETURN_NULL();		/* not an item: _finish_item_error says why */
+	outcome = pnstrdup(v.val.string.val, v.val.string.len);
+	{
+		JsonbValue	job_id;
+		JsonbValue	lease;
+		char	   *note;
+
+		if (getKeyJsonValueFromContainer(&item->root, "job_id", 6, &job_id) == NULL ||
+			getKeyJsonValueFromContainer(&item->root, "lease", 5, &lease) == NULL)
+			PG_RETURN_NULL();
+		note = DatumGetCString(DirectFunctionCall1(jsonb_out,
+												   oversize_note(outcome, (int64) size)));
+		text = psprintf("{\"job_id\": %s, \"lease\": %s, \"outcome\": \"failed\", \"body\": %s}",
+						jbv_text(&job_id), jbv_text(&lease), note);
+	}
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
 }
 
 /* Raises for an unfit value, naming what; returns when it fits. */

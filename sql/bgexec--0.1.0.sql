@@ -672,6 +672,18 @@ CREATE FUNCTION bgexec._finish_item_error(item jsonb) RETURNS text
 COMMENT ON FUNCTION bgexec._finish_item_error(jsonb) IS
 	'why item is no finish_many item (its first fault, the field named), or NULL when it is one';
 
+CREATE FUNCTION bgexec._body_over(outcome text, body jsonb) RETURNS jsonb
+	AS 'MODULE_PATHNAME', 'bgexec_body_over'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._body_over(text, jsonb) IS
+	'NULL when a finish body is at most bgexec.max_result_bytes as jsonb (read from its header), else the 54000 error the job fails with instead';
+
+CREATE FUNCTION bgexec._item_over(item jsonb) RETURNS jsonb
+	AS 'MODULE_PATHNAME', 'bgexec_item_over'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._item_over(jsonb) IS
+	'NULL when a finish_many item''s body is at most bgexec.max_result_bytes as jsonb, else the item that fails its job with the 54000 error instead';
+
 CREATE FUNCTION bgexec._validate_payload(kind text, payload jsonb) RETURNS void
 	AS 'MODULE_PATHNAME', 'bgexec_validate_payload'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -2671,6 +2683,7 @@ CREATE FUNCTION bgexec._finish_one(job_id bigint, lease bigint, outcome bgexec.j
 DECLARE
 	j bgexec.job;
 	v_seq int;
+	v_note jsonb;
 BEGIN
 	IF outcome IS NULL OR outcome IN ('queued', 'running') THEN
 		RAISE EXCEPTION 'outcome must be completed, failed, cancelled, timed_out or suspended'
@@ -2678,6 +2691,17 @@ BEGIN
 			      DETAIL = format('outcome was %s', coalesce(outcome::text, 'null'));
 	END IF;
 
+	-- A body past bgexec.max_result_bytes is not stored: the job fails with
+	-- 54000, not retried, as the daemon fails one past its
+	-- --max-result-bytes.  Refusing it would leave the job running for a
+	-- worker to finish again, and fail a daemon's whole batch; failed, the
+	-- job ends (invariant 1) and the worker reads why from the status
+	-- returned.  Its size read from the header, before anything walks it.
+	v_note := bgexec._body_over(outcome::text, body);
+	IF v_note IS NOT NULL THEN
+		outcome := 'failed';
+		body := v_note;
+	END IF;
 	-- A JSON null is no body, as SQL's NULL (finish_many's "body": null is
 	-- one): the suspended event's data {}, no error stored as JSON null.
 	IF jsonb_typeof(body) = 'null' THEN
@@ -2767,6 +2791,7 @@ DECLARE
 	v_bad text;
 	v_at bigint;
 	v_unfit bigint;
+	v_over boolean;
 	v_other boolean;
 	v_done bigint[];
 	v_seqs int[];
@@ -2785,15 +2810,27 @@ BEGIN
 	-- bigints (1.0 failed in the cast below, 22P02 naming no field), a
 	-- terminal or suspended outcome; then the first body holding a number
 	-- past a double's range (as finish()).
+	-- An item whose body is past bgexec.max_result_bytes fails its job
+	-- instead, as finish() (_item_over): its body is not walked.
 	SELECT min(x.ord) FILTER (WHERE bgexec._finish_item_error(x.i) IS NOT NULL),
 	       bool_or(x.i->>'outcome' IS DISTINCT FROM 'completed'),
-	       min(x.ord) FILTER (WHERE NOT coalesce(bgexec._json_fits(x.i->'body', 2147483647), true))
-	  INTO v_at, v_other, v_unfit FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
+	       min(x.ord) FILTER (WHERE CASE WHEN o.over IS NULL
+	                                     THEN NOT coalesce(bgexec._json_fits(x.i->'body', 2147483647), true)
+	                                     ELSE false END),
+	       bool_or(o.over IS NOT NULL)
+	  INTO v_at, v_other, v_unfit, v_over
+	  FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord),
+	       LATERAL (SELECT bgexec._item_over(x.i) AS over OFFSET 0) o;
 	IF v_at IS NOT NULL THEN
 		v_bad := bgexec._finish_item_error(items -> (v_at - 1)::int);
 		RAISE EXCEPTION 'items[%]: %', v_at - 1, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each item is an object {"job_id", "lease", "outcome", "body"}';
+	END IF;
+	IF v_over THEN
+		SELECT jsonb_agg(coalesce(bgexec._item_over(x.i), x.i) ORDER BY x.ord)
+		  INTO items FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
+		v_other := true;
 	END IF;
 	IF v_unfit IS NOT NULL THEN
 		PERFORM bgexec._json_fits(items -> (v_unfit - 1)::int -> 'body', 2147483647,

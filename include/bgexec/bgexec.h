@@ -19,6 +19,7 @@
 
 /* GUC variables (see _PG_init for defaults, units and contexts). */
 extern int	bgexec_max_payload_bytes;
+extern int	bgexec_max_result_bytes;
 extern bool bgexec_notify_events;
 extern bool bgexec_notify_jobs;
 extern int	bgexec_watchdog_interval;

@@ -167,4 +167,47 @@ SELECT dblink_disconnect('ks');
 DROP EXTENSION dblink;
 DELETE FROM bgexec.job WHERE queue IN ('kss', 'ksl');
 DELETE FROM bgexec.worker WHERE id IN ('kss', 'ksl');
+-- result_limit: finish stores a body of exactly bgexec.max_result_bytes
+-- (as jsonb); one byte more and the job fails instead (54000, not retried
+-- though attempts are left), as the daemon fails one past its
+-- --max-result-bytes; finish returns the status it wrote
+SELECT min(n) AS rn FROM generate_series(1900, 2100) n
+ WHERE bgexec._raw_bytes(jsonb_build_object('x', repeat('a', n))) = 2048 \gset
+SET bgexec.max_result_bytes = 2048;
+SELECT bgexec.submit('noop', queue => 'krs', max_attempts => 3) AS ja \gset
+SELECT bgexec.submit('noop', queue => 'krs', max_attempts => 3) AS jb \gset
+SELECT lease AS la FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT lease AS lb FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT bgexec.finish(:ja, :la, 'completed', jsonb_build_object('x', repeat('a', :rn))) AS at_limit;
+SELECT bgexec.finish(:jb, :lb, 'completed', jsonb_build_object('x', repeat('a', :rn + 1))) AS over_limit;
+SELECT id = :ja AS a, status, result IS NULL AS no_result, error
+  FROM bgexec.job WHERE id IN (:ja, :jb) ORDER BY id;
+SELECT kind, data FROM bgexec.job_event WHERE job_id = :jb AND kind = 'failed';
+-- a failed job's error past it: not stored, the job fails not retried
+SELECT bgexec.submit('noop', queue => 'krs', max_attempts => 3) AS jc \gset
+SELECT lease AS lc FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT bgexec.finish(:jc, :lc, 'failed', jsonb_build_object('x', repeat('a', :rn + 1))) AS failed_over;
+SELECT status, attempt, error->>'outcome' AS sent, error->>'sqlstate' AS sqlstate
+  FROM bgexec.job WHERE id = :jc;
+-- finish_many: the item past it fails its job, the batch's other item
+-- completes; a JSON string body is measured as one too
+SELECT bgexec.submit('noop', queue => 'krs') AS jd \gset
+SELECT bgexec.submit('noop', queue => 'krs') AS je \gset
+SELECT bgexec.submit('noop', queue => 'krs') AS jf \gset
+SELECT lease AS ld FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT lease AS le FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT lease AS lf FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT f.job_id = :jd AS d, f.job_id = :je AS e, f.status
+  FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', :jd, 'lease', :ld, 'outcome', 'completed',
+                            'body', jsonb_build_object('x', repeat('a', :rn + 1))),
+         jsonb_build_object('job_id', :je, 'lease', :le, 'outcome', 'completed',
+                            'body', jsonb_build_object('x', repeat('a', :rn))),
+         jsonb_build_object('job_id', :jf, 'lease', :lf, 'outcome', 'completed',
+                            'body', to_jsonb(repeat('a', 4000))))) f;
+SELECT id = :jd AS d, id = :je AS e, status, error->>'result_bytes' AS bytes,
+       error->>'max_result_bytes' AS limit, error->>'retryable' AS retryable
+  FROM bgexec.job WHERE id IN (:jd, :je, :jf) ORDER BY id;
+RESET bgexec.max_result_bytes;
+DELETE FROM bgexec.job WHERE queue = 'krs';
 SELECT * FROM stats_mismatch();
