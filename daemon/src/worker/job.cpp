@@ -345,6 +345,46 @@ void Job::abandon(const std::string& why) {
   wake_.notify();
 }
 
+// A sink step's output (bytes as compact JSON) is part of the job's
+// result: once the outputs of this run's sinks add up past
+// --max-result-bytes the result will be refused (finish), so the job fails
+// now, as a step's failure fails it: its other steps are ended, and the
+// sinks' outputs held are dropped.  Refused at the finish only, a result
+// of 20 outputs of 15 MB was held whole, then written as text: 600 MB of
+// the worker's memory.  The sum is a lower bound of the result's size
+// (its keys and braces not counted), so no result under the limit fails.
+void Job::count_result(const std::string& sid, std::size_t bytes) {
+  if (!sinks_.count(sid) || result_over_) return;
+  sink_bytes_ += bytes;
+  const std::size_t limit = w_.config().max_result_bytes;
+  if (sink_bytes_ <= limit) return;
+  result_over_ = true;
+  for (const auto& s : sinks_) {
+    if (!outputs_.contains(s)) continue;
+    json& entry = outputs_[s];
+    if (!entry.contains("output")) continue;
+    w_.discard([d = std::move(entry["output"])]() mutable { d = nullptr; });
+    entry.erase("output");
+  }
+  if (failure_ || halted()) return;
+  core::log("error", "job result over the limit",
+            {{"job_id", id_str(id())}, {"bytes", std::to_string(sink_bytes_)}, {"limit", std::to_string(limit)},
+             {"step", sid}});
+  failure_ = over_limit_error(sink_bytes_, limit, true);
+  kill_steps();
+}
+
+json Job::over_limit_error(std::size_t bytes, std::size_t limit, bool at_least) {
+  return {{"message", "the job's result is " + std::string(at_least ? "at least " : "") + std::to_string(bytes) +
+                          " bytes as JSON, over the worker's --max-result-bytes of " + std::to_string(limit) +
+                          " (its steps' outputs stay in their step_completed events; write large "
+                          "output to a file and print its path)"},
+          {"sqlstate", "54000"},
+          {"result_bytes", bytes},
+          {"max_result_bytes", limit},
+          {"retryable", false}};
+}
+
 void Job::kill_steps() {
   auto killers = killers_;  // a killer may unregister itself
   for (auto& [id, k] : killers) k();
@@ -414,7 +454,10 @@ bool Job::condition(const std::string& sid, const json& c) {
 }
 
 void Job::count_readers() {
-  for (const auto& sid : dag_->sinks()) readers_[sid] = 1;
+  for (const auto& sid : dag_->sinks()) {
+    readers_[sid] = 1;
+    sinks_.insert(sid);
+  }
   for (const auto& sid : dag_->ids()) {
     if (done_.count(sid)) continue;
     auto& names = reads_[sid];
@@ -535,11 +578,33 @@ namespace {
 // jsonb_build_array and jsonb_build_object, each taking the data apart
 // node by node, and a step output of 5 million empty objects (15 MB) took
 // its backend to 10 GB and 28 s.  large: the data's text is over 1 MiB.
-std::string event_text(const core::Masker& m, const std::string& kind, json& data, bool& large) {
+// output_bytes: when data holds an "output", its size as compact JSON (the
+// step's part of the job's result), measured as the text is made: the
+// output dumped apart and spliced in first, where the object's sorted keys
+// put it, so the text is as one dump made it.
+std::string event_text(const core::Masker& m, const std::string& kind, json& data, bool& large,
+                       std::size_t* output_bytes = nullptr) {
   m.mask_json_in_place(data);
-  std::string events = core::dump(data);
-  large = events.size() > (1u << 20);
-  events.insert(0, "[{\"kind\":\"" + kind + "\",\"data\":");
+  const std::string head = "[{\"kind\":\"" + kind + "\",\"data\":";
+  std::string events;
+  if (auto it = data.find("output"); output_bytes && data.is_object() && it != data.end()) {
+    json output = std::move(*it);
+    data.erase(it);
+    std::string rest = core::dump(data);  // {"step":…}, never empty: it names the step
+    std::string text = core::dump(output);
+    *output_bytes = text.size();
+    data["output"] = std::move(output);
+    events.reserve(head.size() + text.size() + rest.size() + 16);
+    events += head;
+    events += "{\"output\":";
+    events += text;
+    text = std::string();
+    if (rest.size() > 2) events += ',';
+    events.append(rest, 1, std::string::npos);
+  } else {
+    events = head + core::dump(data);
+  }
+  large = events.size() - head.size() > (1u << 20);
   events += "}]";
   return events;
 }
@@ -553,17 +618,19 @@ asio::awaitable<void> Job::append(const std::string& kind, json data) {
   co_await append_events(std::move(events), large);
 }
 
-asio::awaitable<void> Job::append_kept(const std::string& kind, json& data, bool heavy) {
+asio::awaitable<std::size_t> Job::append_kept(const std::string& kind, json& data, bool heavy) {
   co_await flush_logs();
   if (!heavy) {
     bool large = false;
-    std::string events = event_text(masker_, kind, data, large);
+    std::size_t bytes = 0;
+    std::string events = event_text(masker_, kind, data, large, &bytes);
     co_await append_events(std::move(events), large);
-    co_return;
+    co_return bytes;
   }
   OffloadedEvent done = co_await offload_event(kind, std::move(data));
   data = std::move(done.data);
   co_await append_events(std::move(done.events), done.large);
+  co_return done.output_bytes;
 }
 
 asio::awaitable<Job::OffloadedEvent> Job::offload_event(const std::string& kind, json data) {
@@ -573,7 +640,7 @@ asio::awaitable<Job::OffloadedEvent> Job::offload_event(const std::string& kind,
   // copied as it is now.
   auto work = [m = masker_, kind, d = std::move(data)]() mutable {
     OffloadedEvent r;
-    r.events = event_text(m, kind, d, r.large);
+    r.events = event_text(m, kind, d, r.large, &r.output_bytes);
     r.data = std::move(d);
     return r;
   };
@@ -788,15 +855,7 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
       item.shrink_to_fit();
       core::log("error", "job result over the limit",
                 {{"job_id", id_str(id())}, {"bytes", std::to_string(bytes)}, {"limit", std::to_string(limit)}});
-      json body = {{"message", "the job's result is " + std::to_string(bytes) +
-                                   " bytes as JSON, over the worker's --max-result-bytes of " +
-                                   std::to_string(limit) +
-                                   " (its steps' outputs stay in their step_completed events; write large "
-                                   "output to a file and print its path)"},
-                   {"sqlstate", "54000"},
-                   {"result_bytes", bytes},
-                   {"max_result_bytes", limit},
-                   {"retryable", false}};
+      json body = over_limit_error(bytes, limit, false);
       outcome_sent = "failed";
       item = Completer::item_text(id(), lease(), outcome_sent, body);
     }
@@ -1144,6 +1203,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     bool has_stdout = false;
     bool failed_late = false;  // the step failed after its deadline passed (killed for it)
     bool recorded = false;     // a sql step's step_completed committed with it
+    std::size_t output_bytes = 0;  // its output as compact JSON (the event's, count_result)
     try {
       if (kind == "action") {
         co_await step_action(sid, step, out_text);
@@ -1152,7 +1212,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
         co_await step_run(sid, step, out_text);
         has_stdout = true;
       } else if (kind == "sql") {
-        output = co_await step_sql(sid, step, deadline, recorded);
+        output = co_await step_sql(sid, step, deadline, recorded, output_bytes);
       } else if (kind == "sleep") {
         co_await step_sleep(sid, step);
       }
@@ -1209,9 +1269,11 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       entry["stdout"] = std::move(*done.stdout_text);
     }
     data["output"] = std::move(done.output);
-    if (!recorded) co_await append_kept("step_completed", data, heavy);
-    // Kept only for a step still to read it, or the job's result.
-    if (has_readers(sid)) {
+    if (!recorded) output_bytes = co_await append_kept("step_completed", data, heavy);
+    count_result(sid, output_bytes);
+    // Kept only for a step still to read it, or the job's result (not
+    // once that is past the limit: the job fails).
+    if (has_readers(sid) && !(result_over_ && sinks_.count(sid))) {
       entry["output"] = std::move(data["output"]);
       outputs_[sid] = std::move(entry);
     } else if (heavy) {
@@ -1415,7 +1477,7 @@ asio::awaitable<bool> Job::committed(const std::string& xid) {
 }
 
 asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, const StepDeadline& deadline,
-                                    bool& recorded) {
+                                    bool& recorded, std::size_t& output_bytes) {
   if (!step["sql"].is_string()) throw StepFailure{"sql must be a string", false};
   json params = render(step.value("params", json::array()), sid);
   if (!params.is_array()) throw StepFailure{"params must be an array", false};
@@ -1631,6 +1693,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
       note_written(known_seq_, r.get(0, 0));
       rows = std::move(event.data["output"]);
       recorded = true;
+      output_bytes = event.output_bytes;
     } else {
       co_await conn->query("COMMIT");
     }

@@ -146,6 +146,7 @@ class Job : public std::enable_shared_from_this<Job> {
     std::string events;
     nlohmann::json data;
     bool large = false;
+    std::size_t output_bytes = 0;  // data's "output" as compact JSON
   };
   asio::awaitable<OffloadedEvent> offload_event(const std::string& kind, nlohmann::json data);
   // Waits for the ticket `slot` holds (Slots::Held::wait, in the order
@@ -158,7 +159,8 @@ class Job : public std::enable_shared_from_this<Job> {
   // Whether the transaction xid committed (a sql step's COMMIT whose reply was lost).
   asio::awaitable<bool> committed(const std::string& xid);
   asio::awaitable<nlohmann::json> step_sql(const std::string& id, const nlohmann::json& step,
-                                           const StepDeadline& deadline, bool& recorded);
+                                           const StepDeadline& deadline, bool& recorded,
+                                           std::size_t& output_bytes);
   asio::awaitable<void> step_sleep(const std::string& id, const nlohmann::json& step);
   asio::awaitable<ProcOutput> run_process(const std::string& id, const std::vector<std::string>& argv,
                                           const std::string& stdin_data, bool log_stdout, const EnvVars& env);
@@ -189,7 +191,8 @@ class Job : public std::enable_shared_from_this<Job> {
   // a step's output, which may be 16 MiB of rows, is not copied.
   // Masked and dumped off the event loop (Worker::offload).
   // heavy: offloaded (a large output); else on the loop, as append.
-  asio::awaitable<void> append_kept(const std::string& kind, nlohmann::json& data, bool heavy);
+  // Returns the size of data's "output" as compact JSON (0 without one).
+  asio::awaitable<std::size_t> append_kept(const std::string& kind, nlohmann::json& data, bool heavy);
   // Writes an event array's text (event_text's); large: held_large_.
   asio::awaitable<void> append_events(std::string events, bool large);
   // One append_event(s) call: one at a time per job, with the last seq the
@@ -201,6 +204,12 @@ class Job : public std::enable_shared_from_this<Job> {
   void log_line(const std::string& id, const char* stream, std::string line);
   void arm_flush();
   void kill_steps();
+  // Step `sid` completed with an output of `bytes` as compact JSON: counted
+  // when it is a sink; past --max-result-bytes the job fails (54000).
+  void count_result(const std::string& sid, std::size_t bytes);
+  // The job's error for a result of `bytes` past `limit` (at_least: the
+  // sinks' outputs so far).
+  static nlohmann::json over_limit_error(std::size_t bytes, std::size_t limit, bool at_least);
   // A step's deadline passed: ends it through its killer (TERM then KILL, a
   // cancel, the end of a sleep).
   bool on_step_deadline(const std::string& id, double seconds);
@@ -278,6 +287,11 @@ class Job : public std::enable_shared_from_this<Job> {
   // A step's output was large enough to be handled off the loop: so is the
   // finish, whose result may hold it.
   bool heavy_result_ = false;
+  // The job's sinks (its result's steps), the sum of this run's sink
+  // outputs as compact JSON, and whether it passed --max-result-bytes.
+  std::set<std::string> sinks_;
+  std::size_t sink_bytes_ = 0;
+  bool result_over_ = false;
   bool over_ = false;
   Event over_event_;  // notified when over_ becomes true
   bool superseded_ = false;
