@@ -654,6 +654,12 @@ CREATE FUNCTION bgexec._raw_bytes(value jsonb) RETURNS bigint
 COMMENT ON FUNCTION bgexec._raw_bytes(jsonb) IS
 	'the value''s size detoasted and decompressed, from its header (the gateway''s page of jobs is cut by it)';
 
+CREATE FUNCTION bgexec._json_prefix(value jsonb, n int) RETURNS text
+	AS 'MODULE_PATHNAME', 'bgexec_json_prefix'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._json_prefix(jsonb, int) IS
+	'left(value::text, n), written token by token up to those n characters: bgexec status prints a few kB of a result of many MB without the server writing all of it as text';
+
 CREATE FUNCTION bgexec._jsonb_object(keys text[], vals jsonb[]) RETURNS jsonb
 	AS 'MODULE_PATHNAME', 'bgexec_jsonb_object'
 	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -4631,6 +4637,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec._inserted_here(bigint),
 	bgexec._xid_is_current(xid),
 	bgexec._raw_bytes(jsonb),
+	bgexec._json_prefix(jsonb, int),
 	bgexec._list_jobs(text, bgexec.job_status[], bigint, int, text),
 	bgexec._retry_batch(text, text, bgexec.job_status[], bigint, int)
 	TO bgexec_client;

@@ -210,4 +210,19 @@ SELECT id = :jd AS d, id = :je AS e, status, error->>'result_bytes' AS bytes,
   FROM bgexec.job WHERE id IN (:jd, :je, :jf) ORDER BY id;
 RESET bgexec.max_result_bytes;
 DELETE FROM bgexec.job WHERE queue = 'krs';
+-- json_prefix: _json_prefix(v, n) is left(v::text, n) for every n up to
+-- past the whole text: nested containers, empty ones, escapes, characters
+-- of several bytes, numbers as stored, a raw scalar; and a string cut
+-- inside (bgexec status reads a few kB of a large value with it)
+SELECT count(*) AS values_checked,
+       count(*) FILTER (WHERE bad IS NOT NULL) AS mismatches, min(bad) AS first_bad
+  FROM (SELECT v, (SELECT min(n) FROM generate_series(0, length(v::text) + 2) n
+                    WHERE bgexec._json_prefix(v, n) IS DISTINCT FROM left(v::text, n)) AS bad
+          FROM unnest(ARRAY[
+                 '{"a": [1, 2.50, {"b": null, "c": [true, false, []]}], "d": {}, "é€😀": "x\"y\\z\n\u0001é"}',
+                 '[[], {}, [[1]], "", -0, 1e3, 12345678901234567890.123]',
+                 '"a lone string with \"quotes\" and é€😀"', '17', 'null', 'true', '{}', '[]',
+                 '[{"k": [{"k": [{"k": "v"}]}]}, 1, "two", [3]]']::jsonb[]) v) t;
+SELECT bgexec._json_prefix(to_jsonb(repeat('é', 100000)), 5) AS cut_string,
+       bgexec._json_prefix(jsonb_build_object('k', repeat('x', 100000), 'l', 1), 12) AS cut_object;
 SELECT * FROM stats_mismatch();
