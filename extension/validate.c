@@ -45,6 +45,7 @@ PG_FUNCTION_INFO_V1(bgexec_unknown_key);
 PG_FUNCTION_INFO_V1(bgexec_finish_item_error);
 PG_FUNCTION_INFO_V1(bgexec_body_over);
 PG_FUNCTION_INFO_V1(bgexec_item_over);
+PG_FUNCTION_INFO_V1(bgexec_over_result_limit);
 
 /* Keys a step object may have; the order fixes the order of the checks. */
 typedef enum StepKey
@@ -444,6 +445,18 @@ bgexec_body_over(PG_FUNCTION_ARGS)
 	if (size <= (Size) bgexec_max_result_bytes)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(oversize_note(text_to_cstring(PG_GETARG_TEXT_PP(0)), (int64) size));
+}
+
+/*
+ * bgexec._over_result_limit(value jsonb) returns boolean: whether value is
+ * larger than bgexec.max_result_bytes as an uncompressed jsonb, read from
+ * its header.  finish_many asks it of its whole items array: within the
+ * limit, no body in it can be past it, and no item is looked at.
+ */
+Datum
+bgexec_over_result_limit(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(toast_raw_datum_size(PG_GETARG_DATUM(0)) > (Size) bgexec_max_result_bytes);
 }
 
 /*

@@ -684,6 +684,12 @@ CREATE FUNCTION bgexec._body_over(outcome text, body jsonb) RETURNS jsonb
 COMMENT ON FUNCTION bgexec._body_over(text, jsonb) IS
 	'NULL when a finish body is at most bgexec.max_result_bytes as jsonb (read from its header), else the 54000 error the job fails with instead';
 
+CREATE FUNCTION bgexec._over_result_limit(value jsonb) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'bgexec_over_result_limit'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bgexec._over_result_limit(jsonb) IS
+	'whether value is past bgexec.max_result_bytes as jsonb, read from its header (finish_many''s items: within it, no body is past it)';
+
 CREATE FUNCTION bgexec._item_over(item jsonb) RETURNS jsonb
 	AS 'MODULE_PATHNAME', 'bgexec_item_over'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -2797,7 +2803,6 @@ DECLARE
 	v_bad text;
 	v_at bigint;
 	v_unfit bigint;
-	v_over boolean;
 	v_other boolean;
 	v_done bigint[];
 	v_seqs int[];
@@ -2810,33 +2815,31 @@ BEGIN
 		RAISE EXCEPTION 'items must be a JSON array of {"job_id", "lease", "outcome", "body"} objects'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	-- An item whose body is past bgexec.max_result_bytes fails its job
+	-- instead, as finish(): a valid one is replaced first (_item_over), so
+	-- its body is not walked below; a bad one is refused as before.  A
+	-- batch within the limit holds no such body: one read of its header,
+	-- no item looked at.
+	IF bgexec._over_result_limit(items) THEN
+		SELECT jsonb_agg(coalesce(CASE WHEN bgexec._finish_item_error(x.i) IS NULL
+		                               THEN bgexec._item_over(x.i) END, x.i) ORDER BY x.ord)
+		  INTO items FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
+	END IF;
 	-- The first bad item, by position, and why (_finish_item_error): no key
 	-- but these four (a "result" beside or instead of "body" was dropped:
 	-- the job completed with {}), job_id and lease JSON numbers that are
 	-- bigints (1.0 failed in the cast below, 22P02 naming no field), a
 	-- terminal or suspended outcome; then the first body holding a number
 	-- past a double's range (as finish()).
-	-- An item whose body is past bgexec.max_result_bytes fails its job
-	-- instead, as finish() (_item_over): its body is not walked.
 	SELECT min(x.ord) FILTER (WHERE bgexec._finish_item_error(x.i) IS NOT NULL),
 	       bool_or(x.i->>'outcome' IS DISTINCT FROM 'completed'),
-	       min(x.ord) FILTER (WHERE CASE WHEN o.over IS NULL
-	                                     THEN NOT coalesce(bgexec._json_fits(x.i->'body', 2147483647), true)
-	                                     ELSE false END),
-	       bool_or(o.over IS NOT NULL)
-	  INTO v_at, v_other, v_unfit, v_over
-	  FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord),
-	       LATERAL (SELECT bgexec._item_over(x.i) AS over OFFSET 0) o;
+	       min(x.ord) FILTER (WHERE NOT coalesce(bgexec._json_fits(x.i->'body', 2147483647), true))
+	  INTO v_at, v_other, v_unfit FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
 	IF v_at IS NOT NULL THEN
 		v_bad := bgexec._finish_item_error(items -> (v_at - 1)::int);
 		RAISE EXCEPTION 'items[%]: %', v_at - 1, v_bad
 			USING ERRCODE = 'invalid_parameter_value',
 			      HINT = 'each item is an object {"job_id", "lease", "outcome", "body"}';
-	END IF;
-	IF v_over THEN
-		SELECT jsonb_agg(coalesce(bgexec._item_over(x.i), x.i) ORDER BY x.ord)
-		  INTO items FROM jsonb_array_elements(items) WITH ORDINALITY AS x(i, ord);
-		v_other := true;
 	END IF;
 	IF v_unfit IS NOT NULL THEN
 		PERFORM bgexec._json_fits(items -> (v_unfit - 1)::int -> 'body', 2147483647,

@@ -208,6 +208,14 @@ SELECT f.job_id = :jd AS d, f.job_id = :je AS e, f.status
 SELECT id = :jd AS d, id = :je AS e, status, error->>'result_bytes' AS bytes,
        error->>'max_result_bytes' AS limit, error->>'retryable' AS retryable
   FROM bgexec.job WHERE id IN (:jd, :je, :jf) ORDER BY id;
+-- an item past it with an unknown field is refused as any (22023),
+-- nothing changed
+SELECT bgexec.submit('noop', queue => 'krs') AS jg \gset
+SELECT lease AS lg FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT * FROM try(format('SELECT * FROM bgexec.finish_many(%L)', jsonb_build_array(
+         jsonb_build_object('job_id', :jg, 'lease', :lg, 'outcome', 'completed', 'result', 1,
+                            'body', jsonb_build_object('x', repeat('a', :rn + 1))))));
+SELECT status FROM bgexec.job WHERE id = :jg;
 RESET bgexec.max_result_bytes;
 DELETE FROM bgexec.job WHERE queue = 'krs';
 -- json_prefix: _json_prefix(v, n) is left(v::text, n) for every n up to
