@@ -15,7 +15,8 @@ MEDIAN_AWK='
 # synchronous_commit off, so that commit flushes, which both sides of an
 # A/B pay alike, do not drown a gateway's own cost) with the installed
 # extension, a role tenant_a of bgexec_client, and $WORK/tokens.json giving
-# it the token "token-a" (bench/gateway-ab.sh, bench/sse-crowd-ab.sh).
+# it the token "token-a" (bench/gateway-ab.sh, bench/sse-crowd-ab.sh,
+# bench/sse-burst-ab.sh).
 tenant_cluster() {
   cluster_start "$WORK/cluster" 5432 "synchronous_commit = off"
   psql -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
@@ -28,7 +29,8 @@ SQL
 
 # gateway_scratch NAME: WORK, a fresh directory under TMPDIR (or /tmp), and
 # at exit the gateway in $gw_pid (when set), the cluster in $WORK/cluster
-# and WORK go (bench/sse-crowd-ab.sh, bench/sse-idle-ab.sh).
+# and WORK go (bench/sse-crowd-ab.sh, bench/sse-idle-ab.sh,
+# bench/sse-burst-ab.sh).
 gateway_scratch() {
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgexec-$1.XXXXXX")
   gw_pid=

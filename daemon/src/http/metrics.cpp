@@ -238,7 +238,12 @@ asio::awaitable<Response> Gateway::metrics(const Request& req) {
     << "\n# HELP bgexec_gateway_response_bytes_held Bytes of answers and event batches waiting to be written "
        "(counted against --response-memory).\n"
        "# TYPE bgexec_gateway_response_bytes_held gauge\nbgexec_gateway_response_bytes_held "
-    << held_ << "\n";
+    << held_
+    << "\n# HELP bgexec_gateway_pool_waiting Requests waiting for a database connection, by class (a role's "
+       "requests are served before its event streams' reads).\n"
+       "# TYPE bgexec_gateway_pool_waiting gauge\nbgexec_gateway_pool_waiting{class=\"request\"} "
+    << pool_.waiting_requests() << "\nbgexec_gateway_pool_waiting{class=\"stream\"} " << pool_.waiting_streams()
+    << "\n";
   Response res{bhttp::status::ok, req.version()};
   res.set(bhttp::field::server, "bgexec");
   res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");

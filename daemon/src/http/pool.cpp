@@ -42,8 +42,8 @@ Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, lon
 }
 
 // Takes a free connection; when all are checked out, waits in the role's
-// queue until release() hands it one.  A connection is free only while no
-// request waits, as release() hands each one over.
+// queue of its class until release() hands it one.  A connection is free
+// only while no request waits, as release() hands each one over.
 asio::awaitable<Pool::Slot*> Pool::acquire(const std::string& role, bool uncapped) {
   for (auto& s : slots_)
     if (!s->busy) {
@@ -51,23 +51,22 @@ asio::awaitable<Pool::Slot*> Pool::acquire(const std::string& role, bool uncappe
       co_return s.get();
     }
   auto& queue = waiting_[role];
-  auto& counted = counted_[role];  // an entry per token's role, a fixed few: none is erased
-  if (!uncapped && counted >= max_waiting) {
+  if (!uncapped && queue.ordinary.size() >= max_waiting) {
     auto msg = std::to_string(max_waiting) + " requests of this role are already waiting for a database connection";
     throw pg::Error("53400", msg, {msg, "", "Send fewer requests at once, or try again shortly.", ""});
   }
   auto w = std::make_shared<Waiter>(ex_);
-  w->counted = !uncapped;
-  if (w->counted) ++counted;
-  if (queue.empty()) turns_.push_back(role);
-  queue.push_back(w);
+  if (queue.ordinary.empty() && queue.streams.empty()) turns_.push_back(role);
+  (uncapped ? queue.streams : queue.ordinary).push_back(w);
+  ++(uncapped ? waiting_streams_ : waiting_requests_);
   co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
   if (!w->slot) throw std::runtime_error("the gateway is stopping");  // woken by the executor's end
   co_return w->slot;
 }
 
-// Hands the connection to the oldest request of the role whose turn it is
-// (that role goes to the back of the turns if it has more), or frees it.
+// Hands the connection to the role whose turn it is (that role goes to the
+// back of the turns if it has more): to its oldest ordinary request, or
+// with none, to its oldest stream read.  With nobody waiting, frees it.
 void Pool::release(Slot* s) {
   if (turns_.empty()) {
     s->busy = false;
@@ -76,10 +75,13 @@ void Pool::release(Slot* s) {
   std::string role = std::move(turns_.front());
   turns_.pop_front();
   auto it = waiting_.find(role);
-  auto w = std::move(it->second.front());
-  it->second.pop_front();
-  if (w->counted) --counted_[role];
-  if (it->second.empty()) waiting_.erase(it);
+  auto& q = it->second;
+  const bool ordinary = !q.ordinary.empty();
+  auto& from = ordinary ? q.ordinary : q.streams;
+  auto w = std::move(from.front());
+  from.pop_front();
+  --(ordinary ? waiting_requests_ : waiting_streams_);
+  if (q.ordinary.empty() && q.streams.empty()) waiting_.erase(it);
   else turns_.push_back(std::move(role));
   w->slot = s;
   w->timer.cancel();

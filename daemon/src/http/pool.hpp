@@ -69,12 +69,22 @@ class Pool {
   // streams' reads, whose number the gateway bounds itself (a role's open
   // streams, each with one read at a time, and one safety-net sweep per
   // role): a thousand browsers reconnecting at once after a gateway
-  // restart got 645 429s, which EventSource gives up on.
+  // restart got 645 429s, which EventSource gives up on.  Within a role's
+  // turn its ordinary requests go first, each class in arrival order: a
+  // burst of a thousand stream opens held the role's `GET /v1/jobs/ID`
+  // behind every one of their reads (0.6-0.8 s with 4 connections,
+  // bench/README.md, the fifty-fifth round).  Its stream reads (and its
+  // sweep) wait while the role has ordinary requests waiting, as many as
+  // it sends (max_waiting at most).
   asio::awaitable<pg::Result> query(const std::string& role, std::string sql, pg::Params params = {},
                                     bool idempotent = false, const std::function<bool()>& abandoned = {},
                                     bool uncapped = false);
 
   static constexpr std::size_t max_waiting = 256;
+
+  // Calls waiting for a connection now, ordinary and `uncapped` (/metrics).
+  std::size_t waiting_requests() const { return waiting_requests_; }
+  std::size_t waiting_streams() const { return waiting_streams_; }
 
  private:
   struct Slot {
@@ -87,7 +97,13 @@ class Pool {
     explicit Waiter(asio::any_io_executor ex) : timer(ex, asio::steady_timer::time_point::max()) {}
     asio::steady_timer timer;
     Slot* slot = nullptr;
-    bool counted = true;  // counts towards max_waiting (not `uncapped`)
+  };
+  // A role's waiting calls, by class, each oldest first.  A waiter leaves
+  // only when handed a connection, so `ordinary.size()` is what max_waiting
+  // counts.
+  struct RoleQueue {
+    std::deque<std::shared_ptr<Waiter>> ordinary;
+    std::deque<std::shared_ptr<Waiter>> streams;  // `uncapped`: served once no ordinary one waits
   };
   asio::awaitable<Slot*> acquire(const std::string& role, bool uncapped);
   void release(Slot* s);
@@ -98,9 +114,10 @@ class Pool {
   long statement_timeout_ms_;
   std::string statement_timeout_;  // milliseconds, as set_config takes it
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::map<std::string, std::deque<std::shared_ptr<Waiter>>> waiting_;  // by role
+  std::map<std::string, RoleQueue> waiting_;  // by role; an entry only while one of its calls waits
   std::deque<std::string> turns_;  // the roles with requests waiting, in the order they are served
-  std::map<std::string, std::size_t> counted_;  // by role: its waiting requests max_waiting counts
+  std::size_t waiting_requests_ = 0;
+  std::size_t waiting_streams_ = 0;
 };
 
 }  // namespace bgexec::http
