@@ -604,3 +604,29 @@ test('a stored value nested 50 000 deep is answered as its text; the gateway doe
   assert.ok(Array.isArray((await api('GET', `/v1/jobs/${id}`, { token: A })).body.result));
   assert.equal((await api('GET', '/metrics')).status, 200);
 });
+
+test('the server short of a resource (class 53: a full disk) answers 503 with Retry-After, and the gateway logs it', async () => {
+  const gw = await startGateway(0);
+  const kind = uniq('diskfull');
+  // A submit that meets a full disk, as PostgreSQL raises it (53100): a
+  // trigger of the test's own, on this kind only.  It answered a bare 500,
+  // logging nothing, as if the request were wrong.
+  psql(`CREATE FUNCTION test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN RAISE EXCEPTION 'could not extend file "base/5/16400": No space left on device'
+                USING ERRCODE = 'disk_full'; END $$;
+        CREATE TRIGGER "${kind}" BEFORE INSERT ON bgexec.job FOR EACH ROW
+          WHEN (NEW.kind = '${kind}') EXECUTE FUNCTION test_disk_full()`);
+  try {
+    const r = await api('POST', '/v1/jobs', { token: A, base: gw.url, body: { kind, queue: uniq('q') } });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.body.error.sqlstate, '53100');
+    assert.match(r.body.error.message, /^database unavailable: could not extend file/);
+    assert.equal(r.headers.get('retry-after'), '5');
+    for (let i = 0; i < 50 && !/msg="database short of a resource"/.test(gw.log()); i++) await sleep(100);
+    assert.match(gw.log(), /level=warn msg="database short of a resource" error="could not extend file[^\n]*sqlstate=53100/);
+    assert.equal(psql(`SELECT count(*) FROM bgexec.job WHERE kind = '${kind}'`), '0');
+  } finally {
+    psql(`DROP TRIGGER "${kind}" ON bgexec.job; DROP FUNCTION test_disk_full()`);
+    gw.kill();
+  }
+});

@@ -71,8 +71,11 @@ bhttp::status status_for(const std::string& st) {
   if (st == "57014") return bhttp::status::gateway_timeout;  // --statement-timeout (or a cancel)
   if (st == "42501") return bhttp::status::forbidden;
   // 25006: a write on a hot standby (the gateway's conninfo names one, or a
-  // failover is under way): the database's state, not the request's.
-  if (st.rfind("08", 0) == 0 || st == "57P01" || st == "57P02" || st == "57P03" || st == "53300" ||
+  // failover is under way): the database's state, not the request's.  Class
+  // 53 (53000 insufficient resources, 53100 disk full, 53200 out of memory,
+  // 53300 too many connections): the server short of a resource, which
+  // passes; a submit on a full disk answered a bare 500.
+  if (st.rfind("08", 0) == 0 || st == "57P01" || st == "57P02" || st == "57P03" || st.rfind("53", 0) == 0 ||
       st == "25006")
     return bhttp::status::service_unavailable;
   return bhttp::status::internal_server_error;
@@ -148,6 +151,14 @@ HttpError from_pg(const pg::Error& e, const std::vector<std::string>& params = {
       core::log("warn", "database unavailable",
                 {{"error", msg}, {"sqlstate", e.sqlstate()}, {"skipped", std::to_string(skipped)}});
     msg = "the gateway cannot reach the database (its log says why); try again";
+  }
+  if (status == bhttp::status::service_unavailable && !f.primary.empty() && e.sqlstate().rfind("53", 0) == 0) {
+    // The server out of disk, memory or connections: the operator's to
+    // hear of too, not only the client that got the 503.  One line per 10 s.
+    static core::LogThrottle throttle(std::chrono::seconds(10));
+    if (std::size_t skipped = 0; throttle.allow(&skipped))
+      core::log("warn", "database short of a resource",
+                {{"error", msg}, {"sqlstate", e.sqlstate()}, {"skipped", std::to_string(skipped)}});
   }
   if (status == bhttp::status::service_unavailable) msg = "database unavailable: " + msg;
   if (status == bhttp::status::gateway_timeout) msg = "database statement timed out: " + msg;
