@@ -2243,9 +2243,16 @@ COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, bo
  * without waiting.  The caller tries again later, meanwhile claiming as
  * usual
  * process: the caller, as claim's (_check_process); an unclaim by a process
- * that lost the id gives nothing back. */
+ * that lost the id gives nothing back.
+ * reason: why the jobs go back, the retry_scheduled event's error.reason:
+ * 'claim_reply_lost' (the above), or 'cannot_start_steps': the worker
+ * received the job but its host could start none of the attempt's step
+ * processes (out of processes, descriptors or memory), so nothing of the
+ * attempt ran; the worker gives it back with after_lease one below its
+ * lease and every other lease it knows above that held, its claims
+ * stopped meanwhile. */
 CREATE FUNCTION bgexec.unclaim(worker_id text, after_lease bigint, held bigint[] DEFAULT '{}',
-                               process jsonb DEFAULT NULL)
+                               process jsonb DEFAULT NULL, reason text DEFAULT 'claim_reply_lost')
 	RETURNS int
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -2283,6 +2290,10 @@ BEGIN
 		RAISE EXCEPTION 'held must be a one-dimensional array without nulls'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	IF reason IS NULL OR reason NOT IN ('claim_reply_lost', 'cannot_start_steps') THEN
+		RAISE EXCEPTION 'reason must be claim_reply_lost or cannot_start_steps'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	IF NOT pg_catalog.pg_try_advisory_xact_lock(
 	         pg_catalog.hashtext('bgexec.claim.worker'), pg_catalog.hashtext(worker_id)) THEN
 		RETURN NULL;
@@ -2309,10 +2320,12 @@ BEGIN
 				                   'message', 'stop requested before the job started'));
 			CONTINUE;
 		END IF;
-		v_err := jsonb_build_object('reason', 'claim_reply_lost', 'worker', unclaim.worker_id,
+		v_err := jsonb_build_object('reason', unclaim.reason, 'worker', unclaim.worker_id,
 		                            'attempt', j.attempt,
-		                            'message', format('worker %s never received this claim; the attempt is not counted',
-		                                              unclaim.worker_id));
+		                            'message', format(CASE unclaim.reason
+		                                                WHEN 'claim_reply_lost' THEN 'worker %s never received this claim; the attempt is not counted'
+		                                                ELSE 'worker %s could not start the job''s step processes; the attempt is not counted'
+		                                              END, unclaim.worker_id));
 		UPDATE bgexec.job x
 		   SET status = 'queued', lease = NULL, lease_owner = NULL,
 		       lease_expires_at = NULL, deadline = NULL,
@@ -2326,8 +2339,8 @@ BEGIN
 	RETURN v_n;
 END
 $$;
-COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[], jsonb) IS
-	'requeues, attempt given back, the jobs of a claim whose reply the worker never received; NULL while a claim of the worker runs';
+COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[], jsonb, text) IS
+	'requeues, attempt given back, the jobs of a claim whose reply the worker never received (or whose steps its host could not start); NULL while a claim of the worker runs';
 
 /* heartbeat: one statement extends every listed lease that is still current
  * and reports what the worker must do with each: ok, stop (a stop was
@@ -4651,7 +4664,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.register_worker(text, text[], int, jsonb),
 	bgexec.deregister_worker(text, jsonb),
 	bgexec.claim(text, text[], int, interval, jsonb),
-	bgexec.unclaim(text, bigint, bigint[], jsonb),
+	bgexec.unclaim(text, bigint, bigint[], jsonb, text),
 	bgexec.heartbeat(text, bigint[], interval, jsonb),
 	bgexec.await_work(text, text[], int, interval, boolean),
 	bgexec.await_claim(text, text[], int, interval, interval, boolean, int, jsonb),

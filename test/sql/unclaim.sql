@@ -84,6 +84,26 @@ SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", 
 SELECT * FROM try($$SELECT bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 7e400}')$$);
 SELECT count(*) AS claimed FROM bgexec.claim('up', '{up}', 1, '30 s', '{"host": "h", "pid": 7}');
 SELECT bgexec.unclaim('up', 0, '{}', '{"host": "h", "pid": 7}') AS unclaimed;
+-- reason cannot_start_steps: a job the worker received, whose step its
+-- host could not start, goes back the same way, the log saying why; the
+-- other lease of the worker above after_lease is held and stays running
+SELECT bgexec.register_worker('us', '{us}', 2);
+SELECT bgexec.submit('noop', queue => 'us') AS spawnless \gset
+SELECT bgexec.submit('noop', queue => 'us') AS beside \gset
+SELECT lease AS ls FROM bgexec.claim('us', '{us}', 1) \gset
+SELECT lease AS lb FROM bgexec.claim('us', '{us}', 1) \gset
+SELECT bgexec.append_event(:spawnless, :ls, 'step_started', '{"step": "s"}') IS NOT NULL AS step_started;
+SELECT bgexec.append_event(:spawnless, :ls, 'step_failed', '{"step": "s"}') IS NOT NULL AS step_failed;
+SELECT bgexec.unclaim('us', :ls - 1, ARRAY[:lb], NULL, 'cannot_start_steps') AS given_back;
+SELECT id = :spawnless AS spawnless, status, attempt FROM bgexec.job WHERE queue = 'us' ORDER BY id;
+SELECT event_kinds(:spawnless), gapless(:spawnless);
+SELECT data->'error'->>'reason' AS reason, data->'error'->>'message' AS message
+  FROM bgexec.job_event WHERE job_id = :spawnless AND kind = 'retry_scheduled';
+-- any other reason (or none) is refused, nothing changed
+SELECT * FROM try($$SELECT bgexec.unclaim('us', 0, '{}', NULL, 'host_on_fire')$$);
+SELECT * FROM try($$SELECT bgexec.unclaim('us', 0, '{}', NULL, NULL)$$);
+SELECT count(*) AS finished FROM bgexec.job j, bgexec.finish(j.id, j.lease, 'completed')
+ WHERE j.queue = 'us' AND j.status = 'running';
 -- workers only
 SET ROLE regress_alice;
 SELECT * FROM try($$SELECT bgexec.unclaim('uw', 0)$$);
