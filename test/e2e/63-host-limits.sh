@@ -30,7 +30,10 @@ sql "DELETE FROM bgexec.job" >/dev/null
 
 # 2. Where the hard limit itself is short, a step that cannot start for want
 # of descriptors is retried (the host's state, not the step's): every such
-# error was final, and retry-safe jobs failed at their first attempt.
+# error was final, and retry-safe jobs failed at their first attempt.  (One
+# whose attempt started nothing yet now goes back uncounted and the worker
+# pauses its claims: 105-host-cannot-spawn; --step-processes keeps this
+# worker from meeting EMFILE at all, most runs.)
 (ulimit -n 48; exec "$BGEXEC" worker --id hard --lease 5 --allow-run --concurrency 30 >>"$E2E_DIR/hard.log" 2>&1) &
 E2E_PIDS+=($!); hard=$!
 submit_many 30 20

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <system_error>
 
@@ -895,6 +896,49 @@ asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
   }
 }
 
+// Its events (the step_failed saying why) are written first, so unclaim's
+// retry_scheduled is the attempt's last, as a finish's terminal event is.
+// NULL from unclaim (a claim of this worker still running on the server),
+// a lost connection or a row held: asked again 0.5 s later while the
+// lease lasts (a reply lost after the commit finds the job no longer
+// running under the lease: 0).
+asio::awaitable<bool> Job::give_back() {
+  co_await flush_logs();
+  while (log_flushes_ > 0) co_await wake_.wait();
+  for (;;) {
+    check_lease();
+    std::optional<std::string> n;
+    std::string refused;
+    bool again = false;
+    try {
+      n = co_await w_.give_back(lease());
+      again = !n;
+    } catch (const pg::Error& e) {
+      const auto cls = e.classify();
+      again = cls == core::ErrorClass::connection || cls == core::ErrorClass::retry ||
+              core::transient(e.sqlstate()) || e.sqlstate() == "55P03";
+      if (!again) refused = e.what();
+    }
+    if (!refused.empty()) {
+      core::log("error", "job could not be given back; failing it", {{"job_id", id_str(id())}, {"error", refused}});
+      co_return false;
+    }
+    if (again) {
+      co_await sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    // No longer running under this lease: nothing more is written, nor renewed.
+    finished_ = true;
+    finish_written_ = true;
+    if (*n == "0")
+      core::log("warn", "job not given back: lease no longer current", {{"job_id", id_str(id())}});
+    else
+      core::log("warn", "job given back to the queue, its attempt not counted: step processes cannot be started",
+                {{"job_id", id_str(id())}, {"attempt", std::to_string(c_.attempt)}});
+    co_return true;
+  }
+}
+
 // ---------------------------------------------------------------- scheduler
 
 asio::awaitable<void> Job::wait_over() {
@@ -1107,6 +1151,12 @@ asio::awaitable<void> Job::execute() {
       break;
   }
   if (failure_) {
+    // Not once a step began (a sibling's process started meanwhile): its
+    // effects may be out there, and the attempt counts as before.
+    if (give_back_ && !began_) {
+      const bool given = co_await give_back();
+      if (given) co_return;
+    }
     co_await finish("failed", *failure_);
     co_return;
   }
@@ -1212,6 +1262,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
         co_await step_run(sid, step, out_text);
         has_stdout = true;
       } else if (kind == "sql") {
+        began_ = true;  // (its statement may be sent from here)
         output = co_await step_sql(sid, step, deadline, recorded, output_bytes);
       } else if (kind == "sleep") {
         co_await step_sleep(sid, step);
@@ -1288,6 +1339,10 @@ asio::awaitable<void> Job::run_step(std::string sid) {
   } catch (const StepFailure& f) {
     err = json{{"message", f.message}, {"step", sid}, {"retryable", f.retryable}};
     if (!f.reason.empty()) (*err)["reason"] = f.reason;
+    if (f.host && !began_ && !halted()) {
+      give_back_ = true;
+      (*err)["reason"] = "cannot_start_steps";
+    }
   } catch (const core::TemplateError& e) {
     err = json{{"message", e.what()}, {"step", sid}, {"retryable", false}};
   } catch (const std::exception& e) {
@@ -1856,8 +1911,18 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
     const int err = e.code().value();
     const bool transient =
         err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM || err == ETXTBSY;
-    throw StepFailure{std::string("cannot start ") + argv[0] + ": " + e.code().message(), transient};
+    StepFailure f{std::string("cannot start ") + argv[0] + ": " + e.code().message(), transient};
+    // The host's, not the job's: the worker stops claiming until a process
+    // starts again, and an attempt that started nothing yet goes back
+    // uncounted (run_step).  A program being replaced (ETXTBSY) is the step's.
+    if (transient && err != ETXTBSY) {
+      const char* name = strerrorname_np(err);
+      w_.steps_cannot_start(e.code().message(), name ? name : std::to_string(err));
+      f.host = true;
+    }
+    throw f;
   }
+  began_ = true;
   double grace = w_.config().kill_grace_s;
   killers_[sid] = [child, grace] { return child->terminate(grace); };
   core::log("debug", "process started", {{"job_id", id_str(id())}, {"step", sid}, {"pid", std::to_string(child->pid())}});

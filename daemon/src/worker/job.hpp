@@ -95,6 +95,7 @@ class Job : public std::enable_shared_from_this<Job> {
     std::string message;
     bool retryable = true;
     std::string reason;  // the error's "reason" when not empty (step_timeout)
+    bool host = false;   // the host could not start its process (out of processes, descriptors, memory)
   };
   // A step's own deadline (its "timeout"): when it passes while the step
   // runs, on_expiry ends the step as a stop would.  Disarmed when destroyed,
@@ -201,6 +202,10 @@ class Job : public std::enable_shared_from_this<Job> {
   asio::awaitable<std::optional<std::string>> append_write(const std::string& sql, pg::Params params);
   asio::awaitable<void> flush_logs();
   asio::awaitable<void> finish(const std::string& outcome, nlohmann::json body);
+  // The attempt gives the job back to the queue, uncounted (Worker::give_back),
+  // its events written first; false when the database refused the call
+  // (the caller fails the job as before).  Abandoned when the lease is spent.
+  asio::awaitable<bool> give_back();
   void log_line(const std::string& id, const char* stream, std::string line);
   void arm_flush();
   void kill_steps();
@@ -263,6 +268,12 @@ class Job : public std::enable_shared_from_this<Job> {
   // The job's steps are being ended: a stop (or timeout, shutdown), a lost
   // lease, or a step's failure.  A step that sees it starts nothing more.
   bool halted() const { return stop_ != StopReason::none || abandoned_ || failure_.has_value(); }
+  // A step process or a sql statement of this attempt has started: its
+  // effects may be out there, and a failure of the attempt counts.
+  bool began_ = false;
+  // The attempt failed because the host could start no step process
+  // before any began: the job goes back to the queue, uncounted.
+  bool give_back_ = false;
   std::map<std::string, std::function<bool()>> killers_;  // true: it ended something
   core::Masker masker_;
   Event wake_;

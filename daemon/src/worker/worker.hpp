@@ -101,6 +101,17 @@ class Worker {
                                        bool* retried = nullptr);
   // Where jobs hand their final outcome (one finish_many per batch).
   Completer& completer() { return *completer_; }
+  // A step process could not be started for want of the host's resources
+  // (`error`: errno's message, `errno_name`: EAGAIN, EMFILE…): the worker
+  // claims nothing until spawn_prober starts one (the gate, logged once).
+  void steps_cannot_start(const std::string& error, const std::string& errno_name);
+  // Gives the job under `lease` back to the queue, its attempt not counted
+  // (bgexec.unclaim, reason cannot_start_steps): none of its steps started
+  // a process or a statement.  No claim of this worker goes out meanwhile
+  // nor is in flight when it is sent, so every other lease above is known
+  // (held).  unclaim's answer: how many went back, nullopt (NULL) while a
+  // claim of this worker still runs on the server.  Throws pg::Error.
+  asio::awaitable<std::optional<std::string>> give_back(std::int64_t lease);
 
  private:
   asio::awaitable<void> notifier();
@@ -116,6 +127,10 @@ class Worker {
   // reconnect backoff (0.1 s, doubling to 5 s): nothing else would, since
   // no finish comes while nothing is claimed.
   asio::awaitable<void> finish_prober();
+  // While step processes cannot be started (steps_cannot_start), starts
+  // `true` with a backoff (0.5 s, doubling to 30 s); the first that starts
+  // reopens the gate ("claiming again").
+  asio::awaitable<void> spawn_prober();
   // A connection the jobs report back on ("finish", "heartbeat") failed
   // (`error`: its last connect or statement failed) or worked (nullopt).
   // Claims stop while either cannot be used (gate_, free_slots); the first
@@ -171,6 +186,8 @@ class Worker {
   Event hb_wake_;  // a stop request arrived: heartbeat now
   Event drained_;
   Event fin_down_;  // the finish connection failed: wakes finish_prober
+  Event spawn_down_;  // a step process could not be started: wakes spawn_prober
+  int giving_back_ = 0;  // give_back calls under way: no free slot meanwhile
   // Closed while the finish connection cannot be used or heartbeats fail.
   core::ClaimGate gate_;
   bool gate_cancel_ = false;  // write_path cancelled the notifier's claiming wait
