@@ -101,3 +101,53 @@ SELECT count(*) FROM bgexec.claim('wm', ARRAY(SELECT 'mqidle' || q FROM generate
 ROLLBACK;
 DELETE FROM bgexec.job WHERE queue LIKE 'mq%';
 DELETE FROM bgexec.queue WHERE name LIKE 'mq%';
+-- Of more than 32 queues, only those with queued jobs are read (one skip
+-- scan of job_runnable_idx over the range of names): a claim over 2 000
+-- empty queues and hz, with two jobs, takes them in a few index scans
+-- (old SQL: one or more per queue named, 2 006)
+CREATE FUNCTION pg_temp.runnable_scans() RETURNS bigint LANGUAGE sql AS $$
+	SELECT pg_stat_get_xact_numscans('bgexec.job_runnable_idx'::regclass) $$;
+CREATE FUNCTION pg_temp.claimed_of(w text, queues text[], n int) RETURNS text LANGUAGE sql AS $$
+	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord)
+	  FROM bgexec.claim(w, queues, n)
+	       WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload, attempt, max_attempts,
+	                         deadline, lease_expires_at, completed_steps, completed_stdout,
+	                         started_seq, ord) $$;
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner, payload) VALUES
+  ('hz', 'noop', current_user, '{"n": "hz1"}'), ('hz', 'noop', current_user, '{"n": "hz2"}');
+SELECT pg_temp.runnable_scans() AS scans_before \gset
+SELECT pg_temp.claimed_of('wh', ARRAY(SELECT 'he' || g FROM generate_series(1, 2000) g) || '{hz}', 4) AS claimed;
+SELECT pg_temp.runnable_scans() - :scans_before < 20 AS few_scans;
+ROLLBACK;
+-- The same claim order as one by one: 40 queues named, 10 of them with
+-- jobs (priority 0-2, run_after apart), among 2 000 empty ones; hp5 paused
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner, priority, payload, run_after)
+SELECT 'hp' || q, 'noop', current_user, (q * 7 + i) % 3,
+       jsonb_build_object('n', format('%s.%s', q, i)), now() - (q * 10 + i) * interval '1 second'
+  FROM generate_series(1, 10) q, generate_series(1, 3) i ORDER BY q DESC, i;
+SELECT (bgexec.configure_queue('hp5', paused => true)).name;
+SAVEPOINT s;
+SELECT pg_temp.claimed_of('wh', ARRAY(SELECT 'hp' || g FROM generate_series(1, 40) g)
+                                || ARRAY(SELECT 'he' || g FROM generate_series(1, 2000) g), 12) AS many;
+ROLLBACK TO s;
+-- (the 10 alone: up to 32 queues are read one by one)
+SELECT pg_temp.claimed_of('wh', ARRAY(SELECT 'hp' || g FROM generate_series(1, 10) g), 12) AS one_by_one;
+ROLLBACK TO s;
+-- More queues with jobs in the range of names than the skip scan reads
+-- (1 + names / 128): 33 names hp1, hp3, ..., hp65, and hp1a1..hp1a40 not
+-- named, with a job each, sort between hp10 and hp2; the scan gives up
+-- and the claim reads the names one by one: the jobs of hp1, hp3, hp7,
+-- hp9 only, in claim order
+INSERT INTO bgexec.job (queue, kind, owner, priority, payload)
+SELECT 'hp1a' || g, 'noop', current_user, 9, jsonb_build_object('n', 'hp1a' || g)
+  FROM generate_series(1, 40) g;
+SELECT pg_temp.claimed_of('wh', ARRAY(SELECT 'hp' || g FROM generate_series(1, 65, 2) g), 12) AS stopped_short;
+ROLLBACK TO s;
+-- Capped among many: hp2 at max_running 1 gives one
+SELECT (bgexec.configure_queue('hp2', max_running => 1)).name;
+SELECT pg_temp.claimed_of('wh', ARRAY(SELECT 'hp' || g FROM generate_series(1, 40) g)
+                                || ARRAY(SELECT 'he' || g FROM generate_series(1, 2000) g), 12) AS capped;
+ROLLBACK;
+DELETE FROM bgexec.queue WHERE name LIKE 'hp%';
