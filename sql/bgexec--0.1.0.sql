@@ -1809,11 +1809,16 @@ BEGIN
 			              WHERE r.queue = q.name AND r.status = 'running')::int END AS running,
 			       -- The bucket refilled up to now (the later of the claim's
 			       -- clock and the last claim's: the clock was read before
-			       -- the lock), full at rate_limit.
+			       -- the lock), full at rate_limit.  A rate_at more than a
+			       -- period ahead (concurrent claimers differ by
+			       -- milliseconds) is what a step of the database clock back
+			       -- leaves: kept, it held the queue's claims for the whole
+			       -- step; counted from a period ago instead, the bucket is
+			       -- full once, and the store below re-bases rate_at.
 			       CASE WHEN q.rate_limit IS NOT NULL THEN
 			            least(q.rate_limit::float8,
 			                  coalesce(q.rate_tokens, q.rate_limit::float8)
-			                  + q.rate_limit * greatest(0, extract(epoch FROM v_now - coalesce(q.rate_at, v_now))::float8)
+			                  + q.rate_limit * greatest(0, extract(epoch FROM v_now - coalesce(CASE WHEN q.rate_at - v_now > q.rate_period THEN v_now - q.rate_period ELSE q.rate_at END, v_now))::float8)
 			                    / extract(epoch FROM q.rate_period)::float8) END AS tokens
 			  FROM bgexec.queue q WHERE q.name = ANY (v_capped)) c;
 
@@ -2138,7 +2143,7 @@ BEGIN
 		IF v_tokens <> '{}' THEN
 			UPDATE bgexec.queue q
 			   SET rate_tokens = t.value::float8,
-			       rate_at = greatest(v_now, coalesce(q.rate_at, v_now))
+			       rate_at = greatest(v_now, coalesce(CASE WHEN q.rate_at - v_now > q.rate_period THEN v_now ELSE q.rate_at END, v_now))
 			  FROM jsonb_each_text(v_tokens) t
 			 -- Not once the limit is gone: a configure_queue() that removed
 			 -- it while this claim waited for the row (it reads the queue
@@ -2153,7 +2158,7 @@ BEGIN
 				 WHERE q.name = ANY (v_held) AND q.rate_limit > 0
 			LOOP
 				PERFORM bgexec._jobs_due(v_q.name,
-					greatest(v_now, coalesce(v_q.rate_at, v_now))
+					greatest(v_now, coalesce(CASE WHEN v_q.rate_at - v_now > v_q.rate_period THEN v_now ELSE v_q.rate_at END, v_now))
 					+ v_q.rate_period * ((1 - v_q.tokens) / v_q.rate_limit) + interval '1 microsecond',
 					1);
 			END LOOP;

@@ -192,6 +192,21 @@ SELECT clock_timestamp() AS t0 \gset
 SELECT jobs FROM bgexec.await_work('rw', '{rateq}', 10, '5 s');
 SELECT clock_timestamp() - :'t0' < interval '4 s' AS woken_at_the_token;
 SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
+-- a step of the database clock back (an hour here) leaves rate_at ahead
+-- of now(): the bucket refilled from then, and the queue's claims were held
+-- for the step's length.  A rate_at more than a period ahead is counted
+-- from a period ago: a full bucket (1 token), then the limit as before
+SELECT count(*) FROM (SELECT bgexec.submit('noop', queue => 'rateq') FROM generate_series(1, 3)) s;
+UPDATE bgexec.queue SET rate_tokens = 0, rate_at = now() + interval '1 hour' WHERE name = 'rateq';
+SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
+SELECT rate_at <= clock_timestamp() AS rebased FROM bgexec.queue WHERE name = 'rateq';
+SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
+SELECT pg_sleep(0.35);
+SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
+-- (a rate_at ahead by less than a period is kept: concurrent claimers'
+-- clocks differ by that much, and the bucket is simply not refilled yet)
+UPDATE bgexec.queue SET rate_tokens = 0, rate_at = now() + interval '200 ms' WHERE name = 'rateq';
+SELECT count(*) FROM bgexec.claim('rw', '{rateq}', 10);
 -- negative: a period under a millisecond or over a day, or with a negative
 -- part (23514, the table's queue_rate_sane); nothing changed
 SELECT * FROM try($$SELECT bgexec.configure_queue('rateq', rate_period => '0')$$);
