@@ -43,6 +43,7 @@ int			bgexec_retention_batch = 1000;
 int			bgexec_vacuum_threshold = 10000;
 char	   *bgexec_database = NULL;
 bool		bgexec_watchdog_enabled = true;
+int			bgexec_debug_clock_offset = 0;
 
 void		_PG_init(void);
 
@@ -221,6 +222,21 @@ _PG_init(void)
 							 PGC_POSTMASTER : PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * A test hook, hidden: steps the wall clock that the wake module's due
+	 * times and the watchdog read, in every process at once (wake.c,
+	 * bgexec_wall_clock), as a step of the system clock would; now() in SQL
+	 * and the monotonic clock are left alone.  test/e2e/106 steps it back.
+	 */
+	DefineCustomIntVariable("bgexec.debug_clock_offset",
+							"Test hook: shifts the wall clock of bgexec's timers.",
+							"Only for tests; 0 in production.",
+							&bgexec_debug_clock_offset,
+							0, INT_MIN, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, bgexec_clock_offset_assign, NULL);
 
 	MarkGUCPrefixReserved("bgexec");
 

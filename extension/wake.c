@@ -74,6 +74,8 @@
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
+#include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -147,25 +149,33 @@ typedef struct WakeSlot
 	uint64		bloom[WAKE_BLOOM_BITS / 64];	/* nqueues -1: its queues */
 	int			free;			/* jobs it said it could start, less wakes since */
 	bool		sleeping;		/* inside await_work now */
-	TimestampTz sleep_until;	/* when it wakes by itself, while sleeping */
+	TimestampTz sleep_until;	/* when it wakes by itself, while sleeping (wall) */
 	uint8		pending;		/* WAKE_JOBS | WAKE_STOP, not yet returned */
 	uint32		woken_queues;	/* bit i: queues[i] had a job wake */
 	int			nwoken_many;	/* nqueues -1: its job wakes' queues, */
 	NameHash	woken_many[WAKE_MAX_WOKEN_MANY];	/* to hand on (the first ones) */
 	bool		missed;			/* a job wake passed it by between calls */
 	uint32		missed_queues;	/* bit i: for queues[i] */
-	TimestampTz last_call;		/* entry or exit of await_work */
+	int64		last_call;		/* entry or exit of await_work (monotonic) */
 } WakeSlot;
 
 StaticAssertDecl(WAKE_MAX_WOKEN_MANY <= WAKE_MAX_QUEUES,
 				 "woken_queue_hashes writes at most WAKE_MAX_QUEUES hashes");
 
-/* Jobs of a queue that become runnable at a later time (run_after). */
+/*
+ * Jobs of a queue that become runnable at a later time (run_after, a rate
+ * limit's refill).  at is on the database's clock; mono_at is the same
+ * instant on the monotonic clock, as it was when at was recorded.  The
+ * entry is due at whichever comes first: after a step of the clock back,
+ * mono_at still comes after the delay meant when it was recorded (a rate
+ * limit's period), where at would come the step later (see take_due).
+ */
 typedef struct DueEntry
 {
 	Oid			dboid;			/* InvalidOid: free */
 	NameHash	queue;
 	TimestampTz at;
+	int64		mono_at;
 	int64		jobs;
 } DueEntry;
 
@@ -174,6 +184,7 @@ typedef struct WakeShared
 	LWLock	   *lock;
 	int			nslots;
 	int			next;			/* where the next scan starts: spreads wakes */
+	pg_atomic_uint64 clock_offset;	/* bgexec.debug_clock_offset, in us */
 	DueEntry	due[WAKE_MAX_DUE];
 	WakeSlot	slots[FLEXIBLE_ARRAY_MEMBER];
 } WakeShared;
@@ -249,7 +260,50 @@ bgexec_wake_shmem_startup(void)
 		memset(wake_shared, 0, wake_shmem_size());
 		wake_shared->lock = &(GetNamedLWLockTranche("bgexec_wake"))->lock;
 		wake_shared->nslots = MaxBackends;
+		pg_atomic_init_u64(&wake_shared->clock_offset, 0);
 	}
+}
+
+/*
+ * The wall clock as the wake module and the watchdog read it: now, plus
+ * bgexec.debug_clock_offset (a test hook, 0 but in tests: it steps this
+ * clock, in every process at once, as a step of the system clock would,
+ * without touching now() in SQL nor the monotonic clock).
+ */
+TimestampTz
+bgexec_wall_clock(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (wake_shared != NULL)
+		now += (int64) pg_atomic_read_u64(&wake_shared->clock_offset);
+	return now;
+}
+
+/*
+ * The monotonic clock, in microseconds: for waits and timers, which a step
+ * of the wall clock (NTP, a VM resumed) must not stretch or cut short.
+ */
+int64
+bgexec_mono_clock(void)
+{
+	instr_time	t;
+
+	INSTR_TIME_SET_CURRENT(t);
+	return (int64) INSTR_TIME_GET_MICROSEC(t);
+}
+
+/*
+ * Assign hook of bgexec.debug_clock_offset (milliseconds): the postmaster,
+ * which reads the configuration first on a reload, writes it to shared
+ * memory, where every process reads it at once (a backend inside
+ * await_work does not read the configuration until its statement ends).
+ */
+void
+bgexec_clock_offset_assign(int newval, void *extra)
+{
+	if (!IsUnderPostmaster && wake_shared != NULL)
+		pg_atomic_write_u64(&wake_shared->clock_offset, (uint64) ((int64) newval * 1000));
 }
 
 /* Hash of a name, as slots and requests keep it. */
@@ -427,7 +481,7 @@ due_latest_first_cmp(const void *a, const void *b)
  */
 static void
 add_dues(const WakeRequest *reqs, int n, const DueQueue *queues, int nqueues,
-		 TimestampTz now, bool *latch)
+		 TimestampTz now, int64 mono, bool *latch)
 {
 	bool		merged[WAKE_MAX_DUE] = {false};
 	int			free_i[WAKE_MAX_DUE];
@@ -482,7 +536,8 @@ add_dues(const WakeRequest *reqs, int n, const DueQueue *queues, int nqueues,
 				break;			/* and none later is kept either */
 			i = used[u++];
 		}
-		wake_shared->due[i] = (DueEntry) {MyDatabaseId, reqs[k].hash, reqs[k].at, reqs[k].jobs};
+		wake_shared->due[i] = (DueEntry) {MyDatabaseId, reqs[k].hash, reqs[k].at,
+		mono + (reqs[k].at - now), reqs[k].jobs};
 	}
 	/* Sleepers of a queue that would wake after its earliest time: sooner. */
 	for (int i = 0; i < wake_shared->nslots; i++)
@@ -507,10 +562,18 @@ add_dues(const WakeRequest *reqs, int n, const DueQueue *queues, int nqueues,
  * For slot s, which waits with free capacity: takes the due entries of its
  * queues whose time has come (as a job wake, up to its capacity; what it
  * cannot take stays for another waiter) and returns the earliest time still
- * ahead (or DT_NOEND).  The caller holds the lock exclusively.
+ * ahead (or DT_NOEND), on the wall clock (now; mono: the monotonic clock).
+ * The caller holds the lock exclusively.
+ *
+ * An entry whose monotonic time has come but not its time on the clock
+ * was recorded before the clock stepped back.  A rate-limited queue's
+ * refill was meant for then: its claims were held for the whole step (an
+ * hour's step, an hour) while every other queue ran.  So s is woken for it
+ * (claim then re-bases the queue's rate_at), and the entry stays, for its
+ * time on the clock (a run_after's jobs are runnable by that clock only).
  */
 static TimestampTz
-take_due(WakeSlot *s, TimestampTz now)
+take_due(WakeSlot *s, TimestampTz now, int64 mono)
 {
 	TimestampTz next = DT_NOEND;
 
@@ -524,13 +587,21 @@ take_due(WakeSlot *s, TimestampTz now)
 		/* Not for a worker of many queues: a false match would take others' jobs. */
 		if (e->dboid != s->dboid || s->nqueues < 0 || !slot_has_queue(s, e->queue, &bit))
 			continue;
-		if (e->at > now)
+		if (e->at > now && e->mono_at > mono)
 		{
-			next = Min(next, e->at);
+			next = Min(next, Min(e->at, now + (e->mono_at - mono)));
 			continue;
 		}
 		if (s->free <= 0)
 			continue;
+		if (e->at > now)
+		{
+			/* The clock stepped back since: once, then at its time. */
+			s->pending |= WAKE_JOBS;
+			s->woken_queues |= bit;
+			e->mono_at = mono + (e->at - now);
+			continue;
+		}
 		s->pending |= WAKE_JOBS;
 		s->woken_queues |= bit;
 		e->jobs -= s->free;
@@ -555,7 +626,7 @@ typedef struct Sleeper
 	int			slot;
 	uint32		bit;
 	bool		many;			/* of more than WAKE_MAX_QUEUES queues */
-	TimestampTz since;
+	int64		since;			/* monotonic */
 } Sleeper;
 
 /* qsort: slots that list the queue first, then the latest to sleep first; ties in slot order. */
@@ -648,7 +719,8 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 	int			nsleepers;
 	DueQueue   *queues = scratch_queues;
 	int			nqueues = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now = bgexec_wall_clock();
+	int64		mono = bgexec_mono_clock();
 
 	if (wake_shared == NULL || (n == 0 && ndues == 0) || queues == NULL)
 		return;
@@ -730,7 +802,7 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 				WakeSlot   *s = &wake_shared->slots[i];
 				uint32		bit;
 
-				if (s->sleeping || now - s->last_call > WAKE_STALE_US || !job_candidate(s, i, req, &bit))
+				if (s->sleeping || mono - s->last_call > WAKE_STALE_US || !job_candidate(s, i, req, &bit))
 					continue;
 				if ((s->nqueues < 0) != (tier == 1))
 				{
@@ -758,7 +830,7 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 
 			if (s->pid != 0 && s->dboid == MyDatabaseId && i != req->skip_slot && !s->sleeping &&
 				(s->pending & WAKE_JOBS) == 0 && s->free <= 0 &&
-				now - s->last_call <= WAKE_STALE_US && slot_has_queue(s, req->hash, &bit))
+				mono - s->last_call <= WAKE_STALE_US && slot_has_queue(s, req->hash, &bit))
 			{
 				s->missed = true;
 				s->missed_queues |= bit;
@@ -766,7 +838,7 @@ wake_slots(const WakeRequest *reqs, int n, const WakeRequest *dues, int ndues)
 		}
 	}
 	if (ndues > 0)
-		add_dues(dues, ndues, queues, nqueues, now, latch);
+		add_dues(dues, ndues, queues, nqueues, now, mono, latch);
 	LWLockRelease(wake_shared->lock);
 	for (int i = 0; i < wake_shared->nslots; i++)
 		if (latch[i])
@@ -1111,7 +1183,7 @@ register_slot(WakeSlot *slot, const SlotArgs *args, int free)
 		slot->nqueues = args->nqueues;
 	}
 	slot->free = free;
-	slot->last_call = GetCurrentTimestamp();
+	slot->last_call = bgexec_mono_clock();
 	/* Jobs a wake left while it had no capacity: the first call with some takes them. */
 	if (slot->missed && free > 0)
 	{
@@ -1267,7 +1339,7 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	Interval   *timeout;
 	bool		pass_on;
 	int64		timeout_us;
-	TimestampTz deadline;
+	int64		deadline;		/* monotonic */
 	WakeSlot   *slot;
 	uint8		got = 0;
 	NameHash	passed_queues[WAKE_MAX_QUEUES];
@@ -1353,18 +1425,22 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 	/*
 	 * Until a wake arrives, the deadline passes, or jobs due later become
 	 * runnable (then it takes them itself, sleeping until the earliest).
+	 * The timeout is kept on the monotonic clock: on the wall clock, a step
+	 * of it back made the wait last the step longer, until the client's own
+	 * timeout dropped the connection.
 	 */
-	deadline = GetCurrentTimestamp() + timeout_us;
+	deadline = bgexec_mono_clock() + timeout_us;
 	PG_TRY();
 	{
 		for (;;)
 		{
-			TimestampTz now = GetCurrentTimestamp();
+			TimestampTz now = bgexec_wall_clock();
+			int64		mono = bgexec_mono_clock();
 			TimestampTz until;
 			bool		sleep;
 
 			LWLockAcquire(wake_shared->lock, LW_EXCLUSIVE);
-			until = Min(deadline, take_due(slot, now));
+			until = Min(now + (deadline - mono), take_due(slot, now, mono));
 			sleep = slot->pending == 0 && until > now;
 			slot->sleeping = sleep;
 			slot->sleep_until = until;
@@ -1395,7 +1471,7 @@ bgexec_await_work(PG_FUNCTION_ARGS)
 		if (slot->pid == MyProcPid)
 		{
 			slot->sleeping = false;
-			slot->last_call = GetCurrentTimestamp();
+			slot->last_call = bgexec_mono_clock();
 		}
 		LWLockRelease(wake_shared->lock);
 	}

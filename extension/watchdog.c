@@ -114,8 +114,8 @@ static SPIPlanPtr retire_plan = NULL;
 
 static ExtensionState extension_state = EXT_UNKNOWN;
 
-/* The earliest time of the next vacuum of bgexec.job (0: any time). */
-static TimestampTz vacuum_not_before = 0;
+/* The earliest time of the next vacuum of bgexec.job (monotonic; 0: any time). */
+static int64 vacuum_not_before = 0;
 
 /*
  * Dead rows of bgexec.job that the statistics report but the last vacuum
@@ -233,7 +233,7 @@ void
 bgexec_watchdog_main(Datum main_arg)
 {
 	MemoryContext loop_cxt;
-	TimestampTz last_tick_end = 0;	/* 0: tick at once */
+	int64		last_tick_end = 0;	/* monotonic; 0: tick at once */
 	int			consecutive_errors = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -308,12 +308,14 @@ bgexec_watchdog_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/*
+		 * On the monotonic clock: on the wall clock, a step of it back (NTP,
+		 * a VM resumed) stopped the ticks for the step's length.
+		 */
 		if (last_tick_end != 0)
 		{
-			TimestampTz due = TimestampTzPlusMilliseconds(last_tick_end,
-														  watchdog_delay_ms(consecutive_errors));
-			long		delay_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																   due);
+			int64		due = last_tick_end + watchdog_delay_ms(consecutive_errors) * 1000;
+			long		delay_ms = (long) ((due - bgexec_mono_clock() + 999) / 1000);
 
 			if (delay_ms > 0)
 			{
@@ -339,7 +341,7 @@ bgexec_watchdog_main(Datum main_arg)
 			consecutive_errors = 0;
 		else if (consecutive_errors < 30)
 			consecutive_errors++;
-		last_tick_end = GetCurrentTimestamp();
+		last_tick_end = bgexec_mono_clock();
 	}
 }
 
@@ -496,7 +498,7 @@ watchdog_task_body(WatchdogTask task)
 static bool
 watchdog_retention(void)
 {
-	TimestampTz start = GetCurrentTimestamp();
+	int64		start = bgexec_mono_clock();
 	int64		purged = 0;
 	bool		ok;
 
@@ -506,7 +508,7 @@ watchdog_retention(void)
 		ok = watchdog_run(WATCHDOG_RETENTION);
 		purged += retention_purged;
 		if (!ok || extension_state != EXT_PRESENT || retention_purged < bgexec_retention_batch ||
-			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bgexec_watchdog_interval / 2))
+			bgexec_mono_clock() - start >= (int64) bgexec_watchdog_interval * 500)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -586,10 +588,11 @@ watchdog_vacuum(void)
 {
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	TimestampTz start = GetCurrentTimestamp();
+	int64		mono_start = bgexec_mono_clock();
 	volatile bool vacuumed = false;
 	volatile bool ok = true;
 
-	if (start < vacuum_not_before)
+	if (mono_start < vacuum_not_before)
 		return;
 	/* Only vacuums that end from now on move the baseline. */
 	if (last_vacuum_end == 0)
@@ -619,15 +622,13 @@ watchdog_vacuum(void)
 	watchdog_task_done(caller_cxt);
 
 	if (!ok)
-		vacuum_not_before = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														VACUUM_RETRY_MS);
+		vacuum_not_before = bgexec_mono_clock() + (int64) VACUUM_RETRY_MS * 1000;
 	else if (vacuumed)
 	{
-		TimestampTz end = GetCurrentTimestamp();
-		long		ms = TimestampDifferenceMilliseconds(start, end);
+		int64		end = bgexec_mono_clock();
+		long		ms = (long) ((end - mono_start) / 1000);
 
-		vacuum_not_before = TimestampTzPlusMilliseconds(end,
-														ms * VACUUM_PAUSE_FACTOR);
+		vacuum_not_before = end + (int64) ms * VACUUM_PAUSE_FACTOR * 1000;
 		ereport(DEBUG1,
 				(errmsg("bgexec watchdog vacuumed bgexec.job in %ld ms", ms)));
 	}

@@ -52,6 +52,10 @@ extern int	bgexec_subxact_entries(SubXactEvent event, void *entries, int n,
  */
 extern void bgexec_wake_shmem_request(void);		/* wake.c: wake slots */
 extern void bgexec_wake_shmem_startup(void);
+extern TimestampTz bgexec_wall_clock(void);	/* wake.c: clocks of the timers */
+extern int64 bgexec_mono_clock(void);
+extern int	bgexec_debug_clock_offset;
+extern void bgexec_clock_offset_assign(int newval, void *extra);
 extern void bgexec_step_session_shmem_request(void);	/* step_session.c */
 extern void bgexec_step_session_shmem_startup(void);
 
