@@ -1374,6 +1374,9 @@ BEGIN
 	 WHERE w.stopped_at IS NOT NULL OR w.host IS NULL OR w.pid IS NULL
 	    OR (w.host = excluded.host AND w.pid = excluded.pid)
 	    OR w.heartbeat_at < now() - make_interval(secs => bgexec._lease_s(w.info))
+	    -- (a heartbeat more than a lease ahead: written before a step of the
+	    -- clock back, which would keep the id held for the step's length)
+	    OR w.heartbeat_at > now() + make_interval(secs => bgexec._lease_s(w.info))
 	    OR (w.host = excluded.host AND w.pid = bgexec._pid(excluded.info->'replaces'));
 	IF NOT FOUND THEN
 		SELECT * INTO v_holder FROM bgexec.worker w WHERE w.id = register_worker.worker_id;

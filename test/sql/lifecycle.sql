@@ -149,18 +149,31 @@ EXCEPTION WHEN object_in_use THEN
 	RAISE NOTICE '55006: % / %', regexp_replace(d, '[0-9.]+ s ago', 'N s ago'), h;
 END
 $$;
--- a holder's heartbeat written at infinity (past the functions) is named
--- as it is: the DETAIL's age failed with 22008 instead of the 55006
-UPDATE bgexec.worker SET heartbeat_at = 'infinity' WHERE id = 'one';
+-- a holder's heartbeat less than its lease (60 s) ahead still holds the id
+UPDATE bgexec.worker SET heartbeat_at = now() + interval '30 s' WHERE id = 'one';
 DO $$
 DECLARE d text;
 BEGIN
-	PERFORM bgexec.register_worker('one', '{default}', 1, '{"host": "h1", "pid": 11}');
+	PERFORM bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 11}');
 EXCEPTION WHEN object_in_use THEN
 	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RAISE NOTICE '55006: %', d;
+	RAISE NOTICE '55006: %', regexp_replace(d, '[0-9.]+ s ago', 'N s ago');
 END
 $$;
+-- one more than a lease ahead does not: it is what a step of the database
+-- clock back leaves, and it kept the id of a worker restarted on another
+-- host refused for the step's length; nor one written by hand at infinity
+-- (past the functions); both taken over (rolled back here)
+BEGIN;
+UPDATE bgexec.worker SET heartbeat_at = now() + interval '1 hour' WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 11}');
+SELECT host, pid, heartbeat_at = now() AS rebased FROM bgexec.worker WHERE id = 'one';
+ROLLBACK;
+BEGIN;
+UPDATE bgexec.worker SET heartbeat_at = 'infinity' WHERE id = 'one';
+SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 11}');
+SELECT host, pid FROM bgexec.worker WHERE id = 'one';
+ROLLBACK;
 UPDATE bgexec.worker SET heartbeat_at = now() WHERE id = 'one';
 \set VERBOSITY terse
 SELECT bgexec.register_worker('one', '{default}', 1, '{"host": "h2", "pid": 10}');
