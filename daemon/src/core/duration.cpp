@@ -43,6 +43,18 @@ std::optional<double> parse_seconds(std::string_view text) {
   return seconds;
 }
 
+// Days scaled here; everything else is parse_seconds's.
+std::optional<double> parse_delay(std::string_view text) {
+  if (text.size() > 1 && text.back() == 'd') {
+    const char last = text[text.size() - 2];
+    if (!(last >= '0' && last <= '9') && last != '.') return std::nullopt;  // "2hd"
+    const auto days = parse_seconds(text.substr(0, text.size() - 1));
+    if (!days || !std::isfinite(*days * 86400)) return std::nullopt;
+    return *days * 86400;
+  }
+  return parse_seconds(text);
+}
+
 // Fixed notation with 6 decimals (PostgreSQL's interval resolution), then
 // trailing zeros and a dangling '.' are dropped so 30 reads "30 seconds".
 std::string to_pg_interval(double seconds) {

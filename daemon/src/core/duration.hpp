@@ -12,6 +12,12 @@ namespace bgexec::core {
 // callers can name the offending flag or key in their own error message.
 std::optional<double> parse_seconds(std::string_view text);
 
+// A delay before a job may run (HTTP `run_after: "+DUR"`, `submit
+// --run-after +DUR`): parse_seconds's forms, or a number of days with the
+// suffix d ("2d", "1.5d"), a day being 86 400 s, not a calendar day,
+// whose length would follow a session's TimeZone across a DST night.
+std::optional<double> parse_delay(std::string_view text);
+
 // Renders seconds as a PostgreSQL interval literal ("30 seconds",
 // "0.5 seconds"), microsecond precision, locale-independent, for passing as
 // an `interval` query parameter. Throws std::invalid_argument on NaN/inf.
