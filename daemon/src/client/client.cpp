@@ -846,7 +846,7 @@ asio::awaitable<int> cmd_status(Session& s, const core::ParsedArgs& a) {
               "::text ELSE bgexec._json_prefix(" + d + ", " + std::to_string(status_fetch) + ") END AS " + d;
   }
   auto r = co_await s.conn.query(
-      "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, owner,"
+      "SELECT id, kind, queue, status::text AS status, priority, attempt, max_attempts, timeout::text AS timeout, owner,"
       " lease_owner AS worker, " + times + "last_seq, " + docs + " FROM bgexec.job WHERE id = $1",
       p);
   if (r.rows() == 0) {
@@ -1464,6 +1464,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
   asio::io_context io;
   Session s{pg::Connection(io.get_executor(), conninfo, "client"), parsed.flags.count("--json") > 0, false, {}, {}};
   s.conn.set_jit_off(true);  // as the gateway's: `bgexec queues` spent 1.3 s compiling
+  s.conn.set_interval_style(true);  // intervals (timeout) as the gateway shows them
   int code = db_error;
   // Ctrl-C while following a job (submit and run-schedule --wait/--follow,
   // tail) ends the follow, not the job: one line says so, exit 130 as the

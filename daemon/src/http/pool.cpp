@@ -37,6 +37,7 @@ Pool::Pool(asio::any_io_executor ex, std::string conninfo, std::size_t size, lon
     // Short statements only: JIT's compile of queue_stats took longer than
     // the query itself with thousands of queues (connection.hpp).
     s->conn->set_jit_off(true);
+    s->conn->set_interval_style(true);  // `timeout` as the API shows it
     slots_.push_back(std::move(s));
   }
 }

@@ -570,7 +570,10 @@ bool names_setting(const std::string& options, std::string_view name) {
 // which are the client's own; "" when there is none to set.  Not read from
 // pg_settings' source ('client'): that view builds every setting's row,
 // 3-10 ms a connect here, where set_config takes what SELECT 1 does.
-std::string own_settings_statement(std::string options, bool timeouts, bool jit_off) {
+// `interval_style`: IntervalStyle = postgres whatever `options` say, as
+// the intervals such a session reads out are the API's ("00:01:30", not
+// "@ 1 min 30 secs" or "PT1M30S" by the login's settings).
+std::string own_settings_statement(std::string options, bool timeouts, bool jit_off, bool interval_style) {
   for (char& ch : options) ch = ch == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   std::vector<std::pair<const char*, const char*>> own;
   if (timeouts)
@@ -583,6 +586,8 @@ std::string own_settings_statement(std::string options, bool timeouts, bool jit_
     sql += sql.empty() ? "SELECT " : ", ";
     sql += "pg_catalog.set_config('" + std::string(name) + "', '" + value + "', false)";
   }
+  if (interval_style)
+    sql += std::string(sql.empty() ? "SELECT " : ", ") + "pg_catalog.set_config('intervalstyle', 'postgres', false)";
   return sql;
 }
 
@@ -592,7 +597,7 @@ std::string own_settings_statement(std::string options, bool timeouts, bool jit_
 // (set_own_timeouts, set_jit_off); a failure fails the connect, the
 // session closed.
 asio::awaitable<void> Connection::set_own_settings_now() {
-  const std::string sql = own_settings_statement(startup_options(conn_), own_timeouts_, jit_off_);
+  const std::string sql = own_settings_statement(startup_options(conn_), own_timeouts_, jit_off_, interval_style_);
   if (sql.empty()) co_return;
   if (!PQsendQuery(conn_, sql.c_str())) fail(name_ + ": send");
   co_await flush_out();

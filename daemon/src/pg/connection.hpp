@@ -351,6 +351,13 @@ class Connection {
   // 1.3 s of a 1.4 s `bgexec queues` (53 ms without), every 3 s for each
   // open dashboard.  Off by default.
   void set_jit_off(bool on) { jit_off_ = on; }
+  // Whether every connect sets IntervalStyle = postgres (same round trip),
+  // even when the startup `options` name it: for sessions whose interval
+  // output is an API's (the gateway's `timeout`, the CLI's status), which
+  // followed the login's IntervalStyle ("@ 1 min 30 secs", "PT1M30S").
+  // Also fixes how interval input with a sign is read (sql_standard reads
+  // "-1 2:00" otherwise).  Off by default.
+  void set_interval_style(bool on) { interval_style_ = on; }
   const asio::any_io_executor& executor() const { return ex_; }
   // Runs one statement with text parameters; waits its turn.  Throws Error.
   // `prepare`: as a named prepared statement, parsed and planned once per
@@ -454,6 +461,7 @@ class Connection {
   bool recycle_large_ = false;
   bool own_timeouts_ = false;
   bool jit_off_ = false;
+  bool interval_style_ = false;
   bool ever_connected_ = false;
   std::set<std::string> prepared_;
 };
