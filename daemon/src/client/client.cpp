@@ -14,6 +14,7 @@
 #include "core/output.hpp"
 #include "core/read_capped.hpp"
 #include "core/suggest.hpp"
+#include "core/timestamp.hpp"
 #include "core/utf8.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
@@ -743,12 +744,27 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   std::optional<std::string> run_after, run_in;
   if (auto t = opt("--run-after")) {
     if (!t->empty() && (*t)[0] == '+') {
-      // As --timeout: seconds or 500ms/30s/5m/2h, else PostgreSQL's
-      // interval (`+2d`, `+1 day`), its error naming --run-after.
-      auto secs = core::parse_seconds(t->substr(1));
+      // Seconds or 500ms/30s/5m/2h/1d, a day 86 400 s (core::parse_delay),
+      // else PostgreSQL's interval (`+1 day`, `+2 weeks`), its error naming
+      // --run-after, taken as that many seconds (extract(epoch): a day
+      // 24 h, a month 30 days): a calendar day's length followed the
+      // session's TimeZone (23, 24 or 25 h across a DST night by PGTZ).
+      auto secs = core::parse_delay(t->substr(1));
       run_in = secs ? interval_option("--run-after", *secs, *t) : t->substr(1);
     } else {
-      run_after = *t;
+      // ISO 8601 only, read here: the server read "08/12/2026" by the
+      // session's DateStyle and an offset-less time in its TimeZone (PGTZ,
+      // the role's, the server's), not the user's.  Without an offset, in
+      // the user's local time zone (TZ, else /etc/localtime), as `date`
+      // reads it; a time a DST change skips or repeats needs an offset.
+      const auto iso = core::parse_iso_time(*t);
+      if (!iso)
+        throw Usage("--run-after: \"" + *t +
+                    "\" is not an ISO 8601 time (2026-12-08T03:00, 2026-12-08 03:00:00+05:30, "
+                    "2026-12-08T03:00Z) nor +DUR (+30s, +5m, +2h, +1d)");
+      auto local = iso->offset_minutes ? core::LocalResult{iso, ""} : core::resolve_local(*iso);
+      if (!local.time) throw Usage("--run-after: \"" + *t + "\" " + local.error);
+      run_after = core::iso_text(*local.time);
     }
   }
   s.arg_names = {"KIND",         "JSON",      "--queue",   "--priority",         "--run-after",
@@ -765,7 +781,8 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
                   jo.concurrency_key};
   auto r = co_await s.conn.query(
       "SELECT bgexec.submit($1, $2::jsonb, queue => $3, priority => $4::int,"
-      " run_after => coalesce($5::timestamptz, now() + coalesce($6::interval, '0')),"
+      " run_after => coalesce($5::timestamptz,"
+      " now() + make_interval(secs => date_part('epoch', coalesce($6::interval, '0')))),"
       " max_attempts => $7::int, timeout => $8::interval, idempotency_key => $9,"
       " concurrency_key => $10)",
       p);

@@ -1,6 +1,7 @@
 // The HTTP gateway (see gateway.hpp and README-http.md).
 #include "http/gateway.hpp"
 
+#include "core/duration.hpp"
 #include "core/event_batch.hpp"
 #include "core/events_page.hpp"
 #include "core/json_input.hpp"
@@ -8,6 +9,7 @@
 #include "core/many.hpp"
 #include "core/number.hpp"
 #include "core/numeric.hpp"
+#include "core/timestamp.hpp"
 #include "core/utf8.hpp"
 #include "http/assets.hpp"
 
@@ -728,7 +730,28 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   }
   if (auto q = str("queue")) arg("queue", *q, "?::text");
   if (auto p = integer("priority", std::numeric_limits<std::int32_t>::min())) arg("priority", *p, "?::int");
-  if (auto r = str("run_after")) arg("run_after", *r, "?::timestamptz");
+  if (auto r = str("run_after")) {
+    // Read here, not by the session's DateStyle and TimeZone ("08/12/2026
+    // 03:00" was August at UTC, December in IST): an RFC 3339 time with
+    // its offset, or "+DUR" after now() on the database's clock (a day is
+    // 86 400 s), so a client's clock never enters the schedule.
+    const auto bad = [&] {
+      return http_error(bhttp::status::unprocessable_entity, "22007",
+                        "run_after must be an RFC 3339 time with an offset or Z (2026-12-08T03:00:00Z, "
+                        "2026-12-08T08:30:00+05:30) or +DUR (+90, +30s, +5m, +2h, +1d): was \"" +
+                            core::utf8_cut(*r, 100, "...") + "\"");
+    };
+    if (r->find('\0') != std::string::npos) throw nul_in("run_after");
+    if (!r->empty() && (*r)[0] == '+') {
+      const auto secs = core::parse_delay(std::string_view(*r).substr(1));
+      if (!secs || *secs > max_timeout_seconds) throw bad();  // 100 years, as a timeout
+      arg("run_after", core::seconds_text(*secs), "pg_catalog.now() + pg_catalog.make_interval(secs => ?::float8)");
+    } else {
+      const auto t = core::parse_iso_time(*r);
+      if (!t || !t->offset_minutes) throw bad();
+      arg("run_after", core::iso_text(*t), "?::timestamptz");
+    }
+  }
   if (auto m = integer("max_attempts", 1)) arg("max_attempts", *m, "?::int");
   if (body.contains("timeout") && !body["timeout"].is_null()) {
     const auto& t = body["timeout"];
