@@ -2399,6 +2399,133 @@ $$;
 COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[], jsonb, text) IS
 	'requeues, attempt given back, the jobs of a claim whose reply the worker never received (or whose steps its host could not start); NULL while a claim of the worker runs';
 
+/* snooze: gives back a running job whose running steps are all sleeps (its
+ * worker is shutting down), its attempt not counted: a sleep is a timer
+ * that outlives the worker, not work that has to start again.  sleeps:
+ * {"step id": seconds, ...}, each sleep the worker has running and the
+ * seconds it set out to sleep from the step's step_started of this run.
+ * Each wake-up is taken on the database clock (invariant 4): that
+ * step_started's created_at plus its seconds.  The job goes back to queued
+ * with run_after at the earliest wake-up, attempt - 1, and a
+ * retry_scheduled event (error.reason 'sleeping') whose data.sleeping maps
+ * each step to its wake-up: the next run's sleep_left reads it, so every
+ * sleep goes on where it was, on any worker.  A stop requested meanwhile
+ * ends the job cancelled instead.  Applies only while the job is running
+ * under lease (invariant 3); NULL when refused, nothing changed.  Returns
+ * the job's new status. */
+CREATE FUNCTION bgexec.snooze(job_id bigint, lease bigint, sleeps jsonb)
+	RETURNS bgexec.job_status
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	-- As append_events: a client's open transaction holding the row fails
+	-- the call (55P03), and the worker retries, its connection free.
+	SET lock_timeout = '500ms'
+	AS $$
+DECLARE
+	j bgexec.job;
+	s record;
+	v_started int;
+	v_at timestamptz;
+	v_wake timestamptz;
+	v_until jsonb := '{}';
+	v_seq int;
+BEGIN
+	IF jsonb_typeof(sleeps) IS DISTINCT FROM 'object' OR sleeps = '{}' THEN
+		RAISE EXCEPTION 'sleeps must be a non-empty JSON object {"step id": seconds}'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	FOR s IN SELECT e.key, e.value FROM jsonb_each(sleeps) e LOOP
+		IF jsonb_typeof(s.value) <> 'number' OR (s.value::text)::numeric NOT BETWEEN 0 AND 3110400000 THEN
+			RAISE EXCEPTION 'sleeps.%: must be seconds from 0 to 3110400000 (100 years), not %', s.key, s.value
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+	END LOOP;
+	SELECT * INTO j FROM bgexec.job x
+	 WHERE x.id = snooze.job_id AND x.lease = snooze.lease AND x.status = 'running'
+	   FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN NULL;  -- lease not current: refused, nothing changed
+	END IF;
+	-- This run's started event, and each sleep's step_started after it.
+	SELECT e.seq INTO v_started FROM bgexec.job_event e
+	 WHERE e.job_id = j.id AND e.kind = 'started' ORDER BY e.seq DESC LIMIT 1;
+	FOR s IN SELECT e.key, e.value FROM jsonb_each(sleeps) e ORDER BY e.key LOOP
+		v_at := NULL;
+		SELECT e.created_at INTO v_at FROM bgexec.job_event e
+		 WHERE e.job_id = j.id AND e.seq > v_started AND e.kind = 'step_started'
+		   AND e.data->>'step' = s.key
+		 ORDER BY e.seq DESC LIMIT 1;
+		IF v_at IS NULL THEN
+			RAISE EXCEPTION 'sleeps.%: the step has no step_started in this run', s.key
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		v_at := v_at + make_interval(secs => (s.value::text)::float8);
+		v_until := v_until || jsonb_build_object(s.key, v_at);
+		v_wake := least(v_wake, v_at);
+	END LOOP;
+	-- The job leaves running under this lease (as in _finish_one).
+	PERFORM bgexec._end_step_sessions(j.id, j.lease);
+	IF j.stop_requested_at IS NOT NULL THEN
+		RETURN bgexec._terminal(j.id, 'cancelled', NULL,
+			jsonb_build_object('reason', 'stopped', 'message', 'stop requested while the job slept'));
+	END IF;
+	UPDATE bgexec.job x
+	   SET status = 'queued', lease = NULL, lease_owner = NULL,
+	       lease_expires_at = NULL, deadline = NULL, run_after = v_wake,
+	       attempt = x.attempt - 1, last_seq = x.last_seq + 1
+	 WHERE x.id = j.id
+	RETURNING x.last_seq INTO v_seq;
+	PERFORM bgexec._event(j.id, v_seq, 'retry_scheduled',
+		jsonb_build_object('attempt', j.attempt,
+		                   'delay_ms', greatest(0, round(extract(epoch FROM v_wake - now()) * 1000)),
+		                   'error', jsonb_build_object('reason', 'sleeping', 'worker', j.lease_owner,
+		                       'attempt', j.attempt,
+		                       'message', format('worker %s shut down while the job slept; it runs again when its sleep ends, the attempt not counted',
+		                                         j.lease_owner)),
+		                   'sleeping', v_until));
+	IF v_wake <= now() THEN
+		PERFORM bgexec._jobs_ready(j.queue, 1);
+	ELSE  -- a waiting worker is woken at the wake-up
+		PERFORM bgexec._jobs_due(j.queue, v_wake, 1);
+		PERFORM bgexec._running_ended(ARRAY[j.queue]);
+	END IF;
+	RETURN 'queued';
+END
+$$;
+COMMENT ON FUNCTION bgexec.snooze(bigint, bigint, jsonb) IS
+	'gives back a job whose running steps are all sleeps, attempt not counted, queued until the first wake-up on the database clock; NULL when the lease is not current';
+
+/* sleep_left: seconds until a sleep step's wake-up on the database clock,
+ * when the job's run before this one was given back sleeping (snooze: the
+ * event just before this run's started event); NULL otherwise (the step
+ * sleeps its full time) or when the lease is not current.  Never below 0. */
+CREATE FUNCTION bgexec.sleep_left(job_id bigint, lease bigint, step text)
+	RETURNS float8
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	AS $$
+DECLARE
+	v_started int;
+	v_until text;
+BEGIN
+	PERFORM FROM bgexec.job x
+	 WHERE x.id = sleep_left.job_id AND x.lease = sleep_left.lease AND x.status = 'running';
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	SELECT e.seq INTO v_started FROM bgexec.job_event e
+	 WHERE e.job_id = sleep_left.job_id AND e.kind = 'started' ORDER BY e.seq DESC LIMIT 1;
+	SELECT e.data->'sleeping'->>sleep_left.step INTO v_until FROM bgexec.job_event e
+	 WHERE e.job_id = sleep_left.job_id AND e.seq = v_started - 1 AND e.kind = 'retry_scheduled';
+	IF v_until IS NULL THEN
+		RETURN NULL;
+	END IF;
+	RETURN greatest(0, extract(epoch FROM v_until::timestamptz - clock_timestamp()))::float8;
+END
+$$;
+COMMENT ON FUNCTION bgexec.sleep_left(bigint, bigint, text) IS
+	'seconds left of a sleep step given back by snooze, on the database clock; NULL when it has none';
+
 /* heartbeat: one statement extends every listed lease that is still current
  * and reports what the worker must do with each: ok, stop (a stop was
  * requested), lost (the lease is no longer current: abandon the run and
@@ -4729,6 +4856,8 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.append_events(bigint, bigint, jsonb, int),
 	bgexec.finish(bigint, bigint, bgexec.job_status, jsonb),
 	bgexec.finish_many(jsonb),
+	bgexec.snooze(bigint, bigint, jsonb),
+	bgexec.sleep_left(bigint, bigint, text),
 	bgexec.reconcile(),
 	bgexec._act_as(name),
 	bgexec._step_session(bigint, bigint),
