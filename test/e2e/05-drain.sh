@@ -66,9 +66,10 @@ pid=$(tail -1 "$P")
 wait_for 10 bash -c "! kill -0 $pid" || fail "step process survived the second signal"
 
 # 4. SIGHUP drains as SIGTERM does (it killed the worker with 129, leaving
-# its job running and its step processes orphaned)
+# its job running and its step processes orphaned).  A run step: a job that
+# only sleeps is given back at the drain instead (e2e 107).
 start_worker w4 --allow-run --grace 20 --lease 10
-e=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "sleep": 2}]}')
+e=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "run": ["sleep", "2"]}]}')
 wait_status "$e" running 10
 kill -HUP "$PID_w4"
 set +e; wait "$PID_w4"; rc=$?; set -e

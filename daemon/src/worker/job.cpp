@@ -1123,6 +1123,11 @@ asio::awaitable<void> Job::execute() {
                        });
       }
     }
+    if (snooze_due()) {
+      snoozed_ = sleeps_;
+      request_stop(StopReason::shutdown);  // ends the sleeps: each writes its step_failed
+      continue;
+    }
     if (running_.empty()) break;
     co_await wake_.wait();
   }
@@ -1141,6 +1146,10 @@ asio::awaitable<void> Job::execute() {
       co_return;
     }
     case StopReason::shutdown: {
+      if (!snoozed_.empty()) {
+        const bool back = co_await snooze();
+        if (back) co_return;
+      }
       nlohmann::json arg1_ = with_ended_steps({{"reason", "worker_shutdown"},
                                                {"message", "worker shut down before the job finished"},
                                                {"retryable", true}});
@@ -1781,13 +1790,67 @@ asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) 
                           ", not seconds from 0 to 3110400000 (100 years) or a duration such as \"500ms\"",
                       false};
   }
+  // A run after a give-back (snooze) sleeps what is left of the sleep: its
+  // wake-up, recorded on the database clock, less the database's now.  At
+  // most the step's seconds: a database clock stepped back does not make
+  // it longer.  A first run has nothing recorded, and does not ask.
+  if (c_.started_seq > 1) {
+    pg::Params arg1_ = {id_str(id()), id_str(lease()), sid};
+    if (auto left = co_await write("SELECT bgexec.sleep_left($1, $2, $3)", arg1_)) {
+      const double l = std::strtod(left->c_str(), nullptr);
+      if (l >= 0 && l < *secs) secs = l;
+    }
+  }
   auto t = std::make_shared<asio::steady_timer>(w_.executor(), step_wait(*secs));
   killers_[sid] = [t] {
     t->cancel();
     return true;
   };
+  sleeps_[sid] = *secs;
+  if (w_.draining()) wake_.notify();  // the job may sleep alone now: snooze_due
   co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
   killers_.erase(sid);
+  sleeps_.erase(sid);
+}
+
+bool Job::snooze_due() const {
+  if (!w_.draining() || stop_ != StopReason::none || failure_ || abandoned_ || finished_ || running_.empty())
+    return false;
+  for (const auto& sid : running_)
+    if (!sleeps_.count(sid)) return false;
+  return true;
+}
+
+asio::awaitable<bool> Job::snooze() {
+  co_await flush_logs();
+  while (log_flushes_ > 0) co_await wake_.wait();
+  json sleeps = json::object();
+  for (const auto& [sid, secs] : snoozed_) sleeps[sid] = secs;
+  pg::Params arg1_ = {id_str(id()), id_str(lease()), core::dump(sleeps)};
+  std::optional<std::string> status;
+  std::optional<std::string> refused;
+  finish_unanswered_ = true;  // as a finish: a lease lost now may be lost to this very call
+  try {
+    status = co_await write("SELECT bgexec.snooze($1, $2, $3::jsonb)", arg1_);
+  } catch (const pg::Error& e) {
+    finish_unanswered_ = false;
+    if (abandoned_) throw Abandoned{};
+    refused = e.what();
+  }
+  finish_unanswered_ = false;
+  if (refused) {
+    core::log("warn", "giving back a sleeping job failed: ending it as the shutdown does",
+              {{"job_id", id_str(id())}, {"error", *refused}});
+    co_return false;
+  }
+  finish_written_ = true;
+  finished_ = true;
+  if (status)
+    core::log("info", "job given back while it sleeps",
+              {{"job_id", id_str(id())}, {"status", *status}, {"steps", core::dump(sleeps)}});
+  else
+    core::log("warn", "give-back refused: lease no longer current", {{"job_id", id_str(id())}});
+  co_return true;
 }
 
 asio::awaitable<void> Job::read_stream(asio::posix::stream_descriptor& sd, const std::string& sid,

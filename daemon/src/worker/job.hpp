@@ -81,6 +81,9 @@ class Job : public std::enable_shared_from_this<Job> {
   void request_stop(StopReason why);
   // The lease is gone: kill everything and write nothing more.
   void abandon(const std::string& why);
+  // The worker began to drain: once the job's running steps are all
+  // sleeps, it gives itself back to the queue (snooze).
+  void on_drain() { wake_.notify(); }
 
  private:
   struct Abandoned {};
@@ -206,6 +209,14 @@ class Job : public std::enable_shared_from_this<Job> {
   // its events written first; false when the database refused the call
   // (the caller fails the job as before).  Abandoned when the lease is spent.
   asio::awaitable<bool> give_back();
+  // Whether the job should give itself back now: the worker drains, and
+  // every step it runs is a sleep whose timer is set (sleeps_).
+  bool snooze_due() const;
+  // The job back to the queue until its sleeps' first wake-up, on the
+  // database clock, its attempt not counted (bgexec.snooze), in place of
+  // the shutdown's finish; false when the database refused the call with
+  // an error (the shutdown's finish then ends the job).
+  asio::awaitable<bool> snooze();
   void log_line(const std::string& id, const char* stream, std::string line);
   void arm_flush();
   void kill_steps();
@@ -275,6 +286,10 @@ class Job : public std::enable_shared_from_this<Job> {
   // before any began: the job goes back to the queue, uncounted.
   bool give_back_ = false;
   std::map<std::string, std::function<bool()>> killers_;  // true: it ended something
+  // The running sleeps, with the seconds each set out to sleep from its
+  // step_started (snooze's wake-ups); snoozed_, those the job gives back
+  // (not empty: the shutdown's stop is that give-back).
+  std::map<std::string, double> sleeps_, snoozed_;
   core::Masker masker_;
   Event wake_;
   asio::steady_timer deadline_timer_;

@@ -1014,6 +1014,7 @@ void Worker::begin_drain() {
   // A wait that may claim ends now: cancelled (57014) before a wake, it
   // rolls back; a claim that committed first is run like any other.
   if (await_asked_ > 0) listen_.cancel();
+  for (auto& [id, job] : jobs_) job->on_drain();
   if (jobs_.empty()) {
     drained_.notify();
     return;

@@ -52,6 +52,9 @@ class Worker {
   asio::awaitable<int> run();
 
   const core::WorkerConfig& config() const { return cfg_; }
+  // Shutting down (a signal, or the id lost): a job whose running steps
+  // are all sleeps gives itself back (Job::on_drain).
+  bool draining() const { return draining_; }
   // sql step sessions (--sql-steps) and step processes (--step-processes).
   using Slots = worker::Slots;
   Slots& sql_sessions() { return sql_sessions_; }
