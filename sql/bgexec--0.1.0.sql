@@ -2400,7 +2400,8 @@ COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[], jsonb, text) IS
 	'requeues, attempt given back, the jobs of a claim whose reply the worker never received (or whose steps its host could not start); NULL while a claim of the worker runs';
 
 /* snooze: gives back a running job whose running steps are all sleeps (its
- * worker is shutting down), its attempt not counted: a sleep is a timer
+ * worker is shutting down, or the sleeps are long: --snooze-after), its
+ * attempt not counted: a sleep is a timer
  * that outlives the worker, not work that has to start again.  sleeps:
  * {"step id": seconds, ...}, each sleep the worker has running and the
  * seconds it set out to sleep from the step's step_started of this run.
@@ -2480,7 +2481,7 @@ BEGIN
 		                   'delay_ms', greatest(0, round(extract(epoch FROM v_wake - now()) * 1000)),
 		                   'error', jsonb_build_object('reason', 'sleeping', 'worker', j.lease_owner,
 		                       'attempt', j.attempt,
-		                       'message', format('worker %s shut down while the job slept; it runs again when its sleep ends, the attempt not counted',
+		                       'message', format('worker %s gave the job back while it slept; it runs again when its sleep ends, the attempt not counted',
 		                                         j.lease_owner)),
 		                   'sleeping', v_until));
 	IF v_wake <= now() THEN

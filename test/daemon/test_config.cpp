@@ -58,6 +58,7 @@ TEST(WorkerConfig, Defaults) {
   EXPECT_FALSE(c.allow_run);
   EXPECT_TRUE(c.actions.empty());
   EXPECT_EQ(c.grace_s, 30);
+  EXPECT_EQ(c.snooze_after_s, 0);
   EXPECT_EQ(c.secrets_dir, "");
   EXPECT_EQ(c.poll_s, 1.0);
   EXPECT_EQ(c.reconcile_s, 5.0);
@@ -581,7 +582,7 @@ TEST(WorkerConfig, UsageDocumentsEveryFlag) {
        {"--db", "BGEXEC_DB", "--id", "BGEXEC_ID", "--queue", "BGEXEC_QUEUES", "--concurrency",
         "BGEXEC_CONCURRENCY", "Defaults to 10.", "--sql-steps", "BGEXEC_SQL_STEPS", "--lease", "BGEXEC_LEASE", "Defaults to 30.", "--allow-run",
         "BGEXEC_ALLOW_RUN", "--config", "BGEXEC_CONFIG", "--action", "BGEXEC_ACTIONS", "--grace",
-        "BGEXEC_GRACE", "--secrets-dir", "BGEXEC_SECRETS_DIR", "--poll", "BGEXEC_POLL", "Defaults to 1.",
+        "BGEXEC_GRACE", "--snooze-after", "BGEXEC_SNOOZE_AFTER", "--secrets-dir", "BGEXEC_SECRETS_DIR", "--poll", "BGEXEC_POLL", "Defaults to 1.",
         "--reconcile-interval", "BGEXEC_RECONCILE_INTERVAL", "Defaults to 5.", "--kill-grace",
         "BGEXEC_KILL_GRACE", "Defaults to 0.5.", "--log-cap", "BGEXEC_LOG_CAP", "1048576",
         "--max-result-bytes", "BGEXEC_MAX_RESULT_BYTES", "67108864",

@@ -12,6 +12,7 @@
 #      back by w1 at 4 s, run again by w2 at 6 s (the short one done at
 #      once, the long one sleeping its 6 s left), given back again as w2
 #      drains at 9.5 s, and done by w3 at 12 s.
+# Then --snooze-after (below).
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 58032
 
@@ -73,6 +74,31 @@ early=$(sql "SELECT count(*) FROM bgexec.job_event r JOIN bgexec.job_event s
              WHERE r.kind = 'retry_scheduled'
                AND s.created_at < r.created_at + (r.data->>'delay_ms')::int * interval '1 ms' - interval '5 ms'")
 [[ $early == 0 ]] || fail "$early runs were claimed before their sleep's wake-up"
-grep -q 'msg="job given back while it sleeps"' "$E2E_DIR/w1.log" || grep -q 'msg=job given back while it sleeps' "$E2E_DIR/w1.log" \
-  || fail "w1 does not log the give-back"
-ok
+grep -q 'msg="job given back while it sleeps"' "$E2E_DIR/w1.log" || fail "w1 does not log the give-back"
+kill -TERM "$PID_w3"; wait "$PID_w3" || fail "w3 exited $? on SIGTERM"
+ok "a sleep survives two drains, on the database clock, its attempt not counted"
+
+# --snooze-after: a job sleeping alone with more than that left goes back
+# to the queue at once, so its worker's one slot runs other jobs meanwhile.
+# C sleeps 5 s (given back at once; step_failed and retry_scheduled
+# "sleeping"), D is a noop submitted after it; E's sleep has a timeout of
+# its own (3 s), so it is not given back and times out as before.
+start_worker w4 --queue sl --lease 3 --grace 1 --poll 0.2 --concurrency 1 --snooze-after 2
+c=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"nap\", \"sleep\": 5},
+          {\"id\": \"after\", \"needs\": [\"nap\"], \"sleep\": 0}]}', queue => 'sl')")
+wait_for 5 bash -c "[[ \$(psql -qXAt -c \"SELECT status FROM bgexec.job WHERE id = $c\") == queued &&
+                      \$(psql -qXAt -c \"SELECT attempt FROM bgexec.job WHERE id = $c\") == 0 ]]" \
+  || fail "job C was not given back: $(job_status "$c")"
+d=$(sql "SELECT bgexec.submit('noop', queue => 'sl')")
+wait_status "$d" completed 3
+[[ $(job_status "$c") == queued ]] || fail "job C is $(job_status "$c") as the noop completed, expected queued (sleeping)"
+wait_status "$c" completed 10
+check "$c" 4.9 7.5 1 nap after
+[[ $(sql "SELECT count(*) FROM bgexec.job_event WHERE job_id = $c AND kind = 'step_failed'
+            AND data->'error'->>'reason' = 'sleeping'") == 1 ]] || fail "job C: no step_failed (sleeping) for its nap"
+e=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"t\", \"sleep\": 5, \"timeout\": 3}]}', queue => 'sl')")
+wait_status "$e" failed 10
+[[ $(sql "SELECT (error->>'reason') || ' ' || attempt || ' ' || (SELECT count(*) FROM bgexec.job_event
+            WHERE job_id = $e AND kind = 'retry_scheduled') FROM bgexec.job WHERE id = $e") == "step_timeout 1 0" ]] \
+  || fail "job E: $(sql "SELECT error, attempt FROM bgexec.job WHERE id = $e")"
+ok "--snooze-after gives a long sleep back at once, freeing the slot; a sleep with a timeout stays"

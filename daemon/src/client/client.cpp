@@ -427,7 +427,8 @@ void print_event(const json& e, bool as_json) {
   } else if (kind == "step_failed") {
     // Ended from outside (a stop, the job's timeout, a shutdown, a sibling's
     // failure) rather than failed: the worker's message says which.
-    static const std::set<std::string> ended = {"stopped", "job_timeout", "worker_shutdown", "sibling_failed"};
+    static const std::set<std::string> ended = {"stopped", "job_timeout", "worker_shutdown", "sibling_failed",
+                                                "sleeping"};
     const json err = member(d, "error");
     const json reason = member(err, "reason");
     const json message = member(err, "message");

@@ -70,6 +70,8 @@ const Setting settings[] = {
     {"--config", "BGEXEC_CONFIG", "", Kind::config},
     {"--action", "BGEXEC_ACTIONS", "actions", Kind::actions},
     {"--grace", "BGEXEC_GRACE", "grace", Kind::nonneg_seconds, nullptr, &WorkerConfig::grace_s},
+    {"--snooze-after", "BGEXEC_SNOOZE_AFTER", "snooze_after", Kind::nonneg_seconds, nullptr,
+     &WorkerConfig::snooze_after_s},
     {"--secrets-dir", "BGEXEC_SECRETS_DIR", "secrets_dir", Kind::text, &WorkerConfig::secrets_dir},
     // At least a millisecond: each is the period of a loop that queries
     // the database (--poll 0.0000000001 claimed in a busy loop).
@@ -610,7 +612,7 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
   --config FILE              JSON config file with keys db, id, queues,
                              concurrency, sql_steps, step_processes, lease,
                              allow_run,
-                             actions, grace,
+                             actions, grace, snooze_after,
                              secrets_dir, poll, reconcile_interval, kill_grace,
                              log_cap, max_result_bytes, finish_batch, finish_delay,
                              claim_backoff.
@@ -624,6 +626,11 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              may set those variables only.
   --grace SECONDS            Drain time after SIGTERM, SIGINT or SIGHUP, >= 0.
                              Env BGEXEC_GRACE. Defaults to 30.
+  --snooze-after SECONDS     A job whose running steps are all sleeps with
+                             more than this left goes back to the queue
+                             until its wake-up, holding no slot; 0: only
+                             at a drain. Env BGEXEC_SNOOZE_AFTER.
+                             Defaults to 0.
   --secrets-dir DIR          Directory holding one file per secret
                              ({{secrets.NAME}}). Env BGEXEC_SECRETS_DIR.
                              Defaults to none.

@@ -27,6 +27,9 @@ struct WorkerConfig {
   // {"path", "env"}); an action without one: none, unless allow_run.
   std::map<std::string, std::vector<std::string>> action_env;
   double grace_s = 30;                          // drain time after SIGTERM
+  // A job sleeping alone with more than this left is given back at once
+  // (Job::snooze_due); 0: only at a drain.
+  double snooze_after_s = 0;
   std::string secrets_dir;                      // directory of secret files ("" = none)
   double poll_s = 1.0;                          // fallback poll interval
   double reconcile_s = 5.0;                     // reconcile() timer

@@ -329,7 +329,8 @@ void Job::on_heartbeat(const std::string& action, Clock::time_point sent) {
 void Job::request_stop(StopReason why) {
   if (stop_ != StopReason::none || failure_ || abandoned_ || finished_) return;
   stop_ = why;
-  static const char* names[] = {"none", "stop requested", "deadline reached", "worker shutdown"};
+  static const char* names[] = {"none", "stop requested", "deadline reached", "worker shutdown",
+                                "sleeping: given back until its sleep ends"};
   core::log("info", "stopping job", {{"job_id", id_str(id())}, {"reason", names[static_cast<int>(why)]}});
   kill_steps();
   wake_.notify();
@@ -1124,8 +1125,9 @@ asio::awaitable<void> Job::execute() {
       }
     }
     if (snooze_due()) {
-      snoozed_ = sleeps_;
-      request_stop(StopReason::shutdown);  // ends the sleeps: each writes its step_failed
+      for (const auto& [sid, s] : sleeps_) snoozed_[sid] = s.secs;
+      // Ends the sleeps: each writes its step_failed.
+      request_stop(w_.draining() ? StopReason::shutdown : StopReason::snooze);
       continue;
     }
     if (running_.empty()) break;
@@ -1152,6 +1154,15 @@ asio::awaitable<void> Job::execute() {
       }
       nlohmann::json arg1_ = with_ended_steps({{"reason", "worker_shutdown"},
                                                {"message", "worker shut down before the job finished"},
+                                               {"retryable", true}});
+      co_await finish("failed", std::move(arg1_));
+      co_return;
+    }
+    case StopReason::snooze: {
+      const bool back = co_await snooze();
+      if (back) co_return;
+      nlohmann::json arg1_ = with_ended_steps({{"reason", "sleeping"},
+                                               {"message", "the job could not be given back while it slept"},
                                                {"retryable", true}});
       co_await finish("failed", std::move(arg1_));
       co_return;
@@ -1392,6 +1403,9 @@ asio::awaitable<void> Job::step_ended(const std::string& sid) {
       break;
     case StopReason::shutdown:
       reason = "worker_shutdown", why = "the worker shut down";
+      break;
+    case StopReason::snooze:
+      reason = "sleeping", why = "the job went back to the queue until its sleep ends";
       break;
     case StopReason::none:
       reason = "sibling_failed";
@@ -1806,18 +1820,28 @@ asio::awaitable<void> Job::step_sleep(const std::string& sid, const json& step) 
     t->cancel();
     return true;
   };
-  sleeps_[sid] = *secs;
-  if (w_.draining()) wake_.notify();  // the job may sleep alone now: snooze_due
+  // Not one with a timeout of its own: its next run's step deadline would
+  // start again, and a sleep meant to time out would complete.
+  if (!step.contains("timeout")) {
+    sleeps_[sid] = Sleeping{*secs, Clock::now() + step_wait(*secs)};
+    wake_.notify();  // the job may sleep alone now: snooze_due
+  }
   co_await t->async_wait(asio::as_tuple(asio::use_awaitable));
   killers_.erase(sid);
   sleeps_.erase(sid);
 }
 
 bool Job::snooze_due() const {
-  if (!w_.draining() || stop_ != StopReason::none || failure_ || abandoned_ || finished_ || running_.empty())
-    return false;
-  for (const auto& sid : running_)
-    if (!sleeps_.count(sid)) return false;
+  if (stop_ != StopReason::none || failure_ || abandoned_ || finished_ || running_.empty()) return false;
+  const bool draining = w_.draining();
+  const double after = w_.config().snooze_after_s;
+  if (!draining && !(after > 0)) return false;
+  const auto now = Clock::now();
+  for (const auto& sid : running_) {
+    auto it = sleeps_.find(sid);
+    if (it == sleeps_.end()) return false;
+    if (!draining && it->second.wake - now <= seconds(after)) return false;
+  }
   return true;
 }
 

@@ -47,7 +47,8 @@ struct Claim {
 };
 
 // Why a job is being ended early.
-enum class StopReason { none, stop, timeout, shutdown };
+// snooze: given back to sleep (--snooze-after), not ended.
+enum class StopReason { none, stop, timeout, shutdown, snooze };
 
 class Job : public std::enable_shared_from_this<Job> {
  public:
@@ -209,8 +210,9 @@ class Job : public std::enable_shared_from_this<Job> {
   // its events written first; false when the database refused the call
   // (the caller fails the job as before).  Abandoned when the lease is spent.
   asio::awaitable<bool> give_back();
-  // Whether the job should give itself back now: the worker drains, and
-  // every step it runs is a sleep whose timer is set (sleeps_).
+  // Whether the job should give itself back now: every step it runs is a
+  // sleep whose timer is set (sleeps_), and the worker drains, or each has
+  // more than --snooze-after left.
   bool snooze_due() const;
   // The job back to the queue until its sleeps' first wake-up, on the
   // database clock, its attempt not counted (bgexec.snooze), in place of
@@ -289,7 +291,12 @@ class Job : public std::enable_shared_from_this<Job> {
   // The running sleeps, with the seconds each set out to sleep from its
   // step_started (snooze's wake-ups); snoozed_, those the job gives back
   // (not empty: the shutdown's stop is that give-back).
-  std::map<std::string, double> sleeps_, snoozed_;
+  struct Sleeping {
+    double secs;
+    Clock::time_point wake;
+  };
+  std::map<std::string, Sleeping> sleeps_;
+  std::map<std::string, double> snoozed_;
   core::Masker masker_;
   Event wake_;
   asio::steady_timer deadline_timer_;
