@@ -38,9 +38,11 @@ using nlohmann::json;
 namespace {
 
 constexpr std::size_t max_secret_bytes = 64 * 1024;  // a --secrets-dir file
-// The reconnect backoff: 0.1 s, doubling to 5 s.
+// The reconnect backoff: 0.1 s, doubling to 5 s, each wait +-25% (a fleet
+// that lost its server together does not come back in lockstep).
 constexpr auto backoff_first = std::chrono::milliseconds(100);
 constexpr auto backoff_cap = std::chrono::seconds(5);
+constexpr double backoff_jitter = 0.25;
 // A claim from a queue with caps refused for its transaction's isolation
 // level (feature_not_supported): the session's default, read from the
 // login role's settings when it logged in.  The session is closed, so the
@@ -60,7 +62,7 @@ bool login_refused(std::string_view error) {
     if (error.find(said) != std::string_view::npos) return true;
   return false;
 }
-core::Backoff reconnect_backoff() { return core::Backoff(backoff_first, backoff_cap); }
+core::Backoff reconnect_backoff() { return core::Backoff(backoff_first, backoff_cap, backoff_jitter); }
 
 std::string host_name() {
   char host[256] = {0};
