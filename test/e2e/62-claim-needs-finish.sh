@@ -45,12 +45,14 @@ grep -q 'msg="claiming again"' "$E2E_DIR/climit.log" || fail "no log line saying
 # The finish connection lost while a job waits on it: its finish is retried
 # for as long as heartbeats renew the lease (it gave up at the lease of the
 # claim, 6 s, and the job was lost), and the worker claims nothing more
-# until the finish connection works again.  The role's other three
-# connections are open: its finish connection cannot come back.
+# until the finish connection works again.  As the gate closes the worker
+# gives back its listen connection; the other two (control, kept while a job
+# is in flight, and heartbeat) fill the role's limit of 2: its finish
+# connection cannot come back.
 backends() { sql "SELECT count(*) FROM pg_stat_activity WHERE usename = 'wk'"; }
 four() { [[ $(backends) == 4 ]]; }
 wait_for 20 four || fail "the worker has $(backends) connections, expected 4"
-sql "ALTER ROLE wk CONNECTION LIMIT 3" >/dev/null
+sql "ALTER ROLE wk CONNECTION LIMIT 2" >/dev/null
 said_before=$(grep -c 'msg="not claiming: finish connection unavailable"' "$E2E_DIR/climit.log" || true)
 [[ $(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
           WHERE usename = 'wk' AND application_name = 'bgexec worker finish'") == 1 ]] || fail "no finish backend"

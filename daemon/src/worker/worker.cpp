@@ -136,7 +136,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
     : io_(io), cfg_(std::move(cfg)), ctl_(io.get_executor(), cfg_.db, "control"),
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
-      fin_down_(io.get_executor()), spawn_down_(io.get_executor()),
+      fin_down_(io.get_executor()), gate_up_(io.get_executor()), spawn_down_(io.get_executor()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })),
@@ -315,7 +315,22 @@ asio::awaitable<void> Worker::notifier() {
   // a second.  Reckoned from each pass's start, a stretch of minutes cut
   // by such a pass kept the backoff at its cap: one later loss cost 5 s.
   auto calm_since = Clock::now();
+  // After an error: the finish and heartbeat sessions are tried (and opened
+  // again, when the server ended them while idle) before the listen
+  // session is: a restart ends them all, and an idle one's end was noticed
+  // only at its next call, up to a minute later, while this one claimed
+  // jobs that could not be finished.
+  bool check_reports = false;
   while (!stopping_) {
+    if (!gate_.open() && !draining_) {
+      co_await hold_off_claiming();
+      check_reports = false;  // finish_prober opened them
+      continue;
+    }
+    if (std::exchange(check_reports, false) && !draining_) {
+      co_await check_report_sessions();
+      continue;  // to the gate's check
+    }
     try {
       if (listen) {
         // Each minute in LISTEN, await_claim is tried again.
@@ -329,6 +344,7 @@ asio::awaitable<void> Worker::notifier() {
       } else {
         co_await await_work(listening);
       }
+      continue;  // (returns only as the claim gate closes)
     } catch (const pg::Error& e) {
       recheck_timer_->cancel();
       // The fetcher polls again while the notifier is away.
@@ -354,8 +370,25 @@ asio::awaitable<void> Worker::notifier() {
         listen = true;
         continue;
       }
+      // Closed by write_path as the claim gate closed.
+      if (!gate_.open() && !draining_) continue;
       said_unavailable = false;
       if (e.sqlstate() == isolation_refused) listen_.close();
+      if (e.sqlstate() == "53300" && jobs_.empty() && fetch_asked_ == 0 && !draining_) {
+        // No slot for the listen session: a worker that cannot claim holds
+        // none, so the finish and heartbeat sessions go back too (control
+        // unless an unclaim waits for it), and finish_prober opens them
+        // again (jittered) before this retries.
+        core::log("warn", "not claiming: the server refuses more sessions (53300); giving back ours",
+                  {{"error", e.what()}, {"hint", "each worker needs 4 + --sql-steps sessions: "
+                                                 "the fleet's sum must fit in max_connections"}});
+        fin_.close();
+        hb_.close();
+        if (!unclaim_) ctl_.close();
+        write_path(fin_.name(), e.what());
+        continue;
+      }
+      check_reports = e.classify() == core::ErrorClass::connection;
       // (Here, the one way to the sleep: the waits above end only by an
       // error; reset before the line names the wait.)
       if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();
@@ -363,6 +396,38 @@ asio::awaitable<void> Worker::notifier() {
     }
     co_await sleep_for(backoff.next());
     calm_since = Clock::now();
+  }
+}
+
+// While the claim gate is closed: the sessions for claiming are given back
+// (listen; control too while no job is in flight, none of its claims or
+// unclaims pending) until it reopens.
+asio::awaitable<void> Worker::hold_off_claiming() {
+  recheck_timer_->cancel();
+  await_mode_ = false;
+  listen_.close();
+  while (!gate_.open() && !stopping_ && !draining_) {
+    if (jobs_.empty() && fetch_asked_ == 0 && !unclaim_) ctl_.close();
+    co_await gate_up_.wait_for(seconds(1));
+  }
+}
+
+// A call on each of the finish and heartbeat sessions, which opens either
+// again when the server ended it; one that fails closes the claim gate.
+asio::awaitable<void> Worker::check_report_sessions() {
+  const std::array<pg::Connection*, 2> conns = {&fin_, &hb_};
+  for (auto* conn : conns) {
+    std::optional<std::string> error;
+    try {
+      co_await conn->query("SELECT 1");
+    } catch (const pg::Error& e) {
+      if (e.classify() == core::ErrorClass::connection) error = e.what();
+    }
+    if (error) {
+      write_path(conn->name(), error);
+      co_return;
+    }
+    write_path(conn->name(), std::nullopt);
   }
 }
 
@@ -450,6 +515,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     if (stop) hb_wake_.notify();
     if (unclaim_) fetch_wake_.notify();  // unclaim waits for no claim of ours in flight
     if (draining_) drained_.notify();    // run() waits for no claim of ours in flight
+    if (!gate_.open() && !draining_) co_return;  // the notifier gives the session back
     // Let the fetcher send its claim before the next wait does.
     if (picked_ || backlog_) co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   }
@@ -757,6 +823,12 @@ asio::awaitable<void> Worker::heartbeater() {
       leases.push_back(job->lease());
       live.push_back(job);
     }
+    // No lease to renew and the claim gate closed: finish_prober opens the
+    // heartbeat session (after the finish session), not this.
+    if (leases.empty() && !gate_.open()) {
+      co_await hb_wake_.wait_for(seconds(interval));
+      continue;
+    }
     auto sent = Clock::now();
     try {
       // With it, in the same statement, a row 'holder' when the worker row
@@ -853,16 +925,25 @@ void Worker::write_path(const std::string& which, const std::optional<std::strin
       // A wait that may claim ends now, as in begin_drain: it may wait a
       // second and claim whatever wakes it.  A claim that committed first
       // is run like any other (its finish waits for the connection while
-      // the heartbeats renew its lease).
-      if (await_asked_ > 0 && !std::exchange(gate_cancel_, true)) listen_.cancel();
+      // the heartbeats renew its lease).  A wait that claims nothing is
+      // ended by closing its session: a worker that cannot report back
+      // holds no session for claiming (the notifier opens it again once
+      // the gate reopens), so that a server short of slots gives them to
+      // workers that can use them.
+      if (await_asked_ > 0) {
+        if (!std::exchange(gate_cancel_, true)) listen_.cancel();
+      } else if (!draining_) {
+        listen_.close();
+      }
     }
-    if (which == fin_.name()) fin_down_.notify();
+    fin_down_.notify();  // finish_prober opens them again, finish first
     return;
   }
   if (gate_.up(which) != Change::reopened) return;
   core::log("info", "claiming again", {{"worker_id", cfg_.id}});
   next_poll_ = Clock::time_point{};
   fetch_wake_.notify();
+  gate_up_.notify();
 }
 
 namespace {
@@ -906,6 +987,7 @@ asio::awaitable<void> Worker::spawn_prober() {
     core::log("info", "claiming again", {{"worker_id", cfg_.id}});
     next_poll_ = Clock::time_point{};
     fetch_wake_.notify();
+    gate_up_.notify();  // the notifier held off (hold_off_claiming), as write_path
   }
 }
 
@@ -934,22 +1016,50 @@ asio::awaitable<std::optional<std::string>> Worker::give_back(std::int64_t lease
   co_return r.get(0, 0);
 }
 
+// Opens the sessions the claim gate waits for, in the order a worker needs
+// them: finish, then heartbeat.  A worker with no job in flight that gets
+// one and is refused the other gives back the one it got before it waits
+// (jittered backoff): a server short of slots otherwise ended up with
+// every worker holding part of its set and none able to claim (a deadlock:
+// 20 workers, 37 slots, no job finished).  With jobs in flight it keeps
+// what it has: their heartbeats and finishes need it.
 asio::awaitable<void> Worker::finish_prober() {
   auto backoff = reconnect_backoff();
+  auto down = [this] { return gate_.is_down(fin_.name()) || gate_.is_down(hb_.name()); };
   while (!stopping_) {
-    if (!gate_.is_down(fin_.name())) {
+    if (!down()) {
       backoff.reset();
       co_await fin_down_.wait();
       continue;
     }
     co_await sleep_for(backoff.next());
-    if (stopping_ || !gate_.is_down(fin_.name())) continue;
+    if (stopping_ || !down()) continue;
+    std::optional<std::string> fin_error, hb_error;
     try {
       co_await fin_.open();
-      write_path(fin_.name(), std::nullopt);
     } catch (const pg::Error& e) {
-      write_path(fin_.name(), e.what());
+      fin_error = e.what();
     }
+    if (!fin_error) {
+      try {
+        co_await hb_.open();
+      } catch (const pg::Error& e) {
+        hb_error = e.what();
+      }
+    }
+    if (fin_error || hb_error) {
+      if (jobs_.empty()) {
+        // (The heartbeater makes no call while the gate is closed and no
+        // lease is held: the session stays closed until this reopens it.)
+        if (fin_error) hb_.close();
+        fin_.close();
+      }
+      if (fin_error) write_path(fin_.name(), *fin_error);
+      if (hb_error) write_path(hb_.name(), *hb_error);
+      continue;
+    }
+    write_path(fin_.name(), std::nullopt);
+    write_path(hb_.name(), std::nullopt);
   }
 }
 
@@ -957,6 +1067,9 @@ asio::awaitable<void> Worker::reconciler() {
   while (!stopping_) {
     co_await sleep_for(seconds(cfg_.reconcile_s));
     if (stopping_) break;
+    // The control session is given back while the gate is closed (notifier):
+    // the server's background worker, or another worker, reconciles.
+    if (!gate_.open()) continue;
     try {
       auto r = co_await ctl_.query("SELECT bgexec.reconcile()");
       if (auto n = r.get(0, 0); n && *n != "0") core::log("info", "reconciled", {{"jobs", *n}});

@@ -134,6 +134,8 @@ class Worker {
   // `true` with a backoff (0.5 s, doubling to 30 s); the first that starts
   // reopens the gate ("claiming again").
   asio::awaitable<void> spawn_prober();
+  asio::awaitable<void> hold_off_claiming();
+  asio::awaitable<void> check_report_sessions();
   // A connection the jobs report back on ("finish", "heartbeat") failed
   // (`error`: its last connect or statement failed) or worked (nullopt).
   // Claims stop while either cannot be used (gate_, free_slots); the first
@@ -188,7 +190,8 @@ class Worker {
   Event fetch_idle_;  // the fetcher's claim in flight has ended
   Event hb_wake_;  // a stop request arrived: heartbeat now
   Event drained_;
-  Event fin_down_;  // the finish connection failed: wakes finish_prober
+  Event fin_down_;  // the finish or heartbeat connection failed: wakes finish_prober
+  Event gate_up_;   // the claim gate reopened: wakes the notifier
   Event spawn_down_;  // a step process could not be started: wakes spawn_prober
   int giving_back_ = 0;  // give_back calls under way: no free slot meanwhile
   // Closed while the finish connection cannot be used or heartbeats fail.
