@@ -144,6 +144,7 @@ int run_worker(const std::vector<std::string>& args) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  bgexec::core::flush_log();
   // Coroutine frames still parked in the loop are not unwound: exit now.
   std::_Exit(code);
 }

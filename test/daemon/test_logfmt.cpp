@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <string>
 #include <thread>
@@ -38,6 +41,7 @@ class StderrCapture {
   }
   // Stops capturing and returns everything written to fd 2.
   std::string text() {
+    flush_log();  // the writer thread's queue, into the file
     restore();
     std::string out;
     std::rewind(file_);
@@ -197,6 +201,137 @@ TEST(Logfmt, LastControlCharacterAndDelAreEscaped) {
 TEST(Logfmt, TimeBeforeTheEpoch) {
   const auto ts = std::chrono::system_clock::time_point{std::chrono::milliseconds{-1}};
   EXPECT_EQ(format_line(ts, "info", "x"), "ts=1969-12-31T23:59:59.999Z level=info msg=x\n");
+}
+
+// Bounded in bytes: a line that would pass the bound is dropped and
+// counted; the kept lines come out in order.
+TEST(LineQueue, BoundedDropsAndCounts) {
+  LineQueue q(100);
+  const std::string a(40, 'a'), b(40, 'b'), c(40, 'c');
+  EXPECT_TRUE(q.push(a));
+  EXPECT_TRUE(q.push(b));
+  EXPECT_FALSE(q.push(c));
+  EXPECT_FALSE(q.push(c));
+  EXPECT_EQ(q.dropped(), 2u);
+  std::deque<std::string> out;
+  q.take(&out);
+  EXPECT_EQ(out, (std::deque<std::string>{a, b}));
+  // Taken but not yet written: still counts against the bound (a writer
+  // stuck in write(2) holds its batch).
+  EXPECT_FALSE(q.push(c));
+  EXPECT_EQ(q.dropped(), 3u);
+}
+
+// Once the batch is written, the warn line with the count comes next,
+// before any later line: the gap is where the lines were lost.
+TEST(LineQueue, DropNoticeKeepsItsPlace) {
+  LineQueue q(1000);  // room for the notice (it counts too) and d
+  const std::string a(600, 'a'), b(600, 'b'), d(10, 'd');
+  ASSERT_TRUE(q.push(a));
+  ASSERT_FALSE(q.push(b));
+  std::deque<std::string> out;
+  q.take(&out);
+  ASSERT_EQ(out.size(), 1u);
+  q.written(a.size());
+  EXPECT_EQ(q.dropped(), 0u);
+  ASSERT_TRUE(q.push(d));
+  out.clear();
+  q.take(&out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_NE(out[0].find("level=warn msg=\"log lines dropped: stderr was not being read\" dropped=1\n"),
+            std::string::npos)
+      << out[0];
+  EXPECT_EQ(out[1], d);
+}
+
+// A line accepted after drops, before the writer is back, is preceded by
+// the notice too.
+TEST(LineQueue, NoticeBeforeTheFirstLineKeptAfterDrops) {
+  LineQueue q(100);
+  ASSERT_TRUE(q.push(std::string(90, 'a')));
+  ASSERT_FALSE(q.push(std::string(20, 'b')));
+  ASSERT_TRUE(q.push(std::string(5, 'c')));
+  std::deque<std::string> out;
+  q.take(&out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0], std::string(90, 'a'));
+  EXPECT_NE(out[1].find("dropped=1\n"), std::string::npos) << out[1];
+  EXPECT_EQ(out[2], std::string(5, 'c'));
+}
+
+// A line longer than the bound is kept when nothing else is queued.
+TEST(LineQueue, OversizedLineAloneIsKept) {
+  LineQueue q(10);
+  EXPECT_TRUE(q.push(std::string(50, 'x')));
+  EXPECT_EQ(q.dropped(), 0u);
+}
+
+// wait_idle() waits for the taken batch to be written, and gives up after
+// its bound.
+TEST(LineQueue, WaitIdleIsBounded) {
+  using namespace std::chrono_literals;
+  LineQueue q(100);
+  EXPECT_TRUE(q.wait_idle(0ms));
+  ASSERT_TRUE(q.push("x\n"));
+  std::deque<std::string> out;
+  q.take(&out);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(q.wait_idle(50ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  q.written(2);
+  EXPECT_TRUE(q.wait_idle(0ms));
+}
+
+// log() into a pipe nobody reads returns at once (it blocked in write(2)
+// before, under a lock every logging thread waited on); the lines past the
+// queue's 4 MiB are dropped, and once the pipe is read again the kept lines
+// come out in order, followed by the warn line with the count.
+TEST(Logfmt, LogDoesNotBlockOnAReaderThatStopped) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  std::fflush(stderr);
+  flush_log();
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(p[1], STDERR_FILENO);
+  ::close(p[1]);
+  constexpr int n = 120000;  // ~57 bytes each: 6.8 MB, past the 4 MiB
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) log("info", "filler", {{"i", std::to_string(i)}});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  // Now read, until the notice has come.
+  std::string text;
+  char buf[65536];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::size_t searched = 0;  // the text before it holds no notice
+  while (text.find("log lines dropped", searched) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    searched = text.size() > 64 ? text.size() - 64 : 0;
+    pollfd pfd{p[0], POLLIN, 0};
+    if (::poll(&pfd, 1, 200) <= 0) continue;
+    const ssize_t r = ::read(p[0], buf, sizeof buf);
+    if (r <= 0) break;
+    text.append(buf, static_cast<std::size_t>(r));
+  }
+  flush_log();
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  ::close(p[0]);
+  EXPECT_LT(took, std::chrono::seconds(10));
+  const std::size_t at = text.find("msg=\"log lines dropped: stderr was not being read\" dropped=");
+  ASSERT_NE(at, std::string::npos) << text.size();
+  const long dropped = std::strtol(text.c_str() + text.find("dropped=", at) + 8, nullptr, 10);
+  // In order, no line lost without being counted.
+  long kept = 0, last = -1;
+  bool ordered = true;
+  for (std::size_t pos = text.find(" i="); pos != std::string::npos; pos = text.find(" i=", pos + 1)) {
+    const long i = std::strtol(text.c_str() + pos + 3, nullptr, 10);
+    if (i <= last) ordered = false;
+    last = i;
+    ++kept;
+  }
+  EXPECT_TRUE(ordered);
+  EXPECT_GT(dropped, 0);
+  EXPECT_EQ(kept + dropped, n);
 }
 
 }  // namespace

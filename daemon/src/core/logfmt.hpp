@@ -1,7 +1,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <initializer_list>
 #include <mutex>
 #include <optional>
@@ -15,9 +18,59 @@ using LogFields = std::initializer_list<std::pair<std::string_view, std::string>
 
 // Writes one logfmt line to stderr, e.g.
 //   ts=2026-11-29T09:00:00.123Z level=info msg="claimed jobs" n=3
-// if `level` is at or above the global minimum. Thread-safe: lines from
-// concurrent callers never interleave (mutex + a single write(2) per line).
+// if `level` is at or above the global minimum. Never blocks on stderr: the
+// line goes to a bounded queue (BGEXEC_LOG_BUFFER_BYTES, defaults to 4 MiB)
+// that one writer thread drains in order; a reader of stderr that stops
+// reading (a stalled log shipper, `| logger`, Ctrl-S) fills the pipe, then
+// the queue, then lines are dropped and counted, and a warn line with the
+// count follows once stderr takes lines again.  The event loop's heartbeats
+// must never wait for a log reader (DESIGN §5).  Thread-safe: lines never
+// interleave.  Where no thread can be started (and in a forked child) lines
+// are written directly, as before.
 void log(std::string_view level, std::string_view msg, LogFields fields = {});
+
+// Waits until the lines queued so far are written, at most `within`: a
+// process calls it before _Exit so its last lines (a fatal error) come out,
+// without hanging on a reader that stopped.  Also run at exit().
+void flush_log(std::chrono::milliseconds within = std::chrono::milliseconds(1500));
+
+// The queue between log() and its writer thread: bounded in bytes, FIFO,
+// counting what it drops.  Exposed for tests.
+class LineQueue {
+ public:
+  explicit LineQueue(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+  // Appends the line, or drops it and counts it when the lines queued or
+  // being written would pass max_bytes.  The first line accepted after
+  // drops is preceded by the warn line naming how many.  Returns whether
+  // the line was kept.
+  bool push(std::string line);
+  // Blocks until lines are queued, then moves them all into *out in order;
+  // they count against the bound until written() is called.
+  void take(std::deque<std::string>* out);
+  // The batch from take() of `bytes` is written (or given up): frees its
+  // room and, when nothing else is queued and lines were dropped, queues the
+  // warn line with their count.
+  void written(std::size_t bytes);
+  // Waits until nothing is queued or being written, at most `within`;
+  // returns whether it is so.
+  bool wait_idle(std::chrono::milliseconds within);
+  // Lines dropped and not yet reported by a warn line.
+  std::uint64_t dropped() const;
+
+ private:
+  void queue_drop_notice();  // caller holds mutex_
+  const std::size_t max_bytes_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;  // lines queued
+  std::condition_variable idle_;   // nothing queued nor being written
+  std::deque<std::string> lines_;
+  std::size_t bytes_ = 0;  // queued + taken and not yet written
+  bool taken_ = false;
+  std::uint64_t dropped_ = 0;
+};
+
+// The warn line that reports `n` dropped lines.
+std::string dropped_line(std::uint64_t n);
 
 // The line log() would write (with trailing '\n'), stamped with the current
 // time. Exposed for tests and for callers that route lines elsewhere.

@@ -290,10 +290,12 @@ int run_serve(const std::vector<std::string>& args) {
     core::log("error", "gateway failed", {{"error", e.what()}});
     std::fflush(stdout);
     std::fflush(stderr);
+    core::flush_log();
     std::_Exit(1);
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  core::flush_log();
   // Coroutine frames parked in the loop (streams, LISTEN) are not unwound.
   std::_Exit(0);
 }

@@ -1099,6 +1099,7 @@ void Worker::on_signal(int sig) {
     core::log("warn", "second signal, exiting now", {{"signal", std::to_string(sig)}});
     proc::Child::kill_all();
     proc::Child::kill_orphans();
+    core::flush_log(std::chrono::milliseconds(500));
     std::_Exit(130);
   }
   core::log("info", "signal received, draining", {{"signal", std::to_string(sig)},
