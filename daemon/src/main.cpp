@@ -13,21 +13,45 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <boost/system/system_error.hpp>
+
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 extern char** environ;
 
 namespace {
+
+// Why the worker failed, for its last line: a thread it could not create
+// (EAGAIN from pthread_create, which said only "thread: Resource
+// temporarily unavailable") is named by its cause, the limit on processes.
+std::string failure_text(const std::exception& ex) {
+  int code = 0;
+  if (const auto* b = dynamic_cast<const boost::system::system_error*>(&ex))
+    code = std::string_view(ex.what()).starts_with("thread") ? b->code().value() : 0;
+  else if (const auto* s = dynamic_cast<const std::system_error*>(&ex))
+    code = s->code().value();
+  if (code != EAGAIN) return ex.what();
+  rlimit rl{};
+  std::string nproc = "?";
+  if (::getrlimit(RLIMIT_NPROC, &rl) == 0)
+    nproc = rl.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(rl.rlim_cur);
+  return "cannot start a thread: the process limit is reached (RLIMIT_NPROC=" + nproc + " for uid " +
+         std::to_string(::getuid()) + ", or the cgroup's pids.max): " + ex.what();
+}
 
 constexpr const char* usage_text = R"(usage: bgexec COMMAND [ARGS] [--help]
 
@@ -131,7 +155,7 @@ int run_worker(const std::vector<std::string>& args) {
         try {
           std::rethrow_exception(e);
         } catch (const std::exception& ex) {
-          bgexec::core::log("error", "worker failed", {{"error", ex.what()}});
+          bgexec::core::log("error", "worker failed", {{"error", failure_text(ex)}});
         }
         code = 1;
       }
@@ -139,7 +163,7 @@ int run_worker(const std::vector<std::string>& args) {
     });
     io.run();
   } catch (const std::exception& ex) {
-    bgexec::core::log("error", "worker failed", {{"error", ex.what()}});
+    bgexec::core::log("error", "worker failed", {{"error", failure_text(ex)}});
     code = 1;
   }
   std::fflush(stdout);

@@ -53,3 +53,14 @@ wait_for 20 gone "$WORKER_PID" || fail "the worker did not stop"
 wait_for 5 grep -q 'msg="worker stopped"' "$E2E_DIR/reader.log" || fail "the worker's last line did not come out"
 ok "the dropped lines are counted: $(grep -o 'dropped=[0-9]*' "$E2E_DIR/reader.log" | head -1); all 402 jobs completed"
 
+# A worker that cannot start a thread (here no process more for its user:
+# RLIMIT_NPROC 1) logs directly and names the limit, where it said only
+# "thread: Resource temporarily unavailable".  Root is exempt from the
+# limit: the worker runs as uid 65534.
+if ((EUID == 0)) && command -v setpriv >/dev/null && command -v prlimit >/dev/null; then
+  out=$(prlimit --nproc=1:1 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$BGEXEC" worker --id nproc --db "host=$E2E_DIR/none" 2>&1) && fail "the worker started at RLIMIT_NPROC 1"
+  grep -q 'level=error msg="worker failed" error="cannot start a thread: the process limit is reached (RLIMIT_NPROC=1 for uid 65534' <<<"$out" ||
+    fail "the thread failure does not name the limit: $out"
+  ok "a thread that cannot be started names RLIMIT_NPROC"
+fi
