@@ -823,9 +823,12 @@ asio::awaitable<void> Worker::heartbeater() {
       leases.push_back(job->lease());
       live.push_back(job);
     }
-    // No lease to renew and the claim gate closed: finish_prober opens the
-    // heartbeat session (after the finish session), not this.
-    if (leases.empty() && !gate_.open()) {
+    // No lease to renew and the finish or heartbeat session down:
+    // finish_prober opens the heartbeat session (after the finish session),
+    // not this.  Not for the gate's other reasons (step processes that
+    // cannot start): the worker row's heartbeat goes on, so its id and row
+    // stay live while it waits.
+    if (leases.empty() && (gate_.is_down(fin_.name()) || gate_.is_down(hb_.name()))) {
       co_await hb_wake_.wait_for(seconds(interval));
       continue;
     }
