@@ -50,6 +50,11 @@ given=$(sql "SELECT count(*) FROM bgexec.job_event WHERE kind = 'retry_scheduled
 [[ $(sql "SELECT count(*) FROM bgexec.job j WHERE (SELECT kind FROM bgexec.job_event e WHERE e.job_id = j.id
             ORDER BY seq DESC LIMIT 1) <> 'completed'") == 0 ]] || fail "a job's last event is not completed"
 grep -q 'msg="job finished"' "$E2E_DIR/broken.log" && fail "the broken worker finished a job"
+# Its row stays live while it waits (heartbeats every third of its 5 s
+# lease, no lease held): one that paused them looked gone for as long.
+sleep 6
+[[ $(sql "SELECT now() - heartbeat_at < interval '4 s' FROM bgexec.worker WHERE id = 'broken'") == t ]] \
+  || fail "the waiting worker stopped heartbeating: $(sql "SELECT now() - heartbeat_at FROM bgexec.worker WHERE id = 'broken'")"
 ok "part 1: $given jobs given back, all 50 completed at attempt 1"
 
 # 2. The limit lifted: the probe starts a process, the worker claims again
