@@ -36,6 +36,20 @@ gateway_scratch() {
   gw_pid=
   trap gateway_scratch_cleanup EXIT
 }
+# gateway_start BIN NAME PORT [ARGS...]: `BIN serve` on 127.0.0.1:PORT with
+# $WORK/tokens.json and ARGS, its log $WORK/serve-NAME.log, its pid in
+# gw_pid (gateway_scratch stops it); returns once /metrics answers (10 s
+# at most).
+gateway_start() {
+  local bin=$1 name=$2 port=$3
+  shift 3
+  "$bin" serve --listen "127.0.0.1:$port" --tokens "$WORK/tokens.json" "$@" >"$WORK/serve-$name.log" 2>&1 &
+  gw_pid=$!
+  for _ in $(seq 1 100); do
+    curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" && break
+    sleep 0.1
+  done
+}
 gateway_scratch_cleanup() {
   [[ -n $gw_pid ]] && kill "$gw_pid" 2>/dev/null || true
   cluster_stop "$WORK/cluster"

@@ -34,12 +34,7 @@ for round in $(seq 1 "$rounds"); do
     name=$([[ $ab == 0 ]] && echo A || echo B)
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'TRUNCATE bgexec.job' -c 'CHECKPOINT'
     port=${PORT:-$(free_port)}
-    "${bins[$ab]}" serve --listen "127.0.0.1:$port" --tokens "$WORK/tokens.json" >"$WORK/serve-$name.log" 2>&1 &
-    gw_pid=$!
-    for _ in $(seq 1 100); do
-      curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" && break
-      sleep 0.1
-    done
+    gateway_start "${bins[$ab]}" "$name" "$port"
     out=$(node "$here/sse-burst.mjs" "http://127.0.0.1:$port" "$streams" "$at")
     echo "round $round $name $out | load $(cut -d' ' -f1 /proc/loadavg)"
     kill "$gw_pid"

@@ -38,13 +38,7 @@ for round in $(seq 1 "$rounds"); do
     name=$([[ $ab == 0 ]] && echo A || echo B)
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'TRUNCATE bgexec.job' -c 'CHECKPOINT'
     port=${PORT:-$(free_port)}
-    "${bins[$ab]}" serve --listen "127.0.0.1:$port" --tokens "$WORK/tokens.json" \
-      ${MEMORY:+--response-memory "$MEMORY"} >"$WORK/serve-$name.log" 2>&1 &
-    gw_pid=$!
-    for _ in $(seq 1 100); do
-      curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" && break
-      sleep 0.1
-    done
+    gateway_start "${bins[$ab]}" "$name" "$port" ${MEMORY:+--response-memory "$MEMORY"}
     crowd=$(node "$here/sse-crowd.mjs" "http://127.0.0.1:$port" token-a crowd "$readers")
     hwm=$(awk '/VmHWM/ {print $2}' "/proc/$gw_pid/status")
     single=$(node "$here/sse-crowd.mjs" "http://127.0.0.1:$port" token-a single "$events" "$bytes")

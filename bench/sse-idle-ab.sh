@@ -42,12 +42,7 @@ for round in $(seq 1 "$rounds"); do
     name=$([[ $ab == 0 ]] && echo A || echo B)
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'TRUNCATE bgexec.job' -c 'CHECKPOINT'
     port=${PORT:-$(free_port)}
-    "${bins[$ab]}" serve --listen "127.0.0.1:$port" --tokens "$WORK/tokens.json" >"$WORK/serve-$name.log" 2>&1 &
-    gw_pid=$!
-    for _ in $(seq 1 100); do
-      curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" && break
-      sleep 0.1
-    done
+    gateway_start "${bins[$ab]}" "$name" "$port"
     out=$(node "$here/sse-idle.mjs" "http://127.0.0.1:$port" "$streams" "$jobs" "$roles" "$idle")
     cpu=$(awk -v t="$tck" '{printf "%.2f", ($14 + $15) / t}' "/proc/$gw_pid/stat")
     echo "round $round $name $out gateway_cpu_s=$cpu | load $(cut -d' ' -f1 /proc/loadavg)"
