@@ -184,6 +184,28 @@ CREATE FUNCTION bgexec._interval_positive(iv interval) RETURNS boolean
 	   AND iv >= pg_catalog.date_trunc('day', iv)
 $$;
 
+/* _exact: iv as an exact duration, its months and days turned into time
+ * as extract(epoch) counts them (and _backoff, the CLI's and the gateway's
+ * +DUR): a day is 24 hours, a month 30 days, a year 365.25 days.  (As
+ * intervals compare, a year is 360 days: '100 years', the longest timeout,
+ * is 36525 days long.)  PostgreSQL adds an interval's days and months to a
+ * timestamptz on the calendar of the session's TimeZone: '1 day' across a
+ * change of daylight saving time is 23 or 25 hours, and '1 mon' 28 to 31
+ * days, so a deadline (or lease, backoff, retention cut) computed in a
+ * worker's session depended on that worker's TimeZone.  Every instant the
+ * extension computes from a user's interval adds this instead (cron
+ * schedules alone keep their zone's calendar, as documented).  Exact to
+ * the microsecond (no float8 round trip).  Without SET, so that it is
+ * inlined; the types its body names are qualified. */
+CREATE FUNCTION bgexec._exact(iv interval) RETURNS interval
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT (iv - pg_catalog.date_trunc('day', iv))
+	       + pg_catalog.make_interval(hours => (pg_catalog.date_part('year', iv) * 8766
+	                                             + pg_catalog.date_part('month', iv) * 720
+	                                             + pg_catalog.date_part('day', iv) * 24)::pg_catalog.int4)
+$$;
+
 /* --------------------------------------------------------------- tables */
 
 CREATE SEQUENCE bgexec.lease_seq AS bigint CACHE 1;
@@ -814,7 +836,7 @@ CREATE FUNCTION bgexec._backoff(p_queue text, p_attempt int) RETURNS interval
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
-	SELECT b.cap * (random() * CASE WHEN b.cap_s <= 0 THEN 1 ELSE
+	SELECT bgexec._exact(b.cap) * (random() * CASE WHEN b.cap_s <= 0 THEN 1 ELSE
 	         least(1, greatest(0, b.base_s * power(2, least(greatest(p_attempt, 1) - 1, 62))
 	                              / b.cap_s)) END)
 	  FROM (SELECT coalesce(q.retry_cap, interval '10 minutes') AS cap,
@@ -904,7 +926,11 @@ $$;
  * concurrency_key only when the job runs (512 characters fit its entry),
  * and the deadline is the start plus timeout.  run_after is finite: an
  * infinite one would never run, and queue_stats subtracts the oldest one
- * from now().  NULL run_after means now(). */
+ * from now().  NULL run_after means now(), and so does one in the past:
+ * the three INSERTs store greatest(run_after, now()).  Claims take a
+ * priority's jobs in run_after order, so a back-dated job went ahead of
+ * every job already queued at its priority, a queue it was never in (and
+ * showed in queue_stats' oldest_queued_age as waiting since then). */
 CREATE FUNCTION bgexec._check_submit(
 	p_kind text, p_payload jsonb, p_queue text, p_priority int,
 	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
@@ -1054,7 +1080,7 @@ BEGIN
 	INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 	                        run_after, timeout, idempotency_key, concurrency_key)
 	VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, p_max_attempts,
-	        coalesce(p_run_after, now()), p_timeout, p_idempotency_key, p_concurrency_key)
+	        greatest(p_run_after, now()), p_timeout, p_idempotency_key, p_concurrency_key)
 	ON CONFLICT (owner, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING id INTO v_id;
 
@@ -1178,7 +1204,7 @@ CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 100
 		DELETE FROM bgexec.job j
 		 WHERE j.id = ANY (ARRAY(
 			SELECT id FROM bgexec.job
-			 WHERE finished_at < now() - p_older_than
+			 WHERE finished_at < now() - bgexec._exact(p_older_than)
 			 ORDER BY finished_at
 			 LIMIT p_batch
 			   FOR UPDATE SKIP LOCKED))
@@ -1262,7 +1288,7 @@ CREATE FUNCTION bgexec._retire_workers(p_older_than interval) RETURNS bigint
 	AS $$
 	WITH gone_quiet AS MATERIALIZED (
 		SELECT w.id FROM bgexec.worker w
-		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - p_older_than
+		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - bgexec._exact(p_older_than)
 		   AND (w.stopped_at IS NOT NULL OR w.heartbeat_at <= bgexec._silent_since(w.info))
 		   AND NOT EXISTS (SELECT 1 FROM bgexec.job j
 		                    WHERE j.status = 'running' AND j.lease_owner = w.id)
@@ -1821,7 +1847,7 @@ BEGIN
 			       CASE WHEN q.rate_limit IS NOT NULL THEN
 			            least(q.rate_limit::float8,
 			                  coalesce(q.rate_tokens, q.rate_limit::float8)
-			                  + q.rate_limit * greatest(0, extract(epoch FROM v_now - coalesce(CASE WHEN q.rate_at - v_now > q.rate_period THEN v_now - q.rate_period ELSE q.rate_at END, v_now))::float8)
+			                  + q.rate_limit * greatest(0, extract(epoch FROM v_now - coalesce(CASE WHEN q.rate_at - v_now > q.rate_period THEN v_now - bgexec._exact(q.rate_period) ELSE q.rate_at END, v_now))::float8)
 			                    / extract(epoch FROM q.rate_period)::float8) END AS tokens
 			  FROM bgexec.queue q WHERE q.name = ANY (v_capped)) c;
 
@@ -2162,7 +2188,7 @@ BEGIN
 			LOOP
 				PERFORM bgexec._jobs_due(v_q.name,
 					greatest(v_now, coalesce(CASE WHEN v_q.rate_at - v_now > v_q.rate_period THEN v_now ELSE v_q.rate_at END, v_now))
-					+ v_q.rate_period * ((1 - v_q.tokens) / v_q.rate_limit) + interval '1 microsecond',
+					+ bgexec._exact(v_q.rate_period) * ((1 - v_q.tokens) / v_q.rate_limit) + interval '1 microsecond',
 					1);
 			END LOOP;
 		END IF;
@@ -2183,10 +2209,10 @@ BEGIN
 		   SET status = 'running',
 		       lease = nextval('bgexec.lease_seq'),
 		       lease_owner = claim.worker_id,
-		       lease_expires_at = v_now + claim.lease_for,
+		       lease_expires_at = v_now + bgexec._exact(claim.lease_for),
 		       attempt = j.attempt + 1,
 		       started_at = v_now,
-		       deadline = v_now + j.timeout,
+		       deadline = v_now + bgexec._exact(j.timeout),
 		       last_seq = j.last_seq + 1
 		 -- The rows are locked by this transaction since the candidate scan.
 		 -- status is compared as text so the planner reaches them by
@@ -2602,7 +2628,7 @@ BEGIN
 		   FOR UPDATE SKIP LOCKED),
 	ext AS (
 		UPDATE bgexec.job j
-		   SET lease_expires_at = v_now + heartbeat.lease_for
+		   SET lease_expires_at = v_now + bgexec._exact(heartbeat.lease_for)
 		 WHERE j.id = ANY (ARRAY(SELECT m.id FROM mine m))
 		RETURNING j.lease, j.stop_requested_at)
 	SELECT l.l, CASE WHEN ext.lease IS NOT NULL THEN
@@ -3212,7 +3238,7 @@ BEGIN
 			v_next := bgexec._cron_next(s.cron, greatest(now(), s.next_run_at), s.time_zone);
 		EXCEPTION WHEN OTHERS THEN
 			-- only an expression written past schedule(): try again in a day
-			v_next := now() + interval '1 day';
+			v_next := now() + interval '24 hours';
 			v_err := coalesce(v_err || '; ', '') || format('%s (SQLSTATE %s)', SQLERRM, SQLSTATE);
 		END;
 		UPDATE bgexec.schedule x
@@ -3537,7 +3563,7 @@ BEGIN
 		INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 		                        run_after, timeout, concurrency_key)
 		VALUES (submit.queue, submit.kind, v_owner, submit.priority, submit.payload,
-		        submit.max_attempts, coalesce(submit.run_after, now()), submit.timeout,
+		        submit.max_attempts, greatest(submit.run_after, now()), submit.timeout,
 		        submit.concurrency_key)
 		RETURNING id INTO v_id;
 		-- As _submit_one: a NOTIFY and wakes for a job runnable now, a wake
@@ -3721,7 +3747,7 @@ BEGIN
 			                        run_after, timeout, concurrency_key)
 			SELECT coalesce(x.queue, 'default'), x.kind, v_owner, coalesce(x.priority, 0),
 			       coalesce(x.payload, '{}'), coalesce(x.max_attempts, 1),
-			       coalesce(x.run_after, now()), x.timeout, x.concurrency_key
+			       greatest(x.run_after, now()), x.timeout, x.concurrency_key
 			  FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
 			         kind text, payload jsonb, queue text, priority int,
 			         run_after timestamptz, max_attempts int, timeout interval,
@@ -4287,7 +4313,7 @@ BEGIN
 	IF bgexec._can_see(NULL) THEN
 		IF max_jobs IS NULL THEN
 			WITH gone AS (
-				DELETE FROM bgexec.job j WHERE j.finished_at < now() - older_than
+				DELETE FROM bgexec.job j WHERE j.finished_at < now() - bgexec._exact(older_than)
 				RETURNING 1)
 			SELECT count(*) INTO v_n FROM gone;
 			RETURN v_n;
@@ -4298,7 +4324,7 @@ BEGIN
 	IF max_jobs IS NULL THEN
 		WITH gone AS (
 			DELETE FROM bgexec.job j
-			 WHERE j.owner = v_caller AND j.finished_at < now() - older_than
+			 WHERE j.owner = v_caller AND j.finished_at < now() - bgexec._exact(older_than)
 			RETURNING 1)
 		SELECT count(*) INTO v_n FROM gone;
 		RETURN v_n;
@@ -4308,7 +4334,7 @@ BEGIN
 		DELETE FROM bgexec.job j
 		 WHERE j.id = ANY (ARRAY(
 			SELECT id FROM bgexec.job
-			 WHERE owner = v_caller AND finished_at < now() - older_than
+			 WHERE owner = v_caller AND finished_at < now() - bgexec._exact(older_than)
 			 ORDER BY finished_at
 			 LIMIT max_jobs
 			   FOR UPDATE SKIP LOCKED))
@@ -4662,6 +4688,7 @@ CREATE VIEW bgexec._queue_names AS
 		SELECT qn AS queue, count(DISTINCT w.id) AS workers
 		  FROM bgexec.worker w CROSS JOIN LATERAL unnest(w.queues) AS qn
 		 WHERE w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)
+		   AND w.heartbeat_at <= now() + make_interval(secs => bgexec._lease_s(w.info))
 		 GROUP BY qn),
 	-- a queue whose terminal counts are not all 0
 	names AS (
@@ -4726,6 +4753,13 @@ CREATE VIEW bgexec.queue_stats AS
 COMMENT ON VIEW bgexec.queue_stats IS
 	'per queue: job counts by status (fleet-wide, all owners), age of the oldest runnable job, caps, live workers claiming from it';
 
+-- alive: not stopped, its last heartbeat (written on the DB clock) no more
+-- than a lease ahead of now(), and a heartbeat within a minute and its
+-- lease or a lease of its still live.  A heartbeat further ahead was written
+-- before a step of the server's clock back: counted, a worker that died
+-- then stayed alive for the length of the step (and with a job running, for
+-- as long as its lease, extended on the clock before the step).  A live
+-- worker's next heartbeat (three a lease) writes now() and is counted again.
 -- The running jobs are counted once for all workers: a lookup per worker
 -- walked the index of every running job (no index has lease_owner), and
 -- 1000 workers with 5000 jobs running took 1.8 s.  The join is removed
@@ -4733,15 +4767,16 @@ COMMENT ON VIEW bgexec.queue_stats IS
 CREATE VIEW bgexec.worker_stats AS
 	SELECT w.id, w.host, w.pid, w.queues, w.concurrency, w.started_at, w.heartbeat_at,
 	       w.stopped_at,
-	       (w.stopped_at IS NULL AND coalesce(r.live, false)
-	        OR w.stopped_at IS NULL AND w.heartbeat_at > bgexec._silent_since(w.info)) AS alive,
+	       (w.stopped_at IS NULL
+	        AND w.heartbeat_at <= now() + make_interval(secs => bgexec._lease_s(w.info))
+	        AND (coalesce(r.live, false) OR w.heartbeat_at > bgexec._silent_since(w.info))) AS alive,
 	       coalesce(r.n, 0) AS in_flight
 	  FROM bgexec.worker w
 	  LEFT JOIN (SELECT j.lease_owner, count(*) AS n, bool_or(j.lease_expires_at > now()) AS live
 	               FROM bgexec.job j WHERE j.status = 'running'
 	              GROUP BY j.lease_owner) r ON r.lease_owner = w.id;
 COMMENT ON VIEW bgexec.worker_stats IS
-	'per worker: liveness (a heartbeat within a minute and its lease, or a live lease) and jobs in flight';
+	'per worker: liveness (a heartbeat within a minute and its lease, or a live lease; none with a heartbeat more than a lease ahead of the DB clock) and jobs in flight';
 
 -- GET /metrics' gauges: the active jobs per queue and status, each read
 -- once, as the caller (row-level security limits a tenant role to its own

@@ -22,18 +22,19 @@ submit_at() {
 
 odd=(PGTZ=Asia/Tokyo PGDATESTYLE=SQL,DMY "PGOPTIONS=-c intervalstyle=postgres_verbose")
 # Offset-less: the user's TZ decides, not the session's PGTZ.
+# (Times in the future: submit stores a run_after in the past as now().)
 for envs in "TZ=UTC" "TZ=UTC ${odd[*]:0:2}"; do
   # shellcheck disable=SC2086
-  got=$(submit_at $envs -- --run-after '2026-12-08 03:00')
-  [[ $got == 2026-12-08T03:00:00Z ]] || fail "TZ=UTC, '2026-12-08 03:00' under [$envs] was $got"
+  got=$(submit_at $envs -- --run-after '2036-12-08 03:00')
+  [[ $got == 2036-12-08T03:00:00Z ]] || fail "TZ=UTC, '2036-12-08 03:00' under [$envs] was $got"
 done
-got=$(submit_at TZ=America/New_York "${odd[@]}" -- --run-after '2026-12-08T03:00')
-[[ $got == 2026-12-08T08:00:00Z ]] || fail "TZ=America/New_York, '2026-12-08T03:00' was $got"
-got=$(submit_at TZ=Asia/Kolkata PGTZ=America/Los_Angeles -- --run-after '2026-07-01 03:00:00.5')
-[[ $got == 2026-06-30T21:30:00Z ]] || fail "TZ=Asia/Kolkata, '2026-07-01 03:00:00.5' was $got"
+got=$(submit_at TZ=America/New_York "${odd[@]}" -- --run-after '2036-12-08T03:00')
+[[ $got == 2036-12-08T08:00:00Z ]] || fail "TZ=America/New_York, '2036-12-08T03:00' was $got"
+got=$(submit_at TZ=Asia/Kolkata PGTZ=America/Los_Angeles -- --run-after '2036-07-01 03:00:00.5')
+[[ $got == 2036-06-30T21:30:00Z ]] || fail "TZ=Asia/Kolkata, '2036-07-01 03:00:00.5' was $got"
 # With an offset, TZ does not matter either.
-got=$(submit_at TZ=America/New_York "${odd[@]}" -- --run-after '2026-12-08T03:00:00+05:30')
-[[ $got == 2026-12-07T21:30:00Z ]] || fail "'2026-12-08T03:00:00+05:30' was $got"
+got=$(submit_at TZ=America/New_York "${odd[@]}" -- --run-after '2036-12-08T03:00:00+05:30')
+[[ $got == 2036-12-07T21:30:00Z ]] || fail "'2036-12-08T03:00:00+05:30' was $got"
 ok "an ISO time is one instant whatever PGTZ/PGDATESTYLE; offset-less in TZ"
 
 before=$(sql "SELECT count(*) FROM bgexec.job")

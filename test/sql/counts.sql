@@ -68,8 +68,10 @@ SELECT count(*) > 0 AS alice_sees_stats FROM bgexec.queue_stats;
 RESET ROLE;
 -- a run_after of -infinity, written past submit, does not break the view
 SELECT bgexec.submit('noop', queue => 'inf') AS inf \gset
-SELECT bgexec.submit('noop', queue => 'inf', run_after => now() - interval '1 hour') AS hour_ago \gset
+SELECT bgexec.submit('noop', queue => 'inf') AS hour_ago \gset
 UPDATE bgexec.job SET run_after = '-infinity' WHERE id = :inf;
+-- (and one an hour old: submit stores a run_after in the past as now())
+UPDATE bgexec.job SET run_after = now() - interval '1 hour' WHERE id = :hour_ago;
 SELECT queued, oldest_queued_age >= interval '1 hour' AS age_of_the_finite_one
   FROM bgexec.queue_stats WHERE queue = 'inf';
 -- workers: the live workers that claim from each queue (a queue twice in a

@@ -22,6 +22,12 @@ SELECT count(*) FROM (
                  ('p5', 5, '-1 minute'), ('p7-future', 7, '1 hour'), ('p7', 7, '-1 second'),
                  ('p10', 10, '-1 second'), ('p3', 3, '-3 minutes'))
          v(n, p, ra), unnest('{futq,futc}'::text[]) q) s;
+-- (submit stores a run_after in the past as now(): the mixed order written
+-- here, as jobs queued over time hold it)
+UPDATE bgexec.job j SET run_after = now() + v.ra
+  FROM (VALUES ('p0-late', '-1 minute'::interval), ('p0-early', '-2 minutes'), ('p5', '-1 minute'),
+               ('p7', '-1 second'), ('p10', '-1 second'), ('p3', '-3 minutes')) v(n, ra)
+ WHERE j.queue IN ('futq', 'futc') AND j.payload->>'n' = v.n;
 -- Index pages of job_runnable_idx a claim reads: the 15 000 future jobs
 -- fill some 80 leaf pages (the old scan read 94 and 165 pages a claim);
 -- a claim of the due ones reads two descents per priority (5 here).

@@ -48,18 +48,20 @@ BEGIN
 		END IF;
 	END LOOP;
 END $$;
-SELECT status, attempt, run_after <= now() + interval '1 year' AS capped FROM bgexec.job WHERE id = :y;
+SELECT status, attempt, run_after <= now() + interval '8766 hours' AS capped FROM bgexec.job WHERE id = :y;
 -- the 30th attempt's worker vanishes: reconcile requeues it, with the same cap
 UPDATE bgexec.job SET run_after = now(), attempt = 29 WHERE id = :y;
 SELECT count(*) FROM bgexec.claim('w-year', '{rq-year}', 1);
 SELECT expire_lease(:y);
 SELECT bgexec.reconcile();
-SELECT status, attempt, run_after <= now() + interval '1 year' AS capped,
+SELECT status, attempt, run_after <= now() + interval '8766 hours' AS capped,
        (SELECT string_agg(kind, ',' ORDER BY seq) FROM (SELECT kind, seq FROM bgexec.job_event
          WHERE job_id = :y ORDER BY seq DESC LIMIT 3) e) AS last_events
   FROM bgexec.job WHERE id = :y;
 -- whatever the attempt, the delay stays within the cap
-SELECT bool_and(bgexec._backoff('rq-year', a) BETWEEN interval '0' AND interval '1 year') AS capped
+-- (a year of 365.25 days, as extract(epoch) counts it: the delay is exact)
+SELECT bool_and(extract(epoch FROM bgexec._backoff('rq-year', a))
+                BETWEEN 0 AND extract(epoch FROM interval '1 year')) AS capped
   FROM generate_series(1, 100) i, unnest(ARRAY[1, 31, 64, 1000, 2147483647]) a;
 -- the last attempt fails for good
 SELECT bgexec.submit('noop', queue => 'rq', max_attempts => 1) AS k \gset
