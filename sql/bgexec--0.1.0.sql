@@ -1603,6 +1603,8 @@ BEGIN
 			      DETAIL = format('max_jobs was %s', coalesce(max_jobs::text, 'null'));
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
+	-- An exact duration (_exact): not a day on this session's calendar.
+	lease_for := bgexec._exact(lease_for);
 	-- The guard's own call (a function with SET) only when it has work.
 	IF bgexec._lease_timeline_unchecked() IS NOT NULL THEN
 		PERFORM bgexec._lease_guard();
@@ -2209,10 +2211,10 @@ BEGIN
 		   SET status = 'running',
 		       lease = nextval('bgexec.lease_seq'),
 		       lease_owner = claim.worker_id,
-		       lease_expires_at = v_now + bgexec._exact(claim.lease_for),
+		       lease_expires_at = v_now + claim.lease_for,
 		       attempt = j.attempt + 1,
 		       started_at = v_now,
-		       deadline = v_now + bgexec._exact(j.timeout),
+		       deadline = CASE WHEN j.timeout IS NOT NULL THEN v_now + bgexec._exact(j.timeout) END,
 		       last_seq = j.last_seq + 1
 		 -- The rows are locked by this transaction since the candidate scan.
 		 -- status is compared as text so the planner reaches them by
@@ -2589,6 +2591,8 @@ BEGIN
 		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM bgexec._check_lease_for(lease_for);
+	-- An exact duration (_exact): not a day on this session's calendar.
+	lease_for := bgexec._exact(lease_for);
 	PERFORM bgexec._check_process(NULL, process, false);  -- its shape only
 	-- A NULL lease was answered (NULL, 'lost'), and a NULL lease's row
 	-- means 'register'.  A NULL list renewed nothing and refreshed the
@@ -2628,7 +2632,7 @@ BEGIN
 		   FOR UPDATE SKIP LOCKED),
 	ext AS (
 		UPDATE bgexec.job j
-		   SET lease_expires_at = v_now + bgexec._exact(heartbeat.lease_for)
+		   SET lease_expires_at = v_now + heartbeat.lease_for
 		 WHERE j.id = ANY (ARRAY(SELECT m.id FROM mine m))
 		RETURNING j.lease, j.stop_requested_at)
 	SELECT l.l, CASE WHEN ext.lease IS NOT NULL THEN
