@@ -2335,7 +2335,16 @@ COMMENT ON FUNCTION bgexec.await_claim(text, text[], int, interval, interval, bo
  * processes (out of processes, descriptors or memory), so nothing of the
  * attempt ran; the worker gives it back with after_lease one below its
  * lease and every other lease it knows above that held, its claims
- * stopped meanwhile. */
+ * stopped meanwhile.  Bounded: a step whose own start fails (ENOMEM,
+ * EAGAIN for that program alone) while the worker's probe starts `true`
+ * was given back every half second for ever, a job that never ran, never
+ * failed and never counted an attempt.  After 10 such give-backs in a row
+ * (retry_scheduled events of reason cannot_start_steps since the job's
+ * last other requeue: a counted attempt, a lease lost, a manual retry, a
+ * snooze, a suspend), the next one counts the attempt as failed,
+ * retryable: error.reason 'cannot_start_steps' with given_back 10 and the
+ * step's error, then the queue's backoff and max_attempts as for any
+ * failed attempt.  Decided here, so every worker counts the same. */
 CREATE FUNCTION bgexec.unclaim(worker_id text, after_lease bigint, held bigint[] DEFAULT '{}',
                                process jsonb DEFAULT NULL, reason text DEFAULT 'claim_reply_lost')
 	RETURNS int
@@ -2354,6 +2363,8 @@ DECLARE
 	v_n int := 0;
 	v_seq int;
 	v_err jsonb;
+	v_given int;
+	v_step jsonb;
 BEGIN
 	IF worker_id IS NULL OR length(worker_id) NOT BETWEEN 1 AND 200 THEN
 		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
@@ -2385,7 +2396,7 @@ BEGIN
 	END IF;
 	PERFORM bgexec._check_process(worker_id, process);
 	FOR j IN
-		SELECT x.id, x.queue, x.attempt, x.stop_requested_at, x.lease FROM bgexec.job x
+		SELECT x.id, x.queue, x.attempt, x.max_attempts, x.stop_requested_at, x.lease FROM bgexec.job x
 		  JOIN bgexec.worker w ON w.id = unclaim.worker_id
 		 WHERE x.status = 'running' AND x.lease > unclaim.after_lease
 		   AND x.lease_owner = unclaim.worker_id
@@ -2404,6 +2415,36 @@ BEGIN
 				jsonb_build_object('reason', 'stopped',
 				                   'message', 'stop requested before the job started'));
 			CONTINUE;
+		END IF;
+		IF unclaim.reason = 'cannot_start_steps' THEN
+			-- The give-backs in a row of this attempt: those since the
+			-- job's last other requeue or suspend (the counted one below
+			-- included: it has given_back).
+			SELECT count(*) INTO v_given FROM bgexec.job_event e
+			 WHERE e.job_id = j.id AND e.kind = 'retry_scheduled'
+			   AND e.data->'error'->>'reason' = 'cannot_start_steps'
+			   AND NOT (e.data->'error') ? 'given_back'
+			   AND e.seq > coalesce((SELECT max(b.seq) FROM bgexec.job_event b
+			                          WHERE b.job_id = j.id AND b.kind IN ('retry_scheduled', 'suspended')
+			                            AND (b.data->'error'->>'reason' IS DISTINCT FROM 'cannot_start_steps'
+			                                 OR (b.data->'error') ? 'given_back')), 0);
+			IF v_given >= 10 THEN
+				SELECT e.data->'error' INTO v_step FROM bgexec.job_event e
+				 WHERE e.job_id = j.id AND e.kind = 'step_failed'
+				 ORDER BY e.seq DESC LIMIT 1;
+				v_err := jsonb_build_object('reason', 'cannot_start_steps', 'given_back', v_given,
+				                            'worker', unclaim.worker_id, 'attempt', j.attempt,
+				                            'step', v_step->'step', 'retryable', true,
+				                            'message', format('%s; the job''s steps could not be started %s times in a row, the attempt is counted',
+				                                              coalesce(v_step->>'message', 'its step processes could not be started'),
+				                                              v_given + 1));
+				IF j.attempt < j.max_attempts THEN
+					PERFORM bgexec._requeue(j.id, j.queue, j.attempt, v_err);
+				ELSE
+					PERFORM bgexec._terminal(j.id, 'failed', NULL, v_err);
+				END IF;
+				CONTINUE;
+			END IF;
 		END IF;
 		v_err := jsonb_build_object('reason', unclaim.reason, 'worker', unclaim.worker_id,
 		                            'attempt', j.attempt,

@@ -99,6 +99,51 @@ SELECT id = :spawnless AS spawnless, status, attempt FROM bgexec.job WHERE queue
 SELECT event_kinds(:spawnless), gapless(:spawnless);
 SELECT data->'error'->>'reason' AS reason, data->'error'->>'message' AS message
   FROM bgexec.job_event WHERE job_id = :spawnless AND kind = 'retry_scheduled';
+-- bounded: a step whose own start fails while the worker's probe starts
+-- (ENOMEM for that program) was given back for ever, never counted.  Ten
+-- give-backs in a row, then the next counts the attempt: retried (the
+-- queue's backoff passed over; max_attempts 2), and the count starts again for the
+-- second attempt, which ends failed.
+SELECT bgexec.configure_queue('ub', retry_base => '1 ms', retry_cap => '1 ms');
+SELECT bgexec.register_worker('ub', '{ub}', 1);
+SELECT bgexec.submit('noop', queue => 'ub', max_attempts => 2) AS stuck \gset
+CREATE FUNCTION cannot_start(n int) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE c record; s text := '';
+BEGIN
+	FOR i IN 1..n LOOP
+		UPDATE bgexec.job x SET run_after = now() WHERE x.queue = 'ub' AND x.status = 'queued';  -- the backoff
+		SELECT x.job_id, x.lease INTO c FROM bgexec.claim('ub', '{ub}', 1) x;
+		IF c.lease IS NULL THEN RETURN s || 'none claimed'; END IF;
+		PERFORM bgexec.append_event(c.job_id, c.lease, 'step_started', '{"step": "s"}');
+		PERFORM bgexec.append_event(c.job_id, c.lease, 'step_failed',
+		          '{"step": "s", "error": {"step": "s", "message": "cannot start big: Cannot allocate memory", "retryable": true, "reason": "cannot_start_steps"}}');
+		PERFORM bgexec.unclaim('ub', c.lease - 1, '{}', NULL, 'cannot_start_steps');
+		s := s || (SELECT x.status::text || x.attempt FROM bgexec.job x WHERE x.id = c.job_id) || ' ';
+	END LOOP;
+	RETURN rtrim(s);
+END $f$;
+SELECT cannot_start(11) AS first_attempt;
+SELECT status, attempt, error->>'reason' AS reason, error->>'given_back' AS given_back,
+       error->>'retryable' AS retryable, error->>'step' AS step, error->>'message' AS message
+  FROM bgexec.job WHERE id = :stuck;
+SELECT cannot_start(11) AS second_attempt;
+SELECT status, attempt, error->>'given_back' AS given_back, error->>'message' AS message
+  FROM bgexec.job WHERE id = :stuck;
+SELECT count(*) FILTER (WHERE data->'error' ? 'given_back') AS counted,
+       count(*) FILTER (WHERE NOT data->'error' ? 'given_back') AS given_back
+  FROM bgexec.job_event WHERE job_id = :stuck AND kind = 'retry_scheduled';
+SELECT gapless(:stuck);
+-- the count is of give-backs in a row: another requeue between them (a
+-- claim reply lost) starts it again
+SELECT bgexec.submit('noop', queue => 'ub', max_attempts => 2) AS again \gset
+SELECT cannot_start(9) AS nine;
+SELECT lease AS lr FROM bgexec.claim('ub', '{ub}', 1) \gset
+SELECT bgexec.unclaim('ub', :lr - 1, '{}', NULL, 'claim_reply_lost') AS reply_lost;
+SELECT cannot_start(10) AS ten_more;
+SELECT status, attempt, error->>'given_back' AS given_back FROM bgexec.job WHERE id = :again;
+SELECT cannot_start(1) AS the_eleventh;
+SELECT status, attempt, error->>'given_back' AS given_back FROM bgexec.job WHERE id = :again;
+DROP FUNCTION cannot_start(int);
 -- any other reason (or none) is refused, nothing changed
 SELECT * FROM try($$SELECT bgexec.unclaim('us', 0, '{}', NULL, 'host_on_fire')$$);
 SELECT * FROM try($$SELECT bgexec.unclaim('us', 0, '{}', NULL, NULL)$$);

@@ -934,7 +934,9 @@ asio::awaitable<bool> Job::give_back() {
     if (*n == "0")
       core::log("warn", "job not given back: lease no longer current", {{"job_id", id_str(id())}});
     else
-      core::log("warn", "job given back to the queue, its attempt not counted: step processes cannot be started",
+      // (The server counts the attempt instead after 10 give-backs in a row:
+      // unclaim; the job's retry_scheduled or failed event says which.)
+      core::log("warn", "job given back to the queue: step processes cannot be started",
                 {{"job_id", id_str(id())}, {"attempt", std::to_string(c_.attempt)}});
     co_return true;
   }
