@@ -334,5 +334,63 @@ TEST(Logfmt, LogDoesNotBlockOnAReaderThatStopped) {
   EXPECT_EQ(kept + dropped, n);
 }
 
+// The worker's retry line in an outage: one per session and SQLSTATE per
+// period, the first at once, with the calls waiting and the lines held
+// back; the session's recovery said once, and the next outage's first line
+// written at once.  (Each job in flight wrote its own every 5 s.)
+TEST(RetryLog, OneLinePerSessionAndSqlstatePerPeriod) {
+  using namespace std::chrono_literals;
+  RetryLog r(10s);
+  const std::chrono::steady_clock::time_point t0{};
+  EXPECT_FALSE(r.any_down());
+  EXPECT_EQ(r.recovered("finish"), 0u);  // nothing written: nothing to say
+  for (int i = 0; i < 8; ++i) r.waiting("finish", 1);
+  auto first = r.failed("finish", "08006", t0);
+  EXPECT_TRUE(first.write);
+  EXPECT_EQ(first.waiting, 8u);
+  EXPECT_EQ(first.held_back, 0u);
+  EXPECT_TRUE(r.any_down());
+  // the other 7 jobs, then each of the 8 again 5 s later: held back
+  for (int i = 0; i < 7; ++i) EXPECT_FALSE(r.failed("finish", "08006", t0 + 1ms * i).write);
+  for (int i = 0; i < 8; ++i) EXPECT_FALSE(r.failed("finish", "08006", t0 + 5s).write);
+  // another SQLSTATE, another session: lines of their own
+  EXPECT_TRUE(r.failed("finish", "53300", t0 + 6s).write);
+  EXPECT_TRUE(r.failed("control", "08006", t0 + 6s).write);
+  auto next = r.failed("finish", "08006", t0 + 10s);
+  EXPECT_TRUE(next.write);
+  EXPECT_EQ(next.held_back, 15u);
+  for (int i = 0; i < 8; ++i) r.waiting("finish", -1);
+  EXPECT_EQ(r.recovered("finish"), 18u);  // 08006: 17, 53300: 1
+  EXPECT_EQ(r.recovered("finish"), 0u);   // once
+  EXPECT_TRUE(r.any_down());              // control still down
+  EXPECT_EQ(r.recovered("control"), 1u);
+  EXPECT_FALSE(r.any_down());
+  // a later outage: its first line at once, whatever the period
+  auto again = r.failed("finish", "08006", t0 + 11s);
+  EXPECT_TRUE(again.write);
+  EXPECT_EQ(again.waiting, 0u);
+  EXPECT_EQ(again.held_back, 0u);
+}
+
+// The drop notice is never below --log-level: the lines it reports passed
+// it.  Under --log-level error it says level=error (it said warn, a level
+// the operator had turned off); under any other, warn.
+TEST_F(LogLevelTest, DropNoticeNeverBelowTheLevel) {
+  EXPECT_NE(dropped_line(3).find("level=warn msg=\"log lines dropped"), std::string::npos);
+  ASSERT_TRUE(set_level("error"));
+  LineQueue q(100);
+  ASSERT_TRUE(q.push(std::string(90, 'a')));
+  ASSERT_FALSE(q.push(std::string(20, 'b')));
+  ASSERT_TRUE(q.push(std::string(5, 'c')));
+  std::deque<std::string> out;
+  q.take(&out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_NE(out[1].find("level=error msg=\"log lines dropped: stderr was not being read\" dropped=1\n"),
+            std::string::npos)
+      << out[1];
+  ASSERT_TRUE(set_level("debug"));
+  EXPECT_NE(dropped_line(1).find("level=warn "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bgexec::core

@@ -240,8 +240,13 @@ void flush_log(std::chrono::milliseconds within) {
   if (s.mode.load(std::memory_order_acquire) == Mode::thread) s.queue.wait_idle(within);
 }
 
+// A warning, written whatever --log-level is: the lines it reports passed
+// the level (log() filters before the queue), so their loss is news at that
+// level too.  Under --log-level error (every line dropped an error) it says
+// level=error: written as warn, it showed below the level the operator set.
 std::string dropped_line(std::uint64_t n) {
-  return format_line("warn", "log lines dropped: stderr was not being read", {{"dropped", std::to_string(n)}});
+  return format_line(level_enabled("warn") ? "warn" : "error", "log lines dropped: stderr was not being read",
+                     {{"dropped", std::to_string(n)}});
 }
 
 // A line longer than the bound is still kept when nothing else is queued,
@@ -317,6 +322,54 @@ bool LogThrottle::allow(std::chrono::steady_clock::time_point now, std::size_t* 
   *skipped = skipped_;
   skipped_ = 0;
   return true;
+}
+
+RetryLog::Session& RetryLog::session(const std::string& name) {
+  for (auto& [n, s] : sessions_)
+    if (n == name) return s;
+  return sessions_.emplace_back(name, Session{}).second;
+}
+
+void RetryLog::waiting(const std::string& name, int delta) {
+  auto& s = session(name);
+  if (delta < 0 && s.waiting < static_cast<std::size_t>(-delta))
+    s.waiting = 0;
+  else
+    s.waiting += delta;
+}
+
+RetryLog::Line RetryLog::failed(const std::string& name, const std::string& sqlstate,
+                                std::chrono::steady_clock::time_point now) {
+  auto& s = session(name);
+  Key* k = nullptr;
+  for (auto& [state, key] : s.keys)
+    if (state == sqlstate) k = &key;
+  if (!k) k = &s.keys.emplace_back(sqlstate, Key{}).second;
+  Line line;
+  line.waiting = s.waiting;
+  if (s.down) ++s.failed;
+  if (k->last && now - *k->last < every_) {
+    ++k->held_back;
+    return line;
+  }
+  k->last = now;
+  line.write = true;
+  line.held_back = std::exchange(k->held_back, 0);
+  if (!s.down) {
+    s.down = true;
+    s.failed = 1;
+    ++down_;
+  }
+  return line;
+}
+
+std::size_t RetryLog::recovered(const std::string& name) {
+  auto& s = session(name);
+  if (!s.down) return 0;
+  s.down = false;
+  --down_;
+  s.keys.clear();  // the next outage's first line is written at once
+  return std::exchange(s.failed, 0);
 }
 
 }  // namespace bgexec::core

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace bgexec::core {
 
@@ -69,7 +70,8 @@ class LineQueue {
   std::uint64_t dropped_ = 0;
 };
 
-// The warn line that reports `n` dropped lines.
+// The warn line that reports `n` dropped lines (level=error under
+// --log-level error: never below the level, never filtered by it).
 std::string dropped_line(std::uint64_t n);
 
 // The line log() would write (with trailing '\n'), stamped with the current
@@ -111,6 +113,50 @@ class LogThrottle {
   std::optional<std::chrono::steady_clock::time_point> last_;
   std::size_t skipped_ = 0;
   std::mutex mutex_;
+};
+
+// The worker's "database call failed, retrying" during an outage: each job
+// in flight retries its own call on a shared session (control, finish,
+// heartbeat) with a backoff to 5 s, and each retry wrote a warn line: N
+// jobs, N lines every 5 s (8 jobs: 120 lines in 50 s).  One line per
+// session and SQLSTATE per period instead, the first at once, with the
+// calls waiting on the session and the lines held back since the last; the
+// rest at debug.  The first success on a session after a line was written
+// is its recovery, logged once (recovered).  One thread (the event loop).
+class RetryLog {
+ public:
+  explicit RetryLog(std::chrono::steady_clock::duration every) : every_(every) {}
+  struct Line {
+    bool write = false;         // at warn; otherwise debug
+    std::size_t waiting = 0;    // calls on the session in their retry loop
+    std::size_t held_back = 0;  // lines of this session and SQLSTATE since the last written
+  };
+  // A call on `session` entered (+1) or left (-1) its retry loop.
+  void waiting(const std::string& session, int delta);
+  // A call on `session` failed with `sqlstate` and is retried.
+  Line failed(const std::string& session, const std::string& sqlstate, std::chrono::steady_clock::time_point now);
+  // Whether a failure line was written for any session since its recovery:
+  // a branch on every call's success, the map looked up only then.
+  bool any_down() const { return down_ > 0; }
+  // A call on `session` succeeded: the failed calls counted since its first
+  // line written, once (0 when no line was written: nothing to say).
+  std::size_t recovered(const std::string& session);
+
+ private:
+  struct Key {
+    std::optional<std::chrono::steady_clock::time_point> last;
+    std::size_t held_back = 0;
+  };
+  struct Session {
+    std::size_t waiting = 0;
+    std::size_t failed = 0;  // since its first line written
+    bool down = false;
+    std::vector<std::pair<std::string, Key>> keys;  // by SQLSTATE: a few at most
+  };
+  std::chrono::steady_clock::duration every_;
+  std::vector<std::pair<std::string, Session>> sessions_;  // three: control, finish, heartbeat
+  std::size_t down_ = 0;
+  Session& session(const std::string& name);
 };
 
 }  // namespace bgexec::core

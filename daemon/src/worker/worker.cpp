@@ -234,12 +234,27 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
   // lease of the claim while heartbeats went on renewing it.
   auto passed = [&until] { return until && Clock::now() >= until(); };
   auto backoff = reconnect_backoff();
+  // In the session's count of calls waiting while it retries (RetryLog).
+  struct Waiting {
+    core::RetryLog& log;
+    const std::string& session;
+    bool in = false;
+    void enter() {
+      if (!std::exchange(in, true)) log.waiting(session, 1);
+    }
+    ~Waiting() {
+      if (in) log.waiting(session, -1);
+    }
+  } waiting{retry_log_, conn.name()};
   for (bool first = true;; first = false) {
     if (!first && retried) *retried = true;
     std::exception_ptr failed;
     try {
       auto r = co_await conn.query(sql, params, /*prepare=*/true);  // fixed texts, hot path
       if (gates) write_path(conn.name(), std::nullopt);
+      if (retry_log_.any_down())
+        if (auto n = retry_log_.recovered(conn.name()); n > 0)
+          core::log("info", "database calls succeed again", {{"session", conn.name()}, {"failed_calls", std::to_string(n)}});
       co_return r;
     } catch (const pg::Error& e) {
       auto cls = e.classify();
@@ -253,8 +268,15 @@ asio::awaitable<pg::Result> Worker::exec_on(pg::Connection& conn, const std::str
         throw;
       if (!retry_locked && e.sqlstate() == "55P03") throw;
       if (stopping_ || passed()) throw;
-      core::log("warn", "database call failed, retrying",
-                {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()}});
+      // One line per session and SQLSTATE every 10 s, with the calls
+      // waiting: each job in flight wrote its own every 5 s.
+      waiting.enter();
+      const auto line = retry_log_.failed(conn.name(), e.sqlstate(), Clock::now());
+      if (line.write || core::level_enabled("debug"))
+        core::log(line.write ? "warn" : "debug", "database call failed, retrying",
+                  {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"backoff_s", backoff.seconds()},
+                   {"session", conn.name()}, {"calls_waiting", std::to_string(line.waiting)},
+                   {"held_back", std::to_string(line.held_back)}});
       failed = std::current_exception();
     }
     auto pause = backoff.next();

@@ -195,6 +195,8 @@ class Worker {
   Event spawn_down_;  // a step process could not be started: wakes spawn_prober
   int giving_back_ = 0;  // give_back calls under way: no free slot meanwhile
   // Closed while the finish connection cannot be used or heartbeats fail.
+  // exec_on's retry lines: one per session and SQLSTATE every 10 s.
+  core::RetryLog retry_log_{std::chrono::seconds(10)};
   core::ClaimGate gate_;
   bool gate_cancel_ = false;  // write_path cancelled the notifier's claiming wait
   std::unique_ptr<Completer> completer_;  // uses fin_
