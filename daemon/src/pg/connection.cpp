@@ -853,8 +853,12 @@ asio::awaitable<T> Connection::in_turn(asio::awaitable<T> call, std::size_t sent
   Deadline bound(*this, after);
   try {
     co_return co_await std::move(call);
-  } catch (const Error&) {
-    if (bound.fired()) throw unanswered(after);
+  } catch (const Error& e) {
+    if (bound.fired()) {
+      Error u = unanswered(after);
+      if (e.unsent()) u.mark_unsent();  // (a connect the bound cut)
+      throw u;
+    }
     throw;
   }
 }
@@ -883,14 +887,25 @@ asio::awaitable<Result> Connection::query_locked(const std::string& sql, const P
                 {{"conn", name_}, {"reason", *why}});
       close();
     }
-  if (!connected()) co_await connect();
+  // Until the statement goes out, a failure leaves it unsent (Error::unsent).
+  try {
+    if (!connected()) co_await connect();
+  } catch (Error& e) {
+    e.mark_unsent();
+    throw;
+  }
 
   const auto values = c_values(params);
   const int n = static_cast<int>(values.size());
   std::optional<Error> err;
   std::string stmt;
   if (prepare && prepare_ok_) {
-    stmt = co_await prepared_name(sql, n);
+    try {
+      stmt = co_await prepared_name(sql, n);
+    } catch (Error& e) {
+      e.mark_unsent();
+      throw;
+    }
     if (!PQsendQueryPrepared(conn_, stmt.c_str(), n, values.data(), nullptr, nullptr, 0))
       fail(name_ + ": send");
   } else {

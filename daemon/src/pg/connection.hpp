@@ -87,6 +87,13 @@ class Error : public std::runtime_error {
   // refuses (COPY, rows over query_rows' cap): that error is the
   // statement's.
   bool connection_lost() const { return lost_; }
+  // The statement was never sent: the session it needed could not be
+  // opened (the server refused it, 53300 too many connections; or could
+  // not be reached), or was lost before the statement went out (while
+  // preparing it).  A claim that failed so claimed nothing: there is no
+  // lost reply to give back (bgexec.unclaim).
+  bool unsent() const { return unsent_; }
+  void mark_unsent() { unsent_ = true; }
   // core::classify of this error: `connection` exactly when connection_lost().
   core::ErrorClass classify() const;
   // For a data exception (class 22) raised while converting a statement
@@ -103,6 +110,7 @@ class Error : public std::runtime_error {
   std::string sqlstate_;
   Fields fields_;
   bool lost_ = false;
+  bool unsent_ = false;
 };
 
 // What Connection::query_after throws when its second statement did not

@@ -94,6 +94,35 @@ constexpr const char* await_claim_sql =
     " extract(epoch FROM pg_catalog.clock_timestamp() - (c.lease_expires_at - $5::interval)) AS claimed_ago"
     " FROM bgexec.await_claim($1, $2::text[], $3, $4::interval, $5::interval, $6, $7, $8::jsonb) c";
 constexpr int col_woken = 12, col_stop = 13, col_claimed_ago = 14;
+// The heartbeat, with a row 'holder' when the worker row is another
+// process's (see heartbeater).
+constexpr const char* heartbeat_sql =
+    "SELECT lease, action, NULL::text FROM bgexec.heartbeat($1, $2::bigint[], $3::interval, $6::jsonb)"
+    " UNION ALL SELECT NULL, 'holder', pg_catalog.format('pid %s on host %s', pid, host)"
+    " FROM bgexec.worker_stats"
+    " WHERE id = $1 AND (pid IS DISTINCT FROM $4::int OR host IS DISTINCT FROM $5)";
+
+// A worker's own sessions: control, finish, heartbeat and listen (a sql
+// step opens its own, --sql-steps at most); without the listen session it
+// still claims, by polling on the control session.
+constexpr int sessions_needed = 4;
+constexpr int sessions_to_claim = 3;
+const std::string room_gate = "connection limit";  // the claim gate's name for it
+constexpr auto room_recheck = std::chrono::seconds(5);
+// The connection limits on the worker's login (check_room): its role's
+// CONNECTION LIMIT and its database's (NULL: none, or a superuser, whom
+// neither binds), and the slots max_connections leaves it (less
+// superuser_reserved_connections, and reserved_connections from PG 16, for
+// a role that is not a superuser).  A row of the catalogs each: cheap.
+constexpr const char* room_sql =
+    "SELECT CASE WHEN r.rolsuper OR r.rolconnlimit < 0 THEN NULL ELSE r.rolconnlimit END,"
+    " CASE WHEN r.rolsuper OR d.datconnlimit < 0 THEN NULL ELSE d.datconnlimit END,"
+    " pg_catalog.current_setting('max_connections')::int - CASE WHEN r.rolsuper THEN 0 ELSE"
+    " pg_catalog.current_setting('superuser_reserved_connections')::int + coalesce(NULLIF("
+    "pg_catalog.current_setting('reserved_connections', true), '')::int, 0) END,"
+    " r.rolname::text, d.datname::text"
+    " FROM pg_catalog.pg_roles r, pg_catalog.pg_database d"
+    " WHERE r.rolname = current_user AND d.datname = pg_catalog.current_database()";
 constexpr std::size_t unfinished_kept = 4096;
 
 // Postgres array literal of strings: {"a","b"}.
@@ -344,6 +373,11 @@ asio::awaitable<void> Worker::notifier() {
   // jobs that could not be finished.
   bool check_reports = false;
   while (!stopping_) {
+    std::optional<std::string> refused;  // the listen session refused (53300)
+    if (room_short_ && !draining_) {
+      co_await wait_for_room();
+      continue;
+    }
     if (!gate_.open() && !draining_) {
       co_await hold_off_claiming();
       check_reports = false;  // finish_prober opened them
@@ -392,29 +426,43 @@ asio::awaitable<void> Worker::notifier() {
         listen = true;
         continue;
       }
-      // Closed by write_path as the claim gate closed.
-      if (!gate_.open() && !draining_) continue;
+      // Closed by write_path as the claim gate closed, or by check_room.
+      if ((!gate_.open() || room_short_) && !draining_) continue;
       said_unavailable = false;
       if (e.sqlstate() == isolation_refused) listen_.close();
-      if (e.sqlstate() == "53300" && jobs_.empty() && fetch_asked_ == 0 && !draining_) {
+      if (e.sqlstate() == "53300" && !draining_) {
+        refused = e.what();  // (below: no co_await in a handler)
+      } else {
+        check_reports = e.classify() == core::ErrorClass::connection;
+        // (Here, the one way to the sleep: the waits above end only by an
+        // error; reset before the line names the wait.)
+        if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();
+        core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", backoff.seconds()}});
+      }
+    }
+    if (refused) {
+      // A limit that can never fit the worker's sessions: said once, and
+      // the worker settles under it (wait_for_room), where giving its
+      // sessions back and taking them again flapped each backoff.
+      co_await check_room(/*may_connect=*/false);
+      if (room_short_) continue;
+      if (jobs_.empty() && fetch_asked_ == 0 && !draining_) {
         // No slot for the listen session: a worker that cannot claim holds
         // none, so the finish and heartbeat sessions go back too (control
         // unless an unclaim waits for it), and finish_prober opens them
         // again (jittered) before this retries.
         core::log("warn", "not claiming: the server refuses more sessions (53300); giving back ours",
-                  {{"error", e.what()}, {"hint", "each worker needs 4 + --sql-steps sessions: "
+                  {{"error", *refused}, {"hint", "each worker needs 4 + --sql-steps sessions: "
                                                  "the fleet's sum must fit in max_connections"}});
         fin_.close();
         hb_.close();
         if (!unclaim_) ctl_.close();
-        write_path(fin_.name(), e.what());
+        write_path(fin_.name(), *refused);
         continue;
       }
-      check_reports = e.classify() == core::ErrorClass::connection;
-      // (Here, the one way to the sleep: the waits above end only by an
-      // error; reset before the line names the wait.)
+      check_reports = true;
       if (Clock::now() - calm_since > 2 * backoff_cap) backoff.reset();
-      core::log("warn", "notifier disconnected", {{"error", e.what()}, {"backoff_s", backoff.seconds()}});
+      core::log("warn", "notifier disconnected", {{"error", *refused}, {"backoff_s", backoff.seconds()}});
     }
     co_await sleep_for(backoff.next());
     calm_since = Clock::now();
@@ -428,7 +476,7 @@ asio::awaitable<void> Worker::hold_off_claiming() {
   recheck_timer_->cancel();
   await_mode_ = false;
   listen_.close();
-  while (!gate_.open() && !stopping_ && !draining_) {
+  while (!gate_.open() && !room_short_ && !stopping_ && !draining_) {
     if (jobs_.empty() && fetch_asked_ == 0 && !unclaim_) ctl_.close();
     co_await gate_up_.wait_for(seconds(1));
   }
@@ -451,6 +499,132 @@ asio::awaitable<void> Worker::check_report_sessions() {
     }
     write_path(conn->name(), std::nullopt);
   }
+}
+
+asio::awaitable<void> Worker::check_room(bool may_connect) {
+  if (checking_room_) co_return;
+  pg::Connection* conn = nullptr;
+  const std::array<pg::Connection*, 3> conns = {&hb_, &fin_, &ctl_};
+  for (auto* c : conns)
+    if (!conn && c->connected()) conn = c;
+  if (!conn && may_connect) conn = &hb_;
+  if (!conn) co_return;
+  checking_room_ = true;
+  std::optional<pg::Result> r;
+  try {
+    r = co_await conn->query(room_sql);
+  } catch (const pg::Error& e) {
+    core::log("debug", "connection limits not read", {{"error", e.what()}});
+  }
+  checking_room_ = false;
+  if (!r || r->rows() != 1) co_return;
+  int limit = -1;
+  std::string of;
+  auto take = [&](int col, std::string what) {
+    auto v = r->get(0, col);
+    if (!v) return;
+    int n = std::atoi(v->c_str());
+    if (limit < 0 || n < limit) {
+      limit = std::max(n, 0);
+      of = std::move(what);
+    }
+  };
+  take(0, "role " + r->get(0, 3).value_or("") + "'s CONNECTION LIMIT");
+  take(1, "database " + r->get(0, 4).value_or("") + "'s CONNECTION LIMIT");
+  take(2, "max_connections less the reserved slots");
+  const bool was_short = room_short_, was_open = gate_.open();
+  const int was = room_;
+  room_ = limit;
+  room_short_ = limit >= 0 && limit < sessions_needed;
+  const bool shut = room_short_ && limit < sessions_to_claim;
+  using Change = core::ClaimGate::Change;
+  if (room_short_ && (!was_short || was != limit)) {
+    const int sql_steps = cfg_.sql_steps > 0 ? cfg_.sql_steps : cfg_.concurrency;
+    const std::string hint = "each worker needs " + std::to_string(sessions_needed) +
+                             " sessions (control, finish, heartbeat, listen), and its sql steps " +
+                             std::to_string(sql_steps) + " more at most (--sql-steps)";
+    if (shut) {
+      core::log("error", "not claiming: the connection limit is below the sessions a worker needs to claim",
+                {{"limit", std::to_string(limit)}, {"limit_of", of},
+                 {"needed", std::to_string(sessions_needed)}, {"hint", hint}});
+    } else {
+      core::log("warn", "connection limit below the sessions a worker needs: claiming by polling, "
+                        "with no session to wait for work in",
+                {{"limit", std::to_string(limit)}, {"limit_of", of},
+                 {"needed", std::to_string(sessions_needed)}, {"poll_s", core::seconds_text(cfg_.poll_s)},
+                 {"hint", hint}});
+    }
+  }
+  if (shut) {
+    gate_.down(room_gate, of);
+  } else if (gate_.up(room_gate) == Change::reopened) {
+    core::log("info", "claiming again", {{"worker_id", cfg_.id}});
+  }
+  if (was_short && !room_short_)
+    core::log("info", "connection limit raised: the worker has room for its sessions again",
+              {{"limit", limit < 0 ? std::string("none") : std::to_string(limit)}});
+  if (room_short_ && !was_short) {
+    // Out of the wait (as write_path ends it): the notifier gives the
+    // listen session back, and the fetcher polls.
+    if (await_asked_ > 0) {
+      if (!std::exchange(gate_cancel_, true)) listen_.cancel();
+    } else {
+      listen_.close();
+    }
+  }
+  if (was_short != room_short_ || was_open != gate_.open()) {
+    next_poll_ = Clock::time_point{};
+    fetch_wake_.notify();
+    gate_up_.notify();
+  }
+}
+
+// Under a connection limit that cannot fit the worker's sessions: no listen
+// session (the fetcher polls, on the control session); the control session
+// too while the worker claims nothing and holds no job; the limit read
+// again every 5 s.
+asio::awaitable<void> Worker::wait_for_room() {
+  recheck_timer_->cancel();
+  await_mode_ = false;
+  listen_.close();
+  fetch_wake_.notify();
+  while (room_short_ && !stopping_ && !draining_) {
+    if (!gate_.open() && jobs_.empty() && fetch_asked_ == 0 && !unclaim_) ctl_.close();
+    co_await gate_up_.wait_for(room_recheck);
+    if (stopping_ || draining_) break;
+    co_await check_room(/*may_connect=*/true);
+  }
+}
+
+asio::awaitable<void> Worker::beat_while_waiting() {
+  const double interval = std::max(0.1, cfg_.lease_s / 3);
+  std::optional<std::string> holder;
+  bool unregistered = false;
+  try {
+    pg::Params arg1_ = {cfg_.id, "{}", core::to_pg_interval(cfg_.lease_s), std::to_string(::getpid()), host_name(),
+                        process_};
+    auto r = co_await hb_.query(heartbeat_sql, std::move(arg1_), /*prepare=*/true);
+    for (int i = 0; i < r.rows(); ++i) {
+      unregistered = unregistered || r.get(i, 1) == "register";
+      if (r.get(i, 1) == "holder") holder = r.get(i, 2).value_or("");
+    }
+  } catch (const pg::Error& e) {
+    if (e.sqlstate() == "55006") holder = e.fields().detail;
+    else
+      core::log("debug", "heartbeat while waiting for sessions failed",
+                {{"error", e.what()}, {"interval_s", core::seconds_text(interval)}});
+  }
+  if (holder) id_lost(*holder);
+  if (unregistered && !holder) {
+    try {
+      core::log("warn", "worker row missing, registering again", {{"worker_id", cfg_.id}});
+      co_await register_self(hb_);
+    } catch (const pg::Error& e) {
+      core::log("debug", "register while waiting for sessions failed", {{"error", e.what()}});
+    }
+  }
+  // Given back, unless finish_prober found both sessions meanwhile.
+  if ((gate_.is_down(fin_.name()) || gate_.is_down(hb_.name())) && jobs_.empty()) hb_.close();
 }
 
 asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> listening) {
@@ -501,7 +675,9 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
       }
     } catch (const pg::Error& e) {
       await_asked_ = 0;
-      if (free > 0 && e.classify() == core::ErrorClass::connection) lost_claim(before);
+      // (Not a claim that never reached the server: refused at connect,
+      // 53300 say, it claimed nothing.)
+      if (free > 0 && e.classify() == core::ErrorClass::connection && !e.unsent()) lost_claim(before);
       if (e.sqlstate() == "55006") id_lost(e.fields().detail);
       if (draining_) drained_.notify();
       throw;
@@ -537,7 +713,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     if (stop) hb_wake_.notify();
     if (unclaim_) fetch_wake_.notify();  // unclaim waits for no claim of ours in flight
     if (draining_) drained_.notify();    // run() waits for no claim of ours in flight
-    if (!gate_.open() && !draining_) co_return;  // the notifier gives the session back
+    if ((!gate_.open() || room_short_) && !draining_) co_return;  // the notifier gives the session back
     // Let the fetcher send its claim before the next wait does.
     if (picked_ || backlog_) co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   }
@@ -753,7 +929,7 @@ asio::awaitable<void> Worker::fetcher() {
                         : picked_      ? "wake"
                         : by_notify    ? "notify"
                                        : "poll";
-      bool failed = false;
+      bool failed = false, refused = false;
       // A NOTIFY that arrives from here on may be for a commit the claim
       // does not see: it calls for another claim.
       notified_ = slot_freed_ = picked_ = false;
@@ -788,11 +964,16 @@ asio::awaitable<void> Worker::fetcher() {
           break;
         }
         core::log("warn", "claim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
-        // The claim may have committed: its reply is what was lost.
-        if (e.classify() == core::ErrorClass::connection) lost_claim(before);
+        // The claim may have committed: its reply is what was lost.  Not
+        // one that was never sent (its session refused at connect: 53300).
+        if (e.classify() == core::ErrorClass::connection && !e.unsent()) lost_claim(before);
+        refused = e.sqlstate() == "53300";
         if (e.sqlstate() == isolation_refused) ctl_.close();
       }
       set_backlog(more && !draining_);  // a drain claims nothing more
+      // Refused a session: a connection limit that can never fit the
+      // worker's sessions is said once, and the worker settles under it.
+      if (refused) co_await check_room(/*may_connect=*/false);
       if (failed) {
         co_await sleep_for(backoff.next());
         next_poll_ = Clock::time_point{};  // again, at once
@@ -847,11 +1028,14 @@ asio::awaitable<void> Worker::heartbeater() {
     }
     // No lease to renew and the finish or heartbeat session down:
     // finish_prober opens the heartbeat session (after the finish session),
-    // not this.  Not for the gate's other reasons (step processes that
-    // cannot start): the worker row's heartbeat goes on, so its id and row
-    // stay live while it waits.
+    // not this; the worker row's heartbeat goes on, on a session borrowed
+    // for it (beat_while_waiting), so that a worker waiting for slots does
+    // not look dead (worker_stats' alive).  For the gate's other reasons
+    // (step processes that cannot start) the heartbeats go on as ever.
     if (leases.empty() && (gate_.is_down(fin_.name()) || gate_.is_down(hb_.name()))) {
-      co_await hb_wake_.wait_for(seconds(interval));
+      auto sent = Clock::now();
+      co_await beat_while_waiting();
+      co_await hb_wake_.wait_until(sent + seconds(interval));
       continue;
     }
     auto sent = Clock::now();
@@ -863,12 +1047,7 @@ asio::awaitable<void> Worker::heartbeater() {
       // refused claim's DETAIL does (the log's holder was "").
       pg::Params arg1_ = {cfg_.id, bigint_array(leases), core::to_pg_interval(cfg_.lease_s),
                           std::to_string(::getpid()), host_name(), process_};
-      auto r = co_await hb_.query(
-          "SELECT lease, action, NULL::text FROM bgexec.heartbeat($1, $2::bigint[], $3::interval, $6::jsonb)"
-          " UNION ALL SELECT NULL, 'holder', pg_catalog.format('pid %s on host %s', pid, host)"
-          " FROM bgexec.worker_stats"
-          " WHERE id = $1 AND (pid IS DISTINCT FROM $4::int OR host IS DISTINCT FROM $5)",
-          std::move(arg1_), /*prepare=*/true);
+      auto r = co_await hb_.query(heartbeat_sql, std::move(arg1_), /*prepare=*/true);
       std::map<std::int64_t, std::string> actions;
       bool unregistered = false;
       std::optional<std::string> holder;
@@ -1060,6 +1239,7 @@ asio::awaitable<void> Worker::finish_prober() {
     co_await sleep_for(backoff.next());
     if (stopping_ || !down()) continue;
     std::optional<std::string> fin_error, hb_error;
+    bool hb_refused = false;
     try {
       co_await fin_.open();
     } catch (const pg::Error& e) {
@@ -1070,8 +1250,12 @@ asio::awaitable<void> Worker::finish_prober() {
         co_await hb_.open();
       } catch (const pg::Error& e) {
         hb_error = e.what();
+        hb_refused = e.sqlstate() == "53300";
       }
     }
+    // The finish session's but no room for the heartbeat's: a limit of one
+    // or two sessions is said once (check_room, on the finish session).
+    if (hb_refused && !room_short_) co_await check_room(/*may_connect=*/false);
     if (fin_error || hb_error) {
       if (jobs_.empty()) {
         // (The heartbeater makes no call while the gate is closed and no

@@ -136,6 +136,24 @@ class Worker {
   asio::awaitable<void> spawn_prober();
   asio::awaitable<void> hold_off_claiming();
   asio::awaitable<void> check_report_sessions();
+  // Reads the lowest connection limit that applies to the worker's login
+  // (its role's CONNECTION LIMIT, its database's, max_connections less the
+  // superuser-reserved slots; a superuser is under the last alone) on an
+  // open session of its own (`may_connect`: else on the heartbeat's,
+  // connected for it).  Under sessions_needed the limit can never fit the
+  // worker's sessions, whatever the rest of the fleet does: with 3 it
+  // claims by polling on the control session and opens no listen session;
+  // under 3 it claims nothing (the claim gate's "connection limit"), its
+  // heartbeats going on.  Each change is logged once; nothing when it
+  // cannot read them (unknown: as before).
+  asio::awaitable<void> check_room(bool may_connect);
+  // While the limit is short: no listen session; check_room every 5 s.
+  asio::awaitable<void> wait_for_room();
+  // A heartbeat for the worker row alone (no lease held) while the worker
+  // waits for its finish and heartbeat sessions: on the heartbeat session
+  // opened for the one statement and given back after it, so that the row
+  // stays live (worker_stats' alive) while the worker waits for slots.
+  asio::awaitable<void> beat_while_waiting();
   // A connection the jobs report back on ("finish", "heartbeat") failed
   // (`error`: its last connect or statement failed) or worked (nullopt).
   // Claims stop while either cannot be used (gate_, free_slots); the first
@@ -199,6 +217,11 @@ class Worker {
   core::RetryLog retry_log_{std::chrono::seconds(10)};
   core::ClaimGate gate_;
   bool gate_cancel_ = false;  // write_path cancelled the notifier's claiming wait
+  // check_room: the limit last read (-1: none, or never read) and whether
+  // it is below sessions_needed.
+  int room_ = -1;
+  bool room_short_ = false;
+  bool checking_room_ = false;
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   std::int64_t max_lease_ = 0;  // the highest lease any claim returned
