@@ -371,6 +371,28 @@ TEST_F(PgConnection, ConnectFailureIsLost) {
   ASSERT_TRUE(e);
   EXPECT_TRUE(e->connection_lost()) << e->what();
   EXPECT_EQ(e->classify(), ErrorClass::connection);
+  // Never sent: a worker's claim refused so claimed nothing (no unclaim).
+  EXPECT_TRUE(e->unsent()) << e->what();
+  auto p = error_of(io_, nowhere.query("SELECT 1", {}, /*prepare=*/true));
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->unsent()) << p->what();
+}
+
+// A statement that went out is not unsent, whether the server refused it
+// or the session was lost under it (a claim whose reply may be what was
+// lost).
+TEST_F(PgConnection, SentIsNotUnsent) {
+  auto e = error_of(io_, conn_.query("SELEC 1"));
+  ASSERT_TRUE(e);
+  EXPECT_FALSE(e->unsent());
+  auto lost = error_of(io_, conn_.query("SELECT pg_terminate_backend(pg_backend_pid())", {}, /*prepare=*/true));
+  ASSERT_TRUE(lost);
+  EXPECT_TRUE(lost->connection_lost());
+  EXPECT_FALSE(lost->unsent()) << lost->what();
+  conn_.set_call_timeout(std::chrono::milliseconds(200));
+  auto cut = error_of(io_, conn_.query("SELECT pg_sleep(3)"));
+  ASSERT_TRUE(cut);
+  EXPECT_FALSE(cut->unsent()) << cut->what();
 }
 
 // Connection ends the session itself for rows over the cap: the

@@ -502,7 +502,13 @@ asio::awaitable<void> Worker::check_report_sessions() {
 }
 
 asio::awaitable<void> Worker::check_room(bool may_connect) {
-  if (checking_room_) co_return;
+  // One at a time: a caller that comes while another reads them waits for
+  // that answer (the notifier refused its listen session while the
+  // fetcher's check ran gave its sessions back, the check's among them).
+  if (checking_room_) {
+    while (checking_room_) co_await sleep_for(std::chrono::milliseconds(10));
+    co_return;
+  }
   pg::Connection* conn = nullptr;
   const std::array<pg::Connection*, 3> conns = {&hb_, &fin_, &ctl_};
   for (auto* c : conns)
