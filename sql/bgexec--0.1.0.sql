@@ -1834,10 +1834,15 @@ BEGIN
 			SELECT q.name, q.max_running, q.max_running_per_key,
 			       -- (only where max_running needs it: a queue with only a
 			       -- per-key cap counted its 10 000 running jobs for nothing,
-			       -- rev-card F4)
+			       -- rev-card F4).  Up to max_running: all the walk compares
+			       -- with the cap (a count at the cap admits nothing, as one
+			       -- past it would).  Counted whole, every claim of a queue
+			       -- with 5 000 running paid them all under its claim lock.
 			       CASE WHEN q.max_running IS NOT NULL THEN
-			            (SELECT count(*) FROM bgexec.job r
-			              WHERE r.queue = q.name AND r.status = 'running')::int END AS running,
+			            (SELECT count(*) FROM (
+			                SELECT 1 FROM bgexec.job r
+			                 WHERE r.queue = q.name AND r.status = 'running'
+			                 LIMIT q.max_running) r)::int END AS running,
 			       -- The bucket refilled up to now (the later of the claim's
 			       -- clock and the last claim's: the clock was read before
 			       -- the lock), full at rate_limit.  A rate_at more than a

@@ -81,3 +81,25 @@ SELECT count(*) AS claimed FROM bgexec.claim('w', '{kmax}', 10);
 SELECT pg_stat_get_xact_tuples_returned('bgexec.job_runnable_idx'::regclass) - :read0 < 200 AS one_round;
 COMMIT;
 DELETE FROM bgexec.job WHERE queue = 'kmax';
+-- A queue's max_running is compared with its running count up to the cap:
+-- every claim counted all of the queue's running jobs under its claim lock
+-- (5 000 running, cap 5 000: each claim read 5 000 entries of
+-- job_running_key_idx).  Here 3 000 running, max_running 3 010: a claim of
+-- 20 takes 10 and reads up to 3 010; at the cap, a claim takes nothing and
+-- reads no more than the cap; a lower cap reads the lower count.
+SELECT (bgexec.configure_queue('kcap', max_running => 3010)).name;
+INSERT INTO bgexec.job (queue, kind, owner) SELECT 'kcap', 'noop', current_user FROM generate_series(1, 3020);
+SELECT count(*) AS running FROM bgexec.claim('w', '{kcap}', 3000);
+BEGIN;
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_running_key_idx'::regclass) AS read0 \gset
+SELECT count(*) AS claimed FROM bgexec.claim('w', '{kcap}', 20);
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_running_key_idx'::regclass) - :read0 <= 3010 AS bounded;
+COMMIT;
+SELECT (bgexec.configure_queue('kcap', max_running => 100)).name;
+BEGIN;
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_running_key_idx'::regclass) AS read0 \gset
+SELECT count(*) AS claimed FROM bgexec.claim('w', '{kcap}', 5);
+SELECT pg_stat_get_xact_tuples_returned('bgexec.job_running_key_idx'::regclass) - :read0 <= 100 AS bounded;
+COMMIT;
+SELECT count(*) AS running FROM bgexec.job WHERE queue = 'kcap' AND status = 'running';
+DELETE FROM bgexec.job WHERE queue = 'kcap';
