@@ -103,3 +103,20 @@ SELECT pg_stat_get_xact_tuples_returned('bgexec.job_running_key_idx'::regclass) 
 COMMIT;
 SELECT count(*) AS running FROM bgexec.job WHERE queue = 'kcap' AND status = 'running';
 DELETE FROM bgexec.job WHERE queue = 'kcap';
+-- The isolation level is checked once a claim, however many capped queues
+-- it names: the lock loop checked it again for each (a claim over 2 000
+-- capped queues called the check 2 001 times).  Three capped queues and
+-- one, each claim one check.
+SET track_functions = 'all';
+SELECT (bgexec.configure_queue(q, max_running => 5)).name FROM unnest('{rc1,rc2,rc3}'::text[]) q;
+INSERT INTO bgexec.job (queue, kind, owner)
+SELECT q, 'noop', current_user FROM unnest('{rc1,rc2,rc3}'::text[]) q, generate_series(1, 3);
+-- (the calls counted so far this session, not yet reported: a difference)
+SELECT coalesce(pg_stat_get_xact_function_calls('bgexec._require_read_committed(text,text)'::regprocedure), 0) AS calls0 \gset
+SELECT count(*) AS claimed FROM bgexec.claim('w', '{rc1,rc2,rc3}', 4);
+SELECT pg_stat_get_xact_function_calls('bgexec._require_read_committed(text,text)'::regprocedure) - :calls0 AS checks;
+SELECT coalesce(pg_stat_get_xact_function_calls('bgexec._require_read_committed(text,text)'::regprocedure), 0) AS calls0 \gset
+SELECT count(*) AS claimed FROM bgexec.claim('w', '{rc3}', 6);
+SELECT pg_stat_get_xact_function_calls('bgexec._require_read_committed(text,text)'::regprocedure) - :calls0 AS checks;
+RESET track_functions;
+DELETE FROM bgexec.job WHERE queue IN ('rc1', 'rc2', 'rc3');
