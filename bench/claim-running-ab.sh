@@ -14,6 +14,8 @@
 #           max_running was lowered to 100 since (over its cap: takes none)
 #   small   claim(…, 4) of a queue with max_running 10, 2 running, 1 000
 #           queued (takes four)
+#   cap500  claim(…, 4) over 500 queues with max_running 10, 3 queued each
+#           (the isolation level checked once, not 501 times)
 # The running jobs' rows are left unvacuumed (as claims leave them: the
 # count visits each one's heap page).
 # Output: "case side value" lines, then the medians; then the same claims
@@ -54,6 +56,9 @@ SELECT count(*) FROM bgexec.claim('w0', '{cr}', 5000);
 SELECT count(*) FROM bgexec.claim('w0', '{cf}', 5000);
 SELECT count(*) FROM bgexec.claim('w0', '{cs}', 2);
 SELECT count(*) FROM bgexec.claim('w0', '{co}', 5000);
+SELECT count(*) FROM generate_series(1, 500) g, bgexec.configure_queue('m' || g, max_running => 10) c;
+INSERT INTO bgexec.job (queue, kind, owner)
+SELECT 'm' || g, 'noop', current_user FROM generate_series(1, 500) g, generate_series(1, 3) i;
 SELECT (bgexec.configure_queue('co', max_running => 100)).name;
 ANALYZE bgexec.job;
 SQL
@@ -64,11 +69,12 @@ case_sql run5k cr 1
 case_sql full5k cf 4
 case_sql over5k co 4
 case_sql small cs 4
+printf 'BEGIN;\nSELECT count(*) FROM bgexec.claim(%s, ARRAY(SELECT %s || g FROM generate_series(1, 500) g), 4);\nROLLBACK;\n' "'ab'" "'m'" >"$WORK/cap500.sql"
 tps() { "$PGBIN/pgbench" -n "$@" -d postgres 2>/dev/null | awk '/^tps/ {print $3}'; }
 run() {
   local side=$1 c
   q -f "$WORK/claim-$side.sql"
-  for c in run5k full5k over5k small; do
+  for c in run5k full5k over5k small cap500; do
     echo "$c $side $(tps -c 1 -T 3 -f "$WORK/$c.sql" | awk '{printf "%.3f", 1000 / $1}')"
   done
 }
@@ -96,6 +102,7 @@ CREATE TEMP TABLE r (k text, side text, ms float8);
 DO $$
 DECLARE
 	o text[];
+	m text[] := ARRAY(SELECT 'm' || g FROM generate_series(1, 500) g);
 BEGIN
 	FOR i IN 1..103 LOOP
 		o := CASE WHEN i % 2 = 0 THEN '{A,B}'::text[] ELSE '{B,A}' END;
@@ -103,6 +110,7 @@ BEGIN
 		INSERT INTO r SELECT 'full5k', x, pg_temp.t(x, '{cf}', 4) FROM unnest(o) x WHERE i > 3;
 		INSERT INTO r SELECT 'over5k', x, pg_temp.t(x, '{co}', 4) FROM unnest(o) x WHERE i > 3;
 		INSERT INTO r SELECT 'small', x, pg_temp.t(x, '{cs}', 4) FROM unnest(o) x WHERE i > 3;
+		INSERT INTO r SELECT 'cap500', x, pg_temp.t(x, m, 4) FROM unnest(o) x WHERE i > 3;
 	END LOOP;
 END $$;
 SELECT k AS loop, side, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3) AS p50_ms,
