@@ -1846,8 +1846,12 @@ BEGIN
 			       -- per-key cap counted its 10 000 running jobs for nothing,
 			       -- rev-card F4).  Up to max_running: all the walk compares
 			       -- with the cap (a count at the cap admits nothing, as one
-			       -- past it would).  Counted whole, every claim of a queue
-			       -- with 5 000 running paid them all under its claim lock.
+			       -- past it would).  Counted whole, a queue whose cap was
+			       -- lowered to 100 under 5 000 running jobs paid the 5 000 on
+			       -- every claim, under its claim lock.  At or under the cap
+			       -- this still reads every running job (5 000: 0.5-1.5 ms a
+			       -- claim, bench/README round 56); O(1) would need a count
+			       -- kept by every move in and out of 'running'.
 			       CASE WHEN q.max_running IS NOT NULL THEN
 			            (SELECT count(*) FROM (
 			                SELECT 1 FROM bgexec.job r
