@@ -1559,7 +1559,8 @@ DECLARE
 	-- The isolation level checked (of more than one capped queue, before
 	-- the idle ones are dropped).
 	v_rc_checked boolean := false;
-	v_locked int;
+	-- The first pass's rows this claim locked.
+	v_mine bigint[];
 	v_q record;
 	v_running int;
 	v_budget int;
@@ -2038,11 +2039,14 @@ BEGIN
 		-- row cost the claim of 64 from one capped queue 4 % of its
 		-- throughput).  When another transaction held one (claimers of the
 		-- capped queues hold their locks; an uncapped queue's claimer, a
-		-- stop() may not), a second pass from the same counts locks a row
-		-- at a time, passing over the held ones; the first pass's rows are
-		-- its own then, and it takes them again unless rows it now admits
-		-- ahead of them (a cap the held ones no longer fill) fill the claim:
-		-- those few stay locked, untaken, until this transaction ends.
+		-- stop() may not), a second pass from the same counts takes the
+		-- first pass's locked rows (its own; counted first), then walks
+		-- again, locking a row at a time and passing over the held ones,
+		-- for the rest.  (Walking from the same counts and taking those
+		-- rows as it met them, jobs committed ahead of them between the
+		-- passes, the walk being a new snapshot, filled the claim first:
+		-- they stayed locked, untaken, until the claim committed, passed
+		-- over by every other claimer; e2e 113.)
 		v_saved := jsonb_build_array(v_queue_counts, v_key_counts, v_tokens);
 		<<walk>> LOOP
 			-- Rounds: a window full of a few keys' backlogs admits one job of
@@ -2167,12 +2171,12 @@ BEGIN
 			END LOOP rounds;
 			EXIT walk WHEN v_one_by_one OR cardinality(v_ids) = 0;
 			-- (status as text: by primary key, as in the claiming UPDATE below)
-			SELECT count(*) INTO v_locked FROM (
-				SELECT 1 FROM bgexec.job j
+			SELECT coalesce(array_agg(l.id), '{}') INTO v_mine FROM (
+				SELECT j.id FROM bgexec.job j
 				 WHERE j.id = ANY (v_ids) AND j.status::text = 'queued' AND j.run_after <= v_now
 				   AND j.attempt < 2147483646 AND j.last_seq < 2000000000
 				   FOR UPDATE SKIP LOCKED) l;
-			EXIT walk WHEN v_locked = cardinality(v_ids);
+			EXIT walk WHEN cardinality(v_mine) = cardinality(v_ids);
 			v_one_by_one := true;
 			v_ids := '{}';
 			v_queue_counts := v_saved->0;
@@ -2180,6 +2184,34 @@ BEGIN
 			v_tokens := v_saved->2;
 			v_drawn := '{}';
 			v_held := '{}';
+			-- The rows locked: admitted from these counts in the first
+			-- pass (a subset of what it admitted, so within every cap),
+			-- counted as the walk counts them, and not read again.
+			FOR v_c IN
+				SELECT j.id, j.queue AS q, j.concurrency_key AS k FROM bgexec.job j
+				 WHERE j.id = ANY (v_mine)
+			LOOP
+				IF v_caps ? v_c.q THEN
+					IF v_c.k IS NOT NULL AND v_caps->v_c.q->>'per_key' IS NOT NULL THEN
+						v_k := v_c.q || E'\x1f' || v_c.k;
+						IF v_c.q = ANY (v_probe) AND NOT v_key_counts ? v_k THEN
+							SELECT v_key_counts || jsonb_build_object(v_k, count(*)::int) INTO v_key_counts
+							  FROM (SELECT 1 FROM bgexec.job r
+							         WHERE r.status = 'running' AND r.queue = v_c.q AND r.concurrency_key = v_c.k
+							         LIMIT (v_caps->v_c.q->>'per_key')::int) r;
+						END IF;
+						v_key_counts := v_key_counts
+							|| jsonb_build_object(v_k, coalesce((v_key_counts->>v_k)::int, 0) + 1);
+					END IF;
+					v_queue_counts := v_queue_counts
+						|| jsonb_build_object(v_c.q, (v_queue_counts->>v_c.q)::int + 1);
+					IF v_tokens ? v_c.q THEN
+						v_tokens := v_tokens || jsonb_build_object(v_c.q, (v_tokens->>v_c.q)::float8 - 1);
+						v_drawn := v_drawn || v_c.q;
+					END IF;
+				END IF;
+				v_ids := v_ids || v_c.id;
+			END LOOP;
 		END LOOP walk;
 
 		-- The rate-limited queues' buckets as this claim leaves them (a
