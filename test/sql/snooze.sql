@@ -41,6 +41,7 @@ SELECT bgexec.snooze(:job, :l2, '{}');
 SELECT bgexec.snooze(:job, :l2, '[1]');
 SELECT bgexec.snooze(:job, :l2, '{"long": "90"}');
 SELECT bgexec.snooze(:job, :l2, '{"long": -1}');
+SELECT bgexec.snooze(:job, :l2, '{"long": 3110400001}');
 \set VERBOSITY default
 SELECT status, attempt FROM bgexec.job WHERE id = :job;
 -- a run after that gives back nothing: sleep_left is NULL (full sleeps)
@@ -55,3 +56,35 @@ SELECT bgexec.append_events(:job, :l3, '[{"kind": "step_started", "data": {"step
 SELECT bgexec.stop(:job);
 SELECT bgexec.snooze(:job, :l3, '{"long": 100}') AS stopped;
 SELECT status, error->>'reason' AS reason, terminal_events(:job), gapless(:job) FROM bgexec.job WHERE id = :job;
+-- A wake-up in the future wakes no waiting worker of an uncapped queue now
+-- (_jobs_due: at the wake-up); one already past (a sleep of 0) wakes one at
+-- once, delay_ms 0, and the next run's sleep_left is 0, never below.
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "nap", "sleep": 100}]}', queue => 'zf') AS fj \gset
+SELECT lease AS fl FROM bgexec.claim('zw', '{zf}', 1) \gset
+SELECT bgexec.append_events(:fj, :fl, '[{"kind": "step_started", "data": {"step": "nap"}}]');
+SELECT jobs FROM bgexec.await_work('zfw', '{zf}', 1, '0');  -- registers the waiter
+SELECT bgexec.snooze(:fj, :fl, '{"nap": 100}') AS snoozed;
+SELECT jobs AS woken_before_wakeup FROM bgexec.await_work('zfw', '{zf}', 1, '0');
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "nap", "sleep": 0}]}', queue => 'zp') AS pj \gset
+SELECT lease AS pl FROM bgexec.claim('zw', '{zp}', 1) \gset
+SELECT bgexec.append_events(:pj, :pl, '[{"kind": "step_started", "data": {"step": "nap"}}]');
+SELECT jobs FROM bgexec.await_work('zpw', '{zp}', 1, '0');  -- registers the waiter
+SELECT pg_sleep(0.2);  -- the wake-up 200 ms past
+SELECT bgexec.snooze(:pj, :pl, '{"nap": 0}') AS snoozed;
+SELECT jobs AS woken_at_once FROM bgexec.await_work('zpw', '{zp}', 1, '0');
+SELECT (data->>'delay_ms')::int AS delay_ms FROM bgexec.job_event WHERE job_id = :pj AND kind = 'retry_scheduled';
+SELECT lease AS pl2 FROM bgexec.claim('zw', '{zp}', 1) \gset
+SELECT bgexec.sleep_left(:pj, :pl2, 'nap') AS left_s;
+-- A capped queue: the slot the sleeping job held is free at once, and a
+-- worker waiting for its held jobs is woken (_running_ended), though the
+-- wake-up is 100 s off.
+SELECT (bgexec.configure_queue('zc', max_running => 1)).max_running;
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "nap", "sleep": 100}]}', queue => 'zc') AS cj \gset
+SELECT bgexec.submit('noop', queue => 'zc') AS cn \gset
+SELECT lease AS cl FROM bgexec.claim('zw', '{zc}', 2) \gset
+SELECT count(*) AS held FROM bgexec.claim('zw', '{zc}', 2);
+SELECT bgexec.append_events(:cj, :cl, '[{"kind": "step_started", "data": {"step": "nap"}}]');
+SELECT jobs FROM bgexec.await_work('zcw', '{zc}', 1, '0');  -- registers the waiter
+SELECT bgexec.snooze(:cj, :cl, '{"nap": 100}') AS snoozed;
+SELECT jobs AS woken_for_the_slot FROM bgexec.await_work('zcw', '{zc}', 1, '0');
+SELECT job_id = :cn AS the_held_job FROM bgexec.claim('zw', '{zc}', 2);
