@@ -28,8 +28,12 @@ SELECT bgexec.unclaim('uw', :lg, ARRAY[:ll, NULL]::bigint[]);
 SELECT bgexec.unclaim('uw', :lg, NULL);
 SELECT bgexec.unclaim('uw', :lg, '{{1},{2}}'::bigint[]);
 \set VERBOSITY default
+-- a worker waits for the queue meanwhile
+SELECT jobs FROM bgexec.await_work('uwait', '{uc}', 1, '0');  -- registers the waiter
 -- after_lease = the last lease received before the lost claim; held = those since
 SELECT bgexec.unclaim('uw', :lg, ARRAY[:ll]::bigint[]) AS unclaimed;
+-- the job given back wakes it
+SELECT jobs AS woken FROM bgexec.await_work('uwait', '{uc}', 1, '0');
 SELECT id = :got AS got, id = :lost AS lost, id = :stopped AS stopped,
        id = :later AS later, id = :other AS other, status, attempt, lease IS NULL AS no_lease,
        error->>'reason' AS reason
