@@ -208,6 +208,14 @@ SELECT f.job_id = :jd AS d, f.job_id = :je AS e, f.status
 SELECT id = :jd AS d, id = :je AS e, status, error->>'result_bytes' AS bytes,
        error->>'max_result_bytes' AS limit, error->>'retryable' AS retryable
   FROM bgexec.job WHERE id IN (:jd, :je, :jf) ORDER BY id;
+-- a batch of one item one byte past it: the batch itself is within twice
+-- the limit, and its item fails all the same
+SELECT bgexec.submit('noop', queue => 'krs', max_attempts => 3) AS jo \gset
+SELECT lease AS lo FROM bgexec.claim('w', '{krs}', 1) \gset
+SELECT f.status FROM bgexec.finish_many(jsonb_build_array(
+         jsonb_build_object('job_id', :jo, 'lease', :lo, 'outcome', 'completed',
+                            'body', jsonb_build_object('x', repeat('a', :rn + 1))))) f;
+SELECT status, result IS NULL AS no_result, error->>'result_bytes' AS bytes FROM bgexec.job WHERE id = :jo;
 -- an item past it with an unknown field is refused as any (22023),
 -- nothing changed
 SELECT bgexec.submit('noop', queue => 'krs') AS jg \gset
