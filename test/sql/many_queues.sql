@@ -120,6 +120,19 @@ SELECT pg_temp.runnable_scans() AS scans_before \gset
 SELECT pg_temp.claimed_of('wh', ARRAY(SELECT 'he' || g FROM generate_series(1, 2000) g) || '{hz}', 4) AS claimed;
 SELECT pg_temp.runnable_scans() - :scans_before < 20 AS few_scans;
 ROLLBACK;
+-- the lowest name of the range has the only job of a queue named (the
+-- scan starts at it); he1a, within the range but not named, is not claimed
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner, payload) VALUES ('he1', 'noop', current_user, '{"n": "he1.1"}'),
+  ('he1a', 'noop', current_user, '{"n": "he1a.1"}');
+SELECT pg_temp.claimed_of('wh', ARRAY(SELECT 'he' || g FROM generate_series(1, 2000) g), 4) AS lowest_name;
+ROLLBACK;
+-- above READ COMMITTED a capped queue named refuses the claim, jobs or not,
+-- among many queues as among few (the skip scan runs at READ COMMITTED only)
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT (bgexec.configure_queue('he7', max_running => 1)).name;
+SELECT * FROM try($$SELECT count(*) FROM bgexec.claim('wh', ARRAY(SELECT 'he' || g FROM generate_series(1, 2000) g), 4)$$);
+ROLLBACK;
 -- The same claim order as one by one: 40 queues named, 10 of them with
 -- jobs (priority 0-2, run_after apart), among 2 000 empty ones; hp5 paused
 BEGIN;
