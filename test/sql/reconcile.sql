@@ -13,6 +13,7 @@ SELECT status, error->>'reason' AS reason, error->>'worker' AS worker FROM bgexe
 SELECT event_kinds(:once), terminal_events(:once);
 -- retry-safe (max_attempts = 2): queued again with backoff
 SELECT status, attempt, error->>'reason' AS reason, lease IS NULL AS released FROM bgexec.job WHERE id = :twice;
+SELECT run_after > now() AS backs_off FROM bgexec.job WHERE id = :twice;
 SELECT event_kinds(:twice), terminal_events(:twice);
 -- second run expires too: now out of attempts → failed
 UPDATE bgexec.job SET run_after = now() WHERE id = :twice;
@@ -58,3 +59,15 @@ SELECT id = :good AS good, status, error->>'reason' AS reason FROM bgexec.job WH
 DELETE FROM bgexec.job_event WHERE job_id = :bad AND seq = (SELECT last_seq + 1 FROM bgexec.job WHERE id = :bad);
 SELECT bgexec.reconcile() AS acted_on;
 SELECT status, error->>'reason' AS reason FROM bgexec.job WHERE id = :bad;
+-- a capped queue: the slot of a job whose worker is lost is free at once,
+-- and a worker waiting for the job the cap held is woken (_running_ended)
+SELECT (bgexec.configure_queue('rcc', max_running => 1)).name;
+SELECT bgexec.submit('noop', queue => 'rcc') AS ca \gset
+SELECT bgexec.submit('noop', queue => 'rcc') AS cb \gset
+SELECT count(*) FROM bgexec.claim('w', '{rcc}', 2);
+SELECT jobs FROM bgexec.await_work('rcw', '{rcc}', 1, '0');  -- registers the waiter
+SELECT expire_lease(:ca);
+SELECT bgexec.reconcile() IS NOT NULL AS reconciled;
+SELECT status, error->>'reason' AS reason FROM bgexec.job WHERE id = :ca;
+SELECT jobs AS woken_for_the_slot FROM bgexec.await_work('rcw', '{rcc}', 1, '0');
+SELECT job_id = :cb AS the_held_job FROM bgexec.claim('w', '{rcc}', 2);
