@@ -53,6 +53,12 @@ got=$(sql "SELECT jobs FROM bgexec.await_work('rw', '{rq}', 10, '10 s')")
 waited=$(($(ms) - t0))
 [[ $got == t ]] && ((waited < 6000)) || fail "the held queue's worker was not woken at the refill: jobs $got after $waited ms"
 [[ $(sql "SELECT count(*) FROM bgexec.claim('rw', '{rq}', 10)") == 1 ]] || fail "no token at the refill"
+# Woken once for it: the due time that came by the monotonic clock only is
+# re-armed for its time on the wall clock, not due again at every call (a
+# worker woken at each await_work spun on empty claims for the whole step).
+t1=$(ms)
+got=$(sql "SELECT jobs FROM bgexec.await_work('rw', '{rq}', 10, '1 s')")
+[[ $got == f ]] || fail "woken again for the same due time: jobs $got after $(($(ms) - t1)) ms"
 ok "rate-limited queue woken at its refill ${waited} ms after the hold"
 
 t0=$(ms)
