@@ -269,6 +269,13 @@ Job::Job(Worker& w, Claim c)
     return v;
   };
   fence_steps();
+  w_.jobs_unstarted(1);
+}
+
+void Job::began() {
+  if (!unstarted_) return;
+  unstarted_ = false;
+  w_.jobs_unstarted(-1);
 }
 
 Job::~Job() {
@@ -823,6 +830,7 @@ asio::awaitable<void> Job::flush_logs() {
 // in flight on the control connection), so the terminal event stays last.
 // Fenced by the lease like every write.
 asio::awaitable<void> Job::finish(const std::string& outcome, json body) {
+  began();
   co_await flush_logs();
   while (log_flushes_ > 0) co_await wake_.wait();
   // The body masked and written as text on the worker's compute thread
@@ -953,6 +961,7 @@ asio::awaitable<void> Job::run() {
   struct Over {
     Job& job;
     ~Over() {
+      job.began();
       job.over_ = true;
       job.over_event_.notify();
     }
@@ -1276,6 +1285,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     bool failed_late = false;  // the step failed after its deadline passed (killed for it)
     bool recorded = false;     // a sql step's step_completed committed with it
     std::size_t output_bytes = 0;  // its output as compact JSON (the event's, count_result)
+    if (kind != "sql" && kind != "action" && kind != "run") began();  // (those once they ask for a slot)
     try {
       if (kind == "action") {
         co_await step_action(sid, step, out_text);
@@ -1575,6 +1585,7 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // deadline, the lease: await_slot, as a step process's).  Released when
   // the step ends, granted or not.
   auto session = w_.sql_sessions().hold();
+  began();  // its step waits (counted) or runs
   const bool granted = co_await await_slot(session, sid, &deadline);
   if (!granted) throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
   // Its own connection: the statement runs as the job's owner and may take long.
@@ -1981,6 +1992,7 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
   // killer, which wakes it).  Released when the process has ended and its
   // pipes are closed, granted or not.
   auto slot = w_.step_processes().hold();
+  began();  // its step waits (counted) or runs
   if (!slot.ticket->granted) {
     core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
     const bool granted = co_await await_slot(slot, sid, nullptr);

@@ -25,6 +25,7 @@ void Slots::release(const std::shared_ptr<Ticket>& ticket) {
     waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), ticket), waiting_.end());
   }
   grant();
+  if (released) released();
 }
 
 void Slots::grant() {

@@ -55,6 +55,12 @@ class Slots {
   Held hold() { return Held(*this, take()); }
   std::shared_ptr<Ticket> take();
   void release(const std::shared_ptr<Ticket>& ticket);
+  int limit() const { return limit_; }
+  int held() const { return held_; }
+  int waiting() const { return static_cast<int>(waiting_.size()); }
+  // Called once a ticket is given back (the worker's fetcher may claim
+  // into the slot: Worker::step_room).
+  std::function<void()> released;
 
  private:
   void grant();

@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <climits>
 #include <cstdlib>
 
 extern char** environ;
@@ -173,6 +174,15 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       sql_sessions_(io.get_executor(), cfg_.sql_steps > 0 ? cfg_.sql_steps : cfg_.concurrency),
       step_processes_(io.get_executor(), cfg_.step_processes > 0 ? cfg_.step_processes : 1024) {
   add_hangup(signals_);  // a closed terminal drains as SIGTERM does
+  // A pool smaller than --concurrency bounds the claims (step_room); a
+  // slot it gives back is a reason to claim, as a job's end is.
+  for (Slots* pool : {&sql_sessions_, &step_processes_})
+    if (pool->limit() < cfg_.concurrency) {
+      ++tight_pools_;
+      pool->released = [this] {
+        if (free_slots() > 0) pool_freed();
+      };
+    }
   // A call the database leaves unanswered (a backend stopped or stuck, the
   // server's host alive but the server not) is dropped and made again on a
   // fresh connection.  The heartbeat's bound is a quarter of the lease, so
@@ -214,7 +224,12 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
   }
 }
 
-Worker::~Worker() = default;
+Worker::~Worker() {
+  // Not after: a step's ticket given back as its frame is destroyed with
+  // the io_context (a job abandoned at the end of a drain).
+  sql_sessions_.released = nullptr;
+  step_processes_.released = nullptr;
+}
 
 std::optional<std::string> Worker::secret(const std::string& name) const {
   if (name.empty() || name.find_first_of("/\\") != std::string::npos || name[0] == '.') return std::nullopt;
@@ -843,9 +858,7 @@ void Worker::start_job(std::shared_ptr<Job> job) {
                      unfinished_.push_back(job->lease());
                    }
                    if (auto it = jobs_.find(id); it != jobs_.end() && it->second == job) jobs_.erase(it);
-                   slot_freed_ = true;
-                   if (await_mode_ && await_counts_on_ == 0) freed_while_deaf_ = true;
-                   fetch_wake_.notify();
+                   pool_freed();
                    if (draining_ && jobs_.empty()) drained_.notify();
                  });
 }
@@ -855,7 +868,33 @@ int Worker::free_slots() const {
   int held = static_cast<int>(jobs_.size());
   int running = held - static_cast<int>(std::min(completer_->waiting(), jobs_.size()));
   int awaiting_cap = std::max(cfg_.concurrency, static_cast<int>(completer_->batch_max()));
-  return std::min(cfg_.concurrency - running, cfg_.concurrency + awaiting_cap - held);
+  int free = std::min(cfg_.concurrency - running, cfg_.concurrency + awaiting_cap - held);
+  if (tight_pools_ > 0) free = std::min(free, step_room());
+  return free;
+}
+
+int Worker::step_room() const {
+  int room = INT_MAX;
+  for (const Slots* pool : {&sql_sessions_, &step_processes_}) {
+    if (pool->limit() >= cfg_.concurrency) continue;
+    int r = pool->limit() - pool->held() - pool->waiting() - unstarted_;
+    if (pool->waiting() == 0 && unstarted_ == 0) r = std::max(r, 1);
+    room = std::min(room, std::max(r, 0));
+  }
+  return room;
+}
+
+void Worker::jobs_unstarted(int delta) {
+  unstarted_ += delta;
+  // A job past its first step's start may leave room (step_room): claims
+  // go on, as when a job ends.
+  if (delta < 0 && tight_pools_ > 0 && free_slots() > 0) pool_freed();
+}
+
+void Worker::pool_freed() {
+  slot_freed_ = true;
+  if (await_mode_ && await_counts_on_ == 0) freed_while_deaf_ = true;
+  fetch_wake_.notify();
 }
 
 // A claim commits before its rows reach the worker: when the connection

@@ -59,6 +59,10 @@ class Worker {
   using Slots = worker::Slots;
   Slots& sql_sessions() { return sql_sessions_; }
   Slots& step_processes() { return step_processes_; }
+  // A job claimed (+1) or past its first step's start (-1): it took a
+  // step slot, or its first step needs none, or it ended (Job::began).
+  // Counted against a pool smaller than --concurrency (step_room).
+  void jobs_unstarted(int delta);
   // How long before a lease expires (by the worker's reckoning) a job whose
   // lease could not be renewed is given up (see lease_guard).
   Clock::duration lease_margin() const;
@@ -187,6 +191,17 @@ class Worker {
   // concurrency + max(concurrency, finish batch): room for one full finish
   // batch even with few slots, so finishes are not cut short by the cap.
   int free_slots() const;
+  // What a pool smaller than --concurrency (--sql-steps, --step-processes)
+  // leaves room for: its free slots, less the steps waiting for one and
+  // the jobs claimed that have not yet started a step (each may need
+  // one); one when it is full but nothing waits for it and every job has
+  // started (a job of a queue whose steps need another pool, or none, is
+  // not held back by it).  INT_MAX when no pool is that small.  Else one
+  // wake made such a worker claim as many jobs as its job slots, and run
+  // them one by one, their timeouts counting, while another sat idle.
+  int step_room() const;
+  // A reason to claim: a job ended, or a pool gave a slot back.
+  void pool_freed();
   void start_job(std::shared_ptr<Job> job);
   void on_signal(int sig);
   void begin_drain();
@@ -234,6 +249,8 @@ class Worker {
   };
   Slots sql_sessions_;     // --sql-steps
   Slots step_processes_;   // --step-processes
+  int tight_pools_ = 0;    // of the two, those smaller than --concurrency
+  int unstarted_ = 0;      // jobs_unstarted
   bool id_taken_ = false;  // another process holds the id: no deregister
   // {"host", "pid"} as registered: claim, unclaim and heartbeat name it (NULL,
   // unchecked, until registered).
