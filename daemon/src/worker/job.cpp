@@ -269,13 +269,13 @@ Job::Job(Worker& w, Claim c)
     return v;
   };
   fence_steps();
-  w_.jobs_unstarted(1);
+  w_.job_claimed();
 }
 
-void Job::began() {
+void Job::began(const Worker::Slots* asked) {
   if (!unstarted_) return;
   unstarted_ = false;
-  w_.jobs_unstarted(-1);
+  w_.job_began(asked);
 }
 
 Job::~Job() {
@@ -1585,7 +1585,8 @@ asio::awaitable<json> Job::step_sql(const std::string& sid, const json& step, co
   // deadline, the lease: await_slot, as a step process's).  Released when
   // the step ends, granted or not.
   auto session = w_.sql_sessions().hold();
-  began();  // its step waits (counted) or runs
+  began(&w_.sql_sessions());  // its step waits (counted) or runs
+  if (!session.ticket->granted) w_.pool_short(w_.sql_sessions());
   const bool granted = co_await await_slot(session, sid, &deadline);
   if (!granted) throw StepFailure{"sql step ended while waiting for one of the worker's --sql-steps sessions", false};
   // Its own connection: the statement runs as the job's owner and may take long.
@@ -1992,7 +1993,8 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
   // killer, which wakes it).  Released when the process has ended and its
   // pipes are closed, granted or not.
   auto slot = w_.step_processes().hold();
-  began();  // its step waits (counted) or runs
+  began(&w_.step_processes());  // its step waits (counted) or runs
+  if (!slot.ticket->granted) w_.pool_short(w_.step_processes());
   if (!slot.ticket->granted) {
     core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
     const bool granted = co_await await_slot(slot, sid, nullptr);

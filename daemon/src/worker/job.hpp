@@ -90,9 +90,10 @@ class Job : public std::enable_shared_from_this<Job> {
   struct Abandoned {};
   // The step guard's fence for this job (proc::guard::fence), from its lease.
   void fence_steps();
-  // Its first step asked for a step slot, or needs none, or the job is ending:
-  // no longer counted against the worker's small pools (Worker::step_room).
-  void began();
+  // Its first step asked for a step slot of `asked`, or needs none
+  // (nullptr), or the job is ending: no longer counted against the
+  // worker's small pools (Worker::job_began).
+  void began(const Worker::Slots* asked = nullptr);
   // Gives the job up when its lease is spent; throws Abandoned when it is given up.
   void check_lease();
   // A step's failure: becomes the job's error object.
@@ -287,7 +288,7 @@ class Job : public std::enable_shared_from_this<Job> {
   // A step process or a sql statement of this attempt has started: its
   // effects may be out there, and a failure of the attempt counts.
   bool began_ = false;
-  bool unstarted_ = true;  // counted in Worker::jobs_unstarted until began()
+  bool unstarted_ = true;  // counted in Worker::job_claimed until began()
   // The attempt failed because the host could start no step process
   // before any began: the job goes back to the queue, uncounted.
   bool give_back_ = false;

@@ -875,20 +875,28 @@ int Worker::free_slots() const {
 
 int Worker::step_room() const {
   int room = INT_MAX;
-  for (const Slots* pool : {&sql_sessions_, &step_processes_}) {
-    if (pool->limit() >= cfg_.concurrency) continue;
-    int r = pool->limit() - pool->held() - pool->waiting() - unstarted_;
-    if (pool->waiting() == 0 && unstarted_ == 0) r = std::max(r, 1);
+  for (int i = 0; i < 2; ++i) {
+    const Slots& pool = i == 0 ? sql_sessions_ : step_processes_;
+    if (pool.limit() >= cfg_.concurrency) continue;
+    int r = pool.waiting() > 0 ? 0 : std::max(pool.limit() - pool.held(), past_free_[i]) - unstarted_;
     room = std::min(room, std::max(r, 0));
   }
   return room;
 }
 
-void Worker::jobs_unstarted(int delta) {
-  unstarted_ += delta;
-  // A job past its first step's start may leave room (step_room): claims
-  // go on, as when a job ends.
-  if (delta < 0 && tight_pools_ > 0 && free_slots() > 0) pool_freed();
+void Worker::job_began(const Slots* asked) {
+  --unstarted_;
+  if (tight_pools_ == 0) return;
+  for (int i = 0; i < 2; ++i) {
+    const Slots* pool = i == 0 ? &sql_sessions_ : &step_processes_;
+    if (pool != asked) past_free_[i] = std::min(past_free_[i] * 2, cfg_.concurrency);
+  }
+  // It may leave room (step_room): claims go on, as when a job ends.
+  if (free_slots() > 0) pool_freed();
+}
+
+void Worker::pool_short(const Slots& pool) {
+  past_free_[&pool == &sql_sessions_ ? 0 : 1] = 1;
 }
 
 void Worker::pool_freed() {

@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <array>
 #include <deque>
 #include <functional>
 #include <map>
@@ -59,10 +60,16 @@ class Worker {
   using Slots = worker::Slots;
   Slots& sql_sessions() { return sql_sessions_; }
   Slots& step_processes() { return step_processes_; }
-  // A job claimed (+1) or past its first step's start (-1): it took a
-  // step slot, or its first step needs none, or it ended (Job::began).
-  // Counted against a pool smaller than --concurrency (step_room).
-  void jobs_unstarted(int delta);
+  // A job claimed, then past its first step's start (Job::began): its
+  // first step asked `asked` for a slot, or none (nullptr: it needs none,
+  // or it ended).  Until then it counts against each pool smaller than
+  // --concurrency (step_room); a job that began without asking a pool
+  // doubles what the worker may claim past that pool's free slots.
+  void job_claimed() { ++unstarted_; }
+  void job_began(const Slots* asked);
+  // A step waits for one of the pool's slots: back to claiming no more
+  // than one job past its free slots (step_room).
+  void pool_short(const Slots& pool);
   // How long before a lease expires (by the worker's reckoning) a job whose
   // lease could not be renewed is given up (see lease_guard).
   Clock::duration lease_margin() const;
@@ -192,13 +199,15 @@ class Worker {
   // batch even with few slots, so finishes are not cut short by the cap.
   int free_slots() const;
   // What a pool smaller than --concurrency (--sql-steps, --step-processes)
-  // leaves room for: its free slots, less the steps waiting for one and
-  // the jobs claimed that have not yet started a step (each may need
-  // one); one when it is full but nothing waits for it and every job has
-  // started (a job of a queue whose steps need another pool, or none, is
-  // not held back by it).  INT_MAX when no pool is that small.  Else one
-  // wake made such a worker claim as many jobs as its job slots, and run
-  // them one by one, their timeouts counting, while another sat idle.
+  // leaves room for: nothing while a step waits for one of its slots;
+  // else its free slots, or past_free_ (1, doubled by each job that began
+  // without asking the pool, up to --concurrency; 1 again when a step
+  // waits), less the jobs claimed that have not yet started a step (each
+  // may need one).  INT_MAX when no pool is that small.  Else one wake
+  // made such a worker claim as many jobs as its job slots, and run them
+  // one by one, their timeouts counting, while another sat idle; and
+  // with past_free_ fixed at 1, a queue of jobs needing another pool (or
+  // none) was claimed one job a claim (a noop drain 11x slower).
   int step_room() const;
   // A reason to claim: a job ended, or a pool gave a slot back.
   void pool_freed();
@@ -250,7 +259,10 @@ class Worker {
   Slots sql_sessions_;     // --sql-steps
   Slots step_processes_;   // --step-processes
   int tight_pools_ = 0;    // of the two, those smaller than --concurrency
-  int unstarted_ = 0;      // jobs_unstarted
+  int unstarted_ = 0;      // job_claimed, job_began
+  // Per pool (sql sessions, step processes): the jobs the worker may hold
+  // unstarted past its free slots when nothing waits for one (step_room).
+  std::array<int, 2> past_free_{1, 1};
   bool id_taken_ = false;  // another process holds the id: no deregister
   // {"host", "pid"} as registered: claim, unclaim and heartbeat name it (NULL,
   // unchecked, until registered).
