@@ -62,6 +62,27 @@ void start_wait(asio::io_context& io, Slots::Held& held, Waiter& w) {
       asio::detached);
 }
 
+// What Worker::step_room reads: held, waiting, and a callback after each
+// ticket given back (the fetcher may claim into the slot).
+TEST(Slots, CountsAndReleasedCallback) {
+  asio::io_context io;
+  Slots slots(io.get_executor(), 1);
+  int released = 0;
+  slots.released = [&] { ++released; };
+  EXPECT_EQ(slots.limit(), 1);
+  auto a = slots.take();
+  auto b = slots.take();
+  EXPECT_EQ(slots.held(), 1);
+  EXPECT_EQ(slots.waiting(), 1);
+  slots.release(a);  // b granted
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(slots.held(), 1);
+  EXPECT_EQ(slots.waiting(), 0);
+  slots.release(b);
+  EXPECT_EQ(released, 2);
+  EXPECT_EQ(slots.held(), 0);
+}
+
 TEST(Slots, WaitEndsWhenGranted) {
   asio::io_context io;
   Slots slots(io.get_executor(), 1);
