@@ -6,7 +6,9 @@
 # failed and never counted an attempt.  After 10 give-backs in a row the
 # next counts the attempt (unclaim decides): the queue's retry, then
 # failed at max_attempts, the error saying why.  The one program's ENOMEM
-# is made by an LD_PRELOAD of the worker (spawn_enomem.c).
+# is made by an LD_PRELOAD of the worker (spawn_enomem.c).  Each cycle also
+# logged "not claiming: step processes cannot be started" and "claiming
+# again" (20 pairs and more): now a pair per outage or 10 s.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 58111
 cc -shared -fPIC -O2 -o "$E2E_DIR/spawn_enomem.so" "$E2E_ROOT/test/e2e/spawn_enomem.c" -ldl \
@@ -37,4 +39,9 @@ sql "SELECT error->>'message' FROM bgexec.job WHERE id = $stuck" | grep -q 'Cann
 # The worker claims and runs on: a job of a program that starts completes.
 ran=$(sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"run\": [\"true\"]}]}', queue => 'q')")
 wait_status "$ran" completed 60
-ok "failed at attempt 2 after 10 + 10 give-backs"
+# One "not claiming" line per outage of the breaker (or every 10 s), not one
+# per give-back cycle (20 and more), each with its "claiming again".
+down=$(grep 'msg="not claiming: step processes cannot be started"' "$E2E_DIR/w.log" | grep -c level=warn || true)
+up=$(grep 'msg="claiming again"' "$E2E_DIR/w.log" | grep -c level=info || true)
+(( down >= 1 && down <= 4 && up == down )) || fail "$down not-claiming and $up claiming-again lines for 20 give-backs"
+ok "failed at attempt 2 after 10 + 10 give-backs; $down not-claiming lines"

@@ -2026,6 +2026,7 @@ asio::awaitable<Job::ProcOutput> Job::run_process(const std::string& sid, const 
     throw f;
   }
   began_ = true;
+  w_.step_started();
   double grace = w_.config().kill_grace_s;
   killers_[sid] = [child, grace] { return child->terminate(grace); };
   core::log("debug", "process started", {{"job_id", id_str(id())}, {"step", sid}, {"pid", std::to_string(child->pid())}});

@@ -926,6 +926,9 @@ asio::awaitable<void> Worker::try_unclaim() {
     pg::Params arg1_ = {cfg_.id, std::to_string(unclaim_->after_lease), bigint_array(held), process_};
     auto r = co_await ctl_.query("SELECT bgexec.unclaim($1, $2, $3::bigint[], $4::jsonb)", std::move(arg1_),
                                  /*prepare=*/true);
+    if (unclaim_log_.any_down())
+      if (auto failed = unclaim_log_.recovered("unclaim"); failed > 0)
+        core::log("info", "unclaim succeeds again", {{"failed_calls", std::to_string(failed)}});
     auto n = r.get(0, 0);
     if (!n) co_return;  // the lost claim may still be running: next time
     if (*n != "0")
@@ -936,9 +939,17 @@ asio::awaitable<void> Worker::try_unclaim() {
     if (e.sqlstate() == "55006") {
       id_lost(e.fields().detail);  // the jobs under the id are the new holder's to give back
     } else {
-      core::log("warn", "unclaim failed", {{"error", e.what()}, {"sqlstate", e.sqlstate()}});
+      // Tried every 0.5 s while the database is away: one line every 10 s,
+      // the rest at debug (unclaim_log_); the first success says so.
+      const auto line = unclaim_log_.failed("unclaim", e.sqlstate(), Clock::now());
+      if (line.write || core::level_enabled("debug"))
+        core::log(line.write ? "warn" : "debug", "unclaim failed",
+                  {{"error", e.what()}, {"sqlstate", e.sqlstate()}, {"held_back", std::to_string(line.held_back)}});
     }
-    if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) unclaim_.reset();
+    if (cls != core::ErrorClass::connection && cls != core::ErrorClass::retry) {
+      unclaim_.reset();
+      unclaim_log_.recovered("unclaim");  // not tried again: the next failure is written at once
+    }
   }
 }
 
@@ -1213,7 +1224,15 @@ const std::string spawn_gate = "step processes";  // the claim gate's name for t
 void Worker::steps_cannot_start(const std::string& error, const std::string& errno_name) {
   using Change = core::ClaimGate::Change;
   if (gate_.down(spawn_gate, error) != Change::unavailable) return;
-  core::log("warn", "not claiming: step processes cannot be started", {{"error", error}, {"errno", errno_name}});
+  // A step's own start failing while the probe starts `true` closes the
+  // gate again at each claim of its job (until unclaim counts the attempt,
+  // 10 give-backs): one line per outage, until a step starts
+  // (step_started), or every 10 s; its "claiming again" with it.
+  const auto line = spawn_log_.failed(spawn_log_session, errno_name, Clock::now());
+  spawn_line_written_ = line.write;
+  if (line.write || core::level_enabled("debug"))
+    core::log(line.write ? "warn" : "debug", "not claiming: step processes cannot be started",
+              {{"error", error}, {"errno", errno_name}, {"held_back", std::to_string(line.held_back)}});
   if (await_asked_ > 0 && !std::exchange(gate_cancel_, true)) listen_.cancel();  // as write_path
   spawn_down_.notify();
 }
@@ -1241,7 +1260,9 @@ asio::awaitable<void> Worker::spawn_prober() {
       continue;
     }
     if (gate_.up(spawn_gate) != core::ClaimGate::Change::reopened) continue;  // a connection still down
-    core::log("info", "claiming again", {{"worker_id", cfg_.id}});
+    if (spawn_line_written_ || core::level_enabled("debug"))
+      core::log(spawn_line_written_ ? "info" : "debug", "claiming again", {{"worker_id", cfg_.id}});
+    spawn_line_written_ = false;
     next_poll_ = Clock::time_point{};
     fetch_wake_.notify();
     gate_up_.notify();  // the notifier held off (hold_off_claiming), as write_path

@@ -119,6 +119,11 @@ class Worker {
   // (`error`: errno's message, `errno_name`: EAGAIN, EMFILE…): the worker
   // claims nothing until spawn_prober starts one (the gate, logged once).
   void steps_cannot_start(const std::string& error, const std::string& errno_name);
+  // A step's process started: the end of an outage of the spawn breaker
+  // (its lines written again at once next time).  A branch while none.
+  void step_started() {
+    if (spawn_log_.any_down()) spawn_log_.recovered(spawn_log_session);
+  }
   // Gives the job under `lease` back to the queue, its attempt not counted
   // (bgexec.unclaim, reason cannot_start_steps): none of its steps started
   // a process or a statement.  No claim of this worker goes out meanwhile
@@ -239,6 +244,15 @@ class Worker {
   // Closed while the finish connection cannot be used or heartbeats fail.
   // exec_on's retry lines: one per session and SQLSTATE every 10 s.
   core::RetryLog retry_log_{std::chrono::seconds(10)};
+  // try_unclaim's "unclaim failed" in an outage (tried every 0.5 s: a line
+  // each) and steps_cannot_start's "not claiming" while one step's own
+  // start fails (the probe reopens the gate, the job is claimed again: a
+  // line each cycle): one line per period each, as retry_log_, in logs of
+  // their own (the hot path's any_down is retry_log_'s alone).
+  core::RetryLog unclaim_log_{std::chrono::seconds(10)};
+  core::RetryLog spawn_log_{std::chrono::seconds(10)};
+  static constexpr const char* spawn_log_session = "step processes";
+  bool spawn_line_written_ = false;  // the last "not claiming" of spawn_log_ was at warn
   core::ClaimGate gate_;
   bool gate_cancel_ = false;  // write_path cancelled the notifier's claiming wait
   // check_room: the limit last read (-1: none, or never read) and whether
