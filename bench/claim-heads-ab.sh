@@ -33,13 +33,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-claim_of() {  # the claim function's CREATE, as CREATE OR REPLACE
-  awk '/^CREATE FUNCTION bgexec.claim\(/{p=1} p{print} p && /^\$\$;$/{exit}' |
-    sed '1s/^CREATE FUNCTION/CREATE OR REPLACE FUNCTION/'
-}
-git show "$OLD:sql/bgexec--0.1.0.sql" >"$WORK/old.sql"  # (not piped: awk exits early)
-claim_of <"$WORK/old.sql" >"$WORK/claim-A.sql"
-claim_of <sql/bgexec--0.1.0.sql >"$WORK/claim-B.sql"
+claim_ab_files "$OLD"
 cluster_start "$WORK/cluster" 5432 "fsync = off" "synchronous_commit = off" \
   "bgexec.watchdog_interval = '1h'" "shared_buffers = '256MB'"
 q() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
@@ -102,28 +96,10 @@ SQL
   workers=()
   q -c "DELETE FROM bgexec.job WHERE queue LIKE 'hd%'" -c "VACUUM bgexec.job"
 }
-for ((p = 1; p <= PAIRS; p++)); do
-  if ((p % 2)); then run A; run B; else run B; run A; fi
-done | tee "$WORK/out"
-awk '{print $1 "/" $2, $3}' "$WORK/out" |
-  awk "$MEDIAN_AWK"' END { for (k in n) printf "median %s %s\n", k, median(k) }' | sort
-q -f "$WORK/claim-B.sql"
-sed -e 's/^CREATE OR REPLACE FUNCTION bgexec.claim(/CREATE OR REPLACE FUNCTION bgexec.claim_a(/' \
-    -e 's/\bclaim\./claim_a./g' "$WORK/claim-A.sql" | q
-q <<'SQL'
+ab_pairs run "$PAIRS"
+{ claim_ab_session; cat <<'SQL'
 INSERT INTO bgexec.job (queue, kind, owner) SELECT 'pq', 'noop', current_user FROM generate_series(1, 20000);
 VACUUM ANALYZE bgexec.job;
-CREATE FUNCTION pg_temp.t(side text, qs text[], n int) RETURNS float8 LANGUAGE plpgsql AS $$
-DECLARE t timestamptz := clock_timestamp();
-BEGIN
-	BEGIN
-		IF side = 'A' THEN PERFORM count(*) FROM bgexec.claim_a('ab', qs, n);
-		ELSE PERFORM count(*) FROM bgexec.claim('ab', qs, n); END IF;
-		RAISE EXCEPTION 'rolled back';
-	EXCEPTION WHEN raise_exception THEN NULL;
-	END;
-	RETURN extract(epoch FROM clock_timestamp() - t) * 1000;
-END $$;
 CREATE TEMP TABLE r (k text, side text, ms float8);
 DO $$
 DECLARE
@@ -142,3 +118,4 @@ SELECT k AS loop, side, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::n
        round(avg(ms)::numeric, 3) AS mean_ms, count(*) AS calls
   FROM r GROUP BY 1, 2 ORDER BY 1, 2;
 SQL
+} | q

@@ -55,3 +55,49 @@ gateway_scratch_cleanup() {
   cluster_stop "$WORK/cluster"
   rm -rf "$WORK"
 }
+
+# The claim A/B scripts (bench/claim-heads-ab.sh, bench/claim-running-ab.sh):
+# claim_ab_files OLD_REV writes $WORK/claim-A.sql (OLD_REV's claim
+# function) and $WORK/claim-B.sql (the working tree's), each a CREATE OR
+# REPLACE.
+claim_of() {
+  awk '/^CREATE FUNCTION bgexec.claim\(/{p=1} p{print} p && /^\$\$;$/{exit}' |
+    sed '1s/^CREATE FUNCTION/CREATE OR REPLACE FUNCTION/'
+}
+claim_ab_files() {
+  git show "$1:sql/bgexec--0.1.0.sql" >"$WORK/old.sql"  # (not piped: awk exits early)
+  claim_of <"$WORK/old.sql" >"$WORK/claim-A.sql"
+  claim_of <sql/bgexec--0.1.0.sql >"$WORK/claim-B.sql"
+}
+# ab_pairs RUN PAIRS: RUN A, RUN B interleaved (A B, B A, ...) PAIRS
+# times, their "case side value" lines kept in $WORK/out, then the median
+# of each case and side.
+ab_pairs() {
+  local run=$1 pairs=$2 p
+  for ((p = 1; p <= pairs; p++)); do
+    if ((p % 2)); then "$run" A; "$run" B; else "$run" B; "$run" A; fi
+  done | tee "$WORK/out"
+  awk '{print $1 "/" $2, $3}' "$WORK/out" |
+    awk "$MEDIAN_AWK"' END { for (k in n) printf "median %s %s\n", k, median(k) }' | sort
+}
+# claim_ab_session: on stdout, the SQL that installs B as bgexec.claim and
+# A as bgexec.claim_a, and pg_temp.t(side, queues, n), the ms of one claim
+# by side A or B, rolled back; the caller appends its loop (one session).
+claim_ab_session() {
+  cat "$WORK/claim-B.sql"
+  sed -e 's/^CREATE OR REPLACE FUNCTION bgexec.claim(/CREATE OR REPLACE FUNCTION bgexec.claim_a(/' \
+      -e 's/\bclaim\./claim_a./g' "$WORK/claim-A.sql"
+  cat <<'SQL'
+CREATE FUNCTION pg_temp.t(side text, qs text[], n int) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE t timestamptz := clock_timestamp();
+BEGIN
+	BEGIN
+		IF side = 'A' THEN PERFORM count(*) FROM bgexec.claim_a('ab', qs, n);
+		ELSE PERFORM count(*) FROM bgexec.claim('ab', qs, n); END IF;
+		RAISE EXCEPTION 'rolled back';
+	EXCEPTION WHEN raise_exception THEN NULL;
+	END;
+	RETURN extract(epoch FROM clock_timestamp() - t) * 1000;
+END $$;
+SQL
+}
