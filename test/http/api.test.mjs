@@ -129,6 +129,22 @@ test('a list page ends once its text passes 4 MiB too (control characters are si
   assert.equal(seen, 600);
 });
 
+test('list filters by kind, as the CLI\'s jobs --kind (it was 400, an unknown parameter)', async () => {
+  const queue = uniq('kind');
+  const a = (await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } })).body.id;
+  const b = (await api('POST', '/v1/jobs', { token: A, body: { kind: 'other', queue } })).body.id;
+  const c = (await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } })).body.id;
+  const k = await api('GET', `/v1/jobs?queue=${queue}&kind=noop`, { token: A });
+  assert.equal(k.status, 200, k.text);
+  assert.deepEqual(k.body.jobs.map((j) => j.id), [c, a]);
+  const o = await api('GET', `/v1/jobs?kind=other&queue=${queue}&status=queued`, { token: A });
+  assert.deepEqual(o.body.jobs.map((j) => j.id), [b]);
+  const e = await api('GET', `/v1/jobs?queue=${queue}&kind=`, { token: A });  // empty: no filter
+  assert.deepEqual(e.body.jobs.map((j) => j.id), [c, b, a]);
+  const n = await api('GET', `/v1/jobs?queue=${queue}&kind=none`, { token: A });
+  assert.deepEqual(n.body, { jobs: [], next_before: null });
+});
+
 test('list pages by id desc with a before cursor and filters', async () => {
   const queue = uniq('list');
   const ids = [];

@@ -311,7 +311,7 @@ std::optional<HttpError> check_text(const std::string& path, const std::map<std:
 
 // The query parameters each route takes.
 const std::set<std::string> no_params;
-const std::set<std::string> list_params = {"queue", "status", "before", "limit"};  // GET /v1/jobs
+const std::set<std::string> list_params = {"queue", "kind", "status", "before", "limit"};  // GET /v1/jobs
 const std::set<std::string> event_params = {"after", "token"};
 const std::set<std::string> workers_params = {"all"};  // GET /v1/workers
 
@@ -483,7 +483,7 @@ bool reader_left(beast::tcp_stream& stream, std::size_t* dropped = nullptr) {
 }
 
 // GET /v1/jobs's parameters, by position, for from_pg.
-const std::vector<std::string> list_fields = {"queue", "status", "before", "limit"};
+const std::vector<std::string> list_fields = {"queue", "status", "before", "limit", "kind"};
 // The most bytes of payloads, results and errors one page of GET /v1/jobs
 // holds (its first job whatever its size; next_before continues it).
 constexpr std::int64_t list_page_bytes = 4 * 1024 * 1024;
@@ -1355,14 +1355,16 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
       co_return res;
     }
     if (!get) throw method_not_allowed("GET, HEAD, POST");
-    // GET /v1/jobs?queue=&status=&limit=&before=
+    // GET /v1/jobs?queue=&kind=&status=&limit=&before=
     std::int64_t limit = 50;
-    pg::Params params(4);
+    pg::Params params(5);
     check_params(qs, list_params);
     check_no_body(req.body());
     for (const auto& [k, val] : qs) {
       if (k == "queue") {
         if (!val.empty()) params[0] = val;
+      } else if (k == "kind") {
+        if (!val.empty()) params[4] = val;
       } else if (k == "status") {
         // One status or several, comma-separated, as the CLI's --status.
         if (!val.empty()) {
@@ -1406,10 +1408,10 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
           "         pg_catalog.lead(l.id) OVER w IS NOT NULL AS more"
           "    FROM (SELECT j.*, (coalesce(bgexec._raw_bytes(j.payload), 0) + coalesce(bgexec._raw_bytes(j.result), 0)"
           "                       + coalesce(bgexec._raw_bytes(j.error), 0))::float8 AS bytes"
-          "            FROM bgexec._list_jobs($1::text, $2::bgexec.job_status[], $3::bigint, $4::int, NULL) j"
+          "            FROM bgexec._list_jobs($1::text, $2::bgexec.job_status[], $3::bigint, $4::int, $5::text) j"
           "           ORDER BY j.id DESC) l"
           "  WINDOW w AS (ORDER BY l.id DESC)) p"
-          " WHERE p.before_bytes < $5::float8 ORDER BY p.id DESC",
+          " WHERE p.before_bytes < $6::float8 ORDER BY p.id DESC",
           params, true);
     } catch (const pg::Error& e) {
       throw from_pg(e, list_fields);
