@@ -735,7 +735,8 @@ JobOptions job_options(const core::ParsedArgs& a) {
   return o;
 }
 
-asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a);
+asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a,
+                                 bool deduplicated = false);
 
 asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   if (a.positional.empty() || a.positional.size() > 2) throw Usage("submit takes KIND [JSON|@FILE]");
@@ -780,24 +781,34 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
                   jo.timeout,
                   opt("--idempotency-key"),
                   jo.concurrency_key};
+  // With an idempotency key, whether the job already existed, as the
+  // gateway's 200 {"deduplicated": true} (_inserted_here: read after the
+  // submit, so a concurrent first submit it waited for counts too).
   auto r = co_await s.conn.query(
-      "SELECT bgexec.submit($1, $2::jsonb, queue => $3, priority => $4::int,"
-      " run_after => coalesce($5::timestamptz,"
+      "SELECT s.id, NOT bgexec._inserted_here(s.id) FROM (SELECT bgexec.submit($1, $2::jsonb, queue => $3,"
+      " priority => $4::int, run_after => coalesce($5::timestamptz,"
       " now() + make_interval(secs => date_part('epoch', coalesce($6::interval, '0')))),"
       " max_attempts => $7::int, timeout => $8::interval, idempotency_key => $9,"
-      " concurrency_key => $10)",
+      " concurrency_key => $10) AS id OFFSET 0) s",
       p);
-  co_return co_await report_job(s, std::stoll(r.get(0, 0).value_or("0")), a);
+  const std::int64_t id = std::stoll(r.get(0, 0).value_or("0"));
+  const bool existed = p[8] && r.get(0, 1) == std::optional<std::string>("t");
+  if (existed)
+    std::cerr << "bgexec submit: job " << id << " already has idempotency key "
+              << core::visible(core::utf8_cut(*p[8], 200, "...")) << ": nothing new submitted\n";
+  co_return co_await report_job(s, id, a, existed);
 }
 
 // What submit and run-schedule print for the job they submitted, `id`, and
 // with --wait or --follow the wait for its end; returns the exit code.
-asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a) {
+asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a, bool deduplicated) {
   bool wait = a.flags.count("--wait"), follow_flag = a.flags.count("--follow");
+  json id_doc = {{"id", id}};
+  if (deduplicated) id_doc["deduplicated"] = true;
   if (s.json_out && !follow_flag) {
-    if (!wait) std::cout << json{{"id", id}}.dump() << std::endl;
+    if (!wait) std::cout << id_doc.dump() << std::endl;
   } else if (follow_flag) {
-    std::cout << (s.json_out ? json{{"id", id}}.dump() : "submitted job " + std::to_string(id)) << std::endl;
+    std::cout << (s.json_out ? id_doc.dump() : "submitted job " + std::to_string(id)) << std::endl;
   } else if (!wait) {
     std::cout << id << std::endl;
   }
@@ -816,7 +827,8 @@ asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedA
     std::string status = st.get(0, 0).value_or("?");
     if (s.json_out) {
       // result and error as stored (exact_json)
-      std::cout << "{\"id\":" << id << ",\"status\":" << core::dump(json(status))
+      std::cout << "{\"id\":" << id << (deduplicated ? ",\"deduplicated\":true" : "")
+                << ",\"status\":" << core::dump(json(status))
                 << ",\"result\":" << exact_json(st.get(0, 1)).value_or(core::dump(db_json(st.get(0, 1))))
                 << ",\"error\":" << exact_json(st.get(0, 2)).value_or(core::dump(db_json(st.get(0, 2)))) << "}"
                 << std::endl;
