@@ -2531,7 +2531,8 @@ COMMENT ON FUNCTION bgexec.unclaim(text, bigint, bigint[], jsonb, text) IS
  * retry_scheduled event (error.reason 'sleeping') whose data.sleeping maps
  * each step to its wake-up: the next run's sleep_left reads it, so every
  * sleep goes on where it was, on any worker.  A stop requested meanwhile
- * ends the job cancelled instead.  Applies only while the job is running
+ * ends the job cancelled instead, and a deadline passed timed_out (the
+ * stop wins if requested before the deadline, as in _finish_one).  Applies only while the job is running
  * under lease (invariant 3); NULL when refused, nothing changed.  Returns
  * the job's new status. */
 CREATE FUNCTION bgexec.snooze(job_id bigint, lease bigint, sleeps jsonb)
@@ -2586,9 +2587,17 @@ BEGIN
 	END LOOP;
 	-- The job leaves running under this lease (as in _finish_one).
 	PERFORM bgexec._end_step_sessions(j.id, j.lease);
-	IF j.stop_requested_at IS NOT NULL THEN
-		RETURN bgexec._terminal(j.id, 'cancelled', NULL,
-			jsonb_build_object('reason', 'stopped', 'message', 'stop requested while the job slept'));
+	-- A stop, or the deadline: the job ends, as _finish_one and reconcile
+	-- end it (whichever came first on the database clock).  Given back past
+	-- its deadline, a job escaped its timeout: the next run counts it anew.
+	IF j.stop_requested_at IS NOT NULL OR j.deadline < now() THEN
+		IF coalesce(j.stop_requested_at < j.deadline, j.stop_requested_at IS NOT NULL) THEN
+			RETURN bgexec._terminal(j.id, 'cancelled', NULL,
+				jsonb_build_object('reason', 'stopped', 'message', 'stop requested while the job slept'));
+		END IF;
+		RETURN bgexec._terminal(j.id, 'timed_out', NULL,
+			jsonb_build_object('reason', 'timeout', 'attempt', j.attempt,
+			                   'message', format('job exceeded its timeout of %s', j.timeout)));
 	END IF;
 	UPDATE bgexec.job x
 	   SET status = 'queued', lease = NULL, lease_owner = NULL,
@@ -3003,7 +3012,14 @@ COMMENT ON FUNCTION bgexec._step_completed(jsonb) IS
  * A requested stop is never lost: with one, a failed job is not retried and
  * a job the worker suspends ends cancelled (as reconcile cancels it when
  * the worker is gone), instead of waiting for a resume whose first
- * heartbeat would only say stop. */
+ * heartbeat would only say stop.
+ * A stop and the deadline both: whichever came first on the database clock
+ * decides, as in reconcile (_reconcile_batch): a stop requested before the
+ * deadline ends the job cancelled, one at or after it timed_out, whichever
+ * of the two the worker saw first (its deadline timer runs on its own
+ * clock, a stop reaches it a round trip late) and whichever of the worker
+ * and reconcile ends it.  error.reason and message follow the status; the
+ * worker's other keys (the steps it ended) are kept. */
 CREATE FUNCTION bgexec._finish_one(job_id bigint, lease bigint, outcome bgexec.job_status,
                                    body jsonb)
 	RETURNS bgexec.job_status
@@ -3073,6 +3089,18 @@ BEGIN
 		RETURN 'suspended';
 	END IF;
 
+	IF outcome IN ('cancelled', 'timed_out') AND j.stop_requested_at IS NOT NULL
+	   AND j.deadline IS NOT NULL
+	   AND (outcome = 'cancelled') <> (j.stop_requested_at < j.deadline) THEN
+		outcome := CASE WHEN j.stop_requested_at < j.deadline THEN 'cancelled' ELSE 'timed_out' END;
+		body := CASE WHEN jsonb_typeof(body) = 'object' THEN body ELSE '{}' END
+		        || CASE WHEN outcome = 'cancelled'
+		                THEN jsonb_build_object('reason', 'stopped',
+		                       'message', 'stop requested before the job''s deadline')
+		                ELSE jsonb_build_object('reason', 'timeout',
+		                       'message', format('job exceeded its timeout of %s before the stop was requested',
+		                                         j.timeout)) END;
+	END IF;
 	IF outcome = 'failed' AND j.attempt < j.max_attempts
 	   AND j.stop_requested_at IS NULL
 	   AND coalesce(body->>'retryable', 'true') <> 'false' THEN
@@ -3353,7 +3381,14 @@ $$;
  * grouped by queue.  Each job ends as _terminal and _requeue leave one:
  * the same status, error, run_after backoff (per job, _backoff), the same
  * events at the same seqs (worker_lost then the terminal event or
- * retry_scheduled; a job past its deadline timed_out alone).  The
+ * retry_scheduled; a job past its deadline timed_out alone, or cancelled
+ * alone when its stop came first and its lease is live).  A stop and the
+ * deadline both: whichever came first on the database clock decides, as
+ * in _finish_one (a stop requested before the deadline: cancelled; at or
+ * after it: timed_out).  The deadline used to win whenever it had passed,
+ * so a job stopped at once and whose worker was then lost ended
+ * timed_out when its lease outlived its deadline, and cancelled when it
+ * did not.  The
  * bgexec_events notification is one per job, for its last seq (a batch:
  * README "Channels").  Row by row, the function calls per job (_terminal,
  * _event, _count, _running_ended, each with its own SET) made 5 000
@@ -3378,24 +3413,36 @@ BEGIN
 	   FROM bgexec.job x WHERE x.id = ANY (p_ids);
 	WITH c AS MATERIALIZED (
 		SELECT x.id, x.queue, x.attempt, x.last_seq,
-		       CASE WHEN x.deadline < now() THEN 'timed_out'::bgexec.job_status
+		       -- the stop wins if requested before the deadline (NULL
+		       -- deadline: no timeout, the stop wins)
+		       CASE WHEN x.deadline < now() AND NOT coalesce(x.stop_requested_at < x.deadline, false)
+		            THEN 'timed_out'::bgexec.job_status
 		            WHEN x.stop_requested_at IS NOT NULL THEN 'cancelled'
 		            WHEN x.attempt < x.max_attempts THEN 'queued'
 		            ELSE 'failed' END AS st,
-		       CASE WHEN x.deadline < now()
-		            THEN jsonb_build_object('reason', 'timeout', 'message',
-		                   format('job exceeded its timeout of %s', x.timeout),
-		                   'attempt', x.attempt)
-		            ELSE jsonb_build_object('reason', 'worker_lost', 'worker', x.lease_owner,
-		                   'attempt', x.attempt,
-		                   'message', format('lease of worker %s expired', x.lease_owner)) END AS err
+		       -- taken back for its lease (else for its deadline alone)
+		       x.lease_expires_at < now() AS expired,
+		       jsonb_build_object('reason', 'timeout', 'message',
+		           format('job exceeded its timeout of %s', x.timeout),
+		           'attempt', x.attempt) AS timeout,
+		       jsonb_build_object('reason', 'worker_lost', 'worker', x.lease_owner,
+		           'attempt', x.attempt,
+		           'message', format('lease of worker %s expired', x.lease_owner)) AS lost,
+		       x.timeout AS job_timeout
 		  FROM bgexec.job x
 		 WHERE x.id = ANY (p_ids)),
 	d AS MATERIALIZED (
-		SELECT c.id, c.queue, c.attempt, c.last_seq, c.st, c.err AS lost,
-		       CASE c.st WHEN 'cancelled'
-		            THEN c.err || jsonb_build_object('message', 'stop requested; worker lost')
-		            ELSE c.err END AS err,
+		SELECT c.id, c.queue, c.attempt, c.last_seq, c.st, c.lost,
+		       -- a worker_lost event before the terminal one or retry_scheduled
+		       c.st <> 'timed_out' AND c.expired AS lost_ev,
+		       CASE WHEN c.st = 'timed_out' THEN c.timeout
+		            WHEN c.st = 'cancelled' AND c.expired
+		            THEN c.lost || jsonb_build_object('message', 'stop requested; worker lost')
+		            WHEN c.st = 'cancelled'
+		            THEN jsonb_build_object('reason', 'stopped', 'attempt', c.attempt,
+		                   'message', format('stop requested before the job''s deadline (its timeout of %s); ended at the deadline',
+		                                     c.job_timeout))
+		            ELSE c.lost END AS err,
 		       CASE WHEN c.st = 'queued' THEN bgexec._backoff(c.queue, c.attempt) END AS delay
 		  FROM c ORDER BY c.id),
 	up AS (
@@ -3407,10 +3454,10 @@ BEGIN
 		       lease = NULL, lease_owner = NULL, lease_expires_at = NULL,
 		       deadline = CASE WHEN d.st = 'queued' THEN NULL ELSE x.deadline END,
 		       run_after = CASE WHEN d.st = 'queued' THEN now() + d.delay ELSE x.run_after END,
-		       last_seq = x.last_seq + CASE WHEN d.st = 'timed_out' THEN 1 ELSE 2 END
+		       last_seq = x.last_seq + CASE WHEN d.lost_ev THEN 2 ELSE 1 END
 		  FROM d
 		 WHERE x.id = d.id
-		RETURNING x.id, x.queue, x.last_seq, d.st, d.attempt, d.lost, d.err, d.delay),
+		RETURNING x.id, x.queue, x.last_seq, d.st, d.attempt, d.lost, d.lost_ev, d.err, d.delay),
 	counted AS (
 		INSERT INTO bgexec.queue_count (queue, status, n)
 		SELECT u.queue, u.st, count(*) FROM up u WHERE u.st <> 'queued' GROUP BY u.queue, u.st),
@@ -3418,7 +3465,7 @@ BEGIN
 		INSERT INTO bgexec.job_event (job_id, seq, kind, data)
 		SELECT e.job_id, e.seq, e.kind, e.data FROM (
 			SELECT u.id AS job_id, u.last_seq - 1 AS seq, 'worker_lost' AS kind, u.lost AS data
-			  FROM up u WHERE u.st <> 'timed_out'
+			  FROM up u WHERE u.lost_ev
 			UNION ALL
 			SELECT u.id, u.last_seq,
 			       CASE WHEN u.st = 'queued' THEN 'retry_scheduled' ELSE u.st::text END,
