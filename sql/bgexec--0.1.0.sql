@@ -1275,6 +1275,12 @@ $$;
  * watchdog calls this beside _retention (bgexec.retention).  A process that
  * is only frozen finds its row gone at its next heartbeat and registers
  * again, as when an operator deletes it.
+ * A last sign of life more than a lease ahead of now() was written before a
+ * step of the server's clock back, and none since (a live worker
+ * heartbeats three times a lease, writing now()): not alive in
+ * worker_stats, and retired at once, gone since a time the row cannot
+ * tell.  Aged as the others, it stayed until the clock caught up (a
+ * step of a day: a day).
  * A claim in flight under the id (uncommitted: its running jobs not seen
  * yet) keeps the row: the claim holds the id's claim lock shared until it
  * commits, and a row deleted under it left the claim's jobs running under
@@ -1288,8 +1294,10 @@ CREATE FUNCTION bgexec._retire_workers(p_older_than interval) RETURNS bigint
 	AS $$
 	WITH gone_quiet AS MATERIALIZED (
 		SELECT w.id FROM bgexec.worker w
-		 WHERE greatest(w.heartbeat_at, w.stopped_at) < now() - bgexec._exact(p_older_than)
-		   AND (w.stopped_at IS NOT NULL OR w.heartbeat_at <= bgexec._silent_since(w.info))
+		 WHERE (greatest(w.heartbeat_at, w.stopped_at) < now() - bgexec._exact(p_older_than)
+		        AND (w.stopped_at IS NOT NULL OR w.heartbeat_at <= bgexec._silent_since(w.info))
+		        OR greatest(w.heartbeat_at, w.stopped_at)
+		           > now() + make_interval(secs => bgexec._lease_s(w.info)))
 		   AND NOT EXISTS (SELECT 1 FROM bgexec.job j
 		                    WHERE j.status = 'running' AND j.lease_owner = w.id)
 		   FOR UPDATE OF w SKIP LOCKED),

@@ -73,6 +73,25 @@ SELECT count(*) FROM bgexec.heartbeat('sqlt-ahead', '{}');
 SELECT id, alive FROM bgexec.worker_stats WHERE id = 'sqlt-ahead';
 SELECT workers FROM bgexec.queue_stats WHERE queue = 'sqlt-alive';
 
+-- _retire_workers agrees (the watchdog's retention of worker rows): a row
+-- whose last sign of life (heartbeat or stop) is more than a lease ahead
+-- is gone since a time it cannot tell, and is retired at once, where it
+-- stayed until the clock caught up; one within the lease stays, and so does
+-- one with a job running under its id.  Rolled back: other files' rows stay.
+BEGIN;
+SELECT count(bgexec.register_worker('sqlt-retire-' || n, '{sqlt-retire}', 1, '{"lease_s": 30}'))
+  FROM unnest(ARRAY['ahead', 'stopped-ahead', 'near', 'holding']) n;
+SELECT bgexec.submit('noop', queue => 'sqlt-retire') IS NOT NULL AS submitted;
+SELECT count(*) FROM bgexec.claim('sqlt-retire-holding', '{sqlt-retire}', 1, '1 hour');
+UPDATE bgexec.worker SET heartbeat_at = now() + interval '1 hour'
+ WHERE id IN ('sqlt-retire-ahead', 'sqlt-retire-holding');
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '1 hour', stopped_at = now() + interval '1 hour'
+ WHERE id = 'sqlt-retire-stopped-ahead';
+UPDATE bgexec.worker SET heartbeat_at = now() + interval '20 seconds' WHERE id = 'sqlt-retire-near';
+SELECT bgexec._retire_workers('7 days') >= 2 AS retired;
+SELECT id FROM bgexec.worker WHERE id LIKE 'sqlt-retire-%' ORDER BY id;
+ROLLBACK;
+
 -- 3. a run_after in the past is stored as now(): the job queues behind the
 -- jobs of its priority queued before it (submit, submit_many both ways)
 SELECT bgexec.submit('noop', '{"n": "first"}', queue => 'sqlt-fifo') IS NOT NULL AS queued;
