@@ -10,7 +10,13 @@
 #    reconciled in about an interval (on the wall clock it slept the hour);
 #  - a rate-limited queue's held jobs wake a waiting worker at the refill
 #    (the due time recorded before the step was an hour ahead);
-#  - await_work's timeout is not stretched by a step made while it waits.
+#  - await_work's timeout is not stretched by a step made while it waits;
+#  - and a step FORWARD: jobs due (run_after) before the new time wake a
+#    worker's next wait at once (a due time comes at whichever of its two
+#    clocks, wall and monotonic, comes first), not after the delay meant
+#    before the step.  (A step made while a wait sleeps cannot be made
+#    here: the hook's reload sets every backend's latch, which a real step
+#    does not.)
 # No daemon: psql alone.
 source "$(dirname "$0")/lib.sh"
 cluster_start "$E2E_DIR/pg" 58031 "$E2E_FSYNC" "bgexec.watchdog_interval = '300ms'" >/dev/null \
@@ -18,13 +24,14 @@ cluster_start "$E2E_DIR/pg" 58031 "$E2E_FSYNC" "bgexec.watchdog_interval = '300m
 sql "CREATE EXTENSION bgexec" >/dev/null
 ms() { date +%s%3N; }
 
-# step MS: the clock of the timers MS milliseconds from the real one; done
-# once a new session (forked after the postmaster read it) shows it.
+# step MS [SHOWN]: the clock of the timers MS milliseconds from the real
+# one; done once a new session (forked after the postmaster read it) shows
+# it (as SHOWN: a positive whole minute shows as 1min).
 step() {
   sql "ALTER SYSTEM SET bgexec.debug_clock_offset = '$1'" >/dev/null
   sql "SELECT pg_reload_conf()" >/dev/null
   applied() { [[ $(sql "SHOW bgexec.debug_clock_offset") == "$1" ]]; }
-  wait_for 10 applied "$1" || fail "the offset $1 was not applied: $(sql "SHOW bgexec.debug_clock_offset")"
+  wait_for 10 applied "${2:-$1}" || fail "the offset $1 was not applied: $(sql "SHOW bgexec.debug_clock_offset")"
 }
 [[ $(sql "SHOW bgexec.debug_clock_offset") == 0 ]] || fail "no hook"
 [[ $(sql "SELECT count(*) FROM pg_settings WHERE name = 'bgexec.debug_clock_offset'") == 0 ]] \
@@ -82,3 +89,16 @@ ok "await_work's 3 s timeout across a step: $waited ms"
 t0=$(ms)
 lost_in 10 || fail "the watchdog stopped ticking after the second step"
 ok "watchdog reconciled after the second step in $(($(ms) - t0)) ms"
+
+# A step forward before the call: the due time has come on the wall clock,
+# not yet on the monotonic one (30 s on): woken at once, where a wait on
+# the monotonic clock alone slept to its timeout.  (The daemon's waits are
+# a second at most, so its next one after the step sees the new time.)
+step 0
+sql "SELECT bgexec.submit('noop', queue => 'fq2', run_after => now() + interval '30 seconds')" >/dev/null
+step 60000 1min
+t0=$(ms)
+got=$(sql "SELECT jobs FROM bgexec.await_work('fw2', '{fq2}', 1, '10 s')")
+waited=$(($(ms) - t0))
+[[ $got == t ]] && ((waited < 3000)) || fail "the job due before the step forward: jobs $got after $waited ms"
+ok "a step forward before the call: woken in $waited ms"
