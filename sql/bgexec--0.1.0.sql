@@ -2603,8 +2603,10 @@ BEGIN
 			RETURN bgexec._terminal(j.id, 'cancelled', NULL,
 				jsonb_build_object('reason', 'stopped', 'message', 'stop requested while the job slept'));
 		END IF;
+		-- (No attempt key: GET /metrics counts the timeouts whose error
+		-- names one as the watchdog's.)
 		RETURN bgexec._terminal(j.id, 'timed_out', NULL,
-			jsonb_build_object('reason', 'timeout', 'attempt', j.attempt,
+			jsonb_build_object('reason', 'timeout',
 			                   'message', format('job exceeded its timeout of %s', j.timeout)));
 	END IF;
 	UPDATE bgexec.job x

@@ -89,8 +89,10 @@ UPDATE bgexec.job SET stop_requested_at = now() - interval '2 minutes', deadline
 SELECT CASE id WHEN :i THEN 'i' WHEN :j THEN 'j' ELSE 'k' END AS job,
        bgexec.snooze(id, lease, '{"z": 100}') AS snoozed
   FROM bgexec.job WHERE id IN (:i, :j, :k) ORDER BY id;
+-- (the worker's: no attempt in the error, which GET /metrics counts as the
+-- watchdog's timeouts)
 SELECT CASE id WHEN :i THEN 'i' WHEN :j THEN 'j' ELSE 'k' END AS job, status, error->>'reason' AS reason,
-       event_kinds(id), gapless(id), terminal_events(id)
+       error ? 'attempt' AS names_attempt, event_kinds(id), gapless(id), terminal_events(id)
   FROM bgexec.job WHERE id IN (:i, :j, :k) ORDER BY id;
 -- a queued job has no deadline (each run's starts at its claim): stop cancels it
 SELECT bgexec.submit('noop', queue => 'dlq', timeout => '1 second') AS q \gset
