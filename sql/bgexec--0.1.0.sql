@@ -1510,7 +1510,7 @@ COMMENT ON FUNCTION bgexec._check_process(text, jsonb, boolean) IS
 /* _next_due: the highest priority below below with a job of q due at at,
  * or NULL: one descent of job_runnable_idx and a step over the entries of
  * the future jobs between ("run_after <= at" an index condition there:
- * compared in the index page, no heap access; ~50 ns a job).  claim's walk
+ * compared in the index page, no heap access; 0.1-0.2 us a job).  claim's walk
  * of a queue's priorities past its eighth (claim).  A function, so that
  * the claim's statement does not set up this scan on every call: as a
  * CTE of its own, with its recursion and index scans, it cost every claim
@@ -1763,7 +1763,7 @@ BEGIN
 		-- F5).  Below the eighth (pw, ps) it steps from each priority
 		-- straight to the next one with a due job (_next_due: a descent,
 		-- then the future jobs between passed over inside the index
-		-- pages, ~50 ns each: those 20 000, ~1.5 ms).  pw runs only when
+		-- pages, 0.1-0.2 us each: those 20 000, 1.6-4.7 ms).  pw runs only when
 		-- the first eight priorities did not give the scan its rows (the
 		-- LIMIT stops the Append before it).  (Not only from the first:
 		-- a priority's future jobs would be passed over one by one where
