@@ -13,6 +13,9 @@
 #   f5cap   the same on a queue with max_running 1 000
 #   f5none  ms a claim(…, 4) of 20 000 such jobs and none due (takes none)
 #   f5big   ms a claim(…, 4) of 20 000 such jobs and 5 000 due at priority 0
+#   far     ms a claim(…, 4) of a queue with twelve future-only priorities
+#           (100-111), 200 000 jobs due tomorrow at priority 0 and one due
+#           at -1: a large future backlog past the eighth priority
 #   plain   ms a claim(…, 4) of a queue of 10 000 due jobs at priority 0
 #   few10   ms a claim(…, 64) of 10 priorities x 20 due jobs (passes four)
 #   few12   ms a claim(…, 64) of 12 priorities x 5 due jobs (passes all
@@ -48,6 +51,11 @@ INSERT INTO bgexec.job (queue, kind, owner, priority)
 SELECT q, 'noop', current_user, 0 FROM generate_series(1, 200), unnest('{f5,f5c}'::text[]) q;
 INSERT INTO bgexec.job (queue, kind, owner, priority)
 SELECT 'f5b', 'noop', current_user, 0 FROM generate_series(1, 5000);
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
+SELECT 'far', 'noop', current_user, p, now() + interval '1 day' FROM generate_series(100, 111) p;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
+SELECT 'far', 'noop', current_user, 0, now() + interval '1 day' + i * interval '1 ms' FROM generate_series(1, 200000) i;
+INSERT INTO bgexec.job (queue, kind, owner, priority) VALUES ('far', 'noop', current_user, -1);
 INSERT INTO bgexec.job (queue, kind, owner) SELECT 'pl', 'noop', current_user FROM generate_series(1, 10000);
 INSERT INTO bgexec.job (queue, kind, owner, priority)
 SELECT 'fw10', 'noop', current_user, p FROM generate_series(1, 10) p, generate_series(1, 20);
@@ -61,6 +69,7 @@ case_sql f5 f5 4
 case_sql f5cap f5c 4
 case_sql f5none f5n 4
 case_sql f5big f5b 4
+case_sql far far 4
 case_sql plain pl 4
 case_sql few10 fw10 64
 case_sql few12 fw12 64
@@ -71,7 +80,7 @@ run() {
   q -c "DELETE FROM bgexec.job WHERE queue = 'pq'" -c "VACUUM ANALYZE bgexec.job" \
     -c "INSERT INTO bgexec.job (queue, kind, owner) SELECT 'pq', 'noop', current_user FROM generate_series(1, 40000)" \
     -c "VACUUM ANALYZE bgexec.job"
-  for c in f5 f5cap f5none f5big plain few10 few12; do
+  for c in f5 f5cap f5none f5big far plain few10 few12; do
     echo "$c $side $(tps -c 1 -T 3 -f "$WORK/$c.sql" | awk '{printf "%.3f", 1000 / $1}')"
   done
   echo "drain $side $(tps -c 2 -j 2 -T 5 -f bench/claim-finish.sql | awk '{printf "%.0f", $1 * 64}')"
@@ -87,6 +96,7 @@ BEGIN
 		o := CASE WHEN i % 2 = 0 THEN '{A,B}'::text[] ELSE '{B,A}' END;
 		INSERT INTO r SELECT 'f5', x, pg_temp.t(x, '{f5}', 4) FROM unnest(o) x WHERE i > 3 AND i <= 23;
 		INSERT INTO r SELECT 'f5big', x, pg_temp.t(x, '{f5b}', 4) FROM unnest(o) x WHERE i > 3 AND i <= 23;
+		INSERT INTO r SELECT 'far', x, pg_temp.t(x, '{far}', 4) FROM unnest(o) x WHERE i > 3 AND i <= 23;
 		INSERT INTO r SELECT 'plain', x, pg_temp.t(x, '{pl}', 4) FROM unnest(o) x WHERE i > 3;
 		INSERT INTO r SELECT 'few10', x, pg_temp.t(x, '{fw10}', 64) FROM unnest(o) x WHERE i > 3;
 		INSERT INTO r SELECT 'few12', x, pg_temp.t(x, '{fw12}', 64) FROM unnest(o) x WHERE i > 3;

@@ -97,6 +97,35 @@ END $$;
 SELECT * FROM pg_temp.pages_read('{fpl}', 3);
 SELECT * FROM pg_temp.pages_read('{fpl}', 2);
 ROLLBACK;
+-- A large backlog of future jobs at a priority past the eighth: 50 000
+-- due tomorrow at priority 0, below twelve future-only priorities, and one
+-- due job below them.  A step over every future job (the index condition
+-- "run_after <= now()") read some 300 pages a claim (200 000: 18-31 ms
+-- where the walk's descent took 0.25); a batch of 256 entries finds that
+-- priority 0's first job is in the future, and the next starts below it.
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
+SELECT 'fpf', 'noop', current_user, p, now() + interval '1 day' FROM generate_series(100, 111) p;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
+SELECT 'fpf', 'noop', current_user, 0, now() + interval '1 day' + i * interval '1 ms'
+  FROM generate_series(1, 50000) i;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after, payload)
+VALUES ('fpf', 'noop', current_user, -1, now() - interval '1 second', '{"n": "m1"}');
+CREATE FUNCTION pg_temp.idx_pages() RETURNS bigint LANGUAGE sql AS $$
+	SELECT pg_stat_get_xact_blocks_fetched('bgexec.job_runnable_idx'::regclass) $$;
+CREATE FUNCTION pg_temp.pages_read(qs text[], n int, OUT claimed text, OUT bounded bool)
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_before bigint := pg_temp.idx_pages();
+BEGIN
+	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord) INTO claimed
+	  FROM bgexec.claim('wp', qs, n) WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload,
+	       attempt, max_attempts, deadline, lease_expires_at, completed_steps, completed_stdout, started_seq, ord);
+	bounded := pg_temp.idx_pages() - v_before < 150;
+END $$;
+SELECT * FROM pg_temp.pages_read('{fpf}', 2);
+SELECT * FROM pg_temp.pages_read('{fpf}', 2);
+ROLLBACK;
 -- The order where the claim reads past the eighth priority, on the fast
 -- and the capped path, with 1 000 and 1 001 due jobs.  Twelve priorities
 -- 100-111 of one due job each, run_after later as the priority is higher;
