@@ -22,7 +22,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-.PHONY: deps daemon daemon-bin install-daemon test test-assert demo bench
+.PHONY: deps daemon daemon-bin install-daemon test test-assert test-tsan demo bench
 
 # `make install` installs the extension (PGXS) and the daemon binary
 # (bin/bgexec under DAEMON_PREFIX, default /usr/local), with the systemd
@@ -59,6 +59,11 @@ test:
 # from Debian's source package into build/pg-assert (not part of `test`).
 test-assert:
 	scripts/test-assert.sh
+
+# The daemon under ThreadSanitizer: its unit tests and the e2e tests that
+# drive its threads, built into build/tsan (not part of `test`).
+test-tsan:
+	scripts/test-tsan.sh
 
 # A workflow end to end on a throwaway cluster with two workers.
 demo:
