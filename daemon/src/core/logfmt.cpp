@@ -341,20 +341,11 @@ void RetryLog::waiting(const std::string& name, int delta) {
 RetryLog::Line RetryLog::failed(const std::string& name, const std::string& sqlstate,
                                 std::chrono::steady_clock::time_point now) {
   auto& s = session(name);
-  Key* k = nullptr;
-  for (auto& [state, key] : s.keys)
-    if (state == sqlstate) k = &key;
-  if (!k) k = &s.keys.emplace_back(sqlstate, Key{}).second;
   Line line;
   line.waiting = s.waiting;
   if (s.down) ++s.failed;
-  if (k->last && now - *k->last < every_) {
-    ++k->held_back;
-    return line;
-  }
-  k->last = now;
+  if (!s.keys.try_emplace(sqlstate, every_).first->second.allow(now, &line.held_back)) return line;
   line.write = true;
-  line.held_back = std::exchange(k->held_back, 0);
   if (!s.down) {
     s.down = true;
     s.failed = 1;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <initializer_list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -143,15 +144,11 @@ class RetryLog {
   std::size_t recovered(const std::string& session);
 
  private:
-  struct Key {
-    std::optional<std::chrono::steady_clock::time_point> last;
-    std::size_t held_back = 0;
-  };
   struct Session {
     std::size_t waiting = 0;
     std::size_t failed = 0;  // since its first line written
     bool down = false;
-    std::vector<std::pair<std::string, Key>> keys;  // by SQLSTATE: a few at most
+    std::map<std::string, LogThrottle> keys;  // by SQLSTATE: a few at most
   };
   std::chrono::steady_clock::duration every_;
   std::vector<std::pair<std::string, Session>> sessions_;  // three: control, finish, heartbeat
