@@ -619,26 +619,20 @@ asio::awaitable<void> Worker::wait_for_room() {
 
 asio::awaitable<void> Worker::beat_while_waiting() {
   const double interval = std::max(0.1, cfg_.lease_s / 3);
-  std::optional<std::string> holder;
-  bool unregistered = false;
+  bool missing = false;
   try {
     pg::Params arg1_ = {cfg_.id, "{}", core::to_pg_interval(cfg_.lease_s), std::to_string(::getpid()), host_name(),
                         process_};
     auto r = co_await hb_.query(heartbeat_sql, std::move(arg1_), /*prepare=*/true);
-    for (int i = 0; i < r.rows(); ++i) {
-      unregistered = unregistered || r.get(i, 1) == "register";
-      if (r.get(i, 1) == "holder") holder = r.get(i, 2).value_or("");
-    }
+    missing = read_heartbeat(r, nullptr);
   } catch (const pg::Error& e) {
-    if (e.sqlstate() == "55006") holder = e.fields().detail;
+    if (e.sqlstate() == "55006") id_lost(e.fields().detail);
     else
       core::log("debug", "heartbeat while waiting for sessions failed",
                 {{"error", e.what()}, {"interval_s", core::seconds_text(interval)}});
   }
-  if (holder) id_lost(*holder);
-  if (unregistered && !holder) {
+  if (missing) {
     try {
-      core::log("warn", "worker row missing, registering again", {{"worker_id", cfg_.id}});
       co_await register_self(hb_);
     } catch (const pg::Error& e) {
       core::log("debug", "register while waiting for sessions failed", {{"error", e.what()}});
@@ -646,6 +640,23 @@ asio::awaitable<void> Worker::beat_while_waiting() {
   }
   // Given back, unless finish_prober found both sessions meanwhile.
   if ((gate_.is_down(fin_.name()) || gate_.is_down(hb_.name())) && jobs_.empty()) hb_.close();
+}
+
+bool Worker::read_heartbeat(const pg::Result& r, std::map<std::int64_t, std::string>* actions) {
+  bool unregistered = false;
+  std::optional<std::string> holder;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (auto lease = r.get(i, 0)) {
+      if (actions) (*actions)[std::stoll(*lease)] = r.get(i, 1).value_or("lost");
+      continue;
+    }
+    unregistered = unregistered || r.get(i, 1) == "register";
+    if (r.get(i, 1) == "holder") holder = r.get(i, 2).value_or("");
+  }
+  if (holder) id_lost(*holder);
+  if (!unregistered || holder) return false;
+  core::log("warn", "worker row missing, registering again", {{"worker_id", cfg_.id}});
+  return true;
 }
 
 asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> listening) {
@@ -1113,30 +1124,14 @@ asio::awaitable<void> Worker::heartbeater() {
                           std::to_string(::getpid()), host_name(), process_};
       auto r = co_await hb_.query(heartbeat_sql, std::move(arg1_), /*prepare=*/true);
       std::map<std::int64_t, std::string> actions;
-      bool unregistered = false;
-      std::optional<std::string> holder;
-      for (int i = 0; i < r.rows(); ++i) {
-        auto lease = r.get(i, 0);
-        if (!lease) {
-          unregistered = unregistered || r.get(i, 1) == "register";
-          if (r.get(i, 1) == "holder") holder = r.get(i, 2).value_or("");
-          continue;
-        }
-        actions[std::stoll(*lease)] = r.get(i, 1).value_or("lost");
-      }
-      if (holder) id_lost(*holder);
+      const bool missing = read_heartbeat(r, &actions);
       for (auto& job : live) {
         auto it = actions.find(job->lease());
         job->on_heartbeat(it == actions.end() ? "lost" : it->second, sent);
       }
       retry = 0;
       write_path("heartbeat", std::nullopt);
-      if (unregistered) {
-        // Someone deleted this worker's row: worker_stats and /metrics
-        // know workers by it.
-        core::log("warn", "worker row missing, registering again", {{"worker_id", cfg_.id}});
-        co_await register_self(hb_);
-      }
+      if (missing) co_await register_self(hb_);
     } catch (const pg::Error& e) {
       retry = retry == 0 ? 0.1 : std::min(retry * 2, interval);
       if (e.sqlstate() == "55006") {

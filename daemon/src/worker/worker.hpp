@@ -170,6 +170,12 @@ class Worker {
   // opened for the one statement and given back after it, so that the row
   // stays live (worker_stats' alive) while the worker waits for slots.
   asio::awaitable<void> beat_while_waiting();
+  // A heartbeat's reply (heartbeat_sql): each lease's action into *actions
+  // (nullptr: none renewed); of the worker row's rows (lease NULL),
+  // 'holder' loses the id (id_lost).  True, with its warn line, when the
+  // row is to be registered again (register_self): 'register', someone
+  // deleted it (worker_stats and /metrics know workers by it).
+  bool read_heartbeat(const pg::Result& r, std::map<std::int64_t, std::string>* actions);
   // A connection the jobs report back on ("finish", "heartbeat") failed
   // (`error`: its last connect or statement failed) or worked (nullopt).
   // Claims stop while either cannot be used (gate_, free_slots); the first
