@@ -167,6 +167,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
       fin_down_(io.get_executor()), gate_up_(io.get_executor()), spawn_down_(io.get_executor()),
+      room_checked_(io, asio::steady_timer::time_point::max()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })),
@@ -521,7 +522,7 @@ asio::awaitable<void> Worker::check_room(bool may_connect) {
   // that answer (the notifier refused its listen session while the
   // fetcher's check ran gave its sessions back, the check's among them).
   if (checking_room_) {
-    while (checking_room_) co_await sleep_for(std::chrono::milliseconds(10));
+    while (checking_room_) co_await room_checked_.async_wait(asio::as_tuple(asio::use_awaitable));
     co_return;
   }
   pg::Connection* conn = nullptr;
@@ -538,6 +539,7 @@ asio::awaitable<void> Worker::check_room(bool may_connect) {
     core::log("debug", "connection limits not read", {{"error", e.what()}});
   }
   checking_room_ = false;
+  room_checked_.cancel();
   if (!r || r->rows() != 1) co_return;
   int limit = -1;
   std::string of;
