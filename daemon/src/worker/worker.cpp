@@ -167,7 +167,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
       fin_down_(io.get_executor()), gate_up_(io.get_executor()), spawn_down_(io.get_executor()),
-      room_checked_(io, asio::steady_timer::time_point::max()),
+      room_checked_(io, asio::steady_timer::time_point::max()), claim_ended_(io, asio::steady_timer::time_point::max()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })),
@@ -709,6 +709,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
       }
     } catch (const pg::Error& e) {
       await_asked_ = 0;
+      claim_ended_.cancel();
       // (Not a claim that never reached the server: refused at connect,
       // 53300 say, it claimed nothing.)
       if (free > 0 && e.classify() == core::ErrorClass::connection && !e.unsent()) lost_claim(before);
@@ -717,6 +718,7 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
       throw;
     }
     await_asked_ = 0;
+    claim_ended_.cancel();
     if (first) {
       await_mode_ = true;
       if (!draining_) listening({{"via", "await_claim"}});  // (again after begin_drain's cancel)
@@ -1017,6 +1019,7 @@ asio::awaitable<void> Worker::fetcher() {
         int n = co_await claim_on(ctl_, free);
         fetch_asked_ = 0;
         fetch_idle_.notify();
+        claim_ended_.cancel();
         core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
                                      {"why", why}});
         more = n == free;  // a full batch: there may be more waiting
@@ -1035,6 +1038,7 @@ asio::awaitable<void> Worker::fetcher() {
       } catch (const pg::Error& e) {
         fetch_asked_ = 0;
         fetch_idle_.notify();
+        claim_ended_.cancel();
         failed = true;
         if (e.sqlstate() == "55006") {
           id_lost(e.fields().detail);
@@ -1279,7 +1283,7 @@ asio::awaitable<std::optional<std::string>> Worker::give_back(std::int64_t lease
   // another worker.  None goes out from here on (free_slots is 0); the
   // server's claim still running is unclaim's NULL.
   if (await_asked_ > 0 && !std::exchange(gate_cancel_, true)) listen_.cancel();
-  while (await_asked_ > 0 || fetch_asked_ > 0) co_await sleep_for(std::chrono::milliseconds(20));
+  while (await_asked_ > 0 || fetch_asked_ > 0) co_await claim_ended_.async_wait(asio::as_tuple(asio::use_awaitable));
   std::vector<std::int64_t> held;
   for (auto l : unfinished_)
     if (l > lease) held.push_back(l);

@@ -267,6 +267,7 @@ class Worker {
   bool room_short_ = false;
   bool checking_room_ = false;
   asio::steady_timer room_checked_;  // cancelled as a check ends: wakes every caller that waited for it
+  asio::steady_timer claim_ended_;    // cancelled as a claim in flight ends: wakes give_back
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   std::int64_t max_lease_ = 0;  // the highest lease any claim returned
