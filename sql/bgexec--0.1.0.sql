@@ -1155,16 +1155,30 @@ $$;
 
 /* _requeue: a running job the caller has locked goes back to queued for
  * another attempt: lease released, error kept, run_after pushed by the
- * backoff, event retry_scheduled, workers woken. */
+ * backoff, event retry_scheduled, workers woken.
+ * The error's retry_after, a JSON number of seconds >= 0, is the delay
+ * instead of the queue's backoff (a job saying "try again in 10 minutes":
+ * a remote rate limit), at most 30 days (2592000 s; more is 30 days).  Any
+ * other value (a string, a negative number, null) is ignored, the backoff
+ * applying: a failure's report is never refused for a hint about its
+ * retry (refused, the job stayed running until its lease expired, and a
+ * worker's whole finish_many batch with it).  Read only here, on the
+ * failed path: a completion does no more work. */
 CREATE FUNCTION bgexec._requeue(p_job bigint, p_queue text, p_attempt int, p_error jsonb)
 	RETURNS bgexec.job_status
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
 	AS $$
 DECLARE
-	v_delay interval := bgexec._backoff(p_queue, p_attempt);
+	v_delay interval;
 	v_seq int;
 BEGIN
+	IF jsonb_typeof(p_error->'retry_after') = 'number'
+	   AND (p_error->>'retry_after')::numeric >= 0 THEN
+		v_delay := least((p_error->>'retry_after')::numeric, 2592000)::float8 * interval '1 second';
+	ELSE
+		v_delay := bgexec._backoff(p_queue, p_attempt);
+	END IF;
 	UPDATE bgexec.job x
 	   SET status = 'queued', lease = NULL, lease_owner = NULL,
 	       lease_expires_at = NULL, deadline = NULL, error = p_error,

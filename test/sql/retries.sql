@@ -80,3 +80,48 @@ SELECT event_kinds(:k), gapless(:k), terminal_events(:k);
 SELECT bgexec.retry(-1);
 -- negative: a null job id names no job (22023)
 SELECT bgexec.retry(NULL);
+-- retry_after: a failure's error steers the delay of its next attempt (a
+-- remote rate limit: "try again in 2 minutes"), instead of the queue's
+-- backoff (here at most 10 s); the old finish ignored it
+SELECT (bgexec.configure_queue('rs', retry_base => '10 seconds', retry_cap => '10 seconds')).name;
+CREATE FUNCTION steer(p_error jsonb, p_attempts int DEFAULT 5)
+	RETURNS TABLE (status bgexec.job_status, attempt int, delay_ms numeric, run_after_ok boolean,
+	               error_kept boolean) LANGUAGE plpgsql AS $$
+DECLARE
+	v_job bigint;
+	v_lease bigint;
+BEGIN
+	v_job := bgexec.submit('noop', queue => 'rs', max_attempts => p_attempts);
+	SELECT c.lease INTO v_lease FROM bgexec.claim('w', '{rs}', 1) c WHERE c.job_id = v_job;
+	PERFORM bgexec.finish(v_job, v_lease, 'failed', p_error);
+	RETURN QUERY
+	SELECT j.status, j.attempt, (e.data->>'delay_ms')::numeric,
+	       j.run_after = e.created_at + (e.data->>'delay_ms')::numeric * interval '1 millisecond',
+	       j.error = p_error
+	  FROM bgexec.job j LEFT JOIN bgexec.job_event e ON e.job_id = j.id AND e.kind = 'retry_scheduled'
+	 WHERE j.id = v_job;
+	UPDATE bgexec.job x SET run_after = now() + interval '1 year' WHERE x.id = v_job AND x.status = 'queued';
+END $$;
+SELECT * FROM steer('{"message": "rate limited", "retry_after": 120}');
+SELECT * FROM steer('{"retry_after": 0.25}');
+-- 0: due at once
+SELECT * FROM steer('{"retry_after": 0}');
+-- at most 30 days
+SELECT * FROM steer('{"retry_after": 1e12}');
+-- any other value is ignored: the queue's backoff, never a refused finish
+SELECT s.status, s.attempt, s.delay_ms <= 10000 AS backoff, s.error_kept
+  FROM unnest(ARRAY['{"retry_after": "120"}', '{"retry_after": -1}', '{"retry_after": null}',
+                    '{"retry_after": [120]}', '{"retry_after": {"s": 120}}', '[{"retry_after": 120}]',
+                    '"retry_after"']::jsonb[]) b, steer(b) s;
+-- it cannot give a job attempts it does not have, nor outrank retryable false
+SELECT * FROM steer('{"retry_after": 120}', 1);
+SELECT * FROM steer('{"retry_after": 120, "retryable": false}');
+-- finish_many's failed items go the same way
+SELECT bgexec.submit('noop', queue => 'rs', max_attempts => 3) AS m \gset
+SELECT lease AS l FROM bgexec.claim('w', '{rs}', 1) \gset
+SELECT status FROM bgexec.finish_many(jsonb_build_array(jsonb_build_object('job_id', :m, 'lease', :l,
+	'outcome', 'failed', 'body', '{"retry_after": 600}'::jsonb)));
+SELECT j.status, (e.data->>'delay_ms')::int AS delay_ms, j.run_after = e.created_at + interval '600 seconds' AS run_after_ok
+  FROM bgexec.job j JOIN bgexec.job_event e ON e.job_id = j.id AND e.kind = 'retry_scheduled' WHERE j.id = :m;
+SELECT event_kinds(:m), gapless(:m);
+DROP FUNCTION steer(jsonb, int);
