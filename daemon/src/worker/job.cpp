@@ -52,6 +52,8 @@ constexpr std::size_t batch_lines = 200;        // log lines per append_events b
 // ever: `yes "" >&2` stored 4.8 million lines in 45 s, the worker at 100 %
 // CPU and its other jobs stalled.
 constexpr std::size_t line_overhead = 8;
+// A stderr line's prefix for the step's word on its failure (::error).
+constexpr std::string_view error_prefix = "::error ";
 constexpr auto flush_delay = std::chrono::milliseconds(250);
 // Most bytes the rendered fields (with, params, run, env, sleep, an
 // approval's prompt) of a job's running steps hold at once: room for four
@@ -667,9 +669,49 @@ asio::awaitable<void> Job::append_events(std::string events, bool large) {
   }
 }
 
+bool Job::error_directive(const std::string& id, const std::string& line) {
+  std::string masked = masker_.mask(line);
+  if (!core::storable(masked)) masked = core::to_storable(masked);
+  // As a ::progress line is read: not JSON, nested too deep, holding a
+  // number numeric refuses, or not an object: a log line.
+  auto in = core::parse_json_input(std::string_view(masked).substr(error_prefix.size()), core::max_json_depth,
+                                   core::DuplicateKeys::last_wins, core::Numbers::exact);
+  if (!in || !in.value.is_object() || !core::unstorable_number(in.value).empty()) return false;
+  if (masked.find("\\u0000") != std::string::npos) core::sanitize_utf8(in.value);  // as parse_output
+  // Masked again once parsed (an escape the text's masking did not know).
+  said_[id] = masker_.mask_json(in.value);
+  return true;
+}
+
+// A step's own word on its failure (its last ::error object), merged into
+// the error the worker made of it.  The worker's keys stay the worker's:
+// "step" (which step failed, read by the job's other steps' errors),
+// "reason" (step_timeout; the database reads cannot_start_steps) and
+// "detail"; "retryable" can only go from true to false (a step cannot make
+// retryable what the worker found final: an output too large); a string
+// "message" replaces the worker's, which is kept under "detail" then.
+// Every other key is the step's, as it said it: "retry_after" (read by
+// finish: a number of seconds, else ignored), "code", anything else.
+void Job::steer_error(json& err, const json& said) {
+  for (const auto& [key, value] : said.items()) {
+    if (key == "step" || key == "reason" || key == "detail" || key == "retryable" || key == "message") continue;
+    err[key] = value;
+  }
+  if (auto r = said.find("retryable"); r != said.end() && r->is_boolean() && !r->get<bool>()) err["retryable"] = false;
+  if (auto m = said.find("message"); m != said.end() && m->is_string()) {
+    err["detail"] = std::move(err["message"]);
+    err["message"] = *m;
+  }
+}
+
 void Job::log_line(const std::string& id, const char* stream, std::string line) {
+  if (abandoned_) return;
+  // A stderr line "::error JSON-object": the step's word on how its failure
+  // is retried, remembered, not stored as a line; read past --log-cap too
+  // (it steers the job, and stores nothing but the last one).
+  if (std::string_view(stream) == "stderr" && line.rfind(error_prefix, 0) == 0 && error_directive(id, line)) return;
   // Past the cap nothing more is stored, so nothing more is masked.
-  if (abandoned_ || log_capped_) return;
+  if (log_capped_) return;
   std::string masked = masker_.mask(line);
   // Binary output is stored, not refused: invalid UTF-8 and NUL become U+FFFD.
   if (!core::storable(masked)) masked = core::to_storable(masked);
@@ -1365,6 +1407,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
       w_.discard([d = std::move(data)]() mutable { d = nullptr; });
     }
     done_.insert(sid);
+    said_.erase(sid);  // a step that completes said nothing of its failure
     core::log("info", "step completed", {{"job_id", id_str(id())}, {"step", sid}});
   } catch (const Abandoned&) {
     co_return;
@@ -1387,6 +1430,9 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     co_await step_ended(sid);
     co_return;
   }
+  // The step said how its failure is retried (::error): the step's own
+  // failure only, not one of the host's (cannot_start_steps: no process ran).
+  if (auto said = said_.find(sid); said != said_.end() && !give_back_) steer_error(*err, said->second);
   *err = mask(*err);
   failure_ = *err;
   core::log("warn", "step failed", {{"job_id", id_str(id())}, {"step", sid}, {"error", (*err)["message"].get<std::string>()}});

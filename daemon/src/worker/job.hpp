@@ -224,6 +224,12 @@ class Job : public std::enable_shared_from_this<Job> {
   // an error (the shutdown's finish then ends the job).
   asio::awaitable<bool> snooze();
   void log_line(const std::string& id, const char* stream, std::string line);
+  // A stderr line "::error {json}" of step `id`: remembered (the last one
+  // wins) when its JSON is an object, and true; false for a line that is
+  // not one (a log line then).
+  bool error_directive(const std::string& id, const std::string& line);
+  // The step's ::error keys merged into its failure's error (steer_error).
+  static void steer_error(nlohmann::json& err, const nlohmann::json& said);
   void arm_flush();
   void kill_steps();
   // Step `sid` completed with an output of `bytes` as compact JSON: counted
@@ -279,6 +285,10 @@ class Job : public std::enable_shared_from_this<Job> {
   std::optional<core::Dag> dag_;
   std::set<std::string> done_, running_, waiting_;
   std::optional<nlohmann::json> failure_;
+  // Each step's last ::error object, masked: merged into its error should
+  // it fail (steer_error), ignored should it complete.  At most a line's
+  // 64 KiB each, one per step that printed one.
+  std::map<std::string, nlohmann::json> said_;
   // The steps a stop, the job's timeout or a shutdown ended (step_ended):
   // the job's error names them, as a step's failure names its step.
   std::vector<std::string> ended_;
