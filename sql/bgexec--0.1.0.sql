@@ -307,6 +307,11 @@ CREATE TABLE bgexec.queue (
 	rate_period          interval NOT NULL DEFAULT '1 second',
 	rate_tokens          float8,
 	rate_at              timestamptz,
+	-- What a job submitted to the queue without max_attempts or timeout
+	-- gets (NULL: max_attempts 1, at most once; no timeout).  Read when the
+	-- job is submitted (a schedule's, when it fires), never after.
+	default_max_attempts int,
+	default_timeout      interval,
 	CONSTRAINT queue_name_valid CHECK (bgexec._valid_name(name, 63)),
 	CONSTRAINT queue_caps_positive CHECK (
 		coalesce(max_queued, 1) >= 0 AND coalesce(max_running, 1) >= 0
@@ -327,10 +332,16 @@ CREATE TABLE bgexec.queue (
 	CONSTRAINT queue_backoff_sane CHECK (
 		retry_base > interval '0' AND retry_cap >= retry_base
 		AND bgexec._interval_positive(retry_base) AND bgexec._interval_positive(retry_cap)
-		AND bgexec._interval_within(retry_cap, interval '100 years'))
+		AND bgexec._interval_within(retry_cap, interval '100 years')),
+	-- as submit checks a job's own max_attempts and timeout
+	CONSTRAINT queue_defaults_sane CHECK (
+		coalesce(default_max_attempts, 1) >= 1
+		AND (default_timeout IS NULL
+		     OR (bgexec._interval_positive(default_timeout)
+		         AND bgexec._interval_within(default_timeout, interval '100 years'))))
 );
 COMMENT ON TABLE bgexec.queue IS
-	'per-queue settings; a queue without a row has no caps and default backoff';
+	'per-queue settings; a queue without a row has no caps, default backoff and no job defaults';
 
 CREATE TABLE bgexec.job (
 	id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -445,8 +456,8 @@ CREATE TABLE bgexec.schedule (
 	payload         jsonb NOT NULL DEFAULT '{}',
 	queue           text NOT NULL DEFAULT 'default',
 	priority        int NOT NULL DEFAULT 0,
-	max_attempts    int NOT NULL DEFAULT 1,
-	timeout         interval,
+	max_attempts    int,                   -- NULL: the queue's default when it fires, else 1
+	timeout         interval,              -- NULL: the queue's default when it fires, else none
 	concurrency_key text,
 	time_zone       text NOT NULL DEFAULT 'UTC',   -- whose wall clock cron reads
 	overlap         boolean NOT NULL DEFAULT true, -- false: skip a tick while the last job is unfinished
@@ -963,10 +974,11 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('run_after was %s', p_run_after);
 	END IF;
-	IF p_max_attempts IS NULL OR p_max_attempts < 1 THEN
+	-- NULL max_attempts or timeout: the queue's default (_submit_one)
+	IF p_max_attempts < 1 THEN
 		RAISE EXCEPTION 'max_attempts must be at least 1'
 			USING ERRCODE = 'invalid_parameter_value',
-			      DETAIL = format('max_attempts was %s', coalesce(p_max_attempts::text, 'null'));
+			      DETAIL = format('max_attempts was %s', p_max_attempts);
 	END IF;
 	IF p_timeout IS NOT NULL AND (NOT bgexec._interval_positive(p_timeout)
 	                              OR NOT bgexec._interval_within(p_timeout, interval '100 years')) THEN
@@ -1043,12 +1055,19 @@ DECLARE
 	v_id bigint;
 	v_cap int;
 	v_depth bigint;
+	v_max_attempts int;
+	v_timeout interval;
 BEGIN
 	PERFORM bgexec._check_submit(p_kind, p_payload, p_queue, p_priority, p_run_after,
 	                             p_max_attempts, p_timeout, p_idempotency_key,
 	                             p_concurrency_key);
 
-	SELECT max_queued INTO v_cap FROM bgexec.queue WHERE name = p_queue COLLATE "default";
+	-- A NULL max_attempts or timeout is the queue's default (checked by
+	-- queue_defaults_sane), else 1 and none.
+	SELECT max_queued, default_max_attempts, default_timeout INTO v_cap, v_max_attempts, v_timeout
+	  FROM bgexec.queue WHERE name = p_queue COLLATE "default";
+	v_max_attempts := coalesce(p_max_attempts, v_max_attempts, 1);
+	v_timeout := coalesce(p_timeout, v_timeout);
 	-- Same owner + same key: the existing job, read in the snapshot,
 	-- without waiting for the queue's lock, from a transaction the cap
 	-- refuses, or for a transaction that holds the job's row (a stop() not
@@ -1079,8 +1098,8 @@ BEGIN
 	-- first submitter and then returns its job, even when the queue is full.
 	INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 	                        run_after, timeout, idempotency_key, concurrency_key)
-	VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, p_max_attempts,
-	        greatest(p_run_after, now()), p_timeout, p_idempotency_key, p_concurrency_key)
+	VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, v_max_attempts,
+	        greatest(p_run_after, now()), v_timeout, p_idempotency_key, p_concurrency_key)
 	ON CONFLICT (owner, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING id INTO v_id;
 
@@ -3788,7 +3807,7 @@ $$;
 CREATE FUNCTION bgexec.submit(
 	kind text, payload jsonb DEFAULT '{}', queue text DEFAULT 'default',
 	priority int DEFAULT 0, run_after timestamptz DEFAULT now(),
-	max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
+	max_attempts int DEFAULT NULL, timeout interval DEFAULT NULL,
 	idempotency_key text DEFAULT NULL, concurrency_key text DEFAULT NULL)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
@@ -3798,7 +3817,19 @@ DECLARE
 	-- The owner is the role the session acts as, never a group role (_owner).
 	v_owner name := bgexec._owner();
 	v_id bigint;
+	v_cap int;
+	v_max_attempts int;
+	v_timeout interval;
 BEGIN
+	-- The queue's settings row, read once (it was read for max_queued
+	-- alone, in the IF's NOT EXISTS): its cap, and the defaults of a NULL
+	-- max_attempts (else 1) and timeout (else none), which
+	-- queue_defaults_sane keeps valid.  Without a row, all NULL.
+	SELECT q.max_queued, q.default_max_attempts, q.default_timeout
+	  INTO v_cap, v_max_attempts, v_timeout
+	  FROM bgexec.queue q WHERE q.name = submit.queue;
+	v_max_attempts := coalesce(submit.max_attempts, v_max_attempts, 1);
+	v_timeout := coalesce(submit.timeout, v_timeout);
 	-- The common submit in one function: no idempotency key, a queue
 	-- without max_queued, and arguments that pass _check_submit's cheap
 	-- tests.  The two nested PL/pgSQL calls with their SET clauses cost a
@@ -3812,19 +3843,18 @@ BEGIN
 	   AND coalesce(bgexec._valid_name(kind, 128) AND bgexec._valid_name(queue, 63)
 	                AND payload IS NOT NULL AND priority IS NOT NULL
 	                AND (run_after IS NULL OR isfinite(run_after))
-	                AND max_attempts >= 1
-	                AND (timeout IS NULL
-	                     OR bgexec._interval_positive(timeout)
-	                        AND bgexec._interval_within(timeout, interval '100 years'))
+	                AND v_max_attempts >= 1
+	                AND (v_timeout IS NULL
+	                     OR bgexec._interval_positive(v_timeout)
+	                        AND bgexec._interval_within(v_timeout, interval '100 years'))
 	                AND (concurrency_key IS NULL OR length(concurrency_key) BETWEEN 1 AND 512),
 	                false)
-	   AND NOT EXISTS (SELECT FROM bgexec.queue q
-	                    WHERE q.name = submit.queue AND q.max_queued IS NOT NULL) THEN
+	   AND v_cap IS NULL THEN
 		PERFORM bgexec._validate_payload(kind, payload);
 		INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 		                        run_after, timeout, concurrency_key)
 		VALUES (submit.queue, submit.kind, v_owner, submit.priority, submit.payload,
-		        submit.max_attempts, greatest(submit.run_after, now()), submit.timeout,
+		        v_max_attempts, greatest(submit.run_after, now()), v_timeout,
 		        submit.concurrency_key)
 		RETURNING id INTO v_id;
 		-- As _submit_one: a NOTIFY and wakes for a job runnable now, a wake
@@ -3888,7 +3918,7 @@ BEGIN
 			                             coalesce(x.e->>'queue', 'default'),
 			                             coalesce((x.e->>'priority')::int, 0),
 			                             coalesce((x.e->>'run_after')::timestamptz, now()),
-			                             coalesce((x.e->>'max_attempts')::int, 1),
+			                             (x.e->>'max_attempts')::int,
 			                             (x.e->>'timeout')::interval, x.e->>'idempotency_key',
 			                             x.e->>'concurrency_key');
 		EXCEPTION WHEN OTHERS THEN
@@ -3981,7 +4011,7 @@ BEGIN
 		v_huge := NOT bgexec._json_fits(jobs, 514);
 		PERFORM bgexec._check_submit(x.kind, coalesce(x.payload, '{}'),
 		                             coalesce(x.queue, 'default'), coalesce(x.priority, 0),
-		                             x.run_after, coalesce(x.max_attempts, 1), x.timeout, NULL,
+		                             x.run_after, x.max_attempts, x.timeout, NULL,
 		                             x.concurrency_key)
 		   FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
 		          kind text, payload jsonb, queue text, priority int, run_after timestamptz,
@@ -4002,18 +4032,21 @@ BEGIN
 		     OR v_huge
 		     OR pg_catalog.pg_column_size(x.payload) > v_limit / 2
 		  ORDER BY x.ord;
+		-- A NULL max_attempts or timeout: the queue's default (else 1, none).
 		RETURN QUERY
 		WITH ins AS (
 			INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 			                        run_after, timeout, concurrency_key)
 			SELECT coalesce(x.queue, 'default'), x.kind, v_owner, coalesce(x.priority, 0),
-			       coalesce(x.payload, '{}'), coalesce(x.max_attempts, 1),
-			       greatest(x.run_after, now()), x.timeout, x.concurrency_key
+			       coalesce(x.payload, '{}'), coalesce(x.max_attempts, q.default_max_attempts, 1),
+			       greatest(x.run_after, now()), coalesce(x.timeout, q.default_timeout),
+			       x.concurrency_key
 			  FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
 			         kind text, payload jsonb, queue text, priority int,
 			         run_after timestamptz, max_attempts int, timeout interval,
 			         concurrency_key text)) WITH ORDINALITY AS x(kind, payload, queue,
 			           priority, run_after, max_attempts, timeout, concurrency_key, ord)
+			  LEFT JOIN bgexec.queue q ON q.name = coalesce(x.queue, 'default')
 			 ORDER BY x.ord
 			RETURNING id)
 		SELECT ins.id FROM ins ORDER BY ins.id;
@@ -4042,7 +4075,7 @@ BEGIN
 	                             coalesce(e->>'queue', 'default'),
 	                             coalesce((e->>'priority')::int, 0),
 	                             coalesce((e->>'run_after')::timestamptz, now()),
-	                             coalesce((e->>'max_attempts')::int, 1),
+	                             (e->>'max_attempts')::int,
 	                             (e->>'timeout')::interval,
 	                             e->>'idempotency_key', e->>'concurrency_key')
 	   FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
@@ -4062,7 +4095,7 @@ BEGIN
 		                                   coalesce(v_el.e->>'queue', 'default'),
 		                                   coalesce((v_el.e->>'priority')::int, 0),
 		                                   coalesce((v_el.e->>'run_after')::timestamptz, now()),
-		                                   coalesce((v_el.e->>'max_attempts')::int, 1),
+		                                   (v_el.e->>'max_attempts')::int,
 		                                   (v_el.e->>'timeout')::interval,
 		                                   v_el.e->>'idempotency_key', v_el.e->>'concurrency_key',
 		                                   false);
@@ -4322,7 +4355,7 @@ COMMENT ON FUNCTION bgexec.retry(bigint) IS
  * recomputes its next run from now. */
 CREATE FUNCTION bgexec.schedule(name text, cron text, kind text, payload jsonb DEFAULT '{}',
                                 queue text DEFAULT 'default', priority int DEFAULT 0,
-                                max_attempts int DEFAULT 1, timeout interval DEFAULT NULL,
+                                max_attempts int DEFAULT NULL, timeout interval DEFAULT NULL,
                                 concurrency_key text DEFAULT NULL, time_zone text DEFAULT 'UTC',
                                 overlap boolean DEFAULT true)
 	RETURNS timestamptz
@@ -4816,7 +4849,8 @@ CREATE FUNCTION bgexec.configure_queue(
 	name text, paused boolean DEFAULT NULL, max_queued int DEFAULT NULL,
 	max_running int DEFAULT NULL, max_running_per_key int DEFAULT NULL,
 	retry_base interval DEFAULT NULL, retry_cap interval DEFAULT NULL,
-	rate_limit int DEFAULT NULL, rate_period interval DEFAULT NULL)
+	rate_limit int DEFAULT NULL, rate_period interval DEFAULT NULL,
+	default_max_attempts int DEFAULT NULL, default_timeout interval DEFAULT NULL)
 	RETURNS bgexec.queue
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -4837,6 +4871,21 @@ BEGIN
 		RAISE EXCEPTION 'name must be 1-63 characters: ASCII letters, digits, _ . : -'
 			USING ERRCODE = 'check_violation', CONSTRAINT = 'queue_name_valid',
 			      DETAIL = format('name was %L', configure_queue.name);
+	END IF;
+	-- The job defaults as submit checks a job's own (22023 naming the
+	-- parameter), before the row is created: a default_max_attempts of 1
+	-- removes the queue's (1 is what a job gets without one).
+	IF configure_queue.default_max_attempts < 1 THEN
+		RAISE EXCEPTION 'default_max_attempts must be from 1 to 2147483647'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('default_max_attempts was %s', configure_queue.default_max_attempts);
+	END IF;
+	IF configure_queue.default_timeout IS NOT NULL
+	   AND NOT (bgexec._interval_positive(configure_queue.default_timeout)
+	            AND bgexec._interval_within(configure_queue.default_timeout, interval '100 years')) THEN
+		RAISE EXCEPTION 'default_timeout must be a positive interval of at most 100 years'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('default_timeout was %s', configure_queue.default_timeout);
 	END IF;
 	INSERT INTO bgexec.queue AS x (name) VALUES (configure_queue.name)
 	ON CONFLICT ON CONSTRAINT queue_pkey DO NOTHING;
@@ -4878,6 +4927,9 @@ BEGIN
 	       rate_limit = CASE WHEN configure_queue.rate_limit < 0 THEN NULL
 	                         ELSE coalesce(configure_queue.rate_limit, x.rate_limit) END,
 	       rate_period = coalesce(configure_queue.rate_period, x.rate_period),
+	       default_max_attempts = CASE WHEN configure_queue.default_max_attempts = 1 THEN NULL
+	                                   ELSE coalesce(configure_queue.default_max_attempts, x.default_max_attempts) END,
+	       default_timeout = coalesce(configure_queue.default_timeout, x.default_timeout),
 	       -- A limit removed forgets its bucket; a new one starts full.  A
 	       -- changed limit or period keeps the tokens left (claim reads
 	       -- them capped at the limit).
@@ -4888,8 +4940,8 @@ BEGIN
 	-- Unpaused, or a running cap or the rate limit raised or removed (or
 	-- its period shortened): its queued jobs may be claimable now, and
 	-- nothing else would say so; wake every waiting worker of the queue.
-	-- Nothing else a call changes makes a job claimable (max_queued and the
-	-- backoff concern submits and retries).
+	-- Nothing else a call changes makes a job claimable (max_queued, the
+	-- backoff and the job defaults concern submits and retries).
 	IF NOT q.paused
 	   AND (o.paused
 	        OR (o.max_running IS NOT NULL
@@ -4904,8 +4956,8 @@ BEGIN
 	RETURN q;
 END
 $$;
-COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interval, interval, int, interval) IS
-	'creates or changes a queue''s settings (NULL keeps a setting; a negative cap removes it); administrators only';
+COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interval, interval, int, interval, int, interval) IS
+	'creates or changes a queue''s settings (NULL keeps a setting; a negative cap removes it; default_max_attempts 1 removes that default); administrators only';
 
 /* ---------------------------------------------------------------- views */
 

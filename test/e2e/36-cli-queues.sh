@@ -13,7 +13,7 @@ e2e_cluster 57975
 settings() { sql "SELECT row(paused, max_queued, max_running, max_running_per_key, retry_base, retry_cap, rate_limit, rate_period) FROM bgexec.queue WHERE name = 'mail'"; }
 
 out=$("$BGEXEC" pause-queue mail 2>"$E2E_DIR/err") || fail "pause-queue: exit $?"
-[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=none retry_base=00:00:01 retry_cap=00:10:00 rate_limit=none rate_period=none" ]] \
+[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=none retry_base=00:00:01 retry_cap=00:10:00 rate_limit=none rate_period=none default_max_attempts=none default_timeout=none" ]] \
   || fail "pause-queue printed: $out"
 # A queue with no settings and no jobs is new (a typo, often): a note says
 # so on stderr.  One the call before made, or one with jobs, is known.
@@ -35,7 +35,7 @@ sleep 1.5
   || fail "a paused queue's jobs were claimed: $(sql "SELECT id, status FROM bgexec.job")"
 
 out=$("$BGEXEC" resume-queue mail --json) || fail "resume-queue: exit $?"
-[[ $out == '{"max_queued":null,"max_running":null,"max_running_per_key":null,"name":"mail","paused":false,"rate_limit":null,"rate_period":null,"retry_base":"00:00:01","retry_cap":"00:10:00"}' ]] \
+[[ $out == '{"default_max_attempts":null,"default_timeout":null,"max_queued":null,"max_running":null,"max_running_per_key":null,"name":"mail","paused":false,"rate_limit":null,"rate_period":null,"retry_base":"00:00:01","retry_cap":"00:10:00"}' ]] \
   || fail "resume-queue --json printed: $out"
 for id in $ids; do wait_status "$id" completed 20; done
 # --wait on a queue a live worker claims from: no note.  On one no live
@@ -64,7 +64,7 @@ wait_for 20 mail_done || fail "the paused queue's job did not run once resumed"
 
 out=$("$BGEXEC" configure-queue mail --max-queued 1 --max-running 4 --max-running-per-key 2 \
   --retry-base 2s --retry-cap '1 hour') || fail "configure-queue: exit $?"
-[[ $out == "queue mail: paused=false max_queued=1 max_running=4 max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00 rate_limit=none rate_period=none" ]] \
+[[ $out == "queue mail: paused=false max_queued=1 max_running=4 max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00 rate_limit=none rate_period=none default_max_attempts=none default_timeout=none" ]] \
   || fail "configure-queue printed: $out"
 # the cap holds: one queued job, the second submit refused (53400)
 "$BGEXEC" pause-queue mail >/dev/null
@@ -73,17 +73,17 @@ set +e; "$BGEXEC" submit noop --queue mail 2>"$E2E_DIR/err"; rc=$?; set -e
 ((rc == 3)) && grep -qF '(SQLSTATE 53400)' "$E2E_DIR/err" || fail "a submit past max_queued: exit $rc, $(cat "$E2E_DIR/err")"
 # none removes a cap, and leaves the others
 out=$("$BGEXEC" configure-queue mail --max-queued none --max-running none) || fail "configure-queue none: exit $?"
-[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00 rate_limit=none rate_period=none" ]] \
+[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00 rate_limit=none rate_period=none default_max_attempts=none default_timeout=none" ]] \
   || fail "configure-queue none printed: $out"
 "$BGEXEC" submit noop --queue mail >/dev/null || fail "a submit once the cap is removed"
 # a rate limit, its period, and none to remove it (the period is kept)
 out=$("$BGEXEC" configure-queue mail --rate-limit 50 --rate-period 2s) || fail "configure-queue --rate-limit: exit $?"
-[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00 rate_limit=50 rate_period=00:00:02" ]] \
+[[ $out == "queue mail: paused=true max_queued=none max_running=none max_running_per_key=2 retry_base=00:00:02 retry_cap=01:00:00 rate_limit=50 rate_period=00:00:02 default_max_attempts=none default_timeout=none" ]] \
   || fail "configure-queue --rate-limit printed: $out"
 out=$("$BGEXEC" queues) || fail "queues: exit $?"
 grep -qP '^mail\ttrue\t2\t0\t0\t5\t0\t0\t0\t\d\d:\d\d:\d\d[.\d]*\t-\t-\t2\t1\t50\t00:00:02$' <<<"$out" || fail "queues' line with a rate limit: $out"
 out=$("$BGEXEC" configure-queue mail --rate-limit none) || fail "configure-queue --rate-limit none: exit $?"
-[[ $out == *" rate_limit=none rate_period=none" && $(sql "SELECT rate_period FROM bgexec.queue WHERE name = 'mail'") == 00:00:02 ]] \
+[[ $out == *" rate_limit=none rate_period=none default_max_attempts=none default_timeout=none" && $(sql "SELECT rate_period FROM bgexec.queue WHERE name = 'mail'") == 00:00:02 ]] \
   || fail "configure-queue --rate-limit none printed: $out"
 # bgexec queues: counts, then the caps ("-": none), a column each
 out=$("$BGEXEC" queues) || fail "queues: exit $?"

@@ -76,7 +76,7 @@ const std::map<std::string, std::set<std::string>> command_options = {
     {"resume-queue", {}},
     {"configure-queue",
      {"--max-queued", "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
-      "--rate-period"}},
+      "--rate-period", "--default-max-attempts", "--default-timeout"}},
     {"workers", {"--all"}},
     {"schedule",
      {"--queue", "--priority", "--max-attempts", "--timeout", "--concurrency-key", "--time-zone", "--no-overlap"}},
@@ -102,9 +102,9 @@ constexpr const char* usage_text = R"(usage:
   bgexec queues
   bgexec pause-queue NAME
   bgexec resume-queue NAME
-  bgexec configure-queue NAME [--max-queued N|none] [--max-running N|none]
-                  [--max-running-per-key N|none] [--retry-base DUR] [--retry-cap DUR]
-                  [--rate-limit N|none] [--rate-period DUR]
+  bgexec configure-queue NAME [--max-queued N|none] [--max-running N|none] [--max-running-per-key N|none]
+                  [--retry-base DUR] [--retry-cap DUR] [--rate-limit N|none] [--rate-period DUR]
+                  [--default-max-attempts N] [--default-timeout DUR]
   bgexec workers [--all]
   bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
                   [--max-attempts N] [--timeout DUR] [--concurrency-key K]
@@ -129,7 +129,8 @@ and running jobs by default, retry on failed and timed_out ones (name
 cancelled in --status to re-run cancelled jobs too).  pause-queue stops workers claiming a
 queue's jobs (submits still queue them), resume-queue lets them claim again,
 configure-queue sets its caps, rate limit (at most N jobs started per
---rate-period, default 1s) and retry backoff (none removes a cap); each
+--rate-period, default 1s), retry backoff (none removes a cap) and what a
+job submitted without --max-attempts or --timeout gets; each
 prints the queue's settings, and needs an administrator (configure_queue is
 not granted to bgexec_client).  workers lists the live workers (--all:
 the stopped and silent ones too) with their jobs in flight.  tail exits once
@@ -718,15 +719,17 @@ std::string interval_option(const std::string& name, double secs, const std::str
 // usage error naming the option, not a database error.
 struct JobOptions {
   std::string queue;
-  long long priority = 0, max_attempts = 1;
-  std::optional<std::string> timeout, concurrency_key;
+  long long priority = 0;
+  // Not given: NULL, the queue's default (configure_queue), else 1.
+  std::optional<std::string> max_attempts, timeout, concurrency_key;
 };
 
 JobOptions job_options(const core::ParsedArgs& a) {
   JobOptions o;
   o.queue = option(a, "--queue").value_or("default");
   if (auto v = option(a, "--priority")) o.priority = int_option("--priority", *v, INT32_MIN, INT32_MAX);
-  if (auto v = option(a, "--max-attempts")) o.max_attempts = int_option("--max-attempts", *v, 1, INT32_MAX);
+  if (auto v = option(a, "--max-attempts"))
+    o.max_attempts = std::to_string(int_option("--max-attempts", *v, 1, INT32_MAX));
   if (auto t = option(a, "--timeout")) {
     auto secs = core::parse_seconds(*t);
     o.timeout = secs ? interval_option("--timeout", *secs, *t) : *t;
@@ -738,13 +741,16 @@ JobOptions job_options(const core::ParsedArgs& a) {
 asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a,
                                  bool deduplicated = false);
 
-asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
-  if (a.positional.empty() || a.positional.size() > 2) throw Usage("submit takes KIND [JSON|@FILE]");
-  std::string payload = a.positional.size() > 1 ? json_arg(a.positional[1]) : "{}";
-  auto opt = [&](const std::string& k) { return option(a, k); };
-  JobOptions jo = job_options(a);
+// --run-after TIMESTAMP|+DUR (submit): the time as ISO text
+// (run_after), or the delay after now() on the database's clock (run_in);
+// neither when not given.
+struct RunAfter {
   std::optional<std::string> run_after, run_in;
-  if (auto t = opt("--run-after")) {
+};
+
+RunAfter run_after_option(const core::ParsedArgs& a) {
+  std::optional<std::string> run_after, run_in;
+  if (auto t = option(a, "--run-after")) {
     if (!t->empty() && (*t)[0] == '+') {
       // Seconds or 500ms/30s/5m/2h/1d, a day 86 400 s (core::parse_delay),
       // else PostgreSQL's interval (`+1 day`, `+2 weeks`), its error naming
@@ -769,6 +775,15 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
       run_after = core::iso_text(*local.time);
     }
   }
+  return {run_after, run_in};
+}
+
+asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.empty() || a.positional.size() > 2) throw Usage("submit takes KIND [JSON|@FILE]");
+  std::string payload = a.positional.size() > 1 ? json_arg(a.positional[1]) : "{}";
+  auto opt = [&](const std::string& k) { return option(a, k); };
+  JobOptions jo = job_options(a);
+  auto [run_after, run_in] = run_after_option(a);
   s.arg_names = {"KIND",         "JSON",      "--queue",   "--priority",         "--run-after",
                  "--run-after",  "--max-attempts", "--timeout", "--idempotency-key", "--concurrency-key"};
   pg::Params p = {a.positional[0],
@@ -777,7 +792,7 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
                   std::to_string(jo.priority),
                   run_after,
                   run_in,
-                  std::to_string(jo.max_attempts),
+                  jo.max_attempts,
                   jo.timeout,
                   opt("--idempotency-key"),
                   jo.concurrency_key};
@@ -1219,16 +1234,24 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
   std::optional<std::string> paused;
   if (cmd == "pause-queue") paused = "true";
   if (cmd == "resume-queue") paused = "false";
+  // What a job submitted without --max-attempts gets: 1 to 2147483647 (1,
+  // what it gets without a default, removes the default).
+  std::optional<std::string> default_max_attempts;
+  if (auto v = option(a, "--default-max-attempts"))
+    default_max_attempts = std::to_string(int_option("--default-max-attempts", *v, 1, INT32_MAX));
   s.arg_names = {"NAME",        cmd,          "--max-queued", "--max-running", "--max-running-per-key",
-                 "--retry-base", "--retry-cap", "--rate-limit", "--rate-period"};
+                 "--retry-base", "--retry-cap", "--rate-limit", "--rate-period", "--default-max-attempts",
+                 "--default-timeout"};
   pg::Params p = {a.positional[0],         paused,
                   cap("--max-queued"),     cap("--max-running"),
                   cap("--max-running-per-key"), duration("--retry-base"),
                   duration("--retry-cap"), cap("--rate-limit"),
-                  duration("--rate-period")};
+                  duration("--rate-period"), default_max_attempts,
+                  duration("--default-timeout")};
   if (cmd == "configure-queue" && std::all_of(p.begin() + 2, p.end(), [](auto& v) { return !v; }))
     throw Usage("configure-queue takes NAME and at least one of --max-queued, --max-running, "
-                "--max-running-per-key, --retry-base, --retry-cap, --rate-limit, --rate-period");
+                "--max-running-per-key, --retry-base, --retry-cap, --rate-limit, --rate-period, "
+                "--default-max-attempts, --default-timeout");
   // known: whether the queue had settings or jobs before the call.  The
   // subquery reads the statement's snapshot, taken before configure_queue
   // ran, so its own insert is not seen.  A name no job uses is most often
@@ -1239,9 +1262,10 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
       "SELECT q.name, q.paused, q.max_queued, q.max_running, q.max_running_per_key,"
       " q.retry_base::text AS retry_base, q.retry_cap::text AS retry_cap, q.rate_limit,"
       " CASE WHEN q.rate_limit IS NOT NULL THEN q.rate_period::text END AS rate_period,"
+      " q.default_max_attempts, q.default_timeout::text AS default_timeout,"
       " EXISTS (SELECT 1 FROM bgexec.queue_stats k WHERE k.queue = $1) AS known"
       " FROM bgexec.configure_queue($1, $2::boolean, $3::int, $4::int, $5::int, $6::interval, $7::interval,"
-      " $8::int, $9::interval) q",
+      " $8::int, $9::interval, $10::int, $11::interval) q",
       p);
   json row = r.to_json(true).at(0);
   if (!member(row, "known").is_boolean() || !row["known"].get<bool>())
@@ -1254,7 +1278,8 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
   }
   std::cout << "queue " << a.positional[0] << ":";
   for (const char* c :
-       {"paused", "max_queued", "max_running", "max_running_per_key", "retry_base", "retry_cap", "rate_limit", "rate_period"})
+       {"paused", "max_queued", "max_running", "max_running_per_key", "retry_base", "retry_cap", "rate_limit", "rate_period",
+        "default_max_attempts", "default_timeout"})
     std::cout << " " << c << "=" << text_of(member(row, c), "none");
   std::cout << std::endl;
   co_return ok;
@@ -1290,7 +1315,7 @@ asio::awaitable<int> cmd_schedule(Session& s, const core::ParsedArgs& a) {
   s.arg_names = {"NAME", "CRON", "KIND", "JSON", "--queue", "--priority", "--max-attempts", "--timeout",
                  "--concurrency-key", "--time-zone", "--no-overlap"};
   pg::Params p = {a.positional[0], a.positional[1], a.positional[2], payload, jo.queue,
-                  std::to_string(jo.priority), std::to_string(jo.max_attempts), jo.timeout,
+                  std::to_string(jo.priority), jo.max_attempts, jo.timeout,
                   jo.concurrency_key, option(a, "--time-zone").value_or("UTC"),
                   a.flags.count("--no-overlap") ? "false" : "true"};
   auto r = co_await s.conn.query(
@@ -1411,7 +1436,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
       "--max-attempts", "--timeout",   "--run-after",  "--from",            "--time-zone",
       "--status",      "--kind",       "--limit",      "--before",          "--max-queued",
       "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
-      "--rate-period", "--batch"};
+      "--rate-period", "--batch", "--default-max-attempts", "--default-timeout"};
   // Help where an option may stand: not an option's value (--idempotency-key
   // -h), nor past "--" (submit -- -h submits the kind "-h"); those printed
   // the usage and exited 0, submitting nothing, to a script that read the
