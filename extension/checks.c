@@ -187,7 +187,7 @@ bgexec_valid_event_kind(PG_FUNCTION_ARGS)
 	static const char *const kinds[] = {
 		"started", "step_started", "step_completed", "step_failed", "log",
 		"progress", "stop_requested", "suspended", "resumed", "retry_scheduled",
-		"worker_lost", "completed", "failed", "cancelled", "timed_out",
+		"worker_lost", "rescheduled", "completed", "failed", "cancelled", "timed_out",
 	};
 	text	   *t = PG_GETARG_TEXT_PP(0);
 	const char *s = VARDATA_ANY(t);

@@ -4344,6 +4344,70 @@ $$;
 COMMENT ON FUNCTION bgexec.retry(bigint) IS
 	're-queues a failed, cancelled or timed_out job with a fresh attempt budget';
 
+/* reschedule: moves a queued job of the caller's (row-level security and
+ * _visible_job, as stop) to another run_after or priority; NULL keeps
+ * either, and one must be given.  A run_after in the past is stored as
+ * now(), as submit stores it.  Returns the job's run_after after the call.
+ * Only a queued job: a running one (its claim committed first; a claim not
+ * yet committed is waited for on the row lock, and then read as running),
+ * a suspended one (resume() sets its run_after) or a terminal one raises
+ * 55000 naming its status, nothing changed.  Writes a `rescheduled`
+ * event, and wakes the queue's workers as submit does: now for a job
+ * runnable now, at its time for one due later. */
+CREATE FUNCTION bgexec.reschedule(job_id bigint, run_after timestamptz DEFAULT NULL,
+                                  priority int DEFAULT NULL)
+	RETURNS timestamptz
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, bgexec, pg_temp
+	SET enable_seqscan = off
+	SET jit = off
+	AS $$
+DECLARE
+	j bgexec.job;
+	v_seq int;
+	v_run_after timestamptz;
+BEGIN
+	-- The arguments first: a bad one changes nothing and waits for no lock.
+	IF reschedule.run_after IS NULL AND reschedule.priority IS NULL THEN
+		RAISE EXCEPTION 'run_after or priority must be given'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF NOT isfinite(reschedule.run_after) THEN
+		RAISE EXCEPTION 'run_after must be a finite timestamp'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('run_after was %s', reschedule.run_after);
+	END IF;
+	j := bgexec._visible_job(job_id);
+	IF j.status <> 'queued' THEN
+		RAISE EXCEPTION 'job % is %: only a queued job can be rescheduled', j.id, j.status
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      DETAIL = format('status was %s', j.status);
+	END IF;
+	UPDATE bgexec.job x
+	   SET run_after = CASE WHEN reschedule.run_after IS NULL THEN x.run_after
+	                        ELSE greatest(reschedule.run_after, now()) END,
+	       priority = coalesce(reschedule.priority, x.priority),
+	       last_seq = x.last_seq + 1
+	 WHERE x.id = j.id
+	RETURNING x.last_seq, x.run_after INTO v_seq, v_run_after;
+	PERFORM bgexec._event(j.id, v_seq, 'rescheduled',
+		-- times in UTC, whatever the session's TimeZone (as run_schedule's key)
+		jsonb_build_object('run_after', to_char(v_run_after AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+		                   'priority', coalesce(reschedule.priority, j.priority),
+		                   'previous_run_after', to_char(j.run_after AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+		                   'previous_priority', j.priority,
+		                   'by', bgexec._caller()));
+	IF v_run_after <= now() THEN
+		PERFORM bgexec._jobs_ready(j.queue, 1);
+	ELSE
+		PERFORM bgexec._jobs_due(j.queue, v_run_after, 1);
+	END IF;
+	RETURN v_run_after;
+END
+$$;
+COMMENT ON FUNCTION bgexec.reschedule(bigint, timestamptz, int) IS
+	'moves a queued job of the caller''s to another run_after (a past one is now()) or priority; returns its run_after';
+
 /* schedule: creates or replaces the caller's schedule `name`: a job with
  * these fields (as submit() takes them, and checked as submit() checks
  * them) is submitted as the caller at every minute the five-field cron
@@ -5174,6 +5238,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.stop(bigint),
 	bgexec.resume(bigint, jsonb),
 	bgexec.retry(bigint),
+	bgexec.reschedule(bigint, timestamptz, int),
 	bgexec.schedule(text, text, text, jsonb, text, int, int, interval, text, text, boolean),
 	bgexec.unschedule(text),
 	bgexec.pause_schedule(text),

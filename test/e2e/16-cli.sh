@@ -41,7 +41,7 @@ expect_usage 'queues takes no arguments' queues x y
 # An option error shows the command's own usage, not the whole text (70
 # lines that scrolled the error out of sight): its usage lines, the common
 # options, and where the rest is.
-for cmd in submit status jobs tail stop resume retry queues pause-queue resume-queue configure-queue \
+for cmd in submit status jobs tail stop resume retry reschedule queues pause-queue resume-queue configure-queue \
   workers schedule unschedule pause-schedule resume-schedule run-schedule schedules purge; do
   expect_usage "bgexec $cmd: unknown option --zz" "$cmd" --zz
   grep -q "^  bgexec $cmd " "$E2E_DIR/err" || grep -qx "  bgexec $cmd" "$E2E_DIR/err" \

@@ -71,6 +71,7 @@ const std::map<std::string, std::set<std::string>> command_options = {
     {"stop", {"--queue", "--kind", "--status", "--limit"}},
     {"resume", {}},
     {"retry", {"--queue", "--kind", "--status", "--limit"}},
+    {"reschedule", {"--run-after", "--priority"}},
     {"queues", {}},
     {"pause-queue", {}},
     {"resume-queue", {}},
@@ -99,6 +100,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume ID [JSON|@FILE]
   bgexec retry ID
   bgexec retry [--queue Q] [--kind K] [--status S[,S...]] [--limit N]
+  bgexec reschedule ID [--run-after TIMESTAMP|+DUR] [--priority N]
   bgexec queues
   bgexec pause-queue NAME
   bgexec resume-queue NAME
@@ -126,7 +128,9 @@ or --status instead of an ID act on every one of your jobs that matches
 (at least one of the three; --limit N: at most N, oldest first), in
 transactions of 500 jobs, and print how many: stop on queued, suspended
 and running jobs by default, retry on failed and timed_out ones (name
-cancelled in --status to re-run cancelled jobs too).  pause-queue stops workers claiming a
+cancelled in --status to re-run cancelled jobs too).  reschedule moves a
+queued job of yours to another --run-after (a past time is now) or
+--priority, and prints when it runs.  pause-queue stops workers claiming a
 queue's jobs (submits still queue them), resume-queue lets them claim again,
 configure-queue sets its caps, rate limit (at most N jobs started per
 --rate-period, default 1s), retry backoff (none removes a cap) and what a
@@ -467,6 +471,10 @@ void print_event(const json& e, bool as_json) {
     const json message = member(err, "message");
     os << "retry in " << core::seconds_text(member(d, "delay_ms").get<double>() / 1000) << " s after attempt "
        << text_of(member(d, "attempt"), "?") << ": " << (message.is_string() ? message.get<std::string>() : short_json(err));
+  } else if (kind == "rescheduled") {
+    // "rescheduled by alice: run_after 2026-12-08T03:00:00.000000Z, priority 5"
+    os << "rescheduled by " << text_of(member(d, "by"), "?") << ": run_after " << text_of(member(d, "run_after"), "?")
+       << ", priority " << text_of(member(d, "priority"), "?");
   } else if (kind == "stop_requested" && member(d, "by").is_string()) {
     os << "stop requested by " << member(d, "by").get<std::string>();
   } else if (kind == "resumed") {
@@ -741,7 +749,7 @@ JobOptions job_options(const core::ParsedArgs& a) {
 asio::awaitable<int> report_job(Session& s, std::int64_t id, const core::ParsedArgs& a,
                                  bool deduplicated = false);
 
-// --run-after TIMESTAMP|+DUR (submit): the time as ISO text
+// --run-after TIMESTAMP|+DUR (submit, reschedule): the time as ISO text
 // (run_after), or the delay after now() on the database's clock (run_in);
 // neither when not given.
 struct RunAfter {
@@ -1113,6 +1121,31 @@ asio::awaitable<int> cmd_purge(Session& s, const core::ParsedArgs& a) {
   }
   if (s.json_out) std::cout << json{{"purged", purged}}.dump() << std::endl;
   else std::cout << "purged " << purged << (purged == 1 ? " job" : " jobs") << std::endl;
+  co_return ok;
+}
+
+// reschedule ID [--run-after TIMESTAMP|+DUR] [--priority N]: bgexec.reschedule,
+// a queued job of the caller's moved; prints the run_after it now has (UTC).
+// A job that is not queued is the function's 55000, naming its status.
+asio::awaitable<int> cmd_reschedule(Session& s, const core::ParsedArgs& a) {
+  if (a.positional.size() != 1) throw Usage("reschedule takes ID");
+  std::int64_t id = parse_id(a.positional[0]);
+  auto [run_after, run_in] = run_after_option(a);
+  std::optional<std::string> priority;
+  if (auto v = option(a, "--priority")) priority = std::to_string(int_option("--priority", *v, INT32_MIN, INT32_MAX));
+  if (!run_after && !run_in && !priority) throw Usage("reschedule takes ID and --run-after, --priority or both");
+  s.arg_names = {"ID", "--run-after", "--run-after", "--priority"};
+  pg::Params p = {std::to_string(id), run_after, run_in, priority};
+  auto r = co_await s.conn.query(
+      "SELECT " +
+          pg::utc_iso("bgexec.reschedule($1::bigint, run_after => coalesce($2::timestamptz,"
+                      " now() + make_interval(secs => date_part('epoch', $3::interval))), priority => $4::int)",
+                      s.time_digits()) +
+          " AS run_after",
+      p);
+  std::string at = r.get(0, 0).value_or("");
+  if (s.json_out) std::cout << json{{"id", id}, {"run_after", at}}.dump() << std::endl;
+  else std::cout << "job " << id << ": runs after " << at << std::endl;
   co_return ok;
 }
 
@@ -1562,6 +1595,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
     if (cmd == "schedules") co_return co_await cmd_schedules(s, parsed);
     if (cmd == "run-schedule") co_return co_await cmd_run_schedule(s, parsed);
     if (cmd == "purge") co_return co_await cmd_purge(s, parsed);
+    if (cmd == "reschedule") co_return co_await cmd_reschedule(s, parsed);
     if (cmd == "pause-schedule" || cmd == "resume-schedule")
       co_return co_await cmd_pause_schedule(s, cmd, parsed);
     co_return co_await cmd_simple(s, cmd, parsed);

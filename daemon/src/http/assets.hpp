@@ -518,7 +518,8 @@ function follow(id, after, attempt = 0) {
     refresh();
   };
   for (const k of ['started', 'step_started', 'step_completed', 'step_failed', 'log', 'progress', 'stop_requested',
-    'suspended', 'resumed', 'retry_scheduled', 'worker_lost', 'completed', 'failed', 'cancelled', 'timed_out']) {
+    'suspended', 'resumed', 'retry_scheduled', 'rescheduled', 'worker_lost', 'completed', 'failed', 'cancelled',
+    'timed_out']) {
     es.addEventListener(k, handler);
   }
   // The job's log was rewound (an asynchronous failover lost its newest
