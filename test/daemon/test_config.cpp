@@ -149,6 +149,26 @@ TEST(WorkerConfig, BooleanEnvSpellings) {
   EXPECT_FALSE(parse_worker_config({"--allow-run=false"}, {{"BGEXEC_ALLOW_RUN", "1"}}).allow_run);
 }
 
+// --exit-when-idle under its three spellings, each a boolean of its own
+// (allow_run was the one boolean: a second must not set it).
+TEST(WorkerConfig, ExitWhenIdle) {
+  EXPECT_FALSE(parse_worker_config({}, {}).exit_when_idle);
+  const WorkerConfig flag = parse_worker_config({"--exit-when-idle"}, {});
+  EXPECT_TRUE(flag.exit_when_idle);
+  EXPECT_FALSE(flag.allow_run);
+  EXPECT_FALSE(parse_worker_config({"--allow-run"}, {}).exit_when_idle);
+  EXPECT_TRUE(parse_worker_config({}, {{"BGEXEC_EXIT_WHEN_IDLE", "yes"}}).exit_when_idle);
+  EXPECT_FALSE(parse_worker_config({"--exit-when-idle=0"}, {{"BGEXEC_EXIT_WHEN_IDLE", "1"}}).exit_when_idle);
+  EXPECT_EQ(error_of({}, {{"BGEXEC_EXIT_WHEN_IDLE", "soon"}}),
+            "BGEXEC_EXIT_WHEN_IDLE: expected 1, true, yes or on, or 0, false, no or off (any case), got \"soon\"");
+  TempConfig file(R"({"exit_when_idle": true})");
+  const WorkerConfig c = parse_worker_config({"--config", file.path()}, {});
+  EXPECT_TRUE(c.exit_when_idle);
+  EXPECT_FALSE(c.allow_run);
+  // The flag takes no value: the next argument is not eaten.
+  EXPECT_EQ(parse_worker_config({"--exit-when-idle", "--concurrency", "3"}, {}).concurrency, 3);
+}
+
 TEST(WorkerConfig, EmptyEnvIsUnset) {
   const WorkerConfig c = parse_worker_config({}, {{"BGEXEC_CONCURRENCY", ""}, {"BGEXEC_QUEUES", ""}});
   EXPECT_EQ(c.concurrency, 10);
@@ -463,6 +483,7 @@ TEST(WorkerConfig, FileWrongTypes) {
       {R"({"lease": "thirty"})", "\"lease\""},
       {R"({"lease": "0s"})", "\"lease\""},
       {R"({"lease": true})", "\"lease\""},
+      {R"({"exit_when_idle": "yes"})", "\"exit_when_idle\""},
       {R"({"grace": "-1s"})", "\"grace\""},
       {R"({"poll": ""})", "\"poll\""},
       {R"({"lease": 0})", "\"lease\""},

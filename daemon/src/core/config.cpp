@@ -41,6 +41,7 @@ struct Setting {
   int max = 0;
   double max_s = 0;  // seconds kinds: largest value allowed, 0 for max_duration_s
   double min_s = 0;  // seconds kinds: smallest value allowed, 0 for none
+  bool WorkerConfig::*bool_member = nullptr;  // Kind::boolean
 };
 
 // The longest any duration setting may be: 100 years, far inside what the
@@ -66,7 +67,10 @@ const Setting settings[] = {
     // out; 1e-7 s: 0 to the server, which refused every claim).
     {"--lease", "BGEXEC_LEASE", "lease", Kind::positive_seconds, nullptr, &WorkerConfig::lease_s, nullptr, 0, 0,
      86400, 1},
-    {"--allow-run", "BGEXEC_ALLOW_RUN", "allow_run", Kind::boolean},
+    {.flag = "--allow-run", .env = "BGEXEC_ALLOW_RUN", .key = "allow_run", .kind = Kind::boolean,
+     .bool_member = &WorkerConfig::allow_run},
+    {.flag = "--exit-when-idle", .env = "BGEXEC_EXIT_WHEN_IDLE", .key = "exit_when_idle", .kind = Kind::boolean,
+     .bool_member = &WorkerConfig::exit_when_idle},
     {"--config", "BGEXEC_CONFIG", "", Kind::config},
     {"--action", "BGEXEC_ACTIONS", "actions", Kind::actions},
     {"--grace", "BGEXEC_GRACE", "grace", Kind::nonneg_seconds, nullptr, &WorkerConfig::grace_s},
@@ -263,7 +267,7 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
       set_seconds(cfg, s, checked_seconds_text(value, s, label), label);
       break;
     case Kind::boolean:
-      cfg.allow_run = parse_bool(value, label);
+      cfg.*(s.bool_member) = parse_bool(value, label);
       break;
     case Kind::actions: {
       // A name twice in one source is refused, as a repeated flag is: of
@@ -342,7 +346,7 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
       break;
     case Kind::boolean:
       if (!v.is_boolean()) throw wrong_type("true or false");
-      cfg.allow_run = v.get<bool>();
+      cfg.*(s.bool_member) = v.get<bool>();
       break;
     case Kind::actions: {
       // name: path, or name: {"path": path, "env": [variable names]}: the
@@ -609,9 +613,13 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              action with no env list (without it: none).
                              Env BGEXEC_ALLOW_RUN (1/true/yes/on,
                              0/false/no/off). Defaults to off.
+  --exit-when-idle           Once it holds no job and a claim finds none due
+                             in its queues, drain and exit 0 (tests, batch
+                             runs). Env BGEXEC_EXIT_WHEN_IDLE (1/true/yes/on,
+                             0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,
                              concurrency, sql_steps, step_processes, lease,
-                             allow_run,
+                             allow_run, exit_when_idle,
                              actions, grace, snooze_after,
                              secrets_dir, poll, reconcile_interval, kill_grace,
                              log_cap, max_result_bytes, finish_batch, finish_delay,

@@ -22,6 +22,10 @@ struct WorkerConfig {
   double lease_s = 30;                          // lease length per claim/heartbeat
   std::string lease_source;                     // where lease_s came from, for messages ("" = the default)
   bool allow_run = false;                       // permit `run` (arbitrary argv) steps
+  // Drain and exit 0 once a claim finds nothing due and no job is held
+  // (Worker::claim_on): a worker that works off what is due, for tests and
+  // batch runs.
+  bool exit_when_idle = false;
   std::map<std::string, std::string> actions;   // action name -> executable path
   // action name -> the only variables its steps' "env" may set (config file:
   // {"path", "env"}); an action without one: none, unless allow_run.

@@ -782,12 +782,26 @@ asio::awaitable<void> Worker::listen_for_work(std::function<void(core::LogFields
 
 // -------------------------------------------------------------- fetcher
 
+// Every claim that takes what is due (the fetcher's, the notifier's poll)
+// comes here, under await_claim and LISTEN alike; await_claim's own claims
+// take only what a wake was for, so they tell nothing of what else is due.
 asio::awaitable<int> Worker::claim_on(pg::Connection& conn, int free) {
   auto sent = Clock::now();
+  // --exit-when-idle: no job held (its finish written: a job stays in jobs_
+  // until then) when the claim was sent and when it returned nothing, so no
+  // job of ours that ended meanwhile (a capped queue's slot) went unseen.
+  const bool idle_at_send = jobs_.empty();
   pg::Params arg1_ = {cfg_.id, text_array(cfg_.queues), std::to_string(free), core::to_pg_interval(cfg_.lease_s),
                       process_};
   auto r = co_await conn.query(claim_sql, std::move(arg1_), /*prepare=*/true);
-  co_return start_claimed(r, sent);
+  int n = start_claimed(r, sent);
+  if (cfg_.exit_when_idle && n == 0 && free > 0 && idle_at_send && jobs_.empty() && !unclaim_ && !draining_) {
+    // A claim of the other connection's in flight is cancelled by the
+    // drain, or its jobs are run first (begin_drain).
+    core::log("info", "idle: nothing due, exiting", {{"worker_id", cfg_.id}, {"claimed", std::to_string(claimed_)}});
+    begin_drain();
+  }
+  co_return n;
 }
 
 int Worker::start_claimed(const pg::Result& r, Clock::time_point sent, int claimed_ago_col) {
@@ -828,6 +842,7 @@ int Worker::start_claimed(const pg::Result& r, Clock::time_point sent, int claim
     max_lease_ = std::max(max_lease_, c.lease);
     start_job(std::make_shared<Job>(*this, std::move(c)));
     ++n;
+    ++claimed_;
   }
   return n;
 }

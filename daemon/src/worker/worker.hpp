@@ -271,6 +271,7 @@ class Worker {
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
   std::int64_t max_lease_ = 0;  // the highest lease any claim returned
+  std::int64_t claimed_ = 0;    // jobs claimed since start (--exit-when-idle's line)
   // Set when a claim failed with a connection error, until bgexec.unclaim
   // has run: the highest lease received before it was sent, and when to
   // try next.
