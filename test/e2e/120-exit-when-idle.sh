@@ -3,7 +3,8 @@
 # Graphile Worker's --once, Oban's drain_queue in tests): once it holds no
 # job and a claim over its queues finds nothing due.  A job not yet due
 # (run_after later) does not keep it running; a job of its own still
-# running does.  Under await_claim (bgexec preloaded) and LISTEN (not).
+# running does, and so do the jobs a capped queue holds back for it.
+# Under await_claim (bgexec preloaded) and LISTEN (not).
 # Before, the flag was unknown (exit 2): a test had to poll the database
 # and kill the worker.
 source "$(dirname "$0")/lib.sh"
@@ -51,6 +52,17 @@ kill -0 "$PID_d" 2>/dev/null || fail "d exited while its job runs"
 idle_exit d 60
 [[ $(job_status "$d") == completed ]] || fail "d's job is $(job_status "$d") after d exited"
 [[ $(claimed d) == 1 ]] || fail "d claimed $(claimed d)"
+
+# a capped queue (max_running 1): the jobs its own running job holds back
+# are due once it ends, so it runs them all before it exits
+sql "SELECT bgexec.configure_queue('one', max_running => 1)" >/dev/null
+sql "SELECT bgexec.submit('workflow', '{\"steps\": [{\"id\": \"s\", \"run\": [\"sleep\", \"0.5\"]}]}', 'one')
+     FROM generate_series(1, 3)" >/dev/null
+start_worker cap --exit-when-idle --allow-run --lease 10 --queue one
+idle_exit cap 60
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE queue = 'one' AND status = 'completed'") == 3 ]] \
+  || fail "capped queue: $(sql "SELECT string_agg(status::text, ',') FROM bgexec.job WHERE queue = 'one'")"
+[[ $(claimed cap) == 3 ]] || fail "cap claimed $(claimed cap)"
 
 # SIGTERM still drains as before
 e=$("$BGEXEC" submit workflow '{"steps": [{"id": "s", "run": ["sleep", "2"]}]}')
