@@ -331,6 +331,15 @@ class Worker {
   Clock::time_point quiet_until_{};
   bool draining_ = false;
   bool stopping_ = false;
+  // The heartbeater's call is on its way (run() waits for it before the
+  // deregister); InFlight sets it for a scope, or until done().
+  bool beat_in_flight_ = false;
+  struct InFlight {
+    bool& flag;
+    explicit InFlight(bool& f) : flag(f) { flag = true; }
+    ~InFlight() { flag = false; }
+    void done() { flag = false; }
+  };
   // offload's thread: one, so large outputs are handled one at a time (as
   // on the loop before, the memory they take at once is one output's).
   asio::thread_pool compute_{1};
