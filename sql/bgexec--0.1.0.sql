@@ -4938,16 +4938,18 @@ BEGIN
 	END IF;
 	-- The job defaults as submit checks a job's own (22023 naming the
 	-- parameter), before the row is created: a default_max_attempts of 1
-	-- removes the queue's (1 is what a job gets without one).
+	-- removes the queue's (1 is what a job gets without one), and a
+	-- default_timeout of 0 (no job has a timeout of 0) removes that one.
 	IF configure_queue.default_max_attempts < 1 THEN
 		RAISE EXCEPTION 'default_max_attempts must be from 1 to 2147483647'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('default_max_attempts was %s', configure_queue.default_max_attempts);
 	END IF;
 	IF configure_queue.default_timeout IS NOT NULL
+	   AND configure_queue.default_timeout <> interval '0'
 	   AND NOT (bgexec._interval_positive(configure_queue.default_timeout)
 	            AND bgexec._interval_within(configure_queue.default_timeout, interval '100 years')) THEN
-		RAISE EXCEPTION 'default_timeout must be a positive interval of at most 100 years'
+		RAISE EXCEPTION 'default_timeout must be a positive interval of at most 100 years, or 0 to remove it'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('default_timeout was %s', configure_queue.default_timeout);
 	END IF;
@@ -4993,7 +4995,8 @@ BEGIN
 	       rate_period = coalesce(configure_queue.rate_period, x.rate_period),
 	       default_max_attempts = CASE WHEN configure_queue.default_max_attempts = 1 THEN NULL
 	                                   ELSE coalesce(configure_queue.default_max_attempts, x.default_max_attempts) END,
-	       default_timeout = coalesce(configure_queue.default_timeout, x.default_timeout),
+	       default_timeout = CASE WHEN configure_queue.default_timeout = interval '0' THEN NULL
+	                              ELSE coalesce(configure_queue.default_timeout, x.default_timeout) END,
 	       -- A limit removed forgets its bucket; a new one starts full.  A
 	       -- changed limit or period keeps the tokens left (claim reads
 	       -- them capped at the limit).
@@ -5021,7 +5024,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION bgexec.configure_queue(text, boolean, int, int, int, interval, interval, int, interval, int, interval) IS
-	'creates or changes a queue''s settings (NULL keeps a setting; a negative cap removes it; default_max_attempts 1 removes that default); administrators only';
+	'creates or changes a queue''s settings (NULL keeps a setting; a negative cap removes it; default_max_attempts 1 and default_timeout 0 remove those defaults); administrators only';
 
 /* ---------------------------------------------------------------- views */
 

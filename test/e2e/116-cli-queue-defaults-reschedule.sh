@@ -30,7 +30,10 @@ expect() {  # expect RC MESSAGE ARGS...: the exit code and a line of stderr
   grep -qF -- "$msg" "$E2E_DIR/err" || fail "bgexec $*: $(cat "$E2E_DIR/err")"
 }
 expect 2 '--default-max-attempts: expected an integer from 1 to 2147483647' configure-queue idem --default-max-attempts 0
-expect 3 'default_timeout must be a positive interval of at most 100 years (SQLSTATE 22023)' configure-queue idem --default-timeout '-1 min'
+expect 3 'default_timeout must be a positive interval of at most 100 years, or 0 to remove it (SQLSTATE 22023)' configure-queue idem --default-timeout '-1 min'
+# --default-timeout none removes it (0 to configure_queue)
+out=$("$BGEXEC" configure-queue idem --default-timeout none 2>/dev/null) || fail "--default-timeout none: exit $?"
+[[ $out == *" default_max_attempts=20 default_timeout=none" ]] || fail "--default-timeout none printed: $out"
 
 # reschedule: a job due tomorrow moved to now, then its priority
 d=$("$BGEXEC" submit noop --queue later --run-after +1d --json | jq -r .id) || fail "submit --run-after +1d"

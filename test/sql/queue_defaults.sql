@@ -53,10 +53,14 @@ SELECT name, default_max_attempts, default_timeout FROM bgexec.configure_queue('
 SELECT name, default_max_attempts, default_timeout FROM bgexec.configure_queue('qd', default_max_attempts => 1);
 SELECT bgexec.submit('noop', queue => 'qd') AS i \gset
 SELECT max_attempts, timeout FROM bgexec.job WHERE id = :i;
+-- and 0 removes default_timeout (no job has a timeout of 0)
+SELECT name, default_max_attempts, default_timeout FROM bgexec.configure_queue('qd', default_timeout => '0');
+SELECT bgexec.submit('noop', queue => 'qd') AS i \gset
+SELECT max_attempts, timeout FROM bgexec.job WHERE id = :i;
+SELECT name, default_max_attempts, default_timeout FROM bgexec.configure_queue('qd', default_timeout => '10 minutes');
 -- bad defaults: 22023 naming the field, nothing changed (not even a new row)
 SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_max_attempts => 0)$$);
 SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_max_attempts => -1)$$);
-SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_timeout => '0')$$);
 SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_timeout => '-5 minutes')$$);
 SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_timeout => '1 mon -29 days')$$);
 SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_timeout => '101 years')$$);

@@ -1272,6 +1272,10 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
   std::optional<std::string> default_max_attempts;
   if (auto v = option(a, "--default-max-attempts"))
     default_max_attempts = std::to_string(int_option("--default-max-attempts", *v, 1, INT32_MAX));
+  // --default-timeout none: 0, which removes it (no job has a timeout of 0).
+  auto default_timeout = option(a, "--default-timeout") == std::optional<std::string>("none")
+                             ? std::optional<std::string>("0")
+                             : duration("--default-timeout");
   s.arg_names = {"NAME",        cmd,          "--max-queued", "--max-running", "--max-running-per-key",
                  "--retry-base", "--retry-cap", "--rate-limit", "--rate-period", "--default-max-attempts",
                  "--default-timeout"};
@@ -1280,7 +1284,7 @@ asio::awaitable<int> cmd_configure_queue(Session& s, const std::string& cmd, con
                   cap("--max-running-per-key"), duration("--retry-base"),
                   duration("--retry-cap"), cap("--rate-limit"),
                   duration("--rate-period"), default_max_attempts,
-                  duration("--default-timeout")};
+                  default_timeout};
   if (cmd == "configure-queue" && std::all_of(p.begin() + 2, p.end(), [](auto& v) { return !v; }))
     throw Usage("configure-queue takes NAME and at least one of --max-queued, --max-running, "
                 "--max-running-per-key, --retry-base, --retry-cap, --rate-limit, --rate-period, "
