@@ -8,6 +8,24 @@
 -- descent, then the future jobs between passed over inside the index
 -- pages (some 150 entries a page).
 \set SHOW_CONTEXT never
+-- The payloads' "n" a claim took, in claim order; and the index pages
+-- (job_runnable_idx) it read, bounded by max_pages.
+CREATE FUNCTION pg_temp.claimed(qs text[], n int) RETURNS text
+LANGUAGE sql AS $$
+	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord)
+	  FROM bgexec.claim('wp', qs, n) WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload,
+	       attempt, max_attempts, deadline, lease_expires_at, completed_steps, completed_stdout, started_seq, ord)
+$$;
+CREATE FUNCTION pg_temp.idx_pages() RETURNS bigint LANGUAGE sql AS $$
+	SELECT pg_stat_get_xact_blocks_fetched('bgexec.job_runnable_idx'::regclass) $$;
+CREATE FUNCTION pg_temp.pages_read(qs text[], n int, max_pages int, OUT claimed text, OUT bounded bool)
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_before bigint := pg_temp.idx_pages();
+BEGIN
+	claimed := pg_temp.claimed(qs, n);
+	bounded := pg_temp.idx_pages() - v_before < max_pages;
+END $$;
 BEGIN;
 SELECT (bgexec.configure_queue('fpc', max_running => 1000)).name;
 -- 3 000 jobs due in a day, each at its own priority (1-3000), in an
@@ -28,24 +46,12 @@ SELECT q, 'noop', current_user, p, now() + ra, jsonb_build_object('n', n)
 -- Index pages a claim reads (job_runnable_idx): the old walk read two
 -- descents for each of the 3 000 priorities (some 12 000 pages); now
 -- eight priorities' descents and a step over the 3 000 future jobs.
-CREATE FUNCTION pg_temp.idx_pages() RETURNS bigint LANGUAGE sql AS $$
-	SELECT pg_stat_get_xact_blocks_fetched('bgexec.job_runnable_idx'::regclass) $$;
-CREATE FUNCTION pg_temp.pages_read(qs text[], n int, OUT claimed text, OUT bounded bool)
-LANGUAGE plpgsql AS $$
-DECLARE
-	v_before bigint := pg_temp.idx_pages();
-BEGIN
-	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord) INTO claimed
-	  FROM bgexec.claim('wp', qs, n) WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload,
-	       attempt, max_attempts, deadline, lease_expires_at, completed_steps, completed_stdout, started_seq, ord);
-	bounded := pg_temp.idx_pages() - v_before < 250;
-END $$;
 -- in claim order (priority, then run_after), bounded, on the fast path,
 -- the capped one, and over two queues (the unlocked read first): two at a
 -- time, then what is left, then nothing
-SELECT q, r.* FROM unnest('{fpq,fpc}'::text[]) q, pg_temp.pages_read(ARRAY[q], 2) r;
-SELECT q, r.* FROM unnest('{fpq,fpc}'::text[]) q, pg_temp.pages_read(ARRAY[q], 10) r;
-SELECT q, r.* FROM unnest('{fpq,fpc}'::text[]) q, pg_temp.pages_read(ARRAY[q], 10) r;
+SELECT q, r.* FROM unnest('{fpq,fpc}'::text[]) q, pg_temp.pages_read(ARRAY[q], 2, 250) r;
+SELECT q, r.* FROM unnest('{fpq,fpc}'::text[]) q, pg_temp.pages_read(ARRAY[q], 10, 250) r;
+SELECT q, r.* FROM unnest('{fpq,fpc}'::text[]) q, pg_temp.pages_read(ARRAY[q], 10, 250) r;
 ROLLBACK;
 BEGIN;
 INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
@@ -55,22 +61,10 @@ INSERT INTO bgexec.job (queue, kind, owner, priority, run_after, payload)
 VALUES ('fpa', 'noop', current_user, 10, now() - interval '1 minute', '{"n": "a10"}'),
        ('fpb', 'noop', current_user, 20, now() - interval '1 minute', '{"n": "b20"}'),
        ('fpb', 'noop', current_user, 0, now() - interval '1 minute', '{"n": "b0"}');
-CREATE FUNCTION pg_temp.idx_pages() RETURNS bigint LANGUAGE sql AS $$
-	SELECT pg_stat_get_xact_blocks_fetched('bgexec.job_runnable_idx'::regclass) $$;
-CREATE FUNCTION pg_temp.pages_read(qs text[], n int, OUT claimed text, OUT bounded bool)
-LANGUAGE plpgsql AS $$
-DECLARE
-	v_before bigint := pg_temp.idx_pages();
-BEGIN
-	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord) INTO claimed
-	  FROM bgexec.claim('wp', qs, n) WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload,
-	       attempt, max_attempts, deadline, lease_expires_at, completed_steps, completed_stdout, started_seq, ord);
-	bounded := pg_temp.idx_pages() - v_before < 1000;
-END $$;
 -- b20, a10, b0 over both queues (and nothing more); the old walk read
 -- some 72 000 pages
-SELECT * FROM pg_temp.pages_read('{fpa,fpb}', 10);
-SELECT * FROM pg_temp.pages_read('{fpa,fpb}', 10);
+SELECT * FROM pg_temp.pages_read('{fpa,fpb}', 10, 1000);
+SELECT * FROM pg_temp.pages_read('{fpa,fpb}', 10, 1000);
 ROLLBACK;
 -- A backlog of due jobs below the future ones, and one due job among
 -- them (the old walk read two descents a priority, some 12 000 pages).
@@ -82,20 +76,8 @@ SELECT 'fpl', 'noop', current_user, 0, now() - i * interval '1 second', jsonb_bu
   FROM generate_series(1, 1100) i ORDER BY i;
 INSERT INTO bgexec.job (queue, kind, owner, priority, run_after, payload)
 VALUES ('fpl', 'noop', current_user, 1234, now() - interval '1 second', '{"n": "p1234"}');
-CREATE FUNCTION pg_temp.idx_pages() RETURNS bigint LANGUAGE sql AS $$
-	SELECT pg_stat_get_xact_blocks_fetched('bgexec.job_runnable_idx'::regclass) $$;
-CREATE FUNCTION pg_temp.pages_read(qs text[], n int, OUT claimed text, OUT bounded bool)
-LANGUAGE plpgsql AS $$
-DECLARE
-	v_before bigint := pg_temp.idx_pages();
-BEGIN
-	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord) INTO claimed
-	  FROM bgexec.claim('wp', qs, n) WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload,
-	       attempt, max_attempts, deadline, lease_expires_at, completed_steps, completed_stdout, started_seq, ord);
-	bounded := pg_temp.idx_pages() - v_before < 250;
-END $$;
-SELECT * FROM pg_temp.pages_read('{fpl}', 3);
-SELECT * FROM pg_temp.pages_read('{fpl}', 2);
+SELECT * FROM pg_temp.pages_read('{fpl}', 3, 250);
+SELECT * FROM pg_temp.pages_read('{fpl}', 2, 250);
 ROLLBACK;
 -- A large backlog of future jobs at a priority past the eighth: 50 000
 -- due tomorrow at priority 0, below twelve future-only priorities, and one
@@ -111,20 +93,8 @@ SELECT 'fpf', 'noop', current_user, 0, now() + interval '1 day' + i * interval '
   FROM generate_series(1, 50000) i;
 INSERT INTO bgexec.job (queue, kind, owner, priority, run_after, payload)
 VALUES ('fpf', 'noop', current_user, -1, now() - interval '1 second', '{"n": "m1"}');
-CREATE FUNCTION pg_temp.idx_pages() RETURNS bigint LANGUAGE sql AS $$
-	SELECT pg_stat_get_xact_blocks_fetched('bgexec.job_runnable_idx'::regclass) $$;
-CREATE FUNCTION pg_temp.pages_read(qs text[], n int, OUT claimed text, OUT bounded bool)
-LANGUAGE plpgsql AS $$
-DECLARE
-	v_before bigint := pg_temp.idx_pages();
-BEGIN
-	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord) INTO claimed
-	  FROM bgexec.claim('wp', qs, n) WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload,
-	       attempt, max_attempts, deadline, lease_expires_at, completed_steps, completed_stdout, started_seq, ord);
-	bounded := pg_temp.idx_pages() - v_before < 150;
-END $$;
-SELECT * FROM pg_temp.pages_read('{fpf}', 2);
-SELECT * FROM pg_temp.pages_read('{fpf}', 2);
+SELECT * FROM pg_temp.pages_read('{fpf}', 2, 150);
+SELECT * FROM pg_temp.pages_read('{fpf}', 2, 150);
 ROLLBACK;
 -- The order where the claim reads past the eighth priority, on the fast
 -- and the capped path, with 1 000 and 1 001 due jobs.  Twelve priorities
@@ -132,12 +102,6 @@ ROLLBACK;
 -- below them priority 50 and 0 jobs, run_after opposite to id order, and
 -- future jobs at each priority in between.
 BEGIN;
-CREATE FUNCTION pg_temp.claimed(q text, n int) RETURNS text
-LANGUAGE sql AS $$
-	SELECT string_agg(c.payload->>'n', ',' ORDER BY ord)
-	  FROM bgexec.claim('wp', ARRAY[q], n) WITH ORDINALITY c(job_id, lease, queue, kind, owner, payload,
-	       attempt, max_attempts, deadline, lease_expires_at, completed_steps, completed_stdout, started_seq, ord)
-$$;
 SELECT (bgexec.configure_queue('wc' || n, max_running => 5000)).name FROM generate_series(1000, 1001) n;
 INSERT INTO bgexec.job (queue, kind, owner, priority, run_after, payload)
 SELECT q || n, 'noop', current_user, p, now() - interval '1 hour' + p * interval '1 second', jsonb_build_object('n', 'p' || p)
@@ -157,7 +121,7 @@ SELECT q || n, 'noop', current_user, 0, now() - i * interval '1 second', jsonb_b
  ORDER BY i;
 -- due: 1 000 and 1 001; 15 claimed, in order
 SELECT q || n AS queue, count(*) FILTER (WHERE run_after <= now()) AS due,
-       pg_temp.claimed(q || n, 15)
+       pg_temp.claimed(ARRAY[q || n], 15)
   FROM generate_series(1000, 1001) n, unnest('{w,wc}'::text[]) q, bgexec.job j
  WHERE j.queue = q || n AND j.status = 'queued'
  GROUP BY q, n ORDER BY 1;
