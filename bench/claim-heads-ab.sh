@@ -24,19 +24,14 @@ cd "$(dirname "$0")/.."
 OLD=$1 BGEXEC=$2 PAIRS=${3:-5}
 source scripts/lib/cluster.sh
 source bench/lib.sh
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgexec-claim-heads.XXXXXX")
 workers=()
+claim_ab_start claim-heads "$OLD" 5432
 cleanup() {
   local p
   for p in "${workers[@]}"; do kill "$p" 2>/dev/null || true; done
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
+  claim_ab_cleanup
 }
 trap cleanup EXIT
-claim_ab_files "$OLD"
-cluster_start "$WORK/cluster" 5432 "fsync = off" "synchronous_commit = off" \
-  "bgexec.watchdog_interval = '1h'" "shared_buffers = '256MB'"
-q() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
 q <<'SQL'
 CREATE EXTENSION bgexec;
 CREATE TABLE ab_q (k text PRIMARY KEY, qs text[] NOT NULL);
@@ -114,8 +109,5 @@ BEGIN
 		INSERT INTO r SELECT 'one64', x, pg_temp.t(x, '{pq}', 64) FROM unnest(o) x WHERE i > 3;
 	END LOOP;
 END $$;
-SELECT k AS loop, side, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3) AS p50_ms,
-       round(avg(ms)::numeric, 3) AS mean_ms, count(*) AS calls
-  FROM r GROUP BY 1, 2 ORDER BY 1, 2;
 SQL
-} | q
+claim_ab_summary; } | q

@@ -26,16 +26,7 @@ cd "$(dirname "$0")/.."
 OLD=$1 PAIRS=${2:-3} PORT=${PORT:-5432}
 source scripts/lib/cluster.sh
 source bench/lib.sh
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgexec-claim-running.XXXXXX")
-cleanup() {
-  cluster_stop "$WORK/cluster"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-claim_ab_files "$OLD"
-cluster_start "$WORK/cluster" "$PORT" "fsync = off" "synchronous_commit = off" \
-  "bgexec.watchdog_interval = '1h'" "shared_buffers = '256MB'" "autovacuum = off"
-q() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
+claim_ab_start claim-running "$OLD" "$PORT" "autovacuum = off"
 q <<'SQL'
 CREATE EXTENSION bgexec;
 SELECT (bgexec.configure_queue('cr', max_running => 6000)).name;
@@ -89,8 +80,5 @@ BEGIN
 		INSERT INTO r SELECT 'cap500', x, pg_temp.t(x, m, 4) FROM unnest(o) x WHERE i > 3;
 	END LOOP;
 END $$;
-SELECT k AS loop, side, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3) AS p50_ms,
-       round(avg(ms)::numeric, 3) AS mean_ms, count(*) AS calls
-  FROM r GROUP BY 1, 2 ORDER BY 1, 2;
 SQL
-} | q
+claim_ab_summary; } | q

@@ -69,6 +69,24 @@ claim_ab_files() {
   claim_of <"$WORK/old.sql" >"$WORK/claim-A.sql"
   claim_of <sql/bgexec--0.1.0.sql >"$WORK/claim-B.sql"
 }
+# claim_ab_start NAME OLD_REV PORT [postgresql.conf lines...]: $WORK (a
+# temporary directory, removed at exit with the cluster: claim_ab_cleanup),
+# claim_ab_files OLD_REV, a throwaway cluster in $WORK/cluster with the
+# claim A/B scripts' settings and the lines given, and q: psql on it.
+claim_ab_start() {
+  local name=$1 old=$2 port=$3
+  shift 3
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgexec-$name.XXXXXX")
+  trap claim_ab_cleanup EXIT
+  claim_ab_files "$old"
+  cluster_start "$WORK/cluster" "$port" "fsync = off" "synchronous_commit = off" \
+    "bgexec.watchdog_interval = '1h'" "shared_buffers = '256MB'" "$@"
+}
+claim_ab_cleanup() {
+  cluster_stop "$WORK/cluster"
+  rm -rf "$WORK"
+}
+q() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
 # ab_pairs RUN PAIRS: RUN A, RUN B interleaved (A B, B A, ...) PAIRS
 # times, their "case side value" lines kept in $WORK/out, then the median
 # of each case and side.
@@ -99,5 +117,14 @@ BEGIN
 	END;
 	RETURN extract(epoch FROM clock_timestamp() - t) * 1000;
 END $$;
+SQL
+}
+# claim_ab_summary: on stdout, the SQL that reports claim_ab_session's
+# loop, its table r (k, side, ms): p50 and mean ms a call and the calls.
+claim_ab_summary() {
+  cat <<'SQL'
+SELECT k AS loop, side, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 3) AS p50_ms,
+       round(avg(ms)::numeric, 3) AS mean_ms, count(*) AS calls
+  FROM r GROUP BY 1, 2 ORDER BY 1, 2;
 SQL
 }
