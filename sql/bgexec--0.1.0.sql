@@ -1222,11 +1222,14 @@ $$;
  * holds (events go with them: job_deleted).  Used by the watchdog
  * (bgexec.retention) in small batches so vacuum keeps up, and by purge()
  * with max_jobs for a superuser (a client's batch is its own, in purge).
+ * p_statuses (purge's statuses): of those terminal statuses only (NULL:
+ * all).
  * The batch's ids as an array, deleted by key: planned for an unknown
  * LIMIT, a join of the batch with the table was estimated at a tenth of
  * the finished jobs and hashed the whole table for each batch of 1000
  * (3 s a batch at 3 million jobs, the watchdog's tick included). */
-CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000)
+CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 1000,
+                                  p_statuses bgexec.job_status[] DEFAULT NULL)
 	RETURNS bigint
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1238,6 +1241,7 @@ CREATE FUNCTION bgexec._retention(p_older_than interval, p_batch int DEFAULT 100
 		 WHERE j.id = ANY (ARRAY(
 			SELECT id FROM bgexec.job
 			 WHERE finished_at < now() - bgexec._exact(p_older_than)
+			   AND (p_statuses IS NULL OR status = ANY (p_statuses))
 			 ORDER BY finished_at
 			 LIMIT p_batch
 			   FOR UPDATE SKIP LOCKED))
@@ -4631,8 +4635,12 @@ COMMENT ON FUNCTION bgexec.events(bigint, int, int) IS
  * at most that many, oldest first, passing over rows another transaction
  * holds (a retry in flight, a concurrent purge): a caller deletes a large
  * backlog in short transactions, SELECT bgexec.purge('30 days', 10000) until
- * it returns less than 10000, as the watchdog's retention does. */
-CREATE FUNCTION bgexec.purge(older_than interval, max_jobs int DEFAULT NULL) RETURNS bigint
+ * it returns less than 10000, as the watchdog's retention does.  With
+ * statuses, only jobs that ended so: completed jobs kept a day, failures a
+ * month (River's retention per state).  The jobs of other statuses past
+ * the cutoff are read again by each such purge (finished_at's index). */
+CREATE FUNCTION bgexec.purge(older_than interval, max_jobs int DEFAULT NULL,
+                             statuses bgexec.job_status[] DEFAULT NULL) RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
 	SET enable_seqscan = off
@@ -4659,6 +4667,13 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('max_jobs was %s', max_jobs);
 	END IF;
+	IF pg_catalog.cardinality(statuses) = 0
+	   OR pg_catalog.array_position(statuses, NULL) IS NOT NULL
+	   OR statuses && '{queued,running,suspended}'::bgexec.job_status[] THEN
+		RAISE EXCEPTION 'statuses must be terminal statuses (completed, failed, cancelled, timed_out), or null for all of them'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('statuses was %s', statuses);
+	END IF;
 	-- _can_see's two tests, each made once (_can_see(NULL) is its
 	-- superuser test alone): a function with SET is never inlined, and
 	-- called for each finished job of every owner it was most of a purge's
@@ -4672,17 +4687,19 @@ BEGIN
 		IF max_jobs IS NULL THEN
 			WITH gone AS (
 				DELETE FROM bgexec.job j WHERE j.finished_at < now() - bgexec._exact(older_than)
+				   AND (statuses IS NULL OR j.status = ANY (statuses))
 				RETURNING 1)
 			SELECT count(*) INTO v_n FROM gone;
 			RETURN v_n;
 		END IF;
-		RETURN bgexec._retention(older_than, max_jobs);
+		RETURN bgexec._retention(older_than, max_jobs, statuses);
 	END IF;
 	v_caller := bgexec._caller();
 	IF max_jobs IS NULL THEN
 		WITH gone AS (
 			DELETE FROM bgexec.job j
 			 WHERE j.owner = v_caller AND j.finished_at < now() - bgexec._exact(older_than)
+			   AND (statuses IS NULL OR j.status = ANY (statuses))
 			RETURNING 1)
 		SELECT count(*) INTO v_n FROM gone;
 		RETURN v_n;
@@ -4693,6 +4710,7 @@ BEGIN
 		 WHERE j.id = ANY (ARRAY(
 			SELECT id FROM bgexec.job
 			 WHERE owner = v_caller AND finished_at < now() - bgexec._exact(older_than)
+			   AND (statuses IS NULL OR status = ANY (statuses))
 			 ORDER BY finished_at
 			 LIMIT max_jobs
 			   FOR UPDATE SKIP LOCKED))
@@ -4701,8 +4719,8 @@ BEGIN
 	RETURN v_n;
 END
 $$;
-COMMENT ON FUNCTION bgexec.purge(interval, int) IS
-	'deletes the caller''s terminal jobs (all, for a superuser) finished before now() - older_than, with their events; with max_jobs at most that many, oldest first, skipping locked rows';
+COMMENT ON FUNCTION bgexec.purge(interval, int, bgexec.job_status[]) IS
+	'deletes the caller''s terminal jobs (all, for a superuser) finished before now() - older_than, with their events; with max_jobs at most that many, oldest first, skipping locked rows; with statuses only jobs that ended so';
 
 /* _list_jobs: a page of the caller's jobs, newest first (id < before),
  * of one queue, kind and set of statuses (null: any), lim at most: what
@@ -5248,7 +5266,7 @@ GRANT EXECUTE ON FUNCTION
 	bgexec.resume_schedule(text),
 	bgexec.run_schedule(text),
 	bgexec.events(bigint, int, int),
-	bgexec.purge(interval, int),
+	bgexec.purge(interval, int, bgexec.job_status[]),
 	bgexec._caller(),
 	bgexec._can_see(name),
 	bgexec._inserted_here(bigint),

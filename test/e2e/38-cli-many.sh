@@ -187,6 +187,16 @@ purged=$(((ended - 1) / 7 * 7))
 [[ $(ended_ids) == "$(tr ' ' '\n' <<<"$all_ended" | tail -n "$left" | paste -sd ' ')" ]] \
   || fail "the purge did not go oldest first: left $(ended_ids)"
 sql "DROP TRIGGER e2e_refuse ON bgexec.job" >/dev/null
+# --status: only jobs that ended so (those left are all cancelled); a live
+# status is a usage error
+expect '--status: purge deletes only jobs that ended: completed, failed, cancelled, timed_out (got queued)' \
+  purge 1d --status completed,queued
+expect '--status: unknown status "done"' purge 1d --status done
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL AND status <> 'cancelled'") == 0 ]] \
+  || fail "jobs that ended otherwise than cancelled: $(sql "SELECT status, count(*) FROM bgexec.job GROUP BY 1")"
+out=$("$BGEXEC" purge 1d --status completed,failed,timed_out) || fail "purge --status: exit $?"
+[[ $out == "purged 0 jobs" && $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL") == "$left" ]] \
+  || fail "purge --status completed,failed,timed_out printed $out"
 out=$("$BGEXEC" purge 1d --batch 7 --json) || fail "purge: exit $?"
 [[ $out == "{\"purged\":$left}" && $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL") == 0 ]] \
   || fail "purge printed $out; ended jobs left $(sql "SELECT count(*) FROM bgexec.job WHERE finished_at IS NOT NULL")"

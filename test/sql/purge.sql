@@ -55,6 +55,30 @@ SELECT * FROM try($$SELECT bgexec.purge('49 years', -1)$$);
 SELECT count(*) AS bobs_left FROM bgexec.job WHERE id = :bobs;
 SELECT bgexec.purge('49 years', NULL) AS every_one;
 SELECT count(*) AS left_in_queue FROM bgexec.job WHERE queue = 'pg-batch';
+-- statuses: only jobs that ended so (completed kept a day, failures a
+-- month: River's retention per state); not a terminal status, an empty
+-- list or a null in it is 22023, nothing deleted
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'pg-st') AS sc \gset
+SELECT bgexec.submit('noop', queue => 'pg-st') AS sx \gset
+RESET ROLE;
+SELECT lease AS stl FROM bgexec.claim('w', '{pg-st}', 1) \gset
+SELECT bgexec.finish(:sc, :stl, 'completed', '{}');
+SELECT bgexec.stop(:sx);
+UPDATE bgexec.job SET finished_at = now() - interval '50 years' WHERE queue = 'pg-st';
+-- (a job of the queue that ended now: it stays, and its events, which a
+-- test below counts)
+SELECT bgexec.stop(bgexec.submit('noop', queue => 'pg-st'));
+SELECT * FROM try($$SELECT bgexec.purge('49 years', NULL, '{completed,queued}')$$);
+SELECT * FROM try($$SELECT bgexec.purge('49 years', NULL, '{}')$$);
+SELECT * FROM try($$SELECT bgexec.purge('49 years', 10, ARRAY['completed', NULL]::bgexec.job_status[])$$);
+SET ROLE regress_alice;
+SELECT bgexec.purge('49 years', NULL, '{failed,timed_out}') AS none_failed,
+       bgexec.purge('49 years', 10, '{completed}') AS completed_batch;
+RESET ROLE;
+SELECT status FROM bgexec.job WHERE queue = 'pg-st' ORDER BY id;
+SELECT bgexec.purge('49 years', NULL, '{cancelled}') AS cancelled_as_superuser;
+SELECT count(*) AS left_in_queue FROM bgexec.job WHERE queue = 'pg-st';
 -- retention (the watchdog's batch delete)
 SELECT count(bgexec.submit('noop', queue => 'pg')) FROM generate_series(1, 3);
 SELECT count(bgexec.stop(id)) FROM bgexec.job WHERE queue = 'pg' AND status = 'queued';

@@ -86,7 +86,7 @@ const std::map<std::string, std::set<std::string>> command_options = {
     {"pause-schedule", {}},
     {"resume-schedule", {}},
     {"run-schedule", {"--wait", "--follow"}},
-    {"purge", {"--batch"}}};
+    {"purge", {"--batch", "--status"}}};
 
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
@@ -116,7 +116,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume-schedule NAME
   bgexec run-schedule NAME [--wait | --follow]
   bgexec schedules
-  bgexec purge OLDER_THAN [--batch N]
+  bgexec purge OLDER_THAN [--batch N] [--status S[,S...]]
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
 DUR: seconds or 500ms/30s/5m/2h, or an interval the server reads (2d, '1 day').
 submit prints the job id; --wait waits for the end quietly, --follow shows steps
@@ -151,7 +151,8 @@ submit does.  purge deletes your terminal jobs (a superuser's: everyone's)
 finished longer ago than OLDER_THAN (DUR, or an interval such as
 "30 days"), with their events, oldest first, in transactions of --batch
 jobs (default 1000, up to 100000), and prints how many; an error keeps the
-batches before it.
+batches before it.  --status: only jobs that ended so (completed, failed,
+cancelled, timed_out; comma-separated).
 Exit codes: 0 ok / completed; 1 failed, cancelled or timed out (or resume/retry
 was refused); 2 usage; 3 database error; 4 job not found; 5 suspended; 6 output
 could not be written; 141 (quietly) the output's reader has gone.  stop
@@ -1090,7 +1091,8 @@ asio::awaitable<int> cmd_many(Session& s, const std::string& cmd, const core::Pa
   co_return ok;
 }
 
-// purge OLDER_THAN [--batch N]: bgexec.purge(older_than, max_jobs) again
+// purge OLDER_THAN [--batch N] [--status S,...]: bgexec.purge(older_than,
+// max_jobs, statuses) again
 // and again, each call its own transaction, until one deletes fewer than N:
 // a large backlog never holds all its row locks and WAL in one transaction,
 // runs beside the watchdog's retention and other purges without waiting
@@ -1103,13 +1105,22 @@ asio::awaitable<int> cmd_purge(Session& s, const core::ParsedArgs& a) {
   const std::string older_than = secs ? interval_option("OLDER_THAN", *secs, given) : given;
   long long batch = 1000;
   if (auto v = option(a, "--batch")) batch = int_option("--batch", *v, 1, 100000);
+  std::optional<std::string> statuses;
+  if (auto v = option(a, "--status")) {
+    auto l = status_list(*v);
+    for (const char* live : {"queued", "running", "suspended"})
+      if (("," + l.list + ",").find(std::string(",") + live + ",") != std::string::npos)
+        throw Usage("--status: purge deletes only jobs that ended: completed, failed, cancelled, timed_out (got " +
+                    std::string(live) + ")");
+    statuses = l.array();
+  }
   s.arg_names = {"OLDER_THAN"};  // (text the server cannot read as an interval: exit 2)
   long long purged = 0;
   try {
     for (;;) {
       // (a named Params: a braced list around co_await is GCC 12's coroutine bug)
-      pg::Params p = {older_than, std::to_string(batch)};
-      auto r = co_await s.conn.query("SELECT bgexec.purge($1::interval, $2::int)", p);
+      pg::Params p = {older_than, std::to_string(batch), statuses};
+      auto r = co_await s.conn.query("SELECT bgexec.purge($1::interval, $2::int, $3::bgexec.job_status[])", p);
       const long long n = std::stoll(r.get(0, 0).value_or("0"));
       purged += n;
       if (n < batch) break;
