@@ -106,7 +106,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec resume-queue NAME
   bgexec configure-queue NAME [--max-queued N|none] [--max-running N|none] [--max-running-per-key N|none]
                   [--retry-base DUR] [--retry-cap DUR] [--rate-limit N|none] [--rate-period DUR]
-                  [--default-max-attempts N] [--default-timeout DUR]
+                  [--default-max-attempts N] [--default-timeout DUR|none]
   bgexec workers [--all]
   bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
                   [--max-attempts N] [--timeout DUR] [--concurrency-key K]
@@ -134,7 +134,8 @@ queued job of yours to another --run-after (a past time is now) or
 queue's jobs (submits still queue them), resume-queue lets them claim again,
 configure-queue sets its caps, rate limit (at most N jobs started per
 --rate-period, default 1s), retry backoff (none removes a cap) and what a
-job submitted without --max-attempts or --timeout gets; each
+job submitted without --max-attempts or --timeout gets (1 and none
+remove those); each
 prints the queue's settings, and needs an administrator (configure_queue is
 not granted to bgexec_client).  workers lists the live workers (--all:
 the stopped and silent ones too) with their jobs in flight.  tail exits once
