@@ -11,7 +11,7 @@ PG_CFLAGS   = -Wall -Werror -Wno-declaration-after-statement
 
 # pg_regress suites, in order (one file per API area).
 REGRESS      = setup lifecycle idempotency fencing retries stop suspend \
-               reconcile step_session unclaim snooze wake await_xmin schedules deadlines validation caps security pgtemp events objects purge counts edges invariants boundaries plans listing retry_batch future priorities many_queues caps_running sqltime queue_defaults reschedule upgrade
+               reconcile step_session unclaim snooze wake await_xmin schedules deadlines validation caps security pgtemp events objects purge counts edges invariants boundaries plans listing retry_batch future priorities many_queues caps_running sqltime queue_defaults reschedule unique_key upgrade
 REGRESS_OPTS = --inputdir=test --outputdir=build/regress
 ISOLATION      = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=build/isolation

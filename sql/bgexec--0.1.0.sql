@@ -359,6 +359,9 @@ CREATE TABLE bgexec.job (
 	timeout            interval,
 	deadline           timestamptz,
 	idempotency_key    text,
+	-- unique while active: at most one queued, running or suspended job
+	-- of an owner holds a key (job_unique_idx)
+	unique_key         text,
 	concurrency_key    text,
 	lease              bigint,
 	lease_owner        text,
@@ -525,6 +528,11 @@ CREATE INDEX job_running_key_idx ON bgexec.job (queue, concurrency_key)
 -- Idempotency is scoped per owner (invariant: one row per owner + key).
 CREATE UNIQUE INDEX job_idempotency_idx ON bgexec.job (owner, idempotency_key)
 	WHERE idempotency_key IS NOT NULL;
+-- Unique while active: one job per owner + unique_key among the queued,
+-- running and suspended ones; a job that ends frees its key (its new row
+-- version has no entry).  Jobs without a key have no entry either.
+CREATE UNIQUE INDEX job_unique_idx ON bgexec.job (owner, unique_key)
+	WHERE unique_key IS NOT NULL AND status IN ('queued', 'running', 'suspended');
 -- purge / retention walk terminal jobs by age; /metrics counts the jobs
 -- finished since its previous scrape.
 CREATE INDEX job_finished_idx ON bgexec.job (finished_at) WHERE finished_at IS NOT NULL;
@@ -945,7 +953,7 @@ $$;
 CREATE FUNCTION bgexec._check_submit(
 	p_kind text, p_payload jsonb, p_queue text, p_priority int,
 	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
-	p_idempotency_key text, p_concurrency_key text)
+	p_idempotency_key text, p_concurrency_key text, p_unique_key text DEFAULT NULL)
 	RETURNS boolean
 	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -996,6 +1004,18 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('concurrency_key has %s characters', length(p_concurrency_key));
 	END IF;
+	IF p_unique_key IS NOT NULL AND length(p_unique_key) NOT BETWEEN 1 AND 512 THEN
+		RAISE EXCEPTION 'unique_key must be 1-512 characters'
+			USING ERRCODE = 'invalid_parameter_value',
+			      DETAIL = format('unique_key has %s characters', length(p_unique_key));
+	END IF;
+	-- One key or the other: a job kept once per key for good, or once per
+	-- key while active; both at once has no single job to return.
+	IF p_unique_key IS NOT NULL AND p_idempotency_key IS NOT NULL THEN
+		RAISE EXCEPTION 'idempotency_key and unique_key cannot both be given'
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'idempotency_key: one job per key for good; unique_key: one job per key while it is queued, running or suspended';
+	END IF;
 	PERFORM bgexec._validate_payload(p_kind, p_payload);
 	RETURN true;
 END
@@ -1028,12 +1048,13 @@ $$;
  * admission so the cap is exact under concurrency.  Idempotency: the unique
  * index (owner, idempotency_key) makes a concurrent duplicate wait for the
  * first and then return its id — before any cap check, so a client retrying
- * with its key gets its job back even from a full queue. */
+ * with its key gets its job back even from a full queue.  A unique key
+ * (job_unique_idx) does the same among the key's active jobs only. */
 CREATE FUNCTION bgexec._submit_one(
 	p_owner name, p_kind text, p_payload jsonb, p_queue text, p_priority int,
 	p_run_after timestamptz, p_max_attempts int, p_timeout interval,
 	p_idempotency_key text, p_concurrency_key text,
-	p_count_cap boolean DEFAULT true)
+	p_count_cap boolean DEFAULT true, p_unique_key text DEFAULT NULL)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1060,7 +1081,7 @@ DECLARE
 BEGIN
 	PERFORM bgexec._check_submit(p_kind, p_payload, p_queue, p_priority, p_run_after,
 	                             p_max_attempts, p_timeout, p_idempotency_key,
-	                             p_concurrency_key);
+	                             p_concurrency_key, p_unique_key);
 
 	-- A NULL max_attempts or timeout is the queue's default (checked by
 	-- queue_defaults_sane), else 1 and none.
@@ -1088,6 +1109,17 @@ BEGIN
 			RETURN v_id;
 		END IF;
 	END IF;
+	-- The same for a unique key: its active job, read in the snapshot.
+	IF p_unique_key IS NOT NULL
+	   AND (v_cap IS NOT NULL
+	        OR pg_catalog.current_setting('transaction_isolation') <> 'serializable') THEN
+		SELECT id INTO v_id FROM bgexec.job
+		 WHERE owner = p_owner AND unique_key = p_unique_key COLLATE "default"
+		   AND status IN ('queued', 'running', 'suspended');
+		IF FOUND THEN
+			RETURN v_id;
+		END IF;
+	END IF;
 	IF v_cap IS NOT NULL THEN
 		PERFORM bgexec._require_read_committed(p_queue, 'submit to');
 		PERFORM pg_catalog.pg_advisory_xact_lock(
@@ -1096,19 +1128,48 @@ BEGIN
 
 	-- Insert first, count after: a concurrent duplicate key waits here for the
 	-- first submitter and then returns its job, even when the queue is full.
-	INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
-	                        run_after, timeout, idempotency_key, concurrency_key)
-	VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, v_max_attempts,
-	        greatest(p_run_after, now()), v_timeout, p_idempotency_key, p_concurrency_key)
-	ON CONFLICT (owner, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING id INTO v_id;
+	IF p_unique_key IS NOT NULL THEN
+		-- Unique while active: the insert waits for a transaction writing
+		-- an active job with the key (a concurrent submit, or a finish or
+		-- stop of the key's job) and conflicts if that job is still active
+		-- when it commits.  The key's job read next can have ended since
+		-- (its finish committed between the two statements): then the key
+		-- is free and the insert is tried again, so the call returns the
+		-- active job or a new one, never nothing.  Under REPEATABLE READ a
+		-- conflict with a job the snapshot does not see raises 40001 in the
+		-- insert, as for an idempotency key.
+		LOOP
+			INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
+			                        run_after, timeout, unique_key, concurrency_key)
+			VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, v_max_attempts,
+			        greatest(p_run_after, now()), v_timeout, p_unique_key, p_concurrency_key)
+			ON CONFLICT (owner, unique_key)
+			   WHERE unique_key IS NOT NULL AND status IN ('queued', 'running', 'suspended')
+			DO NOTHING
+			RETURNING id INTO v_id;
+			EXIT WHEN v_id IS NOT NULL;
+			SELECT id INTO v_id FROM bgexec.job
+			 WHERE owner = p_owner AND unique_key = p_unique_key COLLATE "default"
+			   AND status IN ('queued', 'running', 'suspended');
+			IF FOUND THEN
+				RETURN v_id;
+			END IF;
+		END LOOP;
+	ELSE
+		INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
+		                        run_after, timeout, idempotency_key, concurrency_key)
+		VALUES (p_queue, p_kind, p_owner, p_priority, p_payload, v_max_attempts,
+		        greatest(p_run_after, now()), v_timeout, p_idempotency_key, p_concurrency_key)
+		ON CONFLICT (owner, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+		RETURNING id INTO v_id;
 
-	IF v_id IS NULL THEN
-		-- The key's job: one committed before, or by a concurrent submit
-		-- this insert waited for.
-		SELECT id INTO STRICT v_id FROM bgexec.job
-		 WHERE owner = p_owner AND idempotency_key = p_idempotency_key COLLATE "default";
-		RETURN v_id;
+		IF v_id IS NULL THEN
+			-- The key's job: one committed before, or by a concurrent submit
+			-- this insert waited for.
+			SELECT id INTO STRICT v_id FROM bgexec.job
+			 WHERE owner = p_owner AND idempotency_key = p_idempotency_key COLLATE "default";
+			RETURN v_id;
+		END IF;
 	END IF;
 
 	IF v_cap IS NOT NULL AND p_count_cap THEN
@@ -3812,7 +3873,8 @@ CREATE FUNCTION bgexec.submit(
 	kind text, payload jsonb DEFAULT '{}', queue text DEFAULT 'default',
 	priority int DEFAULT 0, run_after timestamptz DEFAULT now(),
 	max_attempts int DEFAULT NULL, timeout interval DEFAULT NULL,
-	idempotency_key text DEFAULT NULL, concurrency_key text DEFAULT NULL)
+	idempotency_key text DEFAULT NULL, concurrency_key text DEFAULT NULL,
+	unique_key text DEFAULT NULL)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -3843,7 +3905,7 @@ BEGIN
 	-- through _submit_one, whose _check_submit raises the precise error in
 	-- its order; the cheap tests are all of its tests but the last,
 	-- _validate_payload, called here as there.
-	IF idempotency_key IS NULL
+	IF idempotency_key IS NULL AND unique_key IS NULL
 	   AND coalesce(bgexec._valid_name(kind, 128) AND bgexec._valid_name(queue, 63)
 	                AND payload IS NOT NULL AND priority IS NOT NULL
 	                AND (run_after IS NULL OR isfinite(run_after))
@@ -3869,11 +3931,11 @@ BEGIN
 	END IF;
 	RETURN bgexec._submit_one(v_owner, kind, payload, queue, priority,
 	                          run_after, max_attempts, timeout, idempotency_key,
-	                          concurrency_key);
+	                          concurrency_key, p_unique_key => unique_key);
 END
 $$;
-COMMENT ON FUNCTION bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text) IS
-	'enqueues a job owned by the caller (transactional; idempotent per owner + idempotency_key)';
+COMMENT ON FUNCTION bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text, text) IS
+	'enqueues a job owned by the caller (transactional; idempotent per owner + idempotency_key; one active job per owner + unique_key)';
 
 -- VOLATILE: the answer for one xid changes within a transaction when the
 -- subtransaction that wrote it aborts.
@@ -3924,7 +3986,7 @@ BEGIN
 			                             coalesce((x.e->>'run_after')::timestamptz, now()),
 			                             (x.e->>'max_attempts')::int,
 			                             (x.e->>'timeout')::interval, x.e->>'idempotency_key',
-			                             x.e->>'concurrency_key');
+			                             x.e->>'concurrency_key', x.e->>'unique_key');
 		EXCEPTION WHEN OTHERS THEN
 			IF SQLSTATE = p_state AND SQLERRM = p_msg THEN
 				RETURN x.ord - 1;
@@ -3977,11 +4039,13 @@ BEGIN
 		           format('jobs[%s]: idempotency_key must be a string', t.ord - 1)
 		         WHEN jsonb_typeof(t.e->'concurrency_key') NOT IN ('string', 'null') THEN
 		           format('jobs[%s]: concurrency_key must be a string', t.ord - 1)
+		         WHEN jsonb_typeof(t.e->'unique_key') NOT IN ('string', 'null') THEN
+		           format('jobs[%s]: unique_key must be a string', t.ord - 1)
 		         WHEN jsonb_typeof(t.e->'payload') = 'null' THEN
 		           format('jobs[%s]: payload must be a JSON object', t.ord - 1)
 		       END AS bad
 		  FROM (SELECT a.e, a.ord,
-		               bgexec._unknown_key(a.e, '{kind,payload,queue,priority,run_after,max_attempts,timeout,idempotency_key,concurrency_key}') AS unknown
+		               bgexec._unknown_key(a.e, '{kind,payload,queue,priority,run_after,max_attempts,timeout,idempotency_key,concurrency_key,unique_key}') AS unknown
 		          FROM jsonb_array_elements(jobs) WITH ORDINALITY AS a(e, ord)) t) x
 	 WHERE x.bad IS NOT NULL
 	 ORDER BY x.ord
@@ -3995,10 +4059,11 @@ BEGIN
 	-- kind must be ...), found again after the fact (_element_failing).
 	BEGIN
 	-- Set-based path when nothing needs per-row serialization (no
-	-- idempotency key, no admission cap): one INSERT for the whole array,
+	-- idempotency or unique key, no admission cap): one INSERT for the whole array,
 	-- one NOTIFY per queue.  Ids are assigned in array order.
 	IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(jobs) e
-	                WHERE jsonb_typeof(e->'idempotency_key') = 'string')
+	                WHERE jsonb_typeof(e->'idempotency_key') = 'string'
+	                   OR jsonb_typeof(e->'unique_key') = 'string')
 	   AND NOT EXISTS (SELECT 1 FROM bgexec.queue q
 	                    WHERE q.max_queued IS NOT NULL
 	                      AND q.name IN (SELECT coalesce(e->>'queue', 'default')
@@ -4073,7 +4138,8 @@ BEGIN
 	-- deadlocked (isolation submit-many-order).  So every element is
 	-- checked first, in array order (the first bad one is named); then the
 	-- admission lock of each capped queue is taken, by lock key; then the
-	-- elements are submitted in idempotency-key order, the ids returned in
+	-- elements are submitted in key order (idempotency or unique key; of
+	-- one text, the idempotency key first), the ids returned in
 	-- array order.
 	PERFORM bgexec._check_submit(e->>'kind', coalesce(e->'payload', '{}'),
 	                             coalesce(e->>'queue', 'default'),
@@ -4081,7 +4147,7 @@ BEGIN
 	                             coalesce((e->>'run_after')::timestamptz, now()),
 	                             (e->>'max_attempts')::int,
 	                             (e->>'timeout')::interval,
-	                             e->>'idempotency_key', e->>'concurrency_key')
+	                             e->>'idempotency_key', e->>'concurrency_key', e->>'unique_key')
 	   FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
 	  ORDER BY ord;
 	PERFORM bgexec._require_read_committed(q.name, 'submit to'),
@@ -4093,7 +4159,8 @@ BEGIN
 	  ORDER BY pg_catalog.hashtext(q.name), q.name;
 	v_ids := array_fill(NULL::bigint, ARRAY[jsonb_array_length(jobs)]);
 	FOR v_el IN SELECT t.e, t.ord FROM jsonb_array_elements(jobs) WITH ORDINALITY AS t(e, ord)
-	          ORDER BY t.e->>'idempotency_key' COLLATE "C", t.ord
+	          ORDER BY coalesce(t.e->>'idempotency_key', t.e->>'unique_key') COLLATE "C",
+	                   t.e->>'idempotency_key' IS NULL, t.ord
 	LOOP
 		v_ids[v_el.ord] := bgexec._submit_one(v_owner, v_el.e->>'kind', coalesce(v_el.e->'payload', '{}'),
 		                                   coalesce(v_el.e->>'queue', 'default'),
@@ -4102,7 +4169,7 @@ BEGIN
 		                                   (v_el.e->>'max_attempts')::int,
 		                                   (v_el.e->>'timeout')::interval,
 		                                   v_el.e->>'idempotency_key', v_el.e->>'concurrency_key',
-		                                   false);
+		                                   false, v_el.e->>'unique_key');
 	END LOOP;
 	-- Each capped queue this call added jobs to, counted once, now that
 	-- they are all in: its lock, taken above, is held to commit, so the
@@ -4290,7 +4357,8 @@ COMMENT ON FUNCTION bgexec.resume(bigint, jsonb) IS
  * max_queued cap, under the queue's advisory lock (the one _submit_one
  * takes), and refused at the cap (53400).  The lock is taken before the
  * job's row lock, as submit takes it before its insert, so submits and
- * retries of one queue always lock in that order. */
+ * retries of one queue always lock in that order.  A job whose unique_key
+ * another active job now holds is refused (23505, naming both). */
 CREATE FUNCTION bgexec.retry(job_id bigint) RETURNS boolean
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -4303,6 +4371,7 @@ DECLARE
 	v_cap int;
 	v_depth bigint;
 	v_seq int;
+	v_other bigint;
 BEGIN
 	-- A job's queue never changes: read without a lock, to lock the queue
 	-- first.  Only of a job the caller may act on: another role's job must
@@ -4319,6 +4388,22 @@ BEGIN
 	j := bgexec._visible_job(job_id);
 	IF j.status NOT IN ('failed', 'cancelled', 'timed_out') THEN
 		RETURN false;
+	END IF;
+	-- Its unique key held by another active job (submitted after this one
+	-- ended): a retry would make two, which job_unique_idx refuses.  Raised
+	-- here naming the key and the job; a retry racing that job's submit
+	-- raises the index's own 23505.
+	IF j.unique_key IS NOT NULL THEN
+		SELECT x.id INTO v_other FROM bgexec.job x
+		 WHERE x.owner = j.owner AND x.unique_key = j.unique_key
+		   AND x.status IN ('queued', 'running', 'suspended');
+		IF FOUND THEN
+			RAISE EXCEPTION 'job % has unique_key "%", held by active job %', j.id, j.unique_key, v_other
+				USING ERRCODE = 'unique_violation',
+				      DETAIL = format('job %s is %s', v_other,
+				                      (SELECT x.status FROM bgexec.job x WHERE x.id = v_other)),
+				      HINT = 'retry it when that job has ended';
+		END IF;
 	END IF;
 	IF v_cap IS NOT NULL THEN
 		-- Under the queue's lock, so concurrent submitters count this job.
@@ -5254,7 +5339,7 @@ GRANT SELECT ON bgexec._queue_names TO bgexec_client, bgexec_worker;
 GRANT EXECUTE ON FUNCTION bgexec._active_counts() TO bgexec_client;
 
 GRANT EXECUTE ON FUNCTION
-	bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text),
+	bgexec.submit(text, jsonb, text, int, timestamptz, int, interval, text, text, text),
 	bgexec.submit_many(jsonb),
 	bgexec.stop(bigint),
 	bgexec.resume(bigint, jsonb),

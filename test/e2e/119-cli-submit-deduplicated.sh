@@ -25,3 +25,20 @@ j=$("$BGEXEC" submit noop --json) || fail "--json without a key"
 
 [[ $(sql "SELECT count(*) FROM bgexec.job") == 3 ]] || fail "jobs: $(sql "SELECT count(*) FROM bgexec.job")"
 ok "the same id, said on stderr and in --json"
+
+# --unique-key: the same while the key's job is active; a new job once it ended
+u=$("$BGEXEC" submit noop --unique-key sync-42 2>"$E2E_DIR/u1.err") || fail "unique submit"
+[[ $u =~ ^[0-9]+$ && ! -s $E2E_DIR/u1.err ]] || fail "unique submit printed: $u $(cat "$E2E_DIR/u1.err")"
+again=$("$BGEXEC" submit noop --unique-key sync-42 2>"$E2E_DIR/u2.err") || fail "second unique submit"
+[[ $again == "$u" ]] || fail "second unique submit printed $again, not $u"
+grep -qxF "bgexec submit: job $u is active with unique key sync-42: nothing new submitted" "$E2E_DIR/u2.err" \
+  || fail "second unique submit's stderr: $(cat "$E2E_DIR/u2.err")"
+j=$("$BGEXEC" submit noop --unique-key sync-42 --json 2>/dev/null) || fail "--json unique submit"
+[[ $j == "{\"deduplicated\":true,\"id\":$u}" ]] || fail "--json unique: $j"
+"$BGEXEC" stop "$u" >/dev/null || fail "stop $u"
+n=$("$BGEXEC" submit noop --unique-key sync-42 2>"$E2E_DIR/u3.err") || fail "unique submit after stop"
+[[ $n =~ ^[0-9]+$ && $n != "$u" && ! -s $E2E_DIR/u3.err ]] || fail "after stop: $n $(cat "$E2E_DIR/u3.err")"
+"$BGEXEC" submit noop --unique-key a --idempotency-key b >/dev/null 2>"$E2E_DIR/both.err" && fail "both keys accepted"
+grep -q "idempotency_key and unique_key cannot both be given" "$E2E_DIR/both.err" || fail "both keys: $(cat "$E2E_DIR/both.err")"
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE unique_key = 'sync-42'") == 2 ]] || fail "unique jobs"
+ok "--unique-key: the active job's id while it is active, a new job after"

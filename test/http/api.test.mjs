@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { api, psql, claim, appendEvent, finish, startGateway, uniq, sleep, rawRequest, A, BASE } from './lib.mjs';
+import { api, psql, claim, appendEvent, finish, startGateway, uniq, sleep, rawRequest, A, B, BASE } from './lib.mjs';
 
 // A GET with a body (fetch refuses to send one): the raw answer.
 function getWithBody(path, body) {
@@ -54,6 +54,31 @@ test('submit 201, idempotent resubmit 200 with the same id, get 200, unknown 404
   assert.equal((await api('GET', `/v1/jobs/${t.body.id}`, { token: A })).body.timeout, '00:02:00');
   assert.equal((await api('GET', '/v1/jobs/999999999', { token: A })).status, 404);
   assert.equal((await api('GET', '/v1/jobs/abc', { token: A })).status, 404);
+});
+
+test('unique_key: 200 with the active job, 201 once it has ended; bad values 422', async () => {
+  const queue = uniq('uq');
+  const key = uniq('ukey');
+  const s = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, unique_key: key } });
+  assert.equal(s.status, 201, s.text);
+  const again = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, unique_key: key } });
+  assert.equal(again.status, 200, again.text);
+  assert.deepEqual(again.body, { id: s.body.id, deduplicated: true });
+  assert.equal((await api('GET', `/v1/jobs/${s.body.id}`, { token: A })).body.unique_key, key);
+  // another tenant's key is its own
+  const b = await api('POST', '/v1/jobs', { token: B, body: { kind: 'noop', queue, unique_key: key } });
+  assert.equal(b.status, 201, b.text);
+  psql(`SELECT bgexec.stop(${s.body.id})`);
+  const after = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, unique_key: key } });
+  assert.equal(after.status, 201, after.text);
+  assert.notEqual(after.body.id, s.body.id);
+  for (const [body, field] of [[{ kind: 'noop', unique_key: 7 }, 'unique_key must be a string'],
+                               [{ kind: 'noop', unique_key: '' }, 'unique_key must be 1-512'],
+                               [{ kind: 'noop', unique_key: 'u', idempotency_key: 'i' }, 'idempotency_key and unique_key']]) {
+    const r = await api('POST', '/v1/jobs', { token: A, body });
+    assert.equal(r.status, 422, r.text);
+    assert.ok(r.text.includes(field), r.text);
+  }
 });
 
 test('a submit that waited for a concurrent first submit of its key answers 200 with that job', async () => {

@@ -64,7 +64,7 @@ namespace {
 const std::map<std::string, std::set<std::string>> command_options = {
     {"submit",
      {"--queue", "--priority", "--max-attempts", "--timeout", "--run-after", "--idempotency-key",
-      "--concurrency-key", "--wait", "--follow"}},
+      "--unique-key", "--concurrency-key", "--wait", "--follow"}},
     {"status", {}},
     {"jobs", {"--queue", "--kind", "--status", "--limit", "--before"}},
     {"tail", {"--from"}},
@@ -91,7 +91,7 @@ const std::map<std::string, std::set<std::string>> command_options = {
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
                 [--timeout DUR] [--run-after TIMESTAMP|+DUR] [--idempotency-key K]
-                [--concurrency-key K] [--wait | --follow]
+                [--unique-key K] [--concurrency-key K] [--wait | --follow]
   bgexec status ID
   bgexec jobs [--queue Q] [--kind K] [--status S[,S...]] [--limit N] [--before ID]
   bgexec tail ID [--from SEQ]
@@ -795,7 +795,8 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
   JobOptions jo = job_options(a);
   auto [run_after, run_in] = run_after_option(a);
   s.arg_names = {"KIND",         "JSON",      "--queue",   "--priority",         "--run-after",
-                 "--run-after",  "--max-attempts", "--timeout", "--idempotency-key", "--concurrency-key"};
+                 "--run-after",  "--max-attempts", "--timeout", "--idempotency-key", "--concurrency-key",
+                 "--unique-key"};
   pg::Params p = {a.positional[0],
                   payload,
                   jo.queue,
@@ -805,8 +806,9 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
                   jo.max_attempts,
                   jo.timeout,
                   opt("--idempotency-key"),
-                  jo.concurrency_key};
-  // With an idempotency key, whether the job already existed, as the
+                  jo.concurrency_key,
+                  opt("--unique-key")};
+  // With an idempotency or unique key, whether the job already existed, as the
   // gateway's 200 {"deduplicated": true} (_inserted_here: read after the
   // submit, so a concurrent first submit it waited for counts too).
   auto r = co_await s.conn.query(
@@ -814,13 +816,16 @@ asio::awaitable<int> cmd_submit(Session& s, const core::ParsedArgs& a) {
       " priority => $4::int, run_after => coalesce($5::timestamptz,"
       " now() + make_interval(secs => date_part('epoch', coalesce($6::interval, '0')))),"
       " max_attempts => $7::int, timeout => $8::interval, idempotency_key => $9,"
-      " concurrency_key => $10) AS id OFFSET 0) s",
+      " concurrency_key => $10, unique_key => $11) AS id OFFSET 0) s",
       p);
   const std::int64_t id = std::stoll(r.get(0, 0).value_or("0"));
-  const bool existed = p[8] && r.get(0, 1) == std::optional<std::string>("t");
-  if (existed)
+  const bool existed = (p[8] || p[10]) && r.get(0, 1) == std::optional<std::string>("t");
+  if (existed && p[8])
     std::cerr << "bgexec submit: job " << id << " already has idempotency key "
               << core::visible(core::utf8_cut(*p[8], 200, "...")) << ": nothing new submitted\n";
+  else if (existed)
+    std::cerr << "bgexec submit: job " << id << " is active with unique key "
+              << core::visible(core::utf8_cut(*p[10], 200, "...")) << ": nothing new submitted\n";
   co_return co_await report_job(s, id, a, existed);
 }
 
@@ -1482,7 +1487,7 @@ int run(const std::string& cmd, const std::vector<std::string>& args,
         const std::map<std::string, std::string>& env) {
   static const std::set<std::string> valued = {
       "--db",          "--queue",      "--priority",   "--idempotency-key", "--concurrency-key",
-      "--max-attempts", "--timeout",   "--run-after",  "--from",            "--time-zone",
+      "--unique-key",  "--max-attempts", "--timeout",   "--run-after",  "--from",            "--time-zone",
       "--status",      "--kind",       "--limit",      "--before",          "--max-queued",
       "--max-running", "--max-running-per-key", "--retry-base", "--retry-cap", "--rate-limit",
       "--rate-period", "--batch", "--default-max-attempts", "--default-timeout"};

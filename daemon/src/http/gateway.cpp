@@ -440,7 +440,8 @@ std::string columns(const std::string& alias, std::initializer_list<const char*>
 std::string job_columns(const std::string& alias) {
   return columns(alias,
                  {"id", "queue", "kind", "owner", "priority", "status", "payload", "result", "error", "attempt",
-                  "max_attempts", "timeout", "idempotency_key", "concurrency_key", "lease", "lease_owner", "last_seq"},
+                  "max_attempts", "timeout", "idempotency_key", "unique_key", "concurrency_key", "lease", "lease_owner",
+                  "last_seq"},
                  {"run_after", "deadline", "lease_expires_at", "stop_requested_at", "created_at", "started_at",
                   "finished_at"});
 }
@@ -669,7 +670,7 @@ struct Submit {
 Submit build_submit(const std::string& text, const std::optional<std::string>& schedule = std::nullopt) {
   static const std::set<std::string> known = {"kind", "payload", "queue", "priority",
                                               "run_after", "max_attempts", "timeout",
-                                              "idempotency_key", "concurrency_key"};
+                                              "idempotency_key", "concurrency_key", "unique_key"};
   static const std::set<std::string> known_schedule = {"cron",         "kind",    "payload",         "queue",
                                                        "priority",     "timeout", "concurrency_key", "time_zone",
                                                        "max_attempts", "overlap"};
@@ -773,6 +774,10 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     keyed = true;
   }
   if (auto c = str("concurrency_key")) arg("concurrency_key", *c, "?::text");
+  if (auto u = str("unique_key")) {  // a job while active: as an idempotency key, 200 when returned
+    arg("unique_key", *u, "?::text");
+    keyed = true;
+  }
   if (schedule) {
     if (auto z = str("time_zone")) arg("time_zone", *z, "?::text");
     if (body.contains("overlap") && !body["overlap"].is_null()) {
@@ -785,7 +790,7 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   call += ")";
   if (schedule)
     return {"SELECT " + pg::utc_iso(call, pg::Time::json) + " AS next_run_at", params, fields};
-  // With an idempotency key, submit may return a job that already existed
+  // With an idempotency or unique key, submit may return a job that already existed
   // (200) instead of creating one (201).  _inserted_here reads after the
   // submit, so a job committed by a concurrent first submit of the same key,
   // which this one waited for, counts as existing too.
