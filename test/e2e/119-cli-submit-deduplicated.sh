@@ -7,38 +7,36 @@
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 58819
 
-first=$("$BGEXEC" submit noop --idempotency-key receipt-42 2>"$E2E_DIR/first.err") || fail "first submit"
-[[ $first =~ ^[0-9]+$ ]] || fail "first submit printed: $first"
-[[ ! -s $E2E_DIR/first.err ]] || fail "a new job's submit wrote to stderr: $(cat "$E2E_DIR/first.err")"
+# keyed FLAG KEY LINE: a first submit with the key creates a job (its id
+# alone, nothing on stderr); the next two return it, saying LINE (%s: the
+# id) on stderr, and "deduplicated" with --json.  The job's id in JOB.
+keyed() {
+  local flag=$1 key=$2 line=$3 again j
+  JOB=$("$BGEXEC" submit noop "$flag" "$key" 2>"$E2E_DIR/k1.err") || fail "submit $flag $key"
+  [[ $JOB =~ ^[0-9]+$ && ! -s $E2E_DIR/k1.err ]] || fail "submit $flag $key printed: $JOB $(cat "$E2E_DIR/k1.err")"
+  again=$("$BGEXEC" submit noop "$flag" "$key" 2>"$E2E_DIR/k2.err") || fail "second submit $flag $key"
+  [[ $again == "$JOB" ]] || fail "second submit $flag $key printed $again, not $JOB"
+  # shellcheck disable=SC2059  # LINE is the format
+  grep -qxF "$(printf "$line" "$JOB")" "$E2E_DIR/k2.err" || fail "second submit $flag $key: $(cat "$E2E_DIR/k2.err")"
+  j=$("$BGEXEC" submit noop "$flag" "$key" --json 2>/dev/null) || fail "--json submit $flag $key"
+  [[ $j == "{\"deduplicated\":true,\"id\":$JOB}" ]] || fail "--json $flag $key: $j"
+}
+keyed --idempotency-key receipt-42 "bgexec submit: job %s already has idempotency key receipt-42: nothing new submitted"
 
-again=$("$BGEXEC" submit noop --idempotency-key receipt-42 2>"$E2E_DIR/again.err") || fail "second submit"
-[[ $again == "$first" ]] || fail "second submit printed $again, not $first"
-grep -qxF "bgexec submit: job $first already has idempotency key receipt-42: nothing new submitted" "$E2E_DIR/again.err" \
-  || fail "second submit's stderr: $(cat "$E2E_DIR/again.err")"
-
-j=$("$BGEXEC" submit noop --idempotency-key receipt-42 --json 2>/dev/null) || fail "--json submit"
-[[ $j == "{\"deduplicated\":true,\"id\":$first}" ]] || fail "--json: $j"
 j=$("$BGEXEC" submit noop --idempotency-key receipt-43 --json 2>"$E2E_DIR/new.err") || fail "--json new key"
 [[ $j =~ ^\{\"id\":[0-9]+\}$ && ! -s $E2E_DIR/new.err ]] || fail "--json of a new key: $j $(cat "$E2E_DIR/new.err")"
 j=$("$BGEXEC" submit noop --json) || fail "--json without a key"
 [[ $j =~ ^\{\"id\":[0-9]+\}$ ]] || fail "--json without a key: $j"
 
 [[ $(sql "SELECT count(*) FROM bgexec.job") == 3 ]] || fail "jobs: $(sql "SELECT count(*) FROM bgexec.job")"
-ok "the same id, said on stderr and in --json"
 
 # --unique-key: the same while the key's job is active; a new job once it ended
-u=$("$BGEXEC" submit noop --unique-key sync-42 2>"$E2E_DIR/u1.err") || fail "unique submit"
-[[ $u =~ ^[0-9]+$ && ! -s $E2E_DIR/u1.err ]] || fail "unique submit printed: $u $(cat "$E2E_DIR/u1.err")"
-again=$("$BGEXEC" submit noop --unique-key sync-42 2>"$E2E_DIR/u2.err") || fail "second unique submit"
-[[ $again == "$u" ]] || fail "second unique submit printed $again, not $u"
-grep -qxF "bgexec submit: job $u is active with unique key sync-42: nothing new submitted" "$E2E_DIR/u2.err" \
-  || fail "second unique submit's stderr: $(cat "$E2E_DIR/u2.err")"
-j=$("$BGEXEC" submit noop --unique-key sync-42 --json 2>/dev/null) || fail "--json unique submit"
-[[ $j == "{\"deduplicated\":true,\"id\":$u}" ]] || fail "--json unique: $j"
+keyed --unique-key sync-42 "bgexec submit: job %s is active with unique key sync-42: nothing new submitted"
+u=$JOB
 "$BGEXEC" stop "$u" >/dev/null || fail "stop $u"
 n=$("$BGEXEC" submit noop --unique-key sync-42 2>"$E2E_DIR/u3.err") || fail "unique submit after stop"
 [[ $n =~ ^[0-9]+$ && $n != "$u" && ! -s $E2E_DIR/u3.err ]] || fail "after stop: $n $(cat "$E2E_DIR/u3.err")"
 "$BGEXEC" submit noop --unique-key a --idempotency-key b >/dev/null 2>"$E2E_DIR/both.err" && fail "both keys accepted"
 grep -q "idempotency_key and unique_key cannot both be given" "$E2E_DIR/both.err" || fail "both keys: $(cat "$E2E_DIR/both.err")"
 [[ $(sql "SELECT count(*) FROM bgexec.job WHERE unique_key = 'sync-42'") == 2 ]] || fail "unique jobs"
-ok "--unique-key: the active job's id while it is active, a new job after"
+ok "the same id, said on stderr and in --json; --unique-key: a new job once the active one ended"
