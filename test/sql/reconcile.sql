@@ -13,7 +13,11 @@ SELECT status, error->>'reason' AS reason, error->>'worker' AS worker FROM bgexe
 SELECT event_kinds(:once), terminal_events(:once);
 -- retry-safe (max_attempts = 2): queued again with backoff
 SELECT status, attempt, error->>'reason' AS reason, lease IS NULL AS released FROM bgexec.job WHERE id = :twice;
-SELECT run_after > now() AS backs_off FROM bgexec.job WHERE id = :twice;
+-- (after the reconcile's own time, its event's: a backoff drawn below
+-- the few ms between two statements failed a test against now())
+SELECT j.run_after > e.created_at AS backs_off
+  FROM bgexec.job j JOIN bgexec.job_event e ON e.job_id = j.id AND e.kind = 'retry_scheduled'
+ WHERE j.id = :twice;
 SELECT event_kinds(:twice), terminal_events(:twice);
 -- second run expires too: now out of attempts → failed
 UPDATE bgexec.job SET run_after = now() WHERE id = :twice;
