@@ -240,9 +240,9 @@ void flush_log(std::chrono::milliseconds within) {
   if (s.mode.load(std::memory_order_acquire) == Mode::thread) s.queue.wait_idle(within);
 }
 
-// A warning, written whatever --log-level is: the lines it reports passed
+// A warning, written whatever BGEXEC_LOG_LEVEL is: the lines it reports passed
 // the level (log() filters before the queue), so their loss is news at that
-// level too.  Under --log-level error (every line dropped an error) it says
+// level too.  Under BGEXEC_LOG_LEVEL=error (every line dropped an error) it says
 // level=error: written as warn, it showed below the level the operator set.
 std::string dropped_line(std::uint64_t n) {
   return format_line(level_enabled("warn") ? "warn" : "error", "log lines dropped: stderr was not being read",

@@ -72,7 +72,7 @@ class LineQueue {
 };
 
 // The warn line that reports `n` dropped lines (level=error under
-// --log-level error: never below the level, never filtered by it).
+// BGEXEC_LOG_LEVEL=error: never below the level, never filtered by it).
 std::string dropped_line(std::uint64_t n);
 
 // The line log() would write (with trailing '\n'), stamped with the current
