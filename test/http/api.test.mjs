@@ -72,6 +72,11 @@ test('unique_key: 200 with the active job, 201 once it has ended; bad values 422
   const after = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, unique_key: key } });
   assert.equal(after.status, 201, after.text);
   assert.notEqual(after.body.id, s.body.id);
+  // a retry of the ended job while another active job holds its key: 409, not 500
+  const held = await api('POST', `/v1/jobs/${s.body.id}/retry`, { token: A });
+  assert.equal(held.status, 409, held.text);
+  assert.equal(held.body.error.sqlstate, '23505', held.text);
+  assert.ok(held.text.includes(`held by active job ${after.body.id}`), held.text);
   for (const [body, field] of [[{ kind: 'noop', unique_key: 7 }, 'unique_key must be a string'],
                                [{ kind: 'noop', unique_key: '' }, 'unique_key must be 1-512'],
                                [{ kind: 'noop', unique_key: 'u', idempotency_key: 'i' }, 'idempotency_key and unique_key']]) {

@@ -70,6 +70,9 @@ bhttp::status status_for(const std::string& st) {
     return bhttp::status::unprocessable_entity;
   if (st == "53400") return bhttp::status::too_many_requests;
   if (st == "55006") return bhttp::status::conflict;  // run_schedule while its last run's job is unfinished
+  // retry of an ended job whose unique_key another active job holds: the
+  // state of the tenant's jobs, as a refused retry's 409, not a fault (500)
+  if (st == "23505") return bhttp::status::conflict;
   if (st == "57014") return bhttp::status::gateway_timeout;  // --statement-timeout (or a cancel)
   if (st == "42501") return bhttp::status::forbidden;
   // 25006: a write on a hot standby (the gateway's conninfo names one, or a
