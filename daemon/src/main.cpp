@@ -59,15 +59,17 @@ Commands:
   worker                 run jobs (see bgexec worker --help)
   serve                  HTTP gateway: API, event streams, metrics, dashboard (see bgexec serve --help)
   submit KIND [JSON|@FILE] [options]
-                         enqueue a job; --wait/--follow wait for its end
+                         enqueue a job (--idempotency-key, --unique-key, ...); --wait/--follow wait for its end
   status ID              show a job
   tail ID [--from SEQ]   print a job's events until it ends or suspends
   stop ID                cancel a job (a running one is stopped by its worker)
   resume ID [JSON|@FILE] resume a suspended job; JSON becomes the approval's output
   retry ID               re-queue a failed, cancelled or timed-out job
+  reschedule ID [--run-after TIMESTAMP|+DUR] [--priority N]
+                         move a queued job: when it runs, at what priority
   stop | retry [--queue Q] [--kind K] [--status S[,S...]] [--limit N]
                          many jobs at once
-  jobs [--queue Q] [--kind K] [--status S] [--limit N] [--before ID]
+  jobs [--queue Q] [--kind K] [--status S[,S...]] [--limit N] [--before ID]
                          list your jobs, newest first
   queues                 per-queue counts
   pause-queue NAME       stop workers claiming a queue's jobs (administrators)
@@ -82,8 +84,8 @@ Commands:
   resume-schedule NAME   let a paused recurring job fire again
   run-schedule NAME      submit a recurring job's job now (--wait/--follow as submit)
   schedules              list your recurring jobs
-  purge OLDER_THAN [--batch N]
-                         delete your jobs that ended longer ago than OLDER_THAN, in batches
+  purge OLDER_THAN [--batch N] [--status S[,S...]]
+                         delete your jobs that ended (so) longer ago than OLDER_THAN, in batches
   bench [options]        burn-down benchmark (see bgexec bench --help)
   version                print the version
 

@@ -323,4 +323,14 @@ done
 # Both help texts show resume's @FILE form, as the README does.
 "$BGEXEC" --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec --help: resume ID [JSON|@FILE]"
 "$BGEXEC" resume --help | grep -qF 'resume ID [JSON|@FILE]' || fail "bgexec resume --help: resume ID [JSON|@FILE]"
+# bgexec --help names every client command (reschedule was missing from it)
+# and the options of each that its own --help gives (--status S[,S...])
+for cmd in submit status jobs tail stop resume retry reschedule queues pause-queue resume-queue configure-queue \
+    workers schedule unschedule schedules pause-schedule resume-schedule run-schedule purge; do
+  "$BGEXEC" --help | grep -qE "^  $cmd( |\$)" || fail "bgexec --help does not name $cmd"
+done
+for cmd in jobs purge; do
+  "$BGEXEC" --help | grep -E "^  $cmd " | grep -qF -- '--status S[,S...]' \
+    || fail "bgexec --help: $cmd without --status S[,S...]: $("$BGEXEC" --help | grep -E "^  $cmd ")"
+done
 ok

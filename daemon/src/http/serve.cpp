@@ -61,8 +61,9 @@ HTTP gateway: REST API, Server-Sent Events, Prometheus metrics, dashboard.
   --response-memory MIB
                      answers and event batches waiting to be read, in MiB,
                      at most; one role's at most half.  Past it a request
-                     gets 429 (its role's half) or 503, and an event stream
-                     ends (its reader reconnects).  1..1048576, default 256.
+                     gets 429 (its role's half) or 503; an event stream is
+                     refused so before it starts, and one running waits for
+                     room (keepalives meanwhile).  1..1048576, default 256.
 )";
 
 // An error's text as the rest of a one-line message: "address already in use".
