@@ -184,6 +184,19 @@ CREATE FUNCTION bgexec._interval_positive(iv interval) RETURNS boolean
 	   AND iv >= pg_catalog.date_trunc('day', iv)
 $$;
 
+/* _interval_zero: iv is zero in every part: the timeout that means none,
+ * whatever the queue's default (submit, submit_many, schedule), and the
+ * default_timeout that removes a queue's.  '1 mon -30 days' compares equal
+ * to zero but is not: added to 31 January 2025 it ends on 29 January.
+ * Without SET, so that it is inlined. */
+CREATE FUNCTION bgexec._interval_zero(iv interval) RETURNS boolean
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $$
+	SELECT pg_catalog.date_trunc('month', iv) = interval '0'
+	   AND pg_catalog.date_trunc('day', iv) = interval '0'
+	   AND iv = interval '0'
+$$;
+
 /* _exact: iv as an exact duration, its months and days turned into time
  * as extract(epoch) counts them (and _backoff, the CLI's and the gateway's
  * +DUR): a day is 24 hours, a month 30 days, a year 365.25 days.  (As
@@ -460,7 +473,7 @@ CREATE TABLE bgexec.schedule (
 	queue           text NOT NULL DEFAULT 'default',
 	priority        int NOT NULL DEFAULT 0,
 	max_attempts    int,                   -- NULL: the queue's default when it fires, else 1
-	timeout         interval,              -- NULL: the queue's default when it fires, else none
+	timeout         interval,              -- NULL: the queue's default when it fires, else none; 0: none
 	concurrency_key text,
 	time_zone       text NOT NULL DEFAULT 'UTC',   -- whose wall clock cron reads
 	overlap         boolean NOT NULL DEFAULT true, -- false: skip a tick while the last job is unfinished
@@ -982,15 +995,17 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('run_after was %s', p_run_after);
 	END IF;
-	-- NULL max_attempts or timeout: the queue's default (_submit_one)
+	-- NULL max_attempts or timeout: the queue's default (_submit_one); a
+	-- timeout of 0: none, whatever the queue's default
 	IF p_max_attempts < 1 THEN
 		RAISE EXCEPTION 'max_attempts must be at least 1'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('max_attempts was %s', p_max_attempts);
 	END IF;
-	IF p_timeout IS NOT NULL AND (NOT bgexec._interval_positive(p_timeout)
-	                              OR NOT bgexec._interval_within(p_timeout, interval '100 years')) THEN
-		RAISE EXCEPTION 'timeout must be a positive interval of at most 100 years'
+	IF p_timeout IS NOT NULL AND NOT bgexec._interval_zero(p_timeout)
+	   AND (NOT bgexec._interval_positive(p_timeout)
+	        OR NOT bgexec._interval_within(p_timeout, interval '100 years')) THEN
+		RAISE EXCEPTION 'timeout must be a positive interval of at most 100 years, or 0 for none'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('timeout was %s', p_timeout);
 	END IF;
@@ -1084,11 +1099,12 @@ BEGIN
 	                             p_concurrency_key, p_unique_key);
 
 	-- A NULL max_attempts or timeout is the queue's default (checked by
-	-- queue_defaults_sane), else 1 and none.
+	-- queue_defaults_sane), else 1 and none; a timeout of 0 is none.
 	SELECT max_queued, default_max_attempts, default_timeout INTO v_cap, v_max_attempts, v_timeout
 	  FROM bgexec.queue WHERE name = p_queue COLLATE "default";
 	v_max_attempts := coalesce(p_max_attempts, v_max_attempts, 1);
-	v_timeout := coalesce(p_timeout, v_timeout);
+	v_timeout := CASE WHEN p_timeout IS NULL THEN v_timeout
+	                  WHEN bgexec._interval_zero(p_timeout) THEN NULL ELSE p_timeout END;
 	-- Same owner + same key: the existing job, read in the snapshot,
 	-- without waiting for the queue's lock, from a transaction the cap
 	-- refuses, or for a transaction that holds the job's row (a stop() not
@@ -3890,12 +3906,14 @@ BEGIN
 	-- The queue's settings row, read once (it was read for max_queued
 	-- alone, in the IF's NOT EXISTS): its cap, and the defaults of a NULL
 	-- max_attempts (else 1) and timeout (else none), which
-	-- queue_defaults_sane keeps valid.  Without a row, all NULL.
+	-- queue_defaults_sane keeps valid.  Without a row, all NULL.  A timeout
+	-- of 0 is none, whatever the default.
 	SELECT q.max_queued, q.default_max_attempts, q.default_timeout
 	  INTO v_cap, v_max_attempts, v_timeout
 	  FROM bgexec.queue q WHERE q.name = submit.queue;
 	v_max_attempts := coalesce(submit.max_attempts, v_max_attempts, 1);
-	v_timeout := coalesce(submit.timeout, v_timeout);
+	v_timeout := CASE WHEN submit.timeout IS NULL THEN v_timeout
+	                  WHEN bgexec._interval_zero(submit.timeout) THEN NULL ELSE submit.timeout END;
 	-- The common submit in one function: no idempotency key, a queue
 	-- without max_queued, and arguments that pass _check_submit's cheap
 	-- tests.  The two nested PL/pgSQL calls with their SET clauses cost a
@@ -4094,21 +4112,25 @@ BEGIN
 		                     AND coalesce(x.max_attempts, 1) >= 1
 		                     AND (x.timeout IS NULL
 		                          OR bgexec._interval_positive(x.timeout)
-		                             AND bgexec._interval_within(x.timeout, interval '100 years'))
+		                             AND bgexec._interval_within(x.timeout, interval '100 years')
+		                          OR bgexec._interval_zero(x.timeout))
 		                     AND (x.concurrency_key IS NULL
 		                          OR length(x.concurrency_key) BETWEEN 1 AND 512), false)
 		     OR x.kind = 'workflow'
 		     OR v_huge
 		     OR pg_catalog.pg_column_size(x.payload) > v_limit / 2
 		  ORDER BY x.ord;
-		-- A NULL max_attempts or timeout: the queue's default (else 1, none).
+		-- A NULL max_attempts or timeout: the queue's default (else 1, none);
+		-- a timeout of 0: none.
 		RETURN QUERY
 		WITH ins AS (
 			INSERT INTO bgexec.job (queue, kind, owner, priority, payload, max_attempts,
 			                        run_after, timeout, concurrency_key)
 			SELECT coalesce(x.queue, 'default'), x.kind, v_owner, coalesce(x.priority, 0),
 			       coalesce(x.payload, '{}'), coalesce(x.max_attempts, q.default_max_attempts, 1),
-			       greatest(x.run_after, now()), coalesce(x.timeout, q.default_timeout),
+			       greatest(x.run_after, now()),
+			       CASE WHEN x.timeout IS NULL THEN q.default_timeout
+			            WHEN bgexec._interval_zero(x.timeout) THEN NULL ELSE x.timeout END,
 			       x.concurrency_key
 			  FROM ROWS FROM (jsonb_to_recordset(jobs) AS (
 			         kind text, payload jsonb, queue text, priority int,
@@ -5042,14 +5064,14 @@ BEGIN
 	-- The job defaults as submit checks a job's own (22023 naming the
 	-- parameter), before the row is created: a default_max_attempts of 1
 	-- removes the queue's (1 is what a job gets without one), and a
-	-- default_timeout of 0 (no job has a timeout of 0) removes that one.
+	-- default_timeout of 0 (a job's timeout of 0 is none) removes that one.
 	IF configure_queue.default_max_attempts < 1 THEN
 		RAISE EXCEPTION 'default_max_attempts must be from 1 to 2147483647'
 			USING ERRCODE = 'invalid_parameter_value',
 			      DETAIL = format('default_max_attempts was %s', configure_queue.default_max_attempts);
 	END IF;
 	IF configure_queue.default_timeout IS NOT NULL
-	   AND configure_queue.default_timeout <> interval '0'
+	   AND NOT bgexec._interval_zero(configure_queue.default_timeout)
 	   AND NOT (bgexec._interval_positive(configure_queue.default_timeout)
 	            AND bgexec._interval_within(configure_queue.default_timeout, interval '100 years')) THEN
 		RAISE EXCEPTION 'default_timeout must be a positive interval of at most 100 years, or 0 to remove it'
@@ -5098,7 +5120,7 @@ BEGIN
 	       rate_period = coalesce(configure_queue.rate_period, x.rate_period),
 	       default_max_attempts = CASE WHEN configure_queue.default_max_attempts = 1 THEN NULL
 	                                   ELSE coalesce(configure_queue.default_max_attempts, x.default_max_attempts) END,
-	       default_timeout = CASE WHEN configure_queue.default_timeout = interval '0' THEN NULL
+	       default_timeout = CASE WHEN bgexec._interval_zero(configure_queue.default_timeout) THEN NULL
 	                              ELSE coalesce(configure_queue.default_timeout, x.default_timeout) END,
 	       -- A limit removed forgets its bucket; a new one starts full.  A
 	       -- changed limit or period keeps the tokens left (claim reads

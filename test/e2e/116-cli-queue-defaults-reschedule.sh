@@ -2,7 +2,8 @@
 # configure-queue --default-max-attempts/--default-timeout, and reschedule:
 # a job submitted by the CLI without --max-attempts or --timeout gets the
 # queue's defaults (the CLI passes none: it passed 1, so no queue default
-# could apply); --max-attempts 1 still means at most once.  reschedule moves
+# could apply); --max-attempts 1 still means at most once, --timeout none
+# no timeout.  reschedule moves
 # a queued job's run_after or priority and prints when it runs; a job that
 # is not queued is refused (exit 3, 55000, naming its status), and a call
 # with nothing to change is a usage error.  tail shows the event.
@@ -18,6 +19,14 @@ c=$("$BGEXEC" submit noop --queue other --json | jq -r .id) || fail "submit to a
 [[ $(sql "SELECT string_agg(max_attempts || '/' || coalesce(timeout::text, '-'), ',' ORDER BY id) FROM bgexec.job WHERE id IN ($a, $b, $c)") \
    == "20/00:10:00,1/00:00:05,1/-" ]] \
   || fail "the jobs' max_attempts/timeout: $(sql "SELECT id, max_attempts, timeout FROM bgexec.job ORDER BY id")"
+# --timeout none (or 0): no timeout, whatever the queue's default; a
+# schedule's too, when it fires
+n=$("$BGEXEC" submit noop --queue idem --timeout none --json | jq -r .id) || fail "submit --timeout none: exit $?"
+z=$("$BGEXEC" submit noop --queue idem --timeout 0 --json | jq -r .id) || fail "submit --timeout 0: exit $?"
+"$BGEXEC" schedule untimed '0 3 * * *' noop --queue idem --timeout none >/dev/null || fail "schedule --timeout none"
+u=$("$BGEXEC" run-schedule untimed --json | jq -r .id) || fail "run-schedule untimed"
+[[ $(sql "SELECT count(*) FROM bgexec.job WHERE id IN ($n, $z, $u) AND timeout IS NULL") == 3 ]] \
+  || fail "--timeout none/0: $(sql "SELECT id, timeout FROM bgexec.job WHERE id IN ($n, $z, $u)")"
 # a schedule without --max-attempts takes the queue's default when it fires
 "$BGEXEC" schedule tick '0 3 * * *' noop --queue idem >/dev/null || fail "schedule"
 [[ $(sql "SELECT max_attempts IS NULL FROM bgexec.schedule WHERE name = 'tick'") == t ]] || fail "the schedule stored a max_attempts"

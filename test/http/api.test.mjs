@@ -56,6 +56,41 @@ test('submit 201, idempotent resubmit 200 with the same id, get 200, unknown 404
   assert.equal((await api('GET', '/v1/jobs/abc', { token: A })).status, 404);
 });
 
+test('timeout 0 or "none": no timeout, whatever the queue\'s default_timeout (submit and a schedule)', async () => {
+  const queue = uniq('nt');
+  psql(`SELECT bgexec.configure_queue('${queue}', default_timeout => '10 minutes')`);
+  const timeoutOf = async (id) => (await api('GET', `/v1/jobs/${id}`, { token: A })).body.timeout;
+  const d = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue } });
+  assert.equal(d.status, 201, d.text);
+  assert.equal(await timeoutOf(d.body.id), '00:10:00');
+  for (const t of ['0', '-0', '0.0', '0e5', '"none"', '"0"', '"0 s"']) {
+    const r = await api('POST', '/v1/jobs', { token: A, raw: `{"kind": "noop", "queue": "${queue}", "timeout": ${t}}` });
+    assert.equal(r.status, 201, `${t}: ${r.text}`);
+    assert.equal(await timeoutOf(r.body.id), null, t);
+  }
+  // "none" alone: another word is the database's error; a positive number
+  // too small for a microsecond is no 0; '1 mon -30 days' compares equal to
+  // 0 but is not
+  for (const [t, state, message] of [
+    ['"None"', '22007', /^timeout: invalid input syntax for type interval: "None"$/],
+    ['1e-7', '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\), or 0 or "none" for no timeout$/],
+    ['-1', '22023', /^timeout must be a positive number of seconds/],
+    ['"1 mon -30 days"', '22023', /^timeout must be a positive interval of at most 100 years, or 0 for none$/]]) {
+    const r = await api('POST', '/v1/jobs', { token: A, raw: `{"kind": "noop", "queue": "${queue}", "timeout": ${t}}` });
+    assert.equal(r.status, 422, `${t}: ${r.text}`);
+    assert.equal(r.body.error.sqlstate, state, t);
+    assert.match(r.body.error.message, message, t);
+  }
+  // a schedule keeps the 0 (its own NULL is the queue's default when it fires)
+  const name = uniq('nt');
+  const p = await api('PUT', `/v1/schedules/${name}`, { token: A, body: { cron: '0 3 * * *', kind: 'noop', queue, timeout: 'none' } });
+  assert.equal(p.status, 200, p.text);
+  const run = await api('POST', `/v1/schedules/${name}/run`, { token: A });
+  assert.equal(run.status, 201, run.text);
+  assert.equal(await timeoutOf(run.body.id), null);
+  assert.equal((await api('DELETE', `/v1/schedules/${name}`, { token: A })).status, 200);
+});
+
 test('unique_key: 200 with the active job, 201 once it has ended; bad values 422', async () => {
   const queue = uniq('uq');
   const key = uniq('ukey');
@@ -398,8 +433,8 @@ test('error messages: the server\'s primary message naming the field, DETAIL and
   const cases = [
     [{ kind: 'noop', timeout: 'abc' }, '22007', /^timeout: invalid input syntax for type interval: "abc"$/],
     [{ kind: 'noop', timeout: '99999999999 hours' }, '22015', /^timeout: interval field value out of range/],
-    [{ kind: 'noop', timeout: 1e300 }, '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\)$/],
-    [{ kind: 'noop', timeout: 1e-7 }, '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\)$/],
+    [{ kind: 'noop', timeout: 1e300 }, '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\), or 0 or "none" for no timeout$/],
+    [{ kind: 'noop', timeout: 1e-7 }, '22023', /^timeout must be a positive number of seconds, at most 3110400000 \(100 years\), or 0 or "none" for no timeout$/],
     [{ kind: 'noop', timeout: 3110400001 }, '22023', /^timeout must be/],
     // Read by the gateway, not by its session's DateStyle (zones.test.mjs).
     [{ kind: 'noop', run_after: '294277-01-01T00:00Z' }, '22007', /^run_after must be an RFC 3339 time with an offset or Z .*: was "294277-01-01T00:00Z"$/],

@@ -100,6 +100,6 @@ SELECT bgexec.stop(:q), (SELECT deadline IS NULL FROM bgexec.job WHERE id = :q) 
 -- no timeout: no deadline
 SELECT bgexec.submit('noop', queue => 'dl') AS n \gset
 SELECT deadline IS NULL AS no_deadline FROM bgexec.claim('w', '{dl}', 1);
--- negative: a non-positive timeout
-SELECT bgexec.submit('noop', timeout => '0 s');
+-- negative: a non-positive timeout (0 is none: queue_defaults)
+SELECT bgexec.submit('noop', timeout => '1 mon -30 days');
 SELECT bgexec.submit('noop', timeout => '-1 minute');

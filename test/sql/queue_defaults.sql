@@ -53,7 +53,7 @@ SELECT name, default_max_attempts, default_timeout FROM bgexec.configure_queue('
 SELECT name, default_max_attempts, default_timeout FROM bgexec.configure_queue('qd', default_max_attempts => 1);
 SELECT bgexec.submit('noop', queue => 'qd') AS i \gset
 SELECT max_attempts, timeout FROM bgexec.job WHERE id = :i;
--- and 0 removes default_timeout (no job has a timeout of 0)
+-- and 0 removes default_timeout (a job's own timeout of 0 is none)
 SELECT name, default_max_attempts, default_timeout FROM bgexec.configure_queue('qd', default_timeout => '0');
 SELECT bgexec.submit('noop', queue => 'qd') AS i \gset
 SELECT max_attempts, timeout FROM bgexec.job WHERE id = :i;
@@ -72,9 +72,45 @@ SELECT * FROM try($$UPDATE bgexec.queue SET default_max_attempts = 0 WHERE name 
 -- a job's own max_attempts below 1 is still refused, with or without a default
 SELECT * FROM try($$SELECT bgexec.submit('noop', queue => 'qd', max_attempts => 0)$$);
 SELECT * FROM try($$SELECT bgexec.submit_many('[{"kind": "noop", "queue": "qd", "max_attempts": 0}]')$$);
+-- a job's timeout of 0: no timeout, whatever the queue's default, on every
+-- path (submit's common one, an idempotency or unique key, a capped queue,
+-- submit_many set-based and per element, a schedule's tick and run_schedule)
+SELECT name, default_timeout FROM bgexec.configure_queue('qd-capped', default_timeout => '1 hour');
+SELECT bgexec.submit('noop', queue => 'qd', timeout => '0') AS z1 \gset
+SELECT bgexec.submit('noop', queue => 'qd', timeout => '0 days', idempotency_key => 'qd-z2') AS z2 \gset
+SELECT bgexec.submit('noop', queue => 'qd', timeout => '0 s', unique_key => 'qd-z3') AS z3 \gset
+SELECT bgexec.submit('noop', queue => 'qd-capped', timeout => '0') AS z4 \gset
+SELECT bgexec.submit('noop', queue => 'qd-capped') AS z5 \gset
+SELECT id = :z1 AS z1, id = :z2 AS z2, id = :z3 AS z3, id = :z4 AS z4, id = :z5 AS own_default, timeout
+  FROM bgexec.job WHERE id IN (:z1, :z2, :z3, :z4, :z5) ORDER BY id;
+SELECT array_agg(id) AS ids FROM bgexec.submit_many('[{"kind": "noop", "queue": "qd", "timeout": "0"},
+                            {"kind": "noop", "queue": "qd"},
+                            {"kind": "noop", "queue": "qd", "timeout": "00:00:00"}]') AS s(id) \gset
+SELECT id - min(id) OVER () AS element, timeout FROM bgexec.job WHERE id = ANY (:'ids') ORDER BY id;
+SELECT array_agg(id) AS ids FROM bgexec.submit_many('[{"kind": "noop", "queue": "qd-capped", "timeout": "0"},
+                            {"kind": "noop", "queue": "qd", "timeout": "0", "idempotency_key": "qd-z6"},
+                            {"kind": "noop", "queue": "qd"}]') AS s(id) \gset
+SELECT id - min(id) OVER () AS element, timeout FROM bgexec.job WHERE id = ANY (:'ids') ORDER BY id;
+SET ROLE regress_alice;
+SELECT bgexec.schedule('qd-none', '0 3 * * *', 'noop', queue => 'qd', timeout => '0') IS NOT NULL AS scheduled;
+SELECT name, timeout FROM bgexec.schedule WHERE name = 'qd-none';
+SELECT bgexec.run_schedule('qd-none') AS z7 \gset
+SELECT timeout FROM bgexec.job WHERE id = :z7;
+RESET ROLE;
+UPDATE bgexec.schedule SET next_run_at = now() - interval '1 minute' WHERE name = 'qd-none';
+SELECT bgexec.reconcile() >= 0 AS reconciled;
+SELECT s.name, j.id <> :z7 AS ticked, j.timeout FROM bgexec.schedule s JOIN bgexec.job j ON j.id = s.last_job_id
+ WHERE s.name = 'qd-none';
+-- zero in every part: '1 mon -30 days' compares equal to 0 but is not, and
+-- is refused as any other non-positive timeout (22023 naming the field)
+SELECT * FROM try($$SELECT bgexec.submit('noop', queue => 'qd', timeout => '1 mon -30 days')$$);
+SELECT * FROM try($$SELECT bgexec.submit('noop', queue => 'qd', timeout => '1 day -24 hours', idempotency_key => 'qd-z8')$$);
+SELECT * FROM try($$SELECT bgexec.submit_many('[{"kind": "noop", "queue": "qd", "timeout": "1 mon -30 days"}]')$$);
+SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_timeout => '1 mon -30 days')$$);
+SELECT name, default_timeout FROM bgexec.queue WHERE name = 'qd';
 -- who may configure a queue stays as it was: not a client
 SET ROLE regress_alice;
 SELECT * FROM try($$SELECT bgexec.configure_queue('qd', default_max_attempts => 5)$$);
-SELECT bgexec.unschedule('qd-tick') AND bgexec.unschedule('qd-own') AS unscheduled;
+SELECT bgexec.unschedule('qd-tick') AND bgexec.unschedule('qd-own') AND bgexec.unschedule('qd-none') AS unscheduled;
 RESET ROLE;
 SELECT stats_mismatch();

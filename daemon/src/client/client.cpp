@@ -90,7 +90,7 @@ const std::map<std::string, std::set<std::string>> command_options = {
 
 constexpr const char* usage_text = R"(usage:
   bgexec submit KIND [JSON|@FILE] [--queue Q] [--priority N] [--max-attempts N]
-                [--timeout DUR] [--run-after TIMESTAMP|+DUR] [--idempotency-key K]
+                [--timeout DUR|none] [--run-after TIMESTAMP|+DUR] [--idempotency-key K]
                 [--unique-key K] [--concurrency-key K] [--wait | --follow]
   bgexec status ID
   bgexec jobs [--queue Q] [--kind K] [--status S[,S...]] [--limit N] [--before ID]
@@ -109,7 +109,7 @@ constexpr const char* usage_text = R"(usage:
                   [--default-max-attempts N] [--default-timeout DUR|none]
   bgexec workers [--all]
   bgexec schedule NAME CRON KIND [JSON|@FILE] [--queue Q] [--priority N]
-                  [--max-attempts N] [--timeout DUR] [--concurrency-key K]
+                  [--max-attempts N] [--timeout DUR|none] [--concurrency-key K]
                   [--time-zone TZ] [--no-overlap]
   bgexec unschedule NAME
   bgexec pause-schedule NAME
@@ -119,6 +119,7 @@ constexpr const char* usage_text = R"(usage:
   bgexec purge OLDER_THAN [--batch N] [--status S[,S...]]
 Common options: --db CONNINFO (else BGEXEC_DB, else libpq PG* variables), --json.
 DUR: seconds or 500ms/30s/5m/2h, or an interval the server reads (2d, '1 day').
+--timeout none (or 0): no timeout, whatever the queue's --default-timeout.
 submit prints the job id; --wait waits for the end quietly, --follow shows steps
 and logs live.  jobs lists your jobs, newest first (--limit 1-500, default
 50); when there are more, the last line says which --before shows the next ones.
@@ -740,8 +741,10 @@ JobOptions job_options(const core::ParsedArgs& a) {
   if (auto v = option(a, "--priority")) o.priority = int_option("--priority", *v, INT32_MIN, INT32_MAX);
   if (auto v = option(a, "--max-attempts"))
     o.max_attempts = std::to_string(int_option("--max-attempts", *v, 1, INT32_MAX));
+  // --timeout none: 0, no timeout whatever the queue's default (as
+  // configure-queue --default-timeout none).
   if (auto t = option(a, "--timeout")) {
-    auto secs = core::parse_seconds(*t);
+    auto secs = *t == "none" ? std::optional<double>(0) : core::parse_seconds(*t);
     o.timeout = secs ? interval_option("--timeout", *secs, *t) : *t;
   }
   o.concurrency_key = option(a, "--concurrency-key");

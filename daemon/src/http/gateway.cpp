@@ -760,11 +760,16 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   if (body.contains("timeout") && !body["timeout"].is_null()) {
     const auto& t = body["timeout"];
     if (auto secs = core::number_of(t)) {  // a raw number (2.50) too
-      // Positive once rounded to microseconds, as the interval is: 1e-7 was
-      // the SQL's "a positive interval" message, 0 this one.
-      if (!std::isfinite(*secs) || !(std::rint(*secs * 1e6) >= 1) || *secs > max_timeout_seconds)
-        throw invalid("timeout must be a positive number of seconds, at most 3110400000 (100 years)");
-      arg("timeout", core::dump(t), "pg_catalog.make_interval(secs => ?::float8)");
+      // 0: no timeout, whatever the queue's default (submit's interval 0).
+      // Else positive once rounded to microseconds, as the interval is:
+      // 1e-7 was the SQL's "a positive interval" message, and is no 0.
+      if (*secs != 0 &&
+          (!std::isfinite(*secs) || !(std::rint(*secs * 1e6) >= 1) || *secs > max_timeout_seconds))
+        throw invalid("timeout must be a positive number of seconds, at most 3110400000 (100 years), "
+                      "or 0 or \"none\" for no timeout");
+      arg("timeout", *secs == 0 ? "0" : core::dump(t), "pg_catalog.make_interval(secs => ?::float8)");
+    } else if (t.is_string() && t.get<std::string>() == "none") {
+      arg("timeout", "0", "?::interval");  // as the CLI's --timeout none
     } else if (t.is_string()) {
       arg("timeout", t.get<std::string>(), "?::interval");
     } else {
