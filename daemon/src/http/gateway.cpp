@@ -70,6 +70,7 @@ bhttp::status status_for(const std::string& st) {
     return bhttp::status::unprocessable_entity;
   if (st == "53400") return bhttp::status::too_many_requests;
   if (st == "55006") return bhttp::status::conflict;  // run_schedule while its last run's job is unfinished
+  if (st == "55000") return bhttp::status::conflict;  // reschedule of a job that is not queued
   // retry of an ended job whose unique_key another active job holds: the
   // state of the tenant's jobs, as a refused retry's 409, not a fault (500)
   if (st == "23505") return bhttp::status::conflict;
@@ -666,6 +667,80 @@ struct Submit {
   std::vector<std::string> fields;  // request field of each parameter
 };
 
+// A body's run_after (POST /v1/jobs, POST /v1/jobs/{id}/reschedule): the
+// statement parameter and the SQL expression that takes it (`?` for it).
+struct RunAfterParam {
+  std::string value, expr;
+};
+RunAfterParam run_after_param(const std::string& r) {
+  // Read here, not by the session's DateStyle and TimeZone ("08/12/2026
+  // 03:00" was August at UTC, December in IST): an RFC 3339 time with
+  // its offset, or "+DUR" after now() on the database's clock (a day is
+  // 86 400 s), so a client's clock never enters the schedule.
+  const auto bad = [&] {
+    return http_error(bhttp::status::unprocessable_entity, "22007",
+                      "run_after must be an RFC 3339 time with an offset or Z (2026-12-08T03:00:00Z, "
+                      "2026-12-08T08:30:00+05:30) or +DUR (+90, +30s, +5m, +2h, +1d): was \"" +
+                          core::utf8_cut(r, 100, "...") + "\"");
+  };
+  if (r.find('\0') != std::string::npos) throw nul_in("run_after");
+  if (!r.empty() && r[0] == '+') {
+    const auto secs = core::parse_delay(std::string_view(r).substr(1));
+    if (!secs || *secs > max_timeout_seconds) throw bad();  // 100 years, as a timeout
+    return {core::seconds_text(*secs), "pg_catalog.now() + pg_catalog.make_interval(secs => ?::float8)"};
+  }
+  const auto t = core::parse_iso_time(r);
+  if (!t || !t->offset_minutes) throw bad();
+  return {core::iso_text(*t), "?::timestamptz"};
+}
+
+// A whole number (2, 2.0, 1e3; 1e20, which JavaScript writes as
+// 100000000000000000000, reaches here as a double) that fits an int, else
+// 22003 naming the range the field takes (from `lo`: a value under it but
+// in an int's range is left to the database's check); not whole 22023.
+std::optional<std::string> int_field(const json& body, const char* f, std::int32_t lo) {
+  if (!body.contains(f) || body[f].is_null()) return std::nullopt;
+  constexpr auto min = std::numeric_limits<std::int32_t>::min(), max = std::numeric_limits<std::int32_t>::max();
+  const auto w = whole_number(body[f], min, max);
+  if (!w.whole) throw invalid(std::string(f) + " must be an integer");
+  if (!w.value)
+    throw http_error(bhttp::status::unprocessable_entity, "22003",
+                     std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
+                         std::to_string(max));
+  return std::to_string(*w.value);
+}
+
+// POST /v1/jobs/{id}/reschedule's body, {"run_after", "priority"} (either
+// may be left out or null; both left out is reschedule's own 22023): the
+// statement moving the job, with the job id as $1, and its parameters.
+struct Reschedule {
+  std::string sql;
+  pg::Params params;
+};
+const std::vector<std::string> reschedule_fields = {"id", "run_after", "priority"};
+Reschedule build_reschedule(const std::string& body_text, const std::string& id) {
+  // (an empty body is an object without fields, as for the routes that take none)
+  const std::string text = body_text.find_first_not_of(" \t\r\n") == std::string::npos ? "{}" : body_text;
+  static const std::set<std::string> known = {"run_after", "priority"};
+  const json body = body_object(text, known);
+  std::optional<std::string> run_after;
+  std::string expr = "?::timestamptz";
+  if (body.contains("run_after") && !body["run_after"].is_null()) {
+    if (!body["run_after"].is_string()) throw invalid("run_after must be a string");
+    auto ra = run_after_param(body["run_after"].get<std::string>());
+    run_after = std::move(ra.value);
+    expr = std::move(ra.expr);
+  }
+  expr.replace(expr.find('?'), 1, "$2");
+  Reschedule r;
+  r.params = {id, run_after, int_field(body, "priority", std::numeric_limits<std::int32_t>::min())};
+  r.sql = "SELECT " +
+          pg::utc_iso("bgexec.reschedule($1::bigint, run_after => " + expr + ", priority => $3::int)",
+                      pg::Time::json) +
+          " AS run_after";
+  return r;
+}
+
 // Translates a POST /v1/jobs body into one statement calling bgexec.submit
 // with named arguments (omitted fields keep submit's defaults); or, given a
 // schedule name, a PUT /v1/schedules/{name} body into one calling
@@ -695,21 +770,8 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
     if (!body[f].is_string()) throw invalid(std::string(f) + " must be a string");
     return body[f].get<std::string>();
   };
-  // An int field: a number whose value is whole (2, 2.0, 1e3; 1e20, which
-  // JavaScript writes as 100000000000000000000, reaches here as a double) that
-  // fits an int, else 22003 naming the range the field takes (from `lo`:
-  // a value under it but in an int's range is left to the database's check).
-  auto integer = [&](const char* f, std::int32_t lo) -> std::optional<std::string> {
-    if (!body.contains(f) || body[f].is_null()) return std::nullopt;
-    constexpr auto min = std::numeric_limits<std::int32_t>::min(), max = std::numeric_limits<std::int32_t>::max();
-    const auto w = whole_number(body[f], min, max);
-    if (!w.whole) throw invalid(std::string(f) + " must be an integer");
-    if (!w.value)
-      throw http_error(bhttp::status::unprocessable_entity, "22003",
-                       std::string(f) + " must be an integer from " + std::to_string(lo) + " to " +
-                           std::to_string(max));
-    return std::to_string(*w.value);
-  };
+  // An int field (int_field).
+  auto integer = [&](const char* f, std::int32_t lo) { return int_field(body, f, lo); };
   if (schedule) {
     arg("name", *schedule, "?::text");
     auto cron = str("cron");
@@ -735,26 +797,8 @@ Submit build_submit(const std::string& text, const std::optional<std::string>& s
   if (auto q = str("queue")) arg("queue", *q, "?::text");
   if (auto p = integer("priority", std::numeric_limits<std::int32_t>::min())) arg("priority", *p, "?::int");
   if (auto r = str("run_after")) {
-    // Read here, not by the session's DateStyle and TimeZone ("08/12/2026
-    // 03:00" was August at UTC, December in IST): an RFC 3339 time with
-    // its offset, or "+DUR" after now() on the database's clock (a day is
-    // 86 400 s), so a client's clock never enters the schedule.
-    const auto bad = [&] {
-      return http_error(bhttp::status::unprocessable_entity, "22007",
-                        "run_after must be an RFC 3339 time with an offset or Z (2026-12-08T03:00:00Z, "
-                        "2026-12-08T08:30:00+05:30) or +DUR (+90, +30s, +5m, +2h, +1d): was \"" +
-                            core::utf8_cut(*r, 100, "...") + "\"");
-    };
-    if (r->find('\0') != std::string::npos) throw nul_in("run_after");
-    if (!r->empty() && (*r)[0] == '+') {
-      const auto secs = core::parse_delay(std::string_view(*r).substr(1));
-      if (!secs || *secs > max_timeout_seconds) throw bad();  // 100 years, as a timeout
-      arg("run_after", core::seconds_text(*secs), "pg_catalog.now() + pg_catalog.make_interval(secs => ?::float8)");
-    } else {
-      const auto t = core::parse_iso_time(*r);
-      if (!t || !t->offset_minutes) throw bad();
-      arg("run_after", core::iso_text(*t), "?::timestamptz");
-    }
+    const auto ra = run_after_param(*r);
+    arg("run_after", ra.value, ra.expr);
   }
   if (auto m = integer("max_attempts", 1)) arg("max_attempts", *m, "?::int");
   if (body.contains("timeout") && !body["timeout"].is_null()) {
@@ -1526,6 +1570,21 @@ asio::awaitable<Response> Gateway::route(const Request& req, const std::string& 
                         "job " + id_s + " is not failed, cancelled or timed out");
     }
     co_return make_json(v, bhttp::status::ok, kv("id", *id, seg[3] == "resume" ? "resumed" : "retried", true));
+  }
+  // POST /v1/jobs/{id}/reschedule: bgexec.reschedule, a queued job of the
+  // token's to another run_after or priority (55000 for a job not queued:
+  // 409; another's or none: 404).
+  if (seg.size() == 4 && seg[3] == "reschedule") {
+    if (method != bhttp::verb::post) throw method_not_allowed("POST");
+    check_params(qs, no_params);
+    const auto rs = build_reschedule(req.body(), id_s);
+    pg::Result r;
+    try {
+      r = co_await pool_.query(*role, rs.sql, rs.params);
+    } catch (const pg::Error& e) {
+      throw from_pg(e, reschedule_fields);
+    }
+    co_return make_json(v, bhttp::status::ok, kv("id", *id, "run_after", r.get(0, 0).value_or("")));
   }
   // A GET of a job's events is answered by stream_events (session()).
   if (seg.size() == 4 && seg[3] == "events") throw method_not_allowed("GET");
