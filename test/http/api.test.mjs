@@ -107,11 +107,16 @@ test('unique_key: 200 with the active job, 201 once it has ended; bad values 422
   const after = await api('POST', '/v1/jobs', { token: A, body: { kind: 'noop', queue, unique_key: key } });
   assert.equal(after.status, 201, after.text);
   assert.notEqual(after.body.id, s.body.id);
-  // a retry of the ended job while another active job holds its key: 409, not 500
-  const held = await api('POST', `/v1/jobs/${s.body.id}/retry`, { token: A });
-  assert.equal(held.status, 409, held.text);
-  assert.equal(held.body.error.sqlstate, '23505', held.text);
-  assert.ok(held.text.includes(`held by active job ${after.body.id}`), held.text);
+  // a retry of the ended job while the new one holds the key: 409, as a
+  // retry the job's state refuses (it was 500), one job or a batch, nothing changed
+  for (const [path, body] of [[`/v1/jobs/${s.body.id}/retry`, undefined], ['/v1/jobs/retry', { queue, status: 'cancelled' }]]) {
+    const r = await api('POST', path, { token: A, body });
+    assert.equal(r.status, 409, `${path}: ${r.text}`);
+    assert.equal(r.body.error.sqlstate, '23505');
+    assert.equal(r.body.error.message, `job ${s.body.id} has unique_key "${key}", held by active job ${after.body.id}`);
+    assert.equal(r.body.error.hint, 'retry it when that job has ended');
+  }
+  assert.equal(psql(`SELECT status FROM bgexec.job WHERE id = ${s.body.id}`), 'cancelled');
   for (const [body, field] of [[{ kind: 'noop', unique_key: 7 }, 'unique_key must be a string'],
                                [{ kind: 'noop', unique_key: '' }, 'unique_key must be 1-512'],
                                [{ kind: 'noop', unique_key: 'u', idempotency_key: 'i' }, 'idempotency_key and unique_key']]) {
