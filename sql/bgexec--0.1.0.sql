@@ -448,6 +448,14 @@ CREATE TABLE bgexec.worker (
 	started_at    timestamptz NOT NULL DEFAULT now(),
 	heartbeat_at  timestamptz NOT NULL DEFAULT now(),
 	stopped_at    timestamptz,
+	-- true: stopped_at was set by the row's own process (deregister_worker
+	-- naming it in process), whose stop is final: no heartbeat clears it,
+	-- only register_worker.  false: set by someone else (deregister_worker
+	-- by id alone: by hand, an older daemon), which a heartbeat of the
+	-- worker, still running, clears.  A heartbeat of the process, sent
+	-- before its deregister and committed after it, set stopped_at NULL
+	-- again: the stopped worker looked alive until its heartbeat went stale.
+	stopped_by_self boolean NOT NULL DEFAULT false,
 	-- lease_seq when this process registered: every lease at or below it
 	-- was handed out before, perhaps to the id's previous process, and
 	-- unclaim never gives its job back (NULL: registered by an older
@@ -1510,15 +1518,15 @@ BEGIN
 	-- pid the caller found gone on its own host (info.replaces: a worker
 	-- restarted after a kill -9).  Else 55006, nothing changed.
 	INSERT INTO bgexec.worker AS w (id, host, pid, queues, concurrency, info,
-	                                started_at, heartbeat_at, stopped_at, lease_floor)
+	                                started_at, heartbeat_at, stopped_at, stopped_by_self, lease_floor)
 	VALUES (worker_id, info->>'host', bgexec._pid(info->'pid'), coalesce(queues, '{}'),
-	        concurrency, coalesce(info, '{}'), now(), now(), NULL,
+	        concurrency, coalesce(info, '{}'), now(), now(), NULL, false,
 	        pg_catalog.nextval('bgexec.lease_seq'))
 	ON CONFLICT (id) DO UPDATE
 	   SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
 	       concurrency = excluded.concurrency, info = excluded.info,
 	       started_at = now(), heartbeat_at = now(), stopped_at = NULL,
-	       lease_floor = excluded.lease_floor
+	       stopped_by_self = false, lease_floor = excluded.lease_floor
 	 WHERE w.stopped_at IS NOT NULL OR w.host IS NULL OR w.pid IS NULL
 	    OR (w.host = excluded.host AND w.pid = excluded.pid)
 	    OR w.heartbeat_at < now() - make_interval(secs => bgexec._lease_s(w.info))
@@ -1550,7 +1558,16 @@ COMMENT ON FUNCTION bgexec.register_worker(text, text[], int, jsonb) IS
  * that read its own row and then called this by id alone, while another
  * process was taking the id over, waited for that registration's row lock
  * and then marked the new process's row stopped -- and the id was another
- * process's to take at once, from a live worker. */
+ * process's to take at once, from a live worker.
+ * With process given (the process stopping itself) the stop is final
+ * (stopped_by_self): a heartbeat of that process in flight, committed after
+ * this, leaves the row stopped (it set stopped_at NULL again, and the
+ * worker looked alive until its heartbeat went stale); only register_worker
+ * clears it.  By id alone (by hand, an older daemon) a heartbeat of the
+ * worker, still running, marks it live again, as before: the row names a
+ * process that may well be running, whose id another process could
+ * otherwise take at once.  A row its process stopped stays so stopped
+ * (stopped_by_self kept) when stopped again by id. */
 CREATE FUNCTION bgexec.deregister_worker(worker_id text, process jsonb DEFAULT NULL) RETURNS void
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
 	SET search_path = pg_catalog, bgexec, pg_temp
@@ -1560,7 +1577,8 @@ BEGIN
 		RAISE EXCEPTION 'worker_id must be 1-200 characters' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM bgexec._check_process(NULL, process, false);  -- its shape only
-	UPDATE bgexec.worker w SET stopped_at = now()
+	UPDATE bgexec.worker w SET stopped_at = now(),
+	       stopped_by_self = w.stopped_by_self OR deregister_worker.process IS NOT NULL
 	 WHERE w.id = deregister_worker.worker_id
 	   AND (deregister_worker.process IS NULL
 	        OR (w.host IS NOT DISTINCT FROM deregister_worker.process->>'host'
@@ -2885,7 +2903,7 @@ COMMENT ON FUNCTION bgexec.sleep_left(bigint, bigint, text) IS
  * it ran, every tenant's.  Now only the locked job goes unrenewed; should
  * the lock outlast its lease, the worker abandons that job alone.  Also
  * refreshes worker.heartbeat_at (with process given, only while the row
- * names that process); when there is
+ * names that process; never once its process deregistered it); when there is
  * no worker row of that id (someone deleted it), one more row, lease NULL
  * and action 'register', asks the worker to call register_worker again:
  * worker_stats and /metrics know workers by their row. */
@@ -2932,10 +2950,17 @@ BEGIN
 	-- next process for a lease after its last heartbeat.  SKIP LOCKED, as
 	-- the jobs below: a row another transaction holds (a deregister or an
 	-- administrator's UPDATE left open) is refreshed at the next heartbeat,
-	-- where waiting for it held back every lease of the worker.
+	-- where waiting for it held back every lease of the worker.  Nor a row
+	-- its own process stopped (stopped_by_self): a heartbeat of that process
+	-- sent before its deregister and committed after it marked the stopped
+	-- worker live.  (Whichever order: a deregister that committed before
+	-- this statement's lock is seen by it, FOR UPDATE reading the row's
+	-- newest version; one in flight holds the row, skipped; one that comes
+	-- after waits for this commit, then marks the row stopped.)
 	UPDATE bgexec.worker w SET heartbeat_at = v_now, stopped_at = NULL
 	 WHERE w.id = (SELECT x.id FROM bgexec.worker x
 	                WHERE x.id = heartbeat.worker_id
+	                  AND NOT x.stopped_by_self
 	                  AND (heartbeat.process IS NULL
 	                       OR (x.host IS NOT DISTINCT FROM heartbeat.process->>'host'
 	                           AND x.pid = bgexec._pid(heartbeat.process->'pid')))

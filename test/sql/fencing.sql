@@ -70,6 +70,19 @@ SELECT pid, stopped_at IS NOT NULL AS stopped FROM bgexec.worker WHERE id = 'w5'
 SELECT bgexec.deregister_worker('w5');
 SELECT action FROM bgexec.heartbeat('w5', ARRAY[:l5]::bigint[], '30 s', '{"host": "h", "pid": 2.0}');
 SELECT pid, stopped_at IS NOT NULL AS stopped FROM bgexec.worker WHERE id = 'w5';
+-- a row its own process stopped (deregister_worker with process) stays
+-- stopped: its heartbeat (sent before, committed after) renews the leases
+-- it still holds but not the row, nor asks it to register; register_worker
+-- clears the stop
+SELECT bgexec.deregister_worker('w5', '{"host": "h", "pid": 2}');
+UPDATE bgexec.worker SET heartbeat_at = now() - interval '1 minute' WHERE id = 'w5';
+SELECT action FROM bgexec.heartbeat('w5', ARRAY[:l5]::bigint[], '30 s', '{"host": "h", "pid": 2}');
+SELECT count(*) AS rows FROM bgexec.heartbeat('w5', '{}', '30 s', NULL);
+SELECT pid, stopped_at IS NOT NULL AS stopped, stopped_by_self, heartbeat_at < now() - interval '59 seconds' AS not_refreshed
+  FROM bgexec.worker WHERE id = 'w5';
+SELECT bgexec.register_worker('w5', '{hb}', 3, '{"host": "h", "pid": 2}');
+SELECT action FROM bgexec.heartbeat('w5', ARRAY[:l5]::bigint[], '30 s', '{"host": "h", "pid": 2}');
+SELECT pid, stopped_at IS NOT NULL AS stopped, stopped_by_self FROM bgexec.worker WHERE id = 'w5';
 SELECT * FROM try($$SELECT bgexec.heartbeat('w5', '{}', '30 s', '{"host": "h"}')$$);
 -- finish_many: many guarded finishes in one statement; refused leases get NULL
 SELECT count(bgexec.submit('noop', queue => 'fm', max_attempts => 2)) FROM generate_series(1, 3);
