@@ -167,7 +167,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
       fin_down_(io.get_executor()), gate_up_(io.get_executor()), spawn_down_(io.get_executor()),
-      room_checked_(io, asio::steady_timer::time_point::max()), claim_ended_(io, asio::steady_timer::time_point::max()),
+      beat_ended_(io.get_executor()), room_checked_(io, asio::steady_timer::time_point::max()), claim_ended_(io, asio::steady_timer::time_point::max()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })),
@@ -1131,14 +1131,14 @@ asio::awaitable<void> Worker::heartbeater() {
     if (leases.empty() && (gate_.is_down(fin_.name()) || gate_.is_down(hb_.name()))) {
       auto sent = Clock::now();
       {
-        InFlight beat(beat_in_flight_);
+        InFlight beat(*this);
         co_await beat_while_waiting();
       }
       co_await hb_wake_.wait_until(sent + seconds(interval));
       continue;
     }
     auto sent = Clock::now();
-    InFlight beat(beat_in_flight_);
+    InFlight beat(*this);
     try {
       // With it, in the same statement, a row 'holder' when the worker row
       // is another process's: someone deleted this worker's row and a
@@ -1621,13 +1621,16 @@ asio::awaitable<int> Worker::run() {
   co_await completer_->close();
   stopping_ = true;
   listen_.close();
-  // No heartbeat goes out from here (stopping_), but one in flight sets
-  // stopped_at NULL again: committed after the deregister, it left the row
-  // live (worker_stats' alive) until its heartbeat went stale.  A worker
-  // that stops at once (--exit-when-idle on an empty queue, a signal at
-  // start) met it one time in ten.  The heartbeat's own timeout bounds it.
-  for (auto until = Clock::now() + seconds(cfg_.lease_s); beat_in_flight_ && Clock::now() < until;)
-    co_await sleep_for(std::chrono::milliseconds(5));
+  // No heartbeat goes out from here (stopping_); one in flight ends first,
+  // woken as it does (it polled every 5 ms), bounded by the lease (the
+  // heartbeat's own timeout ends it sooner).  Committed after the
+  // deregister, it no longer marks the row live (deregister_worker with
+  // process is final: isolation heartbeat-vs-deregister), but its reply
+  // may still ask the worker to register again (its row deleted
+  // meanwhile), which after the deregister left a live row behind, and its
+  // session is closed below.
+  const auto beat_until = Clock::now() + seconds(cfg_.lease_s);
+  while (beat_in_flight_ && Clock::now() < beat_until) co_await beat_ended_.wait_until(beat_until);
   // Only a row that is still this process's: one another process took
   // since the last heartbeat is left as it is (marked stopped, it would let
   // a third register over the live holder).  deregister_worker checks it

@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace bgexec::worker {
@@ -246,6 +247,7 @@ class Worker {
   Event fin_down_;  // the finish or heartbeat connection failed: wakes finish_prober
   Event gate_up_;   // the claim gate reopened: wakes the notifier
   Event spawn_down_;  // a step process could not be started: wakes spawn_prober
+  Event beat_ended_;  // the heartbeater's call in flight ended: wakes run()'s stop
   int giving_back_ = 0;  // give_back calls under way: no free slot meanwhile
   // Closed while the finish connection cannot be used or heartbeats fail.
   // exec_on's retry lines: one per session and SQLSTATE every 10 s.
@@ -332,13 +334,18 @@ class Worker {
   bool draining_ = false;
   bool stopping_ = false;
   // The heartbeater's call is on its way (run() waits for it before the
-  // deregister); InFlight sets it for a scope, or until done().
+  // deregister); InFlight sets it for a scope, or until done(), and wakes
+  // run() (beat_ended_) as it ends.
   bool beat_in_flight_ = false;
   struct InFlight {
-    bool& flag;
-    explicit InFlight(bool& f) : flag(f) { flag = true; }
-    ~InFlight() { flag = false; }
-    void done() { flag = false; }
+    Worker& w;
+    explicit InFlight(Worker& worker) : w(worker) { w.beat_in_flight_ = true; }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+    ~InFlight() { done(); }
+    void done() {
+      if (std::exchange(w.beat_in_flight_, false)) w.beat_ended_.notify();
+    }
   };
   // offload's thread: one, so large outputs are handled one at a time (as
   // on the loop before, the memory they take at once is one output's).
