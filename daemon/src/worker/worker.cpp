@@ -11,6 +11,7 @@
 #include "proc/guard.hpp"
 #include "proc/procfs.hpp"
 #include "util/hangup.hpp"
+#include "util/scope_exit.hpp"
 #include "worker/job.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -167,7 +168,7 @@ Worker::Worker(asio::io_context& io, core::WorkerConfig cfg)
       fin_(io.get_executor(), cfg_.db, "finish"), hb_(io.get_executor(), cfg_.db, "heartbeat"), listen_(io.get_executor(), cfg_.db, "listen"),
       signals_(io, SIGTERM, SIGINT), fetch_wake_(io.get_executor()), fetch_idle_(io.get_executor()), hb_wake_(io.get_executor()), drained_(io.get_executor()),
       fin_down_(io.get_executor()), gate_up_(io.get_executor()), spawn_down_(io.get_executor()),
-      beat_ended_(io.get_executor()), room_checked_(io, asio::steady_timer::time_point::max()), claim_ended_(io, asio::steady_timer::time_point::max()),
+      beat_ended_(io.get_executor()), room_check_(io.get_executor()), claim_ended_(io, asio::steady_timer::time_point::max()),
       completer_(std::make_unique<Completer>(
           *this, [this] { return backlog_ || jobs_.size() > completer_->waiting(); },
           [this] { fetch_wake_.notify(); })),
@@ -521,25 +522,24 @@ asio::awaitable<void> Worker::check_room(bool may_connect) {
   // One at a time: a caller that comes while another reads them waits for
   // that answer (the notifier refused its listen session while the
   // fetcher's check ran gave its sessions back, the check's among them).
-  if (checking_room_) {
-    while (checking_room_) co_await room_checked_.async_wait(asio::as_tuple(asio::use_awaitable));
-    co_return;
-  }
+  const bool joined = co_await room_check_.join();
+  if (joined) co_return;
   pg::Connection* conn = nullptr;
   const std::array<pg::Connection*, 3> conns = {&hb_, &fin_, &ctl_};
   for (auto* c : conns)
     if (!conn && c->connected()) conn = c;
   if (!conn && may_connect) conn = &hb_;
   if (!conn) co_return;
-  checking_room_ = true;
+  // Ended however the query ends: an exception other than pg::Error left
+  // the check in flight for good, and every later caller waited for it.
+  SingleFlight::Run check(room_check_);
   std::optional<pg::Result> r;
   try {
     r = co_await conn->query(room_sql);
   } catch (const pg::Error& e) {
     core::log("debug", "connection limits not read", {{"error", e.what()}});
   }
-  checking_room_ = false;
-  room_checked_.cancel();
+  check.end();
   if (!r || r->rows() != 1) co_return;
   int limit = -1;
   std::string of;
@@ -692,6 +692,15 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     int n = 0;
     bool woken = false, stop = false;
     await_asked_ = free;
+    // Cleared however the call ends: an exception other than pg::Error
+    // (one thrown reading the reply, say) left it set, and give_back and
+    // the drain waited for a claim that had ended.  run() waits for no
+    // claim of ours in flight.
+    ScopeExit asked([this] {
+      await_asked_ = 0;
+      claim_ended_.cancel();
+      if (draining_) drained_.notify();
+    });
     try {
       if (poll) {
         next_poll_ = sent + seconds(cfg_.poll_s);
@@ -708,17 +717,14 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
         }
       }
     } catch (const pg::Error& e) {
-      await_asked_ = 0;
-      claim_ended_.cancel();
+      asked.run();
       // (Not a claim that never reached the server: refused at connect,
       // 53300 say, it claimed nothing.)
       if (free > 0 && e.classify() == core::ErrorClass::connection && !e.unsent()) lost_claim(before);
       if (e.sqlstate() == "55006") id_lost(e.fields().detail);
-      if (draining_) drained_.notify();
       throw;
     }
-    await_asked_ = 0;
-    claim_ended_.cancel();
+    asked.run();
     if (first) {
       await_mode_ = true;
       if (!draining_) listening({{"via", "await_claim"}});  // (again after begin_drain's cancel)
@@ -748,7 +754,6 @@ asio::awaitable<void> Worker::await_work(std::function<void(core::LogFields)> li
     }
     if (stop) hb_wake_.notify();
     if (unclaim_) fetch_wake_.notify();  // unclaim waits for no claim of ours in flight
-    if (draining_) drained_.notify();    // run() waits for no claim of ours in flight
     if ((!gate_.open() || room_short_) && !draining_) co_return;  // the notifier gives the session back
     // Let the fetcher send its claim before the next wait does.
     if (picked_ || backlog_) co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
@@ -1030,11 +1035,15 @@ asio::awaitable<void> Worker::fetcher() {
       next_poll_ = now + seconds(cfg_.poll_s);
       auto before = max_lease_;
       fetch_asked_ = free;
-      try {
-        int n = co_await claim_on(ctl_, free);
+      // Cleared however the claim ends (as the notifier's await_asked_).
+      ScopeExit asked([this] {
         fetch_asked_ = 0;
         fetch_idle_.notify();
         claim_ended_.cancel();
+      });
+      try {
+        int n = co_await claim_on(ctl_, free);
+        asked.run();
         core::log("debug", "claim", {{"jobs", std::to_string(n)}, {"asked", std::to_string(free)},
                                      {"why", why}});
         more = n == free;  // a full batch: there may be more waiting
@@ -1051,9 +1060,7 @@ asio::awaitable<void> Worker::fetcher() {
           quiet_until_ = Clock::now() + seconds(wait);
         }
       } catch (const pg::Error& e) {
-        fetch_asked_ = 0;
-        fetch_idle_.notify();
-        claim_ended_.cancel();
+        asked.run();
         failed = true;
         if (e.sqlstate() == "55006") {
           id_lost(e.fields().detail);

@@ -13,6 +13,7 @@
 #include "core/logfmt.hpp"
 #include "pg/connection.hpp"
 #include "util/event.hpp"
+#include "util/single_flight.hpp"
 #include "worker/completer.hpp"
 #include "worker/slots.hpp"
 #include "worker/until.hpp"
@@ -267,8 +268,7 @@ class Worker {
   // it is below sessions_needed.
   int room_ = -1;
   bool room_short_ = false;
-  bool checking_room_ = false;
-  asio::steady_timer room_checked_;  // cancelled as a check ends: wakes every caller that waited for it
+  SingleFlight room_check_;  // one check at a time: a caller during one waits for its answer
   asio::steady_timer claim_ended_;    // cancelled as a claim in flight ends: wakes give_back
   std::unique_ptr<Completer> completer_;  // uses fin_
   std::map<std::int64_t, std::shared_ptr<Job>> jobs_;
