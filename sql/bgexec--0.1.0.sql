@@ -1566,8 +1566,8 @@ COMMENT ON FUNCTION bgexec.register_worker(text, text[], int, jsonb) IS
  * clears it.  By id alone (by hand, an older daemon) a heartbeat of the
  * worker, still running, marks it live again, as before: the row names a
  * process that may well be running, whose id another process could
- * otherwise take at once.  A row its process stopped stays so stopped
- * (stopped_by_self kept) when stopped again by id. */
+ * otherwise take at once.  A row its process stopped keeps
+ * stopped_by_self when stopped again by id. */
 CREATE FUNCTION bgexec.deregister_worker(worker_id text, process jsonb DEFAULT NULL) RETURNS void
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- not sql: see append_event
 	SET search_path = pg_catalog, bgexec, pg_temp
