@@ -63,26 +63,27 @@ typedef enum StepKey
 	SK_ENV,
 	SK_NAME,
 	SK_IF,
+	SK_HTTP,
 	SK_COUNT
 } StepKey;
 
 static const char *const step_key_names[SK_COUNT] = {
 	"id", "needs", "action", "with", "run", "sql", "params",
-	"sleep", "approval", "timeout", "env", "name", "if"
+	"sleep", "approval", "timeout", "env", "name", "if", "http"
 };
 
 /* The step kinds: a step has exactly one of these keys. */
 static const StepKey step_kinds[] = {
-	SK_ACTION, SK_RUN, SK_SQL, SK_SLEEP, SK_APPROVAL
+	SK_ACTION, SK_RUN, SK_SQL, SK_SLEEP, SK_APPROVAL, SK_HTTP
 };
 
 #define STEP_KEYS_HINT \
 	"A step may have the keys \"id\", \"needs\", \"action\", \"with\", " \
 	"\"run\", \"sql\", \"params\", \"sleep\", \"approval\", \"timeout\", " \
-	"\"env\", \"name\" and \"if\"."
+	"\"env\", \"name\", \"if\" and \"http\"."
 #define STEP_KIND_HINT \
-	"Give the step exactly one of \"action\", \"run\", \"sql\", \"sleep\" " \
-	"or \"approval\"."
+	"Give the step exactly one of \"action\", \"run\", \"sql\", \"sleep\", " \
+	"\"approval\" or \"http\"."
 
 /* Hash table entry: one per step, keyed by its id. */
 typedef struct StepEntry
@@ -883,6 +884,91 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 				}
 			}
 			break;
+		case SK_HTTP:
+			{
+				/*
+				 * The request's shape; the URL itself is checked by the
+				 * worker as it renders it (templates), against its
+				 * --allow-http prefixes.
+				 */
+				JsonbValue *h = &s->val[SK_HTTP];
+				bool		has_url = false;
+
+				if (!jbv_is_object(h))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("workflow step \"%s\": \"http\" must be an object",
+									s->id),
+							 errhint("Use an object such as {\"url\": \"http://svc:8080/hook\", \"method\": \"POST\", \"body\": {}}.")));
+				it = JsonbIteratorInit(h->val.binary.data);
+				while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+				{
+					JsonbValue	key;
+
+					if (tok != WJB_KEY)
+						continue;
+					key = v;
+					tok = JsonbIteratorNext(&it, &v, true);
+					Assert(tok == WJB_VALUE);
+					if (key_equals(&key, "url"))
+					{
+						has_url = true;
+						if (!jbv_is_nonempty_string(&v))
+							ereport(ERROR,
+									(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+									 errmsg("workflow step \"%s\": \"http\" \"url\" must be a non-empty string",
+											s->id)));
+					}
+					else if (key_equals(&key, "method"))
+					{
+						if (!jbv_is_nonempty_string(&v))
+							ereport(ERROR,
+									(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+									 errmsg("workflow step \"%s\": \"http\" \"method\" must be a non-empty string",
+											s->id)));
+					}
+					else if (key_equals(&key, "headers"))
+					{
+						JsonbIterator *hit;
+						JsonbValue	hv;
+
+						if (!jbv_is_object(&v))
+							ereport(ERROR,
+									(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+									 errmsg("workflow step \"%s\": \"http\" \"headers\" must be an object of strings",
+											s->id)));
+						hit = JsonbIteratorInit(v.val.binary.data);
+						while ((tok = JsonbIteratorNext(&hit, &hv, true)) != WJB_DONE)
+							if (tok == WJB_VALUE && hv.type != jbvString)
+								ereport(ERROR,
+										(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+										 errmsg("workflow step \"%s\": \"http\" \"headers\" must be an object of strings",
+												s->id)));
+					}
+					else if (key_equals(&key, "timeout"))
+					{
+						if (v.type != jbvString &&
+							(v.type != jbvNumeric || !positive_as_double(&v) ||
+							 jbv_numeric_cmp(&v, most) > 0))
+							ereport(ERROR,
+									(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+									 errmsg("workflow step \"%s\": \"http\" \"timeout\" must be a number of seconds > 0 and at most %lld, or a duration such as \"30s\"",
+											s->id, (long long) MAX_STEP_SECONDS)));
+					}
+					else if (!key_equals(&key, "body"))
+						ereport(ERROR,
+								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+								 errmsg("workflow step \"%s\": \"http\" has unknown key \"%s\"",
+										s->id, jbv_cstring(&key)),
+								 errhint("\"http\" may have the keys \"url\", \"method\", \"headers\", \"body\" and \"timeout\".")));
+				}
+				if (!has_url)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("workflow step \"%s\": \"http\" has no \"url\"",
+									s->id)));
+			}
+			break;
 		default:
 			elog(ERROR, "unexpected step kind %d", (int) kinds[0]);
 	}
@@ -1171,7 +1257,7 @@ check_no_cycle(WorkflowStep *steps, int nsteps)
 /*
  * Pass 3, after the cycle check: every step a step's templates name
  * ({{steps.ID...}} in the fields the worker renders: "with", "run",
- * "params", "env", "sleep", "if" and an approval's "prompt") is among its needs,
+ * "params", "env", "sleep", "if", "http" and an approval's "prompt") is among its needs,
  * directly or through theirs.  The worker renders a field as the step
  * starts, and a step it names that was not done by then failed the step
  * ("has not completed"), or did not, as the steps' timing fell; its retry
@@ -1368,7 +1454,7 @@ check_template_steps(WorkflowStep *steps, int nsteps, HTAB *ids)
 	bool	   *needed = NULL;
 	bool	   *done = NULL;
 	TemplateCheck tc;
-	static const StepKey rendered[] = {SK_WITH, SK_RUN, SK_PARAMS, SK_ENV, SK_SLEEP, SK_IF};
+	static const StepKey rendered[] = {SK_WITH, SK_RUN, SK_PARAMS, SK_ENV, SK_SLEEP, SK_IF, SK_HTTP};
 
 	tc.steps = steps;
 	tc.nsteps = nsteps;

@@ -383,6 +383,32 @@ TEST(WorkerConfig, StepProcesses) {
     EXPECT_NE(usage.find(needle), std::string::npos) << needle;
 }
 
+// --allow-http: repeatable, one prefix per flag; flags replace the
+// variable's (comma-separated) and the file's list; each prefix is parsed
+// as it is read, its error naming the source.
+TEST(WorkerConfig, AllowHttp) {
+  EXPECT_TRUE(parse_worker_config({}, {}).allow_http.empty());
+  using V = std::vector<std::string>;
+  EXPECT_EQ(parse_worker_config({"--allow-http", "http://a:1/x", "--allow-http=http://b"}, {}).allow_http,
+            (V{"http://a:1/x", "http://b"}));
+  EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_ALLOW_HTTP", "http://a/, http://b/y"}}).allow_http,
+            (V{"http://a/", "http://b/y"}));
+  TempConfig file(R"({"allow_http": ["http://c/api"]})");
+  EXPECT_EQ(parse_worker_config({"--config", file.path()}, {}).allow_http, (V{"http://c/api"}));
+  EXPECT_EQ(parse_worker_config({"--config", file.path(), "--allow-http", "http://d"}, {}).allow_http,
+            (V{"http://d"}));
+  EXPECT_EQ(error_of({"--allow-http", "http://a@b/"}),
+            "--allow-http: \"http://a@b/\" has userinfo (\"user@host\"), which is not allowed");
+  EXPECT_NE(error_of({"--allow-http", "http://a/x?y"}).find("has a query"), std::string::npos);
+  EXPECT_NE(error_of({"--allow-http", "ftp://a/"}).find("--allow-http"), std::string::npos);
+  EXPECT_NE(error_of({}, {{"BGEXEC_ALLOW_HTTP", "nope"}}).find("BGEXEC_ALLOW_HTTP"), std::string::npos);
+  TempConfig bad(R"({"allow_http": "http://a"})");
+  EXPECT_NE(error_of({"--config", bad.path()}).find("allow_http"), std::string::npos);
+  const std::string usage = worker_usage();
+  for (const char* needle : {"--allow-http", "BGEXEC_ALLOW_HTTP", "allow_http"})
+    EXPECT_NE(usage.find(needle), std::string::npos) << needle;
+}
+
 // Text that is no duration says so and shows the accepted forms; a
 // duration out of range says that instead.
 TEST(WorkerConfig, NotADuration) {

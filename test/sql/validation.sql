@@ -144,6 +144,20 @@ SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "s
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "approval": "yes"}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "params": [1]}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sleep": 1, "with": {}}]}')$q$);
+-- workflow: an http step's shape (its URL is the worker's to check, against --allow-http)
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": "http://svc/"}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"method": "GET"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"url": ""}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"url": "http://svc/", "method": 1}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"url": "http://svc/", "headers": {"X": 1}}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"url": "http://svc/", "timeout": 0}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"url": "http://svc/", "follow": true}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"url": "http://svc/"}, "env": {"A": "b"}}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "http": {"url": "http://svc/"}, "sleep": 1}]}')$q$);
+SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "b", "http": {"url": "http://svc/{{steps.a.output}}"}}]}')$q$);
+BEGIN;
+SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "sql": "select 1"}, {"id": "b", "needs": ["a"], "timeout": 5, "http": {"url": "http://svc/{{steps.a.output}}", "method": "POST", "headers": {"X-Key": "{{secrets.K}}"}, "body": {"n": [1]}, "timeout": "30s"}}]}') > 0 AS accepted;
+ROLLBACK;
 -- workflow: the options any step may have, where they do something
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": 0}]}')$q$);
 SELECT * FROM try($q$SELECT bgexec.submit('workflow', '{"steps": [{"id": "a", "run": ["true"], "timeout": "1s"}]}')$q$);

@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include "http_url.hpp"
 #include "json_input.hpp"
 #include "read_capped.hpp"
 
@@ -26,7 +27,7 @@ namespace bgexec::core {
 namespace {
 
 // How a setting's text or JSON value is interpreted.
-enum class Kind { text, queues, integer, positive_seconds, nonneg_seconds, boolean, actions, bytes, config };
+enum class Kind { text, queues, prefixes, integer, positive_seconds, nonneg_seconds, boolean, actions, bytes, config };
 
 // One worker setting under its three spellings: flag, variable, file key.
 struct Setting {
@@ -69,6 +70,7 @@ const Setting settings[] = {
      86400, 1},
     {.flag = "--allow-run", .env = "BGEXEC_ALLOW_RUN", .key = "allow_run", .kind = Kind::boolean,
      .bool_member = &WorkerConfig::allow_run},
+    {"--allow-http", "BGEXEC_ALLOW_HTTP", "allow_http", Kind::prefixes},
     {.flag = "--exit-when-idle", .env = "BGEXEC_EXIT_WHEN_IDLE", .key = "exit_when_idle", .kind = Kind::boolean,
      .bool_member = &WorkerConfig::exit_when_idle},
     {"--config", "BGEXEC_CONFIG", "", Kind::config},
@@ -131,6 +133,17 @@ std::vector<std::string> split_list(std::string_view text, const std::string& la
     start = comma + 1;
   }
   return out;
+}
+
+// An --allow-http prefix: an http URL without query or fragment, so that
+// what it allows is plain (core::http_url_allowed).
+std::string checked_prefix(const std::string& text, const std::string& label) {
+  std::string error;
+  auto url = parse_http_url(text, error);
+  if (!url) throw ConfigError(label + ": \"" + text + "\" " + error);
+  if (text.find_first_of("?#") != std::string::npos)
+    throw ConfigError(label + ": \"" + text + "\" has a query or a fragment (expected http://host[:port][/path])");
+  return text;
 }
 
 // Parses "name=path"; both sides must be non-empty.
@@ -254,6 +267,10 @@ void apply_text(WorkerConfig& cfg, const Setting& s, std::string_view value, con
     case Kind::queues:
       cfg.queues = split_list(value, label);
       break;
+    case Kind::prefixes:
+      cfg.allow_http.clear();
+      for (auto& p : split_list(value, label)) cfg.allow_http.push_back(checked_prefix(p, label));
+      break;
     case Kind::integer: {
       std::optional<long long> v;
       if (const auto u = parse_unsigned(value); u && *u <= static_cast<unsigned long long>(s.max)) {
@@ -320,6 +337,15 @@ void apply_json(WorkerConfig& cfg, const Setting& s, const nlohmann::json& v, co
         queues.push_back(q.get<std::string>());
       }
       cfg.queues = std::move(queues);
+      break;
+    }
+    case Kind::prefixes: {
+      if (!v.is_array()) throw wrong_type("an array of URL prefixes");
+      cfg.allow_http.clear();
+      for (const auto& p : v) {
+        if (!p.is_string()) throw wrong_type("an array of URL prefixes");
+        cfg.allow_http.push_back(checked_prefix(p.get<std::string>(), label));
+      }
       break;
     }
     case Kind::integer: {
@@ -470,7 +496,7 @@ std::vector<FlagValue> scan_flags(const std::vector<std::string>& args) {
     const std::string name = arg.substr(0, eq);
     const Setting* s = find_flag(name);
     if (s == nullptr) throw ConfigError("unknown flag " + name);
-    if (s->kind != Kind::queues && s->kind != Kind::actions && !seen.insert(s).second)
+    if (s->kind != Kind::queues && s->kind != Kind::actions && s->kind != Kind::prefixes && !seen.insert(s).second)
       throw ConfigError(name + " is given more than once");
     if (s->kind == Kind::boolean) {
       out.push_back({s, eq == std::string::npos ? "true" : arg.substr(eq + 1)});
@@ -529,12 +555,15 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
     if (const auto v = env_value(env, s.env)) apply_text(cfg, s, *v, std::string(s.env));
   }
 
-  std::vector<std::string> flag_queues;
+  std::vector<std::string> flag_queues, flag_prefixes;
   std::set<std::string> flag_actions;
   for (const auto& f : flags) {
     const std::string label(f.setting->flag);
     if (f.setting->kind == Kind::queues) {
       for (auto& q : split_list(f.value, label)) flag_queues.push_back(std::move(q));
+    } else if (f.setting->kind == Kind::prefixes) {
+      // One prefix per flag, whole: a URL may hold a comma.
+      flag_prefixes.push_back(checked_prefix(f.value, label));
     } else if (f.setting->kind == Kind::actions) {
       auto [name, path] = parse_action(f.value, label);
       if (!flag_actions.insert(name).second) throw ConfigError(action_twice(label, name));
@@ -544,6 +573,7 @@ WorkerConfig parse_worker_config(const std::vector<std::string>& args,
     }
   }
   if (!flag_queues.empty()) cfg.queues = std::move(flag_queues);
+  if (!flag_prefixes.empty()) cfg.allow_http = std::move(flag_prefixes);
   if (cfg.sql_steps == 0) cfg.sql_steps = cfg.concurrency;
   // Left unset, the kill grace is its default cut to a sixth of a short
   // lease (half the third the check below allows), so any valid lease works
@@ -582,7 +612,8 @@ std::string worker_usage() {
 
 Claims jobs from PostgreSQL and runs them. Precedence: flags > environment >
 config file > defaults. Every flag accepts both "--flag value" and
-"--flag=value"; only --queue and --action may be given more than once.
+"--flag=value"; only --queue, --action and --allow-http may be given more
+than once.
 Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
 "2h"); in the config file, a number of seconds or such a string.
 
@@ -613,13 +644,21 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              action with no env list (without it: none).
                              Env BGEXEC_ALLOW_RUN (1/true/yes/on,
                              0/false/no/off). Defaults to off.
+  --allow-http PREFIX        Permit "http" steps to URLs under PREFIX
+                             (http://host[:port][/path], matched parsed: same
+                             host and port, path at a '/' boundary);
+                             repeatable; replaces env/file prefixes. The
+                             worker's host makes the requests, so this is its
+                             SSRF allowlist. Env BGEXEC_ALLOW_HTTP
+                             (comma-separated). Defaults to none (http steps
+                             refused).
   --exit-when-idle           Once it holds no job and a claim finds none due
                              in its queues, drain and exit 0 (tests, batch
                              runs). Env BGEXEC_EXIT_WHEN_IDLE (1/true/yes/on,
                              0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,
                              concurrency, sql_steps, step_processes, lease,
-                             allow_run, exit_when_idle,
+                             allow_run, allow_http, exit_when_idle,
                              actions, grace, snooze_after,
                              secrets_dir, poll, reconcile_interval, kill_grace,
                              log_cap, max_result_bytes, finish_batch, finish_delay,

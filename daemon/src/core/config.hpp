@@ -22,6 +22,9 @@ struct WorkerConfig {
   double lease_s = 30;                          // lease length per claim/heartbeat
   std::string lease_source;                     // where lease_s came from, for messages ("" = the default)
   bool allow_run = false;                       // permit `run` (arbitrary argv) steps
+  // URL prefixes an "http" step may call (core::http_url_allowed); empty:
+  // http steps are refused.  Each checked by parse_http_url as it is read.
+  std::vector<std::string> allow_http;
   // Drain and exit 0 once a claim finds nothing due and no job is held
   // (Worker::claim_on): a worker that works off what is due, for tests and
   // batch runs.

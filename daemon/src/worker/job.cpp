@@ -2,6 +2,7 @@
 #include "worker/job.hpp"
 
 #include "core/backoff.hpp"
+#include "core/http_url.hpp"
 #include "core/duration.hpp"
 #include "core/json_input.hpp"
 #include "core/numeric.hpp"
@@ -10,6 +11,7 @@
 #include "core/utf8.hpp"
 #include "proc/child.hpp"
 #include "proc/guard.hpp"
+#include "worker/http_call.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -198,7 +200,7 @@ StepOutput process_output(const core::Masker& m, json output, std::string stdout
   return r;
 }
 
-const char* const step_kinds[] = {"action", "run", "sql", "sleep", "approval"};
+const char* const step_kinds[] = {"action", "run", "sql", "sleep", "approval", "http"};
 
 // The step's kind (the one key of step_kinds it has); empty when none or several.
 std::string step_kind(const json& step) {
@@ -1280,7 +1282,7 @@ asio::awaitable<void> Job::run_step(std::string sid) {
   std::optional<json> err;
   try {
     if (kind.empty())
-      throw StepFailure{"step must have exactly one of action, run, sql, sleep, approval", false};
+      throw StepFailure{"step must have exactly one of action, run, sql, sleep, approval, http", false};
     // submit's rules again, for a payload written past it: ignored, the
     // step ran without the env or the timeout it was given.
     if (auto bad = misplaced_field(step, kind)) throw StepFailure{*bad, false};
@@ -1334,6 +1336,9 @@ asio::awaitable<void> Job::run_step(std::string sid) {
         has_stdout = true;
       } else if (kind == "run") {
         co_await step_run(sid, step, out_text);
+        has_stdout = true;
+      } else if (kind == "http") {
+        co_await step_http(sid, step, out_text);
         has_stdout = true;
       } else if (kind == "sql") {
         began_ = true;  // (its statement may be sent from here)
@@ -1557,6 +1562,155 @@ asio::awaitable<void> Job::step_run(const std::string& sid, const json& step,
   EnvVars env = step_env(sid, step);
   auto out = co_await run_process(sid, args, in_text, true, env);
   stdout_text = std::move(out.stdout_text);  // its output: process_output, in run_step
+}
+
+namespace {
+
+// An HTTP token (a method, a header name): RFC 9110's tchar.
+bool http_token(std::string_view s) {
+  static constexpr std::string_view extra = "!#$%&'*+-.^_`|~";
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           extra.find(c) != std::string_view::npos;
+  });
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// How long an http step's request may take when its "timeout" says nothing.
+constexpr double http_default_timeout_s = 30;
+
+}  // namespace
+
+// The request is rendered whole ({{input...}}, {{steps...}},
+// {{secrets.NAME}} in the url, the header values and the body: a secret so
+// rendered is masked wherever the step's output or error shows it); no
+// header value is ever logged.  Gated like run: refused unless the URL is
+// under one of the worker's --allow-http prefixes (core::http_url_allowed).
+// Redirects are not followed.  A 2xx body is the step's output, as a
+// process's stdout is; any other status fails the step (http_status_retryable),
+// a Retry-After in seconds on a 429 or 503 becoming its retry_after, as a
+// step's "::error {"retry_after": N}" does.
+asio::awaitable<void> Job::step_http(const std::string& sid, const json& step, std::string& body_text) {
+  const auto& cfg = w_.config();
+  if (!step["http"].is_object())
+    throw StepFailure{"step " + sid + ": http must be an object with a \"url\"", false};
+  if (cfg.allow_http.empty())
+    throw StepFailure{"step " + sid + ": http steps are refused by this worker (start it with --allow-http PREFIX)",
+                      false};
+  json spec = render(step["http"], sid);
+  for (const auto& [key, unused] : spec.items())
+    if (key != "url" && key != "method" && key != "headers" && key != "body" && key != "timeout")
+      throw StepFailure{"step " + sid + ": http has unknown key \"" + key + "\"", false};
+  auto u = spec.find("url");
+  if (u == spec.end() || !u->is_string()) throw StepFailure{"step " + sid + ": http \"url\" must be a string", false};
+  std::string why;
+  auto url = core::parse_http_url(u->get_ref<const std::string&>(), why);
+  if (!url) throw StepFailure{"step " + sid + ": http url " + why, false};
+  const std::string where = url->origin() + url->path();
+  bool allowed = false;
+  for (const auto& p : cfg.allow_http) {
+    std::string unused;
+    if (auto prefix = core::parse_http_url(p, unused); prefix && core::http_url_allowed(*url, *prefix)) allowed = true;
+  }
+  if (!allowed)
+    throw StepFailure{"step " + sid + ": http url " + where + " is not under any of this worker's --allow-http prefixes",
+                      false};
+  HttpRequest req;
+  req.url = *url;
+  req.body_cap = capture_cap;
+  std::string content_type;
+  if (auto b = spec.find("body"); b != spec.end()) {
+    if (b->is_string()) {
+      req.body = b->get<std::string>();
+      content_type = "text/plain; charset=utf-8";
+    } else {
+      req.body = core::dump(*b);
+      content_type = "application/json";
+    }
+  }
+  req.method = req.body ? "POST" : "GET";
+  if (auto m = spec.find("method"); m != spec.end()) {
+    if (!m->is_string() || !http_token(m->get_ref<const std::string&>()))
+      throw StepFailure{"step " + sid + ": http \"method\" must be an HTTP method such as \"POST\"", false};
+    req.method = m->get<std::string>();
+  }
+  if (!content_type.empty()) req.headers.emplace_back("Content-Type", content_type);
+  if (auto h = spec.find("headers"); h != spec.end()) {
+    if (!h->is_object()) throw StepFailure{"step " + sid + ": http \"headers\" must be an object", false};
+    for (const auto& [name, v] : h->items()) {
+      if (!http_token(name)) throw StepFailure{"step " + sid + ": http header name \"" + name + "\" is invalid", false};
+      for (const char* fixed : {"Host", "Content-Length", "Transfer-Encoding", "Connection"})
+        if (iequals(name, fixed))
+          throw StepFailure{"step " + sid + ": http header " + name + " is set by the worker, not the step", false};
+      std::string value = v.is_string() ? v.get<std::string>() : core::dump(v);
+      // Never shown: a header value is often a credential.
+      if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+        throw StepFailure{"step " + sid + ": http header " + name + " has a CR, LF or NUL in its value", false};
+      if (iequals(name, "Content-Type")) {
+        auto old = std::find_if(req.headers.begin(), req.headers.end(),
+                                [](const auto& kv) { return kv.first == "Content-Type"; });
+        if (old != req.headers.end()) req.headers.erase(old);
+      }
+      req.headers.emplace_back(name, std::move(value));
+    }
+  }
+  req.timeout_s = http_default_timeout_s;
+  if (auto t = spec.find("timeout"); t != spec.end()) {
+    std::optional<double> secs = t->is_string() ? core::parse_seconds(t->get_ref<const std::string&>())
+                                                : core::number_of(*t);
+    if (!secs || !(*secs > 0))
+      throw StepFailure{"step " + sid + ": http \"timeout\" must be seconds > 0 (a number, or text such as \"30s\")",
+                        false};
+    req.timeout_s = std::min(*secs, max_step_wait_s);
+  }
+  const std::string method = req.method;
+  const double timeout_s = req.timeout_s;
+  auto call = std::make_shared<HttpCall>(w_.executor());
+  killers_[sid] = [call] {
+    call->cancel();
+    return true;
+  };
+  struct Unregister {
+    Job& job;
+    const std::string& sid;
+    ~Unregister() { job.killers_.erase(sid); }
+  } unregister{*this, sid};
+  if (halted()) call->cancel();  // a stop that came before the killer was set
+  began_ = true;  // the request may reach the service from here
+  core::log("info", "http step request", {{"job_id", id_str(id())}, {"step", sid}, {"method", method},
+                                          {"url", masker_.mask(where)}});
+  HttpResponse r = co_await call->run(std::move(req));
+  if (r.cancelled) throw StepFailure{"step " + sid + ": http request ended", true};
+  if (r.timed_out)
+    throw StepFailure{"http " + method + " " + where + " timed out after " + seconds_text(timeout_s) + " s", true};
+  if (!r.error.empty()) throw StepFailure{"http " + method + " " + where + " failed: " + r.error, true};
+  if (r.too_large)
+    throw StepFailure{"http " + method + " " + where + ": the response body is over " + std::to_string(capture_cap) +
+                          " bytes, the most a step's output may be",
+                      false};
+  if (r.status >= 200 && r.status <= 299) {
+    body_text = std::move(r.body);  // its output: process_output, in run_step
+    co_return;
+  }
+  std::string message = "http " + std::to_string(r.status) + " from " + where;
+  if (r.status >= 300 && r.status <= 399) {
+    message += ": redirects are not followed";
+    if (!r.location.empty()) message += " (Location: " + core::utf8_cut(core::to_storable(r.location), 200, "…") + ")";
+  } else if (!r.body.empty()) {
+    // Masked before it is cut (a cut secret no longer matches the masker).
+    message += ": " + core::utf8_cut(core::to_storable(masker_.mask(trim_newline(r.body))), 200, "…");
+  }
+  json said = {{"http_status", r.status}};
+  if (r.status == 429 || r.status == 503)
+    if (auto after = core::parse_retry_after(r.retry_after))  // whole seconds: 3, as a step's ::error says it
+      said["retry_after"] = static_cast<std::int64_t>(*after);
+  said_[sid] = std::move(said);
+  throw StepFailure{std::move(message), core::http_status_retryable(r.status)};
 }
 
 // Values are rendered like run's arguments: {{input...}}, {{steps...}} and

@@ -1,6 +1,6 @@
 #pragma once
 // One claimed job: the DAG scheduler and its step runners (action, run, sql,
-// sleep, approval).  Every write names the job's lease; once the lease is
+// sleep, approval, http).  Every write names the job's lease; once the lease is
 // lost (or could not be renewed in time) the job kills its processes and
 // writes nothing more.
 
@@ -147,6 +147,9 @@ class Job : public std::enable_shared_from_this<Job> {
   // stdout_text, for run_step's process_output.
   asio::awaitable<void> step_action(const std::string& id, const nlohmann::json& step, std::string& stdout_text);
   asio::awaitable<void> step_run(const std::string& id, const nlohmann::json& step, std::string& stdout_text);
+  // An http step's request (gated by --allow-http); a 2xx response's body
+  // in body_text, read as a process's stdout is (process_output).
+  asio::awaitable<void> step_http(const std::string& id, const nlohmann::json& step, std::string& body_text);
   // A sql step's rows; recorded: its step_completed was written in its own
   // transaction (then the output is masked and stored as the event holds it).
   // An event's text for append_events, of data masked, made on the

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# An "http" step calls a service over HTTP from the worker (Boost.Beast on
+# its event loop), gated by --allow-http PREFIX as run is by --allow-run.
+# A 2xx body is the step's output (JSON, else text) and feeds a later step;
+# a 503 with Retry-After is retried after that delay; a 400 is not retried;
+# a redirect is not followed; a URL outside the prefixes (or a worker
+# without the flag) is refused; the step's http timeout and a stop end a
+# request in flight promptly.  The old worker knew no such step ("step must
+# have exactly one of action, run, sql, sleep, approval").
+source "$(dirname "$0")/lib.sh"
+e2e_cluster 56140
+HPORT=56141
+python3 -B "$E2E_ROOT/test/e2e/http-step-server.py" "$HPORT" "$E2E_DIR/requests" >"$E2E_DIR/server.log" 2>&1 &
+E2E_PIDS+=("$!")
+wait_for 10 python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$HPORT/api/text')" \
+  || fail "the test server did not start"
+BASE=http://127.0.0.1:$HPORT
+TOKEN=tok-$RANDOM$RANDOM
+mkdir -p "$E2E_DIR/secrets"
+printf '%s\n' "$TOKEN" >"$E2E_DIR/secrets/TOKEN"
+sql "SELECT bgexec.configure_queue('q', retry_base => '100 ms', retry_cap => '1 s')" >/dev/null
+start_worker w --queue q --allow-http "$BASE/api" --secrets-dir "$E2E_DIR/secrets"
+start_worker plain --queue bare
+wait_for 20 grep -q 'msg=listening' "$E2E_DIR/w.log" || fail "the worker did not start"
+submit() {  # submit QUEUE ATTEMPTS STEPS-JSON [INPUT-JSON]
+  sql "SELECT bgexec.submit('workflow', jsonb_build_object('steps', '$3'::jsonb, 'input', '${4:-null}'::jsonb), queue => '$1', max_attempts => $2)"
+}
+err() { sql "SELECT error->>'$2' FROM bgexec.job WHERE id = $1"; }
+show() { sql "SELECT status, attempt, error FROM bgexec.job WHERE id = $1"; }
+
+# 1. a 200 JSON reply feeding a later step; a secret in a header is sent and masked back
+a=$(submit q 1 "[{\"id\": \"a\", \"http\": {\"url\": \"$BASE/api/json?x={{input.x}}\", \"method\": \"POST\",
+      \"headers\": {\"X-Token\": \"{{secrets.TOKEN}}\"}, \"body\": {\"x\": \"{{input.x}}\"}, \"timeout\": \"10s\"}},
+    {\"id\": \"b\", \"needs\": [\"a\"], \"http\": {\"url\": \"$BASE/api/json\", \"method\": \"PUT\",
+      \"body\": \"n was {{steps.a.output.n}}\"}},
+    {\"id\": \"t\", \"http\": {\"url\": \"$BASE/api/text\"}}]" '{"x": 7}')
+wait_status "$a" completed 30
+[[ $(sql "SELECT concat_ws('|', result->'b'->>'method', result->'b'->>'type', result->'b'->>'body', result->>'t')
+          FROM bgexec.job WHERE id = $a") == 'PUT|text/plain; charset=utf-8|n was 41|plain words' ]] \
+  || fail "the steps' outputs: $(sql "SELECT result FROM bgexec.job WHERE id = $a")"
+[[ $(sql "SELECT concat_ws('|', data->'output'->>'method', data->'output'->>'type', data->'output'->'body'->>'x',
+                 data->'output'->>'token')
+          FROM bgexec.job_event WHERE job_id = $a AND kind = 'step_completed' AND data->>'step' = 'a'") \
+   == 'POST|application/json|7|***' ]] \
+  || fail "step a: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $a AND kind = 'step_completed'")"
+grep -q "^POST /api/json?x=7$" "$E2E_DIR/requests" || fail "requests: $(cat "$E2E_DIR/requests")"
+if sql "SELECT data::text FROM bgexec.job_event WHERE job_id = $a" | grep -q "$TOKEN"; then fail "the secret was stored"; fi
+if grep -q "$TOKEN" "$E2E_DIR/w.log"; then fail "the secret reached the worker's log"; fi
+
+# 2. a 503 with Retry-After: 3 is retried 3 s on (the queue's backoff is 1 s at most)
+l=$(submit q 3 "[{\"id\": \"l\", \"http\": {\"url\": \"$BASE/api/limited\"}}]")
+wait_status "$l" completed 60
+[[ $(sql "SELECT concat_ws(' ', data->>'delay_ms', data->'error'->>'retry_after', data->'error'->>'http_status',
+                          data->'error'->>'message')
+          FROM bgexec.job_event WHERE job_id = $l AND kind = 'retry_scheduled'") == "3000 3 503 http 503 from $BASE/api/limited: busy, come back" ]] \
+  || fail "retry after 3 s: $(sql "SELECT seq, kind, created_at, data FROM bgexec.job_event WHERE job_id = $l ORDER BY seq")"
+[[ $(sql "SELECT attempt || ' ' || (extract(epoch FROM (SELECT max(created_at) FROM bgexec.job_event WHERE job_id = $l AND kind = 'started')
+                                    - (SELECT created_at FROM bgexec.job_event WHERE job_id = $l AND kind = 'retry_scheduled')) >= 2.5)
+          FROM bgexec.job WHERE id = $l") == '2 true' ]] \
+  || fail "the second attempt came early: $(sql "SELECT seq, kind, created_at FROM bgexec.job_event WHERE job_id = $l ORDER BY seq")"
+
+# 3. a 400 is not retried; its message names the status, the URL and the body's start
+b=$(submit q 3 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/bad?q=1\"}}]")
+wait_status "$b" failed 30
+[[ $(err "$b" message)/$(err "$b" retryable)/$(err "$b" http_status)/$(sql "SELECT attempt FROM bgexec.job WHERE id = $b") \
+   == "http 400 from $BASE/api/bad: no such thing/false/400/1" ]] || fail "the 400: $(show "$b")"
+
+# 4. a redirect fails the step, not followed, not retried
+m=$(submit q 3 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/moved\"}}]")
+wait_status "$m" failed 30
+[[ $(err "$m" message)/$(err "$m" retryable) \
+   == "http 302 from $BASE/api/moved: redirects are not followed (Location: http://elsewhere.invalid/)/false" ]] \
+  || fail "the redirect: $(show "$m")"
+
+# 5. URLs outside --allow-http, and a worker without it, are refused (not retried, the step named)
+before=$(wc -l <"$E2E_DIR/requests")
+for url in "$BASE/apix" "$BASE/" "http://127.0.0.1:$HPORT@localhost:$HPORT/api/json" "http://localhost:$HPORT/api/json" \
+           "$BASE/api/../admin" "https://127.0.0.1:$HPORT/api/json"; do
+  o=$(submit q 3 "[{\"id\": \"out\", \"http\": {\"url\": \"$url\"}}]")
+  wait_status "$o" failed 30
+  [[ $(err "$o" message) == "step out: http url "* && $(err "$o" retryable) == false ]] || fail "$url: $(show "$o")"
+done
+[[ $(err "$o" message) == *https* ]] || fail "https: $(show "$o")"
+[[ $(wc -l <"$E2E_DIR/requests") == "$before" ]] || fail "a refused URL was requested: $(tail -3 "$E2E_DIR/requests")"
+p=$(submit bare 3 "[{\"id\": \"p\", \"http\": {\"url\": \"$BASE/api/json\"}}]")
+wait_status "$p" failed 30
+[[ $(err "$p" message)/$(err "$p" retryable) \
+   == "step p: http steps are refused by this worker (start it with --allow-http PREFIX)/false" ]] || fail "no flag: $(show "$p")"
+
+# 6. a slow server: the step's http timeout ends it (retryable; one attempt here)
+t0=$(date +%s.%N)
+s=$(submit q 1 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/slow\", \"timeout\": 1}}]")
+wait_status "$s" failed 30
+[[ $(err "$s" message)/$(err "$s" retryable) == "http GET $BASE/api/slow timed out after 1 s/true" ]] || fail "timeout: $(show "$s")"
+took=$(sql "SELECT extract(epoch FROM finished_at - started_at) FROM bgexec.job WHERE id = $s")
+awk -v t="$took" 'BEGIN { exit !(t >= 0.9 && t < 10) }' || fail "the timeout took $took s"
+
+# 7. a stop mid-request ends it promptly
+n0=$(grep -c "^GET /api/slow" "$E2E_DIR/requests")
+x=$(submit q 1 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/slow\", \"timeout\": 300}}]")
+slow_seen() { (($(grep -c "^GET /api/slow" "$E2E_DIR/requests") > n0)); }
+wait_for 30 slow_seen || fail "the request was not made"
+t0=$(date +%s.%N)
+"$BGEXEC" stop "$x" >/dev/null || fail "stop"
+wait_status "$x" cancelled 30
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "the stop took $took s"
+[[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event WHERE job_id = $x AND kind = 'step_failed'") == stopped ]] \
+  || fail "the stop's step event: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $x AND kind = 'step_failed'")"
+kill -0 "$PID_w" || fail "the worker died"
+ok "200 fed a later step (secret header masked), 503+Retry-After retried 3 s on, 400 and 302 not retried, outside URLs refused, timeout and stop ended the request"

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The service an http step calls in e2e 123-http-step: python3 alone.
+
+usage: http-step-server.py PORT LOGFILE
+  /api/json      200, {"n": 41, "method", "type" (Content-Type), "token"
+                 (X-Token), "body" (the request's, parsed)}
+  /api/text      200, text "plain words"
+  /api/limited   503 with Retry-After: 3 the first time, then 200 {"ok": true}
+  /api/bad       400 "no such thing"
+  /api/slow      answers after 60 s (a step's timeout, a stop, end it first)
+  /api/moved     302 to http://elsewhere.invalid/
+Each request is logged to LOGFILE as "METHOD PATH" once its headers are read.
+"""
+import json
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT, LOG = int(sys.argv[1]), sys.argv[2]
+seen = {}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body, ctype="application/json", extra=()):
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def handle_any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        path = self.path.split("?")[0]
+        with open(LOG, "a") as f:
+            f.write(f"{self.command} {self.path}\n")
+        seen[path] = seen.get(path, 0) + 1
+        if path == "/api/json":
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode()
+            self.reply(200, {"n": 41, "method": self.command, "type": self.headers.get("Content-Type"),
+                             "token": self.headers.get("X-Token"), "body": body})
+        elif path == "/api/text":
+            self.reply(200, "plain words\n", "text/plain")
+        elif path == "/api/limited":
+            if seen[path] == 1:
+                self.reply(503, "busy, come back", "text/plain", [("Retry-After", "3")])
+            else:
+                self.reply(200, {"ok": True})
+        elif path == "/api/bad":
+            self.reply(400, "no such thing", "text/plain")
+        elif path == "/api/slow":
+            time.sleep(60)
+            self.reply(200, {"late": True})
+        elif path == "/api/moved":
+            self.reply(302, "", "text/plain", [("Location", "http://elsewhere.invalid/")])
+        else:
+            self.reply(404, "not here", "text/plain")
+
+    do_GET = do_POST = do_PUT = do_DELETE = handle_any
+
+
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
