@@ -9,11 +9,12 @@ PKGS=(
   build-essential make cmake pkg-config g++
   postgresql-15 postgresql-server-dev-15 postgresql-client-15 libpq-dev
   libboost1.81-dev nlohmann-json3-dev
+  libssl-dev
 )
 if [[ ${1:-} != --build ]]; then
   PKGS+=(
     libgtest-dev googletest
-    procps psmisc iproute2 curl jq python3
+    procps psmisc iproute2 curl jq python3 openssl
     chromium
     pgbouncer
   )

@@ -405,7 +405,11 @@ TEST(WorkerConfig, AllowHttp) {
   TempConfig bad(R"({"allow_http": "http://a"})");
   EXPECT_NE(error_of({"--config", bad.path()}).find("allow_http"), std::string::npos);
   const std::string usage = worker_usage();
-  for (const char* needle : {"--allow-http", "BGEXEC_ALLOW_HTTP", "allow_http"})
+  EXPECT_EQ(parse_worker_config({"--allow-http", "https://a/x"}, {}).allow_http, (V{"https://a/x"}));
+  EXPECT_EQ(parse_worker_config({"--http-ca-file", "/ca.pem"}, {}).http_ca_file, "/ca.pem");
+  EXPECT_EQ(parse_worker_config({}, {{"BGEXEC_HTTP_CA_FILE", "/e.pem"}}).http_ca_file, "/e.pem");
+  for (const char* needle : {"--allow-http", "BGEXEC_ALLOW_HTTP", "allow_http", "--http-ca-file", "BGEXEC_HTTP_CA_FILE",
+                             "http_ca_file"})
     EXPECT_NE(usage.find(needle), std::string::npos) << needle;
 }
 

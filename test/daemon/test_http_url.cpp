@@ -31,10 +31,15 @@ TEST(HttpUrl, Parses) {
   EXPECT_EQ(url("http://h?q").target, "/?q");
   EXPECT_EQ(url("http://h:80/").origin(), "http://h");
   EXPECT_EQ(url("http://[::1]:9/x").host, "[::1]");
+  auto t = url("HTTPS://Svc/x");
+  EXPECT_EQ(t.scheme, "https");
+  EXPECT_EQ(t.port, 443);
+  EXPECT_EQ(t.origin(), "https://svc");
+  EXPECT_EQ(url("https://svc:80/").origin(), "https://svc:80");
+  EXPECT_TRUE(refused("ws://h/"));
 }
 
 TEST(HttpUrl, Refuses) {
-  EXPECT_TRUE(refused("https://h/"));
   EXPECT_TRUE(refused("ftp://h/"));
   EXPECT_TRUE(refused("h/path"));
   EXPECT_TRUE(refused("http:///x"));
@@ -73,6 +78,10 @@ TEST(HttpUrl, PrefixBoundaries) {
   EXPECT_TRUE(allowed("http://h/api/v1", "http://h/api/"));
   EXPECT_FALSE(allowed("http://h/other", "http://h/api/"));
   EXPECT_FALSE(allowed("http://h/", "http://h/api"));
+  EXPECT_FALSE(allowed("https://h/api", "http://h/api"));
+  EXPECT_FALSE(allowed("http://h/api", "https://h/api"));
+  EXPECT_FALSE(allowed("https://h:80/api", "http://h/api"));
+  EXPECT_TRUE(allowed("https://h:443/api/x", "https://h/api"));
 }
 
 TEST(HttpStatus, Retryable) {

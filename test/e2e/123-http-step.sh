@@ -5,8 +5,10 @@
 # a 503 with Retry-After is retried after that delay; a 400 is not retried;
 # a redirect is not followed; a URL outside the prefixes (or a worker
 # without the flag) is refused; the step's http timeout and a stop end a
-# request in flight promptly.  The old worker knew no such step ("step must
-# have exactly one of action, run, sql, sleep, approval").
+# request in flight promptly.  https verifies the server's chain (the
+# system's store, and --http-ca-file for a private CA) and its name.  The
+# old worker knew no such step ("step must have exactly one of action, run,
+# sql, sleep, approval") nor flag.
 source "$(dirname "$0")/lib.sh"
 e2e_cluster 56140
 HPORT=56141
@@ -18,9 +20,24 @@ BASE=http://127.0.0.1:$HPORT
 TOKEN=tok-$RANDOM$RANDOM
 mkdir -p "$E2E_DIR/secrets"
 printf '%s\n' "$TOKEN" >"$E2E_DIR/secrets/TOKEN"
+# https: a private CA and a certificate for the name localhost (not the address)
+TPORT=56143
+TBASE=https://localhost:$TPORT
+(cd "$E2E_DIR" &&
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=e2e-ca 2>/dev/null &&
+  openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=localhost 2>/dev/null &&
+  printf 'subjectAltName=DNS:localhost\n' >srv.ext &&
+  openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile srv.ext 2>/dev/null) \
+  || fail "the test certificates could not be made"
+python3 -B "$E2E_ROOT/test/e2e/http-step-server.py" "$TPORT" "$E2E_DIR/requests" "$E2E_DIR/srv.pem" "$E2E_DIR/srv.key" \
+  >"$E2E_DIR/tls-server.log" 2>&1 &
+E2E_PIDS+=("$!")
+wait_for 10 python3 -c "import ssl, urllib.request as u; u.urlopen('$TBASE/api/text', context=ssl.create_default_context(cafile='$E2E_DIR/ca.pem'))" \
+  || fail "the test https server did not start: $(cat "$E2E_DIR/tls-server.log")"
 sql "SELECT bgexec.configure_queue('q', retry_base => '100 ms', retry_cap => '1 s')" >/dev/null
-start_worker w --queue q --allow-http "$BASE/api" --secrets-dir "$E2E_DIR/secrets"
-start_worker plain --queue bare
+start_worker w --queue q --allow-http "$BASE/api" --allow-http "$TBASE/api" --allow-http "https://127.0.0.1:$TPORT/api" \
+  --http-ca-file "$E2E_DIR/ca.pem" --secrets-dir "$E2E_DIR/secrets"
+start_worker plain --queue bare --allow-http "$TBASE/api"
 wait_for 20 grep -q 'msg=listening' "$E2E_DIR/w.log" || fail "the worker did not start"
 submit() {  # submit QUEUE ATTEMPTS STEPS-JSON [INPUT-JSON]
   sql "SELECT bgexec.submit('workflow', jsonb_build_object('steps', '$3'::jsonb, 'input', '${4:-null}'::jsonb), queue => '$1', max_attempts => $2)"
@@ -75,17 +92,30 @@ wait_status "$m" failed 30
 # 5. URLs outside --allow-http, and a worker without it, are refused (not retried, the step named)
 before=$(wc -l <"$E2E_DIR/requests")
 for url in "$BASE/apix" "$BASE/" "http://127.0.0.1:$HPORT@localhost:$HPORT/api/json" "http://localhost:$HPORT/api/json" \
-           "$BASE/api/../admin" "https://127.0.0.1:$HPORT/api/json"; do
+           "$BASE/api/../admin" "https://127.0.0.1:$HPORT/api/json" "http://localhost:$TPORT/api/json"; do
   o=$(submit q 3 "[{\"id\": \"out\", \"http\": {\"url\": \"$url\"}}]")
   wait_status "$o" failed 30
   [[ $(err "$o" message) == "step out: http url "* && $(err "$o" retryable) == false ]] || fail "$url: $(show "$o")"
 done
-[[ $(err "$o" message) == *https* ]] || fail "https: $(show "$o")"
 [[ $(wc -l <"$E2E_DIR/requests") == "$before" ]] || fail "a refused URL was requested: $(tail -3 "$E2E_DIR/requests")"
-p=$(submit bare 3 "[{\"id\": \"p\", \"http\": {\"url\": \"$BASE/api/json\"}}]")
+start_worker none --queue none
+p=$(submit none 3 "[{\"id\": \"p\", \"http\": {\"url\": \"$BASE/api/json\"}}]")
 wait_status "$p" failed 30
 [[ $(err "$p" message)/$(err "$p" retryable) \
    == "step p: http steps are refused by this worker (start it with --allow-http PREFIX)/false" ]] || fail "no flag: $(show "$p")"
+
+# 5b. https: verified against --http-ca-file, by name; not by the system's store alone, nor for an address
+#     the certificate does not name (a failure to connect: retryable)
+h=$(submit q 1 "[{\"id\": \"h\", \"http\": {\"url\": \"$TBASE/api/json\", \"body\": [1]}}]")
+wait_status "$h" completed 30
+[[ $(sql "SELECT result->'h'->>'body' FROM bgexec.job WHERE id = $h") == '[1]' ]] || fail "https: $(show "$h")"
+v=$(submit bare 1 "[{\"id\": \"v\", \"http\": {\"url\": \"$TBASE/api/json\"}}]")
+wait_status "$v" failed 30
+[[ $(err "$v" message)/$(err "$v" retryable) == "http GET $TBASE/api/json failed: tls handshake: certificate verify failed"*/true ]] \
+  || fail "https without the CA: $(show "$v")"
+i=$(submit q 1 "[{\"id\": \"i\", \"http\": {\"url\": \"https://127.0.0.1:$TPORT/api/json\"}}]")
+wait_status "$i" failed 30
+[[ $(err "$i" message) == *"tls handshake: certificate verify failed"* ]] || fail "https by address: $(show "$i")"
 
 # 6. a slow server: the step's http timeout ends it (retryable; one attempt here)
 t0=$(date +%s.%N)
@@ -108,4 +138,4 @@ awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "the stop took $took s"
 [[ $(sql "SELECT data->'error'->>'reason' FROM bgexec.job_event WHERE job_id = $x AND kind = 'step_failed'") == stopped ]] \
   || fail "the stop's step event: $(sql "SELECT data FROM bgexec.job_event WHERE job_id = $x AND kind = 'step_failed'")"
 kill -0 "$PID_w" || fail "the worker died"
-ok "200 fed a later step (secret header masked), 503+Retry-After retried 3 s on, 400 and 302 not retried, outside URLs refused, timeout and stop ended the request"
+ok "200 fed a later step (secret header masked), 503+Retry-After retried 3 s on, 400 and 302 not retried, outside URLs refused, https verified (CA file, name), timeout and stop ended the request"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The service an http step calls in e2e 123-http-step: python3 alone.
 
-usage: http-step-server.py PORT LOGFILE
+usage: http-step-server.py PORT LOGFILE [CERTFILE KEYFILE]
+  (with a certificate and key: https)
   /api/json      200, {"n": 41, "method", "type" (Content-Type), "token"
                  (X-Token), "body" (the request's, parsed)}
   /api/text      200, text "plain words"
@@ -12,6 +13,7 @@ usage: http-step-server.py PORT LOGFILE
 Each request is logged to LOGFILE as "METHOD PATH" once its headers are read.
 """
 import json
+import ssl
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,4 +73,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+if len(sys.argv) > 4:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()

@@ -71,6 +71,7 @@ const Setting settings[] = {
     {.flag = "--allow-run", .env = "BGEXEC_ALLOW_RUN", .key = "allow_run", .kind = Kind::boolean,
      .bool_member = &WorkerConfig::allow_run},
     {"--allow-http", "BGEXEC_ALLOW_HTTP", "allow_http", Kind::prefixes},
+    {"--http-ca-file", "BGEXEC_HTTP_CA_FILE", "http_ca_file", Kind::text, &WorkerConfig::http_ca_file},
     {.flag = "--exit-when-idle", .env = "BGEXEC_EXIT_WHEN_IDLE", .key = "exit_when_idle", .kind = Kind::boolean,
      .bool_member = &WorkerConfig::exit_when_idle},
     {"--config", "BGEXEC_CONFIG", "", Kind::config},
@@ -135,14 +136,14 @@ std::vector<std::string> split_list(std::string_view text, const std::string& la
   return out;
 }
 
-// An --allow-http prefix: an http URL without query or fragment, so that
+// An --allow-http prefix: an http(s) URL without query or fragment, so that
 // what it allows is plain (core::http_url_allowed).
 std::string checked_prefix(const std::string& text, const std::string& label) {
   std::string error;
   auto url = parse_http_url(text, error);
   if (!url) throw ConfigError(label + ": \"" + text + "\" " + error);
   if (text.find_first_of("?#") != std::string::npos)
-    throw ConfigError(label + ": \"" + text + "\" has a query or a fragment (expected http://host[:port][/path])");
+    throw ConfigError(label + ": \"" + text + "\" has a query or a fragment (expected http[s]://host[:port][/path])");
   return text;
 }
 
@@ -645,20 +646,25 @@ Durations are seconds ("30", "1.5") or take a unit ("500ms", "30s", "5m",
                              Env BGEXEC_ALLOW_RUN (1/true/yes/on,
                              0/false/no/off). Defaults to off.
   --allow-http PREFIX        Permit "http" steps to URLs under PREFIX
-                             (http://host[:port][/path], matched parsed: same
-                             host and port, path at a '/' boundary);
+                             (http[s]://host[:port][/path], matched parsed:
+                             same scheme, host and port, path at a '/'
+                             boundary);
                              repeatable; replaces env/file prefixes. The
                              worker's host makes the requests, so this is its
                              SSRF allowlist. Env BGEXEC_ALLOW_HTTP
                              (comma-separated). Defaults to none (http steps
                              refused).
+  --http-ca-file FILE        PEM CA certificates an https step's server may
+                             chain to, besides the system's (a private CA).
+                             Env BGEXEC_HTTP_CA_FILE. Defaults to none.
   --exit-when-idle           Once it holds no job and a claim finds none due
                              in its queues, drain and exit 0 (tests, batch
                              runs). Env BGEXEC_EXIT_WHEN_IDLE (1/true/yes/on,
                              0/false/no/off). Defaults to off.
   --config FILE              JSON config file with keys db, id, queues,
                              concurrency, sql_steps, step_processes, lease,
-                             allow_run, allow_http, exit_when_idle,
+                             allow_run, allow_http, http_ca_file,
+                             exit_when_idle,
                              actions, grace, snooze_after,
                              secrets_dir, poll, reconcile_interval, kill_grace,
                              log_cap, max_result_bytes, finish_batch, finish_delay,

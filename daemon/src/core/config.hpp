@@ -25,6 +25,9 @@ struct WorkerConfig {
   // URL prefixes an "http" step may call (core::http_url_allowed); empty:
   // http steps are refused.  Each checked by parse_http_url as it is read.
   std::vector<std::string> allow_http;
+  // PEM file of CA certificates an https step's server may chain to, besides
+  // the system's ("" = the system's alone).
+  std::string http_ca_file;
   // Drain and exit 0 once a claim finds nothing due and no job is held
   // (Worker::claim_on): a worker that works off what is due, for tests and
   // batch runs.

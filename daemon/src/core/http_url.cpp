@@ -30,9 +30,11 @@ bool dot_segment(std::string_view seg) {
 
 }  // namespace
 
+std::uint16_t HttpUrl::default_port() const { return scheme == "https" ? 443 : 80; }
+
 std::string HttpUrl::origin() const {
   std::string o = scheme + "://" + host;
-  if (port != 80) o += ":" + std::to_string(port);
+  if (port != default_port()) o += ":" + std::to_string(port);
   return o;
 }
 
@@ -52,21 +54,18 @@ std::optional<HttpUrl> parse_http_url(std::string_view text, std::string& error)
   }
   const std::size_t sep = text.find("://");
   if (sep == std::string_view::npos) {
-    error = "is not an absolute URL (expected http://host[:port]/path)";
+    error = "is not an absolute URL (expected http[s]://host[:port]/path)";
     return std::nullopt;
   }
   std::string scheme;
   for (char c : text.substr(0, sep)) scheme += lower(c);
-  if (scheme == "https") {
-    error = "is https, which this worker does not support (http only)";
-    return std::nullopt;
-  }
-  if (scheme != "http") {
-    error = "has the scheme \"" + scheme + "\" (expected http)";
+  if (scheme != "http" && scheme != "https") {
+    error = "has the scheme \"" + scheme + "\" (expected http or https)";
     return std::nullopt;
   }
   HttpUrl url;
   url.scheme = scheme;
+  url.port = url.default_port();
   std::string_view rest = text.substr(sep + 3);
   const std::size_t auth_end = std::min(rest.find_first_of("/?#"), rest.size());
   std::string_view authority = rest.substr(0, auth_end);

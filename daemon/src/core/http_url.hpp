@@ -11,20 +11,21 @@
 
 namespace bgexec::core {
 
-// An absolute http URL, split as the request is made from it.
+// An absolute http(s) URL, split as the request is made from it.
 struct HttpUrl {
-  std::string scheme;  // "http"
+  std::string scheme;  // "http" or "https"
   std::string host;    // lowercased; an IPv6 literal keeps its brackets
-  std::uint16_t port = 80;
+  std::uint16_t port = 80;  // the scheme's (80, 443) when the URL gives none
   std::string target;  // path and query as sent ("/" at least); no fragment
+  std::uint16_t default_port() const;
   // scheme://host[:port], the port shown only when not the scheme's own.
   std::string origin() const;
   // The path alone (target up to '?').
   std::string path() const;
 };
 
-// Parses `text` as an absolute http URL; nullopt, with why in `error`,
-// otherwise.  Refused: another scheme (https is not supported yet),
+// Parses `text` as an absolute http or https URL; nullopt, with why in
+// `error`, otherwise.  Refused: another scheme,
 // userinfo ("user@host": "http://allowed.example@evil/" names host
 // evil), an empty or malformed host or port, spaces and control
 // characters, and a path with a "." or ".." segment (also percent-encoded:
@@ -33,7 +34,7 @@ struct HttpUrl {
 std::optional<HttpUrl> parse_http_url(std::string_view text, std::string& error);
 
 // Whether `url` is under the allowlist entry `prefix` (itself parsed by
-// parse_http_url): same scheme, host and port, and the prefix's path is
+// parse_http_url): same scheme (http://svc allows no https://svc), host and port, and the prefix's path is
 // "/" (the whole origin), or ends in '/' and starts the URL's path, or is
 // the URL's path up to a '/' boundary ("/api" allows "/api" and "/api/x",
 // not "/apix").  Compared parsed, never as text, so neither

@@ -3,38 +3,108 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <optional>
+#include <tuple>
 
 namespace bgexec::worker {
 
 namespace asio = boost::asio;
+namespace ssl = asio::ssl;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+namespace {
+
+// The worker's TLS client context for a CA file ("" = the system's store
+// alone): built once, on the event loop's thread, and kept (loading the
+// system's store costs milliseconds).  nullptr, with why in `error`, when
+// the store or the file cannot be loaded.
+std::shared_ptr<ssl::context> tls_context(const std::string& ca_file, std::string& error) {
+  static std::map<std::string, std::shared_ptr<ssl::context>> built;
+  if (auto it = built.find(ca_file); it != built.end()) return it->second;
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  boost::system::error_code ec;
+  ctx->set_default_verify_paths(ec);
+  if (ec) {
+    error = "the system's CA certificates cannot be loaded: " + ec.message();
+    return nullptr;
+  }
+  if (!ca_file.empty()) {
+    ctx->load_verify_file(ca_file, ec);
+    if (ec) {
+      error = "--http-ca-file " + ca_file + " cannot be loaded: " + ec.message();
+      return nullptr;
+    }
+  }
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  ctx->set_verify_mode(ssl::verify_peer);
+  built.emplace(ca_file, ctx);
+  return ctx;
+}
+
+}  // namespace
+
 struct HttpCall::Impl {
-  explicit Impl(asio::any_io_executor ex) : resolver(ex), socket(ex), timer(ex) {}
+  explicit Impl(asio::any_io_executor ex) : ex(ex), resolver(ex), socket(ex), timer(ex) {}
+  asio::any_io_executor ex;
   tcp::resolver resolver;
-  tcp::socket socket;
+  tcp::socket socket;                           // http
+  std::optional<ssl::stream<tcp::socket>> tls;  // https (its own socket)
+  std::shared_ptr<ssl::context> tls_ctx;        // kept while tls lives
   asio::steady_timer timer;
   bool cancelled = false;
   bool timed_out = false;
-  // Both ends: the pending operation completes with operation_aborted (or
-  // a closed socket's error) at once.
+  tcp::socket& lowest() { return tls ? tls->next_layer() : socket; }
+  // Closes the connection: the pending operation completes with
+  // operation_aborted (or a closed socket's error) at once.
   void stop() {
     boost::system::error_code ignored;
     resolver.cancel();
-    socket.shutdown(tcp::socket::shutdown_both, ignored);
-    socket.close(ignored);
+    lowest().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().close(ignored);
   }
 };
+
+namespace {
+
+struct Exchanged {
+  boost::system::error_code write, read;
+};
+
+// Sends the request and reads the response into parser, on a plain socket
+// or a TLS stream alike.
+template <class Stream>
+asio::awaitable<Exchanged> exchange(Stream& s, http::request<http::string_body>& req, beast::flat_buffer& buffer,
+                                    http::response_parser<http::string_body>& parser) {
+  Exchanged out;
+  auto [wec, written] = co_await http::async_write(s, req, asio::as_tuple(asio::use_awaitable));
+  (void)written;
+  out.write = wec;
+  if (wec) co_return out;
+  auto [rec, read] = co_await http::async_read(s, buffer, parser, asio::as_tuple(asio::use_awaitable));
+  (void)read;
+  out.read = rec;
+  co_return out;
+}
+
+}  // namespace
 
 HttpCall::HttpCall(asio::any_io_executor ex) : impl_(std::make_shared<Impl>(ex)) {}
 
@@ -57,6 +127,30 @@ asio::awaitable<HttpResponse> HttpCall::run(HttpRequest req) {
     out.cancelled = true;
     co_return out;
   }
+  const bool https = req.url.scheme == "https";
+  std::string host = req.url.host;
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (https) {
+    std::string why;
+    impl->tls_ctx = tls_context(req.ca_file, why);
+    if (!impl->tls_ctx) {
+      out.error = "tls: " + why;
+      co_return out;
+    }
+    impl->tls.emplace(impl->ex, *impl->tls_ctx);
+    // SNI for a name, not an address (RFC 6066); the chain verified and
+    // the name (or address) matched against the certificate.
+    boost::system::error_code not_address;
+    (void)asio::ip::make_address(host, not_address);
+    if (not_address) {
+      if (!SSL_set_tlsext_host_name(impl->tls->native_handle(), host.c_str())) {
+        out.error = "tls: the server name cannot be set";
+        co_return out;
+      }
+    }
+    impl->tls->set_verify_mode(ssl::verify_peer);
+    impl->tls->set_verify_callback(ssl::host_name_verification(host));
+  }
   const double secs = std::min(req.timeout_s, 10 * 365.25 * 86400);
   impl->timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(secs)));
@@ -74,50 +168,50 @@ asio::awaitable<HttpResponse> HttpCall::run(HttpRequest req) {
     else out.error = std::string(stage) + ": " + ec.message();
     return out;
   };
-  std::string host = req.url.host;
-  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
   auto [rec, endpoints] = co_await impl->resolver.async_resolve(host, std::to_string(req.url.port),
                                                                  asio::as_tuple(asio::use_awaitable));
   if (rec || impl->cancelled || impl->timed_out) co_return failed("resolve", rec);
-  auto [cec, ep] = co_await asio::async_connect(impl->socket, endpoints, asio::as_tuple(asio::use_awaitable));
+  auto [cec, ep] = co_await asio::async_connect(impl->lowest(), endpoints, asio::as_tuple(asio::use_awaitable));
   (void)ep;
   if (cec || impl->cancelled || impl->timed_out) co_return failed("connect", cec);
+  if (https) {
+    auto [hec] = co_await impl->tls->async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+    if (hec || impl->cancelled || impl->timed_out) co_return failed("tls handshake", hec);
+  }
 
   http::request<http::string_body> request;
   request.method_string(req.method);
   request.target(req.url.target);
   request.version(11);
   std::string host_header = req.url.host;
-  if (req.url.port != 80) host_header += ":" + std::to_string(req.url.port);
+  if (req.url.port != req.url.default_port()) host_header += ":" + std::to_string(req.url.port);
   request.set(http::field::host, host_header);
   request.set(http::field::user_agent, "bgexec/" BGEXEC_VERSION);
   request.set(http::field::connection, "close");
-  if (req.body) {
-    request.body() = std::move(*req.body);
-  }
+  if (req.body) request.body() = std::move(*req.body);
   for (auto& [name, value] : req.headers) request.set(name, value);
   if (req.body || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") request.prepare_payload();
-  auto [wec, written] = co_await http::async_write(impl->socket, request, asio::as_tuple(asio::use_awaitable));
-  (void)written;
-  if (wec || impl->cancelled || impl->timed_out) co_return failed("write", wec);
 
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.header_limit(64 * 1024);
   parser.body_limit(req.body_cap);
   if (req.method == "HEAD") parser.skip(true);
-  auto [rdec, read] = co_await http::async_read(impl->socket, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  (void)read;
-  if (rdec == http::error::body_limit && !impl->cancelled && !impl->timed_out) {
+  Exchanged x;
+  if (https) x = co_await exchange(*impl->tls, request, buffer, parser);
+  else x = co_await exchange(impl->socket, request, buffer, parser);
+  if (x.write || impl->cancelled || impl->timed_out) co_return failed("write", x.write);
+  // A server that closes without TLS's close_notify after a complete
+  // response (many do, with Connection: close) read it all.
+  if (x.read == ssl::error::stream_truncated && parser.is_done()) x.read = {};
+  if (x.read == http::error::body_limit && !impl->cancelled && !impl->timed_out) {
     impl->timer.cancel();
     out.too_large = true;
     co_return out;
   }
-  if (rdec || impl->cancelled || impl->timed_out) co_return failed("read", rdec);
+  if (x.read || impl->cancelled || impl->timed_out) co_return failed("read", x.read);
   impl->timer.cancel();
-  boost::system::error_code ignored;
-  impl->socket.shutdown(tcp::socket::shutdown_both, ignored);
-  impl->socket.close(ignored);
+  impl->stop();  // Connection: close; no TLS shutdown awaited
   auto& res = parser.get();
   out.status = static_cast<int>(res.result_int());
   if (auto it = res.find(http::field::location); it != res.end()) out.location = std::string(it->value());

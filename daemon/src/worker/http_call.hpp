@@ -1,7 +1,9 @@
 #pragma once
 // One request of an "http" workflow step (Job::step_http): Boost.Beast on
-// the worker's io_context, every stage asynchronous (resolve, connect,
-// write, read), no thread of its own.  Ended by cancel() (a stop, the
+// the worker's io_context, every stage asynchronous (resolve, connect, a
+// TLS handshake for https, write, read), no thread of its own.  https
+// verifies the server's chain against the system's CA store (and
+// --http-ca-file), its name (SNI sent), TLS 1.2 at least.  Ended by cancel() (a stop, the
 // step's deadline, the lease, a sibling's failure: the step's killer) or
 // by its own timeout; either closes the socket, so the call returns at once.
 
@@ -26,6 +28,7 @@ struct HttpRequest {
   std::optional<std::string> body;
   double timeout_s = 30;  // the whole call, from the resolve to the last byte
   std::size_t body_cap = 0;  // most bytes of response body read
+  std::string ca_file;       // https: CA certificates besides the system's ("" = none)
 };
 
 struct HttpResponse {

@@ -1623,6 +1623,7 @@ asio::awaitable<void> Job::step_http(const std::string& sid, const json& step, s
   HttpRequest req;
   req.url = *url;
   req.body_cap = capture_cap;
+  req.ca_file = cfg.http_ca_file;
   std::string content_type;
   if (auto b = spec.find("body"); b != spec.end()) {
     if (b->is_string()) {
