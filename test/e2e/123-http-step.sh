@@ -113,6 +113,14 @@ v=$(submit bare 1 "[{\"id\": \"v\", \"http\": {\"url\": \"$TBASE/api/json\"}}]")
 wait_status "$v" failed 30
 [[ $(err "$v" message)/$(err "$v" retryable) == "http GET $TBASE/api/json failed: tls handshake: certificate verify failed"*/true ]] \
   || fail "https without the CA: $(show "$v")"
+# a CA file that cannot be read: said at the worker's start, and by the https step it fails
+start_worker badca --queue badca --allow-http "$TBASE/api" --http-ca-file "$E2E_DIR/missing.pem"
+wait_for 20 grep -q 'msg="https steps cannot verify their servers: they fail until --http-ca-file can be read"' \
+  "$E2E_DIR/badca.log" || fail "no warning of the CA file: $(cat "$E2E_DIR/badca.log")"
+c=$(submit badca 1 "[{\"id\": \"c\", \"http\": {\"url\": \"$TBASE/api/json\"}}]")
+wait_status "$c" failed 30
+[[ $(err "$c" message) == "http GET $TBASE/api/json failed: tls: --http-ca-file $E2E_DIR/missing.pem cannot be loaded: "* ]] \
+  || fail "the missing CA file: $(show "$c")"
 i=$(submit q 1 "[{\"id\": \"i\", \"http\": {\"url\": \"https://127.0.0.1:$TPORT/api/json\"}}]")
 wait_status "$i" failed 30
 [[ $(err "$i" message) == *"tls handshake: certificate verify failed"* ]] || fail "https by address: $(show "$i")"

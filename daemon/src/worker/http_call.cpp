@@ -61,6 +61,12 @@ std::shared_ptr<ssl::context> tls_context(const std::string& ca_file, std::strin
 
 }  // namespace
 
+std::string tls_problem(const std::string& ca_file) {
+  std::string why;
+  tls_context(ca_file, why);
+  return why;
+}
+
 struct HttpCall::Impl {
   explicit Impl(asio::any_io_executor ex) : ex(ex), resolver(ex), socket(ex), timer(ex) {}
   asio::any_io_executor ex;

@@ -43,6 +43,11 @@ struct HttpResponse {
   bool failed() const { return too_large || timed_out || cancelled || !error.empty(); }
 };
 
+// Why an https step of this worker would fail before it connects (the
+// system's CA store or --http-ca-file `ca_file` cannot be loaded), empty
+// when it would not.  A context that loads is built and kept for the steps.
+std::string tls_problem(const std::string& ca_file);
+
 class HttpCall {
  public:
   explicit HttpCall(boost::asio::any_io_executor ex);

@@ -12,6 +12,7 @@
 #include "proc/procfs.hpp"
 #include "util/hangup.hpp"
 #include "util/scope_exit.hpp"
+#include "worker/http_call.hpp"
 #include "worker/job.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -1538,6 +1539,12 @@ asio::awaitable<int> Worker::run() {
     if (const std::string why = proc::unrunnable(path); !why.empty())
       core::log("warn", "action cannot be started: its jobs fail until it can",
                 {{"action", name}, {"path", path}, {"error", why}});
+  // Likewise --http-ca-file (read once here, and again by an https step
+  // while it cannot be).
+  if (!cfg_.http_ca_file.empty())
+    if (const std::string why = tls_problem(cfg_.http_ca_file); !why.empty())
+      core::log("warn", "https steps cannot verify their servers: they fail until --http-ca-file can be read",
+                {{"path", cfg_.http_ca_file}, {"error", why}});
   auto backoff = reconnect_backoff();
   for (;;) {
     try {
