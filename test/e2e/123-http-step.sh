@@ -133,6 +133,12 @@ wait_status "$s" failed 30
 took=$(sql "SELECT extract(epoch FROM finished_at - started_at) FROM bgexec.job WHERE id = $s")
 awk -v t="$took" 'BEGIN { exit !(t >= 0.9 && t < 10) }' || fail "the timeout took $took s"
 
+# the step's own timeout ends a request too, as it ends any step (step_timeout)
+st=$(submit q 1 "[{\"id\": \"s\", \"timeout\": 1, \"http\": {\"url\": \"$BASE/api/slow\", \"timeout\": 300}}]")
+wait_status "$st" failed 30
+[[ $(err "$st" message)/$(err "$st" reason)/$(err "$st" retryable) == "step s timed out after 1 s/step_timeout/true" ]] \
+  || fail "the step's timeout: $(show "$st")"
+
 # 7. a stop mid-request ends it promptly
 n0=$(grep -c "^GET /api/slow" "$E2E_DIR/requests")
 x=$(submit q 1 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/slow\", \"timeout\": 300}}]")
