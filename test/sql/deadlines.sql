@@ -71,6 +71,19 @@ SELECT bgexec.finish(:d, :ld, 'timed_out', '{"reason": "timeout", "message": "jo
 SELECT CASE id WHEN :d THEN 'd' WHEN :e THEN 'e' WHEN :f THEN 'f' WHEN :g THEN 'g' ELSE 'h' END AS job, status,
        error, event_kinds(id), gapless(id), terminal_events(id)
   FROM bgexec.job WHERE id IN (:d, :e, :f, :g, :h) ORDER BY id;
+-- a tie, the stop at the deadline itself: timed_out (at or after it), by the
+-- worker's finish (t1) and by reconcile (t2)
+SELECT bgexec.submit('noop', queue => 'dlt', timeout => '1 hour') AS t1 \gset
+SELECT bgexec.submit('noop', queue => 'dlt', timeout => '1 hour') AS t2 \gset
+SELECT count(*) FROM bgexec.claim('w', '{dlt}', 2);
+SELECT count(bgexec.stop(id)) FROM bgexec.job WHERE id IN (:t1, :t2);
+UPDATE bgexec.job SET stop_requested_at = now() - interval '1 minute', deadline = now() - interval '1 minute'
+ WHERE id IN (:t1, :t2);
+SELECT lease AS lt1 FROM bgexec.job WHERE id = :t1 \gset
+SELECT bgexec.finish(:t1, :lt1, 'cancelled', NULL) AS finish_at_deadline;
+SELECT expire_lease(:t2);
+SELECT bgexec.reconcile() >= 1 AS reconciled;
+SELECT status FROM bgexec.job WHERE id = :t2;
 -- snooze (a worker gives a sleeping job back): a stop before the deadline
 -- cancels (k), one after it (i) or none (j) past the deadline times out,
 -- where the job went back queued, its timeout counted anew by the next run

@@ -70,6 +70,8 @@ UPDATE bgexec.job SET finished_at = now() - interval '50 years' WHERE queue = 'p
 -- test below counts)
 SELECT bgexec.stop(bgexec.submit('noop', queue => 'pg-st'));
 SELECT * FROM try($$SELECT bgexec.purge('49 years', NULL, '{completed,queued}')$$);
+SELECT * FROM try($$SELECT bgexec.purge('49 years', NULL, '{suspended}')$$);
+SELECT * FROM try($$SELECT bgexec.purge('49 years', 10, '{running}')$$);
 SELECT * FROM try($$SELECT bgexec.purge('49 years', NULL, '{}')$$);
 SELECT * FROM try($$SELECT bgexec.purge('49 years', 10, ARRAY['completed', NULL]::bgexec.job_status[])$$);
 SET ROLE regress_alice;
@@ -79,6 +81,20 @@ RESET ROLE;
 SELECT status FROM bgexec.job WHERE queue = 'pg-st' ORDER BY id;
 SELECT bgexec.purge('49 years', NULL, '{cancelled}') AS cancelled_as_superuser;
 SELECT count(*) AS left_in_queue FROM bgexec.job WHERE queue = 'pg-st';
+-- a superuser's purge with statuses, in batches (_retention) and at once:
+-- only jobs that ended so, of every owner (a mutation test: a superuser's
+-- paths dropped the statuses unnoticed, deleting every ended job)
+SELECT bgexec.submit('noop', queue => 'pg-su') AS uc \gset
+SELECT bgexec.submit('noop', queue => 'pg-su') AS ux \gset
+SELECT lease AS ul FROM bgexec.claim('w', '{pg-su}', 1) WHERE job_id = :uc \gset
+SELECT bgexec.finish(:uc, :ul, 'completed', '{}');
+SELECT bgexec.stop(:ux);
+UPDATE bgexec.job SET finished_at = now() - interval '50 years' WHERE queue = 'pg-su';
+SELECT bgexec.purge('49 years', 10, '{failed}') AS su_batch_none,
+       bgexec.purge('49 years', NULL, '{failed}') AS su_all_none;
+SELECT bgexec.purge('49 years', 10, '{cancelled}') AS su_batch_cancelled;
+SELECT status FROM bgexec.job WHERE queue = 'pg-su' ORDER BY id;
+SELECT bgexec.purge('49 years', 10, '{completed}') AS su_batch_completed;
 -- retention (the watchdog's batch delete)
 SELECT count(bgexec.submit('noop', queue => 'pg')) FROM generate_series(1, 3);
 SELECT count(bgexec.stop(id)) FROM bgexec.job WHERE queue = 'pg' AND status = 'queued';

@@ -113,6 +113,15 @@ SELECT s.status, s.attempt, s.delay_ms <= 10000 AS backoff, s.error_kept
   FROM unnest(ARRAY['{"retry_after": "120"}', '{"retry_after": -1}', '{"retry_after": null}',
                     '{"retry_after": [120]}', '{"retry_after": {"s": 120}}', '[{"retry_after": 120}]',
                     '"retry_after"']::jsonb[]) b, steer(b) s;
+-- a negative one is ignored, not taken as 0 (a retry at once, a hot loop
+-- against the rate-limited remote): a day-long backoff (full jitter rounds
+-- it to 0 ms about once in 10^8)
+SELECT (bgexec.configure_queue('rs-neg', retry_base => '1 day', retry_cap => '1 day')).name;
+SELECT bgexec.submit('noop', queue => 'rs-neg', max_attempts => 2) AS n \gset
+SELECT lease AS l FROM bgexec.claim('w', '{rs-neg}', 1) \gset
+SELECT bgexec.finish(:n, :l, 'failed', '{"retry_after": -1}');
+SELECT (data->>'delay_ms')::numeric > 0 AS backoff_not_zero
+  FROM bgexec.job_event WHERE job_id = :n AND kind = 'retry_scheduled';
 -- it cannot give a job attempts it does not have, nor outrank retryable false
 SELECT * FROM steer('{"retry_after": 120}', 1);
 SELECT * FROM steer('{"retry_after": 120, "retryable": false}');

@@ -80,7 +80,7 @@ SELECT workers FROM bgexec.queue_stats WHERE queue = 'sqlt-alive';
 -- one with a job running under its id.  Rolled back: other files' rows stay.
 BEGIN;
 SELECT count(bgexec.register_worker('sqlt-retire-' || n, '{sqlt-retire}', 1, '{"lease_s": 30}'))
-  FROM unnest(ARRAY['ahead', 'stopped-ahead', 'near', 'holding']) n;
+  FROM unnest(ARRAY['ahead', 'stopped-ahead', 'near', 'holding', 'just-over']) n;
 SELECT bgexec.submit('noop', queue => 'sqlt-retire') IS NOT NULL AS submitted;
 SELECT count(*) FROM bgexec.claim('sqlt-retire-holding', '{sqlt-retire}', 1, '1 hour');
 UPDATE bgexec.worker SET heartbeat_at = now() + interval '1 hour'
@@ -88,7 +88,10 @@ UPDATE bgexec.worker SET heartbeat_at = now() + interval '1 hour'
 UPDATE bgexec.worker SET heartbeat_at = now() - interval '1 hour', stopped_at = now() + interval '1 hour'
  WHERE id = 'sqlt-retire-stopped-ahead';
 UPDATE bgexec.worker SET heartbeat_at = now() + interval '20 seconds' WHERE id = 'sqlt-retire-near';
-SELECT bgexec._retire_workers('7 days') >= 2 AS retired;
+-- just over a lease ahead (31 s of 30): retired (a margin of ten leases
+-- passed before: a mutation test)
+UPDATE bgexec.worker SET heartbeat_at = now() + interval '31 seconds' WHERE id = 'sqlt-retire-just-over';
+SELECT bgexec._retire_workers('7 days') >= 3 AS retired;
 SELECT id FROM bgexec.worker WHERE id LIKE 'sqlt-retire-%' ORDER BY id;
 ROLLBACK;
 

@@ -42,6 +42,22 @@ SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'u1') <> :a AS alice_o
 RESET ROLE;
 SELECT owner, count(*) FROM bgexec.job WHERE unique_key = 'u1' AND status IN ('queued', 'running', 'suspended')
  GROUP BY owner ORDER BY owner;
+-- a retry checks the retried job's owner's keys only: another role's active
+-- job with the key neither refuses it nor is named to it
+SET ROLE regress_alice;
+SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'x1') AS ax \gset
+RESET ROLE;
+SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'x1') AS px \gset
+SELECT bgexec.stop(:px);
+SELECT bgexec.retry(:px) AS retried_beside_alices_key;
+-- a SERIALIZABLE submit (no snapshot pre-check: it reads the key after its
+-- insert) returns the key's active job, never an ended one of the key
+SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'ser') AS s1 \gset
+SELECT bgexec.stop(:s1);
+SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'ser') AS s2 \gset
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'ser') = :s2 AS serializable_active_same;
+COMMIT;
 -- negative: an empty or a 513-character key; both keys at once (22023)
 SELECT bgexec.submit('noop', unique_key => '');
 SELECT bgexec.submit('noop', unique_key => repeat('u', 513));

@@ -169,6 +169,14 @@ SELECT bgexec.finish(:f, :fl, 'failed', '{"message": "again"}');
 SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
 SELECT clock_timestamp() >= run_after AS due, clock_timestamp() - run_after < interval '5 seconds' AS on_time
   FROM bgexec.job WHERE id = :f;
+-- so does reschedule: a job moved to 300 ms from now wakes the worker then
+-- (a mutation test: a reschedule without its wake slept to the poll)
+SELECT bgexec.submit('noop', queue => 'wq', run_after => now() + interval '1 hour') AS r \gset
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '0');
+SELECT bgexec.reschedule(:r, now() + interval '300 ms') IS NOT NULL AS moved;
+SELECT jobs FROM bgexec.await_work('ww', '{wq}', 2, '10 seconds');
+SELECT clock_timestamp() >= run_after AS due, clock_timestamp() - run_after < interval '5 seconds' AS on_time
+  FROM bgexec.job WHERE id = :r;
 -- stop: the worker holding the lease is woken with stop, another is not
 SELECT bgexec.submit('noop', queue => 'ws') AS s1 \gset
 SELECT bgexec.submit('noop', queue => 'ws') AS s2 \gset
