@@ -126,3 +126,27 @@ SELECT q || n AS queue, count(*) FILTER (WHERE run_after <= now()) AS due,
  WHERE j.queue = q || n AND j.status = 'queued'
  GROUP BY q, n ORDER BY 1;
 ROLLBACK;
+-- the first batch's boundary (a mutation test: a first batch of 255, or
+-- the next read from entry 257, passed over a due job there and claimed a
+-- lower priority first): past the walk's eight future-only priorities,
+-- a due job at entry 256 (fb256) and at entry 257 (fb257) of _next_due's
+-- read is claimed before the one at priority 10; and a job due at the
+-- very time asked is due (run_after <= at)
+BEGIN;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
+SELECT q, 'noop', current_user, p, now() + interval '1 day'
+  FROM unnest('{fb256,fb257}'::text[]) q, generate_series(300, 307) p;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
+SELECT 'fb256', 'noop', current_user, p, now() + interval '1 day' FROM generate_series(45, 299) p;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after)
+SELECT 'fb257', 'noop', current_user, p, now() + interval '1 day' FROM generate_series(44, 299) p;
+INSERT INTO bgexec.job (queue, kind, owner, priority, run_after, payload) VALUES
+ ('fb256', 'noop', current_user, 44, now() - interval '1 second', '{"n": "at256"}'),
+ ('fb256', 'noop', current_user, 10, now() - interval '1 second', '{"n": "low"}'),
+ ('fb257', 'noop', current_user, 43, now() - interval '1 second', '{"n": "at257"}'),
+ ('fb257', 'noop', current_user, 10, now() - interval '1 second', '{"n": "low"}');
+SELECT q, (SELECT string_agg(c.payload->>'n', ',') FROM bgexec.claim('wp', ARRAY[q], 1) c) AS claimed
+  FROM unnest('{fb256,fb257}'::text[]) q;
+SELECT q, bgexec._next_due(q, 300, (SELECT min(run_after) FROM bgexec.job WHERE queue = q AND run_after < now())) AS next_due
+  FROM unnest('{fb256,fb257}'::text[]) q;
+ROLLBACK;

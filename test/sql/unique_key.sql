@@ -58,6 +58,13 @@ SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'ser') AS s2 \gset
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'ser') = :s2 AS serializable_active_same;
 COMMIT;
+-- a suspended holder refuses the retry with the same message as a queued one
+SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'sr') AS e1 \gset
+SELECT bgexec.stop(:e1);
+SELECT bgexec.submit('noop', queue => 'uq', unique_key => 'sr') AS e2 \gset
+UPDATE bgexec.job SET status = 'suspended' WHERE id = :e2;
+SELECT sqlstate, regexp_replace(message, 'job \d+', 'job N', 'g') AS message
+  FROM try(format('SELECT bgexec.retry(%s)', :e1));
 -- negative: an empty or a 513-character key; both keys at once (22023)
 SELECT bgexec.submit('noop', unique_key => '');
 SELECT bgexec.submit('noop', unique_key => repeat('u', 513));
