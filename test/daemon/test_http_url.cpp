@@ -58,6 +58,11 @@ TEST(HttpUrl, Refuses) {
   EXPECT_TRUE(refused("http://h/api/."));
   EXPECT_TRUE(refused("http://h/api%2F..%2Fadmin"));
   EXPECT_TRUE(refused("http://h/a%5cb"));
+  // a path parameter after a dot segment: ".." to Tomcat and Jetty
+  EXPECT_TRUE(refused("http://h/api/..;/admin"));
+  EXPECT_TRUE(refused("http://h/api/.;/x"));
+  EXPECT_TRUE(refused("http://h/api/%2e%2e;jsessionid=1/admin"));
+  EXPECT_FALSE(refused("http://h/api/a;b/..x"));
   EXPECT_TRUE(refused("http://[zz]/"));
   EXPECT_TRUE(refused("http://h%2eevil/"));
 }
@@ -98,6 +103,9 @@ TEST(HttpStatus, RetryAfter) {
   EXPECT_FALSE(parse_retry_after("1.5"));
   EXPECT_FALSE(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"));
   EXPECT_EQ(parse_retry_after("99999999999999999999"), 100 * 365.25 * 86400);
+  // leading zeros: the value, not its length
+  EXPECT_EQ(parse_retry_after("00000000000000000002"), 2.0);
+  EXPECT_EQ(parse_retry_after("000"), 0.0);
 }
 
 }  // namespace

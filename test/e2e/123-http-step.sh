@@ -89,6 +89,42 @@ wait_status "$m" failed 30
    == "http 302 from $BASE/api/moved: redirects are not followed (Location: http://elsewhere.invalid/)/false" ]] \
   || fail "the redirect: $(show "$m")"
 
+# 4b. a secret in the URL, echoed in a redirect's Location where its cut falls, is masked before the
+#     cut (cut first, its first characters went unmasked into the error and the log: review rev-http)
+lo=$(submit q 1 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/loc?t={{secrets.TOKEN}}\"}}]")
+wait_status "$lo" failed 30
+[[ $(err "$lo" message) == *"?t=***"* && $(err "$lo" message) != *"${TOKEN:0:4}"* ]] || fail "the Location: $(show "$lo")"
+if grep -q "${TOKEN:0:6}" "$E2E_DIR/w.log"; then fail "part of the secret reached the worker's log"; fi
+
+# 4c. an interim 103 Early Hints is read past to the final 200 (it failed the step, not retried)
+e=$(submit q 1 "[{\"id\": \"e\", \"http\": {\"url\": \"$BASE/api/early\"}}]")
+wait_status "$e" completed 30
+[[ $(sql "SELECT result->'e'->>'early' FROM bgexec.job WHERE id = $e") == true ]] || fail "the 103: $(show "$e")"
+
+# 4d. a chunk-size line that never ends fails the step at once (the read buffer is bounded; it grew
+#     to gigabytes until the step's timeout, here 20 s)
+t0=$(date +%s.%N)
+en=$(submit q 1 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/endless\", \"timeout\": 20}}]")
+wait_status "$en" failed 30
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+[[ $(err "$en" message) == "http GET $BASE/api/endless failed: read: "* ]] || fail "the endless chunk line: $(show "$en")"
+awk -v t="$took" 'BEGIN { exit !(t < 15) }' || fail "the endless chunk line took $took s: $(show "$en")"
+
+# 4e. a header value with a control character other than a tab is refused (it was sent raw)
+cc=$(submit q 1 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/json\", \"headers\": {\"X-A\": \"a\\u0001b\"}}}]")
+wait_status "$cc" failed 30
+[[ $(err "$cc" message)/$(err "$cc" retryable) == "step s: http header X-A has a control character in its value/false" ]] \
+  || fail "the control character: $(show "$cc")"
+
+# 4f. an http step holds one of the worker's --step-processes places while its request is in
+#     flight: with one, two parallel steps call one at a time (nothing bounded them: review rev-http)
+start_worker one --queue one --allow-http "$BASE/api" --step-processes 1
+o1=$(submit one 1 "[{\"id\": \"a\", \"http\": {\"url\": \"$BASE/api/inflight\"}},
+                    {\"id\": \"b\", \"http\": {\"url\": \"$BASE/api/inflight\"}}]")
+wait_status "$o1" completed 30
+[[ $(sql "SELECT concat_ws(' ', result->'a'->>'inflight', result->'b'->>'inflight') FROM bgexec.job WHERE id = $o1") == '1 1' ]] \
+  || fail "--step-processes 1: $(show "$o1") $(sql "SELECT result FROM bgexec.job WHERE id = $o1")"
+
 # 5. URLs outside --allow-http, and a worker without it, are refused (not retried, the step named)
 before=$(wc -l <"$E2E_DIR/requests")
 for url in "$BASE/apix" "$BASE/" "http://127.0.0.1:$HPORT@localhost:$HPORT/api/json" "http://localhost:$HPORT/api/json" \

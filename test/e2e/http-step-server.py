@@ -10,16 +10,26 @@ usage: http-step-server.py PORT LOGFILE [CERTFILE KEYFILE]
   /api/bad       400 "no such thing"
   /api/slow      answers after 60 s (a step's timeout, a stop, end it first)
   /api/moved     302 to http://elsewhere.invalid/
+  /api/loc       302 to http://elsewhere.invalid/ + 166 "p" + "?" + the query
+                 (a secret in the URL echoed where the 200-character cut falls)
+  /api/early     103 Early Hints, then 200 {"early": true}
+  /api/inflight  after 1 s, 200 {"inflight": N}: the /api/inflight requests
+                 in flight at once (this one's among them) during that second
+  /api/endless   a chunked body whose first chunk-size line never ends (2 MiB
+                 of it, then the connection held open for 60 s)
 Each request is logged to LOGFILE as "METHOD PATH" once its headers are read.
 """
 import json
 import ssl
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT, LOG = int(sys.argv[1]), sys.argv[2]
 seen = {}
+inflight = [0]
+lock = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -66,6 +76,36 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, {"late": True})
         elif path == "/api/moved":
             self.reply(302, "", "text/plain", [("Location", "http://elsewhere.invalid/")])
+        elif path == "/api/loc":
+            query = self.path.partition("?")[2]
+            self.reply(302, "", "text/plain", [("Location", "http://elsewhere.invalid/" + "p" * 166 + "?" + query)])
+        elif path == "/api/inflight":
+            with lock:
+                inflight[0] += 1
+                most = inflight[0]
+            for _ in range(10):
+                time.sleep(0.1)
+                with lock:
+                    most = max(most, inflight[0])
+            with lock:
+                inflight[0] -= 1
+            self.reply(200, {"inflight": most})
+        elif path == "/api/early":
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n")
+            self.wfile.flush()
+            self.reply(200, {"early": True})
+        elif path == "/api/endless":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"5;e=")
+            try:
+                for _ in range(32):
+                    self.wfile.write(b"a" * 65536)
+                self.wfile.flush()
+                time.sleep(60)
+            except OSError:
+                pass
         else:
             self.reply(404, "not here", "text/plain")
 

@@ -25,6 +25,9 @@ bool dot_segment(std::string_view seg) {
       plain += seg[i];
     }
   }
+  // A path parameter after it (";x", Tomcat's and Jetty's): "..;" is ".."
+  // to them, past a prefix's path.
+  plain = plain.substr(0, plain.find(';'));
   return plain == "." || plain == "..";
 }
 
@@ -170,6 +173,9 @@ std::optional<double> parse_retry_after(std::string_view value) {
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
   if (value.empty() || !std::all_of(value.begin(), value.end(), [](char c) { return is_digit(c); }))
     return std::nullopt;
+  // (Leading zeros say nothing: "00000000000000000002" is 2 s, not 12
+  // digits' worth.)
+  while (value.size() > 1 && value.front() == '0') value.remove_prefix(1);
   constexpr double most = 100 * 365.25 * 86400;
   if (value.size() > 12) return most;
   return std::min(static_cast<double>(std::stoull(std::string(value))), most);

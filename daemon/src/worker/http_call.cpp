@@ -94,20 +94,31 @@ struct Exchanged {
   boost::system::error_code write, read;
 };
 
-// Sends the request and reads the response into parser, on a plain socket
-// or a TLS stream alike.
-template <class Stream>
+using Parser = http::response_parser<http::string_body>;
+
+// Sends the request and reads the final response into parser (made anew by
+// `fresh`), on a plain socket or a TLS stream alike.  An interim response
+// (1xx: 100 Continue, 103 Early Hints) is read past, as RFC 9110 15.2 asks
+// of a client: it failed the step, not retried, as a status not 2xx.
+template <class Stream, class Fresh>
 asio::awaitable<Exchanged> exchange(Stream& s, http::request<http::string_body>& req, beast::flat_buffer& buffer,
-                                    http::response_parser<http::string_body>& parser) {
+                                    std::optional<Parser>& parser, Fresh fresh) {
   Exchanged out;
   auto [wec, written] = co_await http::async_write(s, req, asio::as_tuple(asio::use_awaitable));
   (void)written;
   out.write = wec;
   if (wec) co_return out;
-  auto [rec, read] = co_await http::async_read(s, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  (void)read;
-  out.read = rec;
-  co_return out;
+  for (int interim = 0;; ++interim) {
+    fresh(parser);
+    auto [rec, read] = co_await http::async_read(s, buffer, *parser, asio::as_tuple(asio::use_awaitable));
+    (void)read;
+    out.read = rec;
+    const unsigned status = rec ? 0 : parser->get().result_int();
+    // (101 switches protocols: the final answer here.  At most 16 interim
+    // answers, so a server cannot hold the step in them past its timeout
+    // at no cost.)
+    if (rec || status < 100 || status > 199 || status == 101 || interim == 16) co_return out;
+  }
 }
 
 }  // namespace
@@ -198,18 +209,28 @@ asio::awaitable<HttpResponse> HttpCall::run(HttpRequest req) {
   for (auto& [name, value] : req.headers) request.set(name, value);
   if (req.body || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") request.prepare_payload();
 
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.header_limit(64 * 1024);
-  parser.body_limit(req.body_cap);
-  if (req.method == "HEAD") parser.skip(true);
+  // The read buffer holds what the parser has not taken yet: a header
+  // (64 KiB at most, header_limit), a chunk's size line, a trailer.  Bounded:
+  // unbounded, a chunk size line or a trailer that never ended grew it until
+  // the step's timeout, to gigabytes in seconds (review rev-http).  The body
+  // goes to the parser's string (body_cap), not here.
+  beast::flat_buffer buffer(1 << 20);
+  const bool head = req.method == "HEAD";
+  const std::size_t body_cap = req.body_cap;
+  std::optional<Parser> parser;
+  auto fresh = [head, body_cap](std::optional<Parser>& p) {
+    p.emplace();
+    p->header_limit(64 * 1024);
+    p->body_limit(body_cap);
+    if (head) p->skip(true);
+  };
   Exchanged x;
-  if (https) x = co_await exchange(*impl->tls, request, buffer, parser);
-  else x = co_await exchange(impl->socket, request, buffer, parser);
+  if (https) x = co_await exchange(*impl->tls, request, buffer, parser, fresh);
+  else x = co_await exchange(impl->socket, request, buffer, parser, fresh);
   if (x.write || impl->cancelled || impl->timed_out) co_return failed("write", x.write);
   // A server that closes without TLS's close_notify after a complete
   // response (many do, with Connection: close) read it all.
-  if (x.read == ssl::error::stream_truncated && parser.is_done()) x.read = {};
+  if (x.read == ssl::error::stream_truncated && parser->is_done()) x.read = {};
   if (x.read == http::error::body_limit && !impl->cancelled && !impl->timed_out) {
     impl->timer.cancel();
     out.too_large = true;
@@ -218,7 +239,7 @@ asio::awaitable<HttpResponse> HttpCall::run(HttpRequest req) {
   if (x.read || impl->cancelled || impl->timed_out) co_return failed("read", x.read);
   impl->timer.cancel();
   impl->stop();  // Connection: close; no TLS shutdown awaited
-  auto& res = parser.get();
+  auto& res = parser->get();
   out.status = static_cast<int>(res.result_int());
   if (auto it = res.find(http::field::location); it != res.end()) out.location = std::string(it->value());
   if (auto it = res.find(http::field::retry_after); it != res.end()) out.retry_after = std::string(it->value());

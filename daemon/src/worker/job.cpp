@@ -1649,9 +1649,14 @@ asio::awaitable<void> Job::step_http(const std::string& sid, const json& step, s
         if (iequals(name, fixed))
           throw StepFailure{"step " + sid + ": http header " + name + " is set by the worker, not the step", false};
       std::string value = v.is_string() ? v.get<std::string>() : core::dump(v);
-      // Never shown: a header value is often a credential.
-      if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
-        throw StepFailure{"step " + sid + ": http header " + name + " has a CR, LF or NUL in its value", false};
+      // Never shown: a header value is often a credential.  No control
+      // character but a tab (RFC 9110 5.5): CR, LF and NUL would end the
+      // header; the others a server or a proxy on the way reads its own way.
+      if (std::any_of(value.begin(), value.end(), [](char c) {
+            const auto u = static_cast<unsigned char>(c);
+            return (u < 0x20 && c != '\t') || u == 0x7f;
+          }))
+        throw StepFailure{"step " + sid + ": http header " + name + " has a control character in its value", false};
       if (iequals(name, "Content-Type")) {
         auto old = std::find_if(req.headers.begin(), req.headers.end(),
                                 [](const auto& kv) { return kv.first == "Content-Type"; });
@@ -1671,6 +1676,20 @@ asio::awaitable<void> Job::step_http(const std::string& sid, const json& step, s
   }
   const std::string method = req.method;
   const double timeout_s = req.timeout_s;
+  // One of the worker's --step-processes places while the request is in
+  // flight, as a process step's: a workflow of 1 000 parallel http steps,
+  // or many such jobs, held a socket and a response of up to 16 MiB each
+  // at once, with nothing to bound them (review rev-http).  Granted in the
+  // order asked; a stop, a sibling's failure, the lease or the shutdown
+  // ends the wait (the step's killer).
+  auto slot = w_.step_processes().hold();
+  if (!slot.ticket->granted) {
+    w_.pool_short(w_.step_processes());
+    core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
+    const bool granted = co_await await_slot(slot, sid, nullptr);
+    check_lease();
+    if (!granted) throw StepFailure{"step ended while waiting for one of the worker's --step-processes", false};
+  }
   auto call = std::make_shared<HttpCall>(w_.executor());
   killers_[sid] = [call] {
     call->cancel();
@@ -1701,7 +1720,10 @@ asio::awaitable<void> Job::step_http(const std::string& sid, const json& step, s
   std::string message = "http " + std::to_string(r.status) + " from " + where;
   if (r.status >= 300 && r.status <= 399) {
     message += ": redirects are not followed";
-    if (!r.location.empty()) message += " (Location: " + core::utf8_cut(core::to_storable(r.location), 200, "…") + ")";
+    // Masked before it is cut, as the body below: a Location echoing the
+    // URL held part of a secret past the cut, which no longer matched.
+    if (!r.location.empty())
+      message += " (Location: " + core::utf8_cut(core::to_storable(masker_.mask(r.location)), 200, "…") + ")";
   } else if (!r.body.empty()) {
     // Masked before it is cut (a cut secret no longer matches the masker).
     message += ": " + core::utf8_cut(core::to_storable(masker_.mask(trim_newline(r.body))), 200, "…");
