@@ -147,6 +147,7 @@ static bool is_one_template(const char *t, int len);
 static int	jbv_numeric_cmp(const JsonbValue *v, Numeric zero);
 static char *jbv_cstring(const JsonbValue *v);
 static bool key_equals(const JsonbValue *key, const char *name);
+static bool next_field(JsonbIterator **it, JsonbValue *key, JsonbValue *val);
 
 /*
  * bgexec._validate_payload(kind text, payload jsonb) returns void.
@@ -584,7 +585,7 @@ static void
 validate_workflow(JsonbContainer *root)
 {
 	JsonbIterator *it;
-	JsonbIteratorToken tok;
+	JsonbValue	key;
 	JsonbValue	v;
 	JsonbValue	steps_val;
 	bool		have_steps = false;
@@ -598,15 +599,8 @@ validate_workflow(JsonbContainer *root)
 
 	/* Top-level keys: only input, steps, name, description. */
 	it = JsonbIteratorInit(root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (next_field(&it, &key, &v))
 	{
-		JsonbValue	key;
-
-		if (tok != WJB_KEY)
-			continue;
-		key = v;
-		tok = JsonbIteratorNext(&it, &v, true);
-		Assert(tok == WJB_VALUE);
 
 		if (key_equals(&key, "steps"))
 		{
@@ -742,22 +736,17 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 	WorkflowStep *s = &steps[i];
 	JsonbIterator *it;
 	JsonbIteratorToken tok;
+	JsonbValue	key;
 	JsonbValue	v;
 	StepKey		kinds[lengthof(step_kinds)];
 	int			nkinds = 0;
 
 	/* Unknown keys, and remember the value of each known one. */
 	it = JsonbIteratorInit(s->obj);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	while (next_field(&it, &key, &v))
 	{
-		JsonbValue	key;
 		int			k;
 
-		if (tok != WJB_KEY)
-			continue;
-		key = v;
-		tok = JsonbIteratorNext(&it, &v, true);
-		Assert(tok == WJB_VALUE);
 
 		for (k = 0; k < SK_COUNT; k++)
 			if (key_equals(&key, step_key_names[k]))
@@ -861,15 +850,8 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 									s->id),
 							 errhint("Use true, or an object such as {\"prompt\": \"load the rows?\"}.")));
 				it = JsonbIteratorInit(a->val.binary.data);
-				while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+				while (next_field(&it, &key, &v))
 				{
-					JsonbValue	key;
-
-					if (tok != WJB_KEY)
-						continue;
-					key = v;
-					tok = JsonbIteratorNext(&it, &v, true);
-					Assert(tok == WJB_VALUE);
 					if (!key_equals(&key, "prompt"))
 						ereport(ERROR,
 								(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -901,15 +883,8 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 									s->id),
 							 errhint("Use an object such as {\"url\": \"http://svc:8080/hook\", \"method\": \"POST\", \"body\": {}}.")));
 				it = JsonbIteratorInit(h->val.binary.data);
-				while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+				while (next_field(&it, &key, &v))
 				{
-					JsonbValue	key;
-
-					if (tok != WJB_KEY)
-						continue;
-					key = v;
-					tok = JsonbIteratorNext(&it, &v, true);
-					Assert(tok == WJB_VALUE);
 					if (key_equals(&key, "url"))
 					{
 						has_url = true;
@@ -1032,15 +1007,8 @@ validate_step(WorkflowStep *steps, int i, HTAB *ids, int nsteps, Numeric zero,
 					 errmsg("workflow step \"%s\": \"env\" must be an object of strings",
 							s->id)));
 		it = JsonbIteratorInit(s->val[SK_ENV].val.binary.data);
-		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		while (next_field(&it, &key, &v))
 		{
-			JsonbValue	key;
-
-			if (tok != WJB_KEY)
-				continue;
-			key = v;
-			tok = JsonbIteratorNext(&it, &v, true);
-			Assert(tok == WJB_VALUE);
 
 			/* execve() splits "NAME=value" at the first '=' */
 			if (key.val.string.len == 0 ||
@@ -1550,6 +1518,26 @@ is_valid_step_id(const char *s, int len)
 	return len >= 1 &&
 		((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_') &&
 		bgexec_name_chars_ok(s, len, BGEXEC_STEP_ID_MAX_LEN, "_-");
+}
+
+/*
+ * The next key of the object *it iterates (skipping nested containers: a
+ * nested value is its container) and that key's value; false at its end.
+ */
+static bool
+next_field(JsonbIterator **it, JsonbValue *key, JsonbValue *val)
+{
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(it, key, true)) != WJB_DONE)
+	{
+		if (tok != WJB_KEY)
+			continue;
+		tok = JsonbIteratorNext(it, val, true);
+		Assert(tok == WJB_VALUE);
+		return true;
+	}
+	return false;
 }
 
 /* True if v is a JSON object (a nested container, as the jsonb API returns it). */
