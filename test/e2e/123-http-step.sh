@@ -116,6 +116,18 @@ wait_status "$cc" failed 30
 [[ $(err "$cc" message)/$(err "$cc" retryable) == "step s: http header X-A has a control character in its value/false" ]] \
   || fail "the control character: $(show "$cc")"
 
+# 4g. a body past a step output's 16 MiB fails the step, not retried; the worker's own headers
+#     (Host, Content-Length, Transfer-Encoding, Connection) are not the step's, in any case
+hu=$(submit q 3 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/huge\"}}]")
+wait_status "$hu" failed 30
+[[ $(err "$hu" message)/$(err "$hu" retryable)/$(sql "SELECT attempt FROM bgexec.job WHERE id = $hu") \
+   == "http GET $BASE/api/huge: the response body is over 16777216 bytes, the most a step's output may be/false/1" ]] \
+  || fail "the 17 MiB body: $(show "$hu")"
+ho=$(submit q 1 "[{\"id\": \"s\", \"http\": {\"url\": \"$BASE/api/json\", \"headers\": {\"hOsT\": \"evil.example\"}}}]")
+wait_status "$ho" failed 30
+[[ $(err "$ho" message)/$(err "$ho" retryable) == "step s: http header hOsT is set by the worker, not the step/false" ]] \
+  || fail "a Host header: $(show "$ho")"
+
 # 4f. an http step holds one of the worker's --step-processes places while its request is in
 #     flight: with one, two parallel steps call one at a time (nothing bounded them: review rev-http)
 start_worker one --queue one --allow-http "$BASE/api" --step-processes 1

@@ -13,6 +13,7 @@ usage: http-step-server.py PORT LOGFILE [CERTFILE KEYFILE]
   /api/loc       302 to http://elsewhere.invalid/ + 166 "p" + "?" + the query
                  (a secret in the URL echoed where the 200-character cut falls)
   /api/early     103 Early Hints, then 200 {"early": true}
+  /api/huge      200, a chunked body of 17 MiB (past a step output's 16 MiB)
   /api/inflight  after 1 s, 200 {"inflight": N}: the /api/inflight requests
                  in flight at once (this one's among them) during that second
   /api/endless   a chunked body whose first chunk-size line never ends (2 MiB
@@ -79,6 +80,18 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/api/loc":
             query = self.path.partition("?")[2]
             self.reply(302, "", "text/plain", [("Location", "http://elsewhere.invalid/" + "p" * 166 + "?" + query)])
+        elif path == "/api/huge":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"x" * 1048576
+            try:
+                for _ in range(17):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass
         elif path == "/api/inflight":
             with lock:
                 inflight[0] += 1
