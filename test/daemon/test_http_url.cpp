@@ -63,6 +63,27 @@ TEST(HttpUrl, Refuses) {
   EXPECT_TRUE(refused("http://h/api/.;/x"));
   EXPECT_TRUE(refused("http://h/api/%2e%2e;jsessionid=1/admin"));
   EXPECT_FALSE(refused("http://h/api/a;b/..x"));
+  // percent-encodings a server may decode into another path
+  EXPECT_TRUE(refused("http://h/api/%252e%252e/admin"));
+  EXPECT_TRUE(refused("http://h/api/%252E/x"));
+  EXPECT_TRUE(refused("http://h/api%252fx"));
+  EXPECT_TRUE(refused("http://h/api%255cx"));
+  EXPECT_TRUE(refused("http://h/api/%c0%ae%c0%ae/admin"));
+  EXPECT_TRUE(refused("http://h/api/%C1%9C"));
+  EXPECT_TRUE(refused("http://h/api/%e0%80%ae"));
+  EXPECT_TRUE(refused("http://h/api/%f0%80%80%ae"));
+  EXPECT_TRUE(refused("http://h/api/%ff"));
+  EXPECT_TRUE(refused("http://h/api/..%00/x"));
+  EXPECT_TRUE(refused("http://h/api/%u002e%u002e/x"));
+  EXPECT_TRUE(refused("http://h/api/%2"));
+  EXPECT_TRUE(refused("http://h/api/%zz"));
+  // and those that are plain text stay
+  EXPECT_FALSE(refused("http://h/api/100%25"));
+  EXPECT_FALSE(refused("http://h/api/%2541"));
+  EXPECT_FALSE(refused("http://h/api/caf%c3%a9"));
+  EXPECT_FALSE(refused("http://h/api/%e2%82%ac"));
+  EXPECT_FALSE(refused("http://h/api/%F0%9F%98%80"));
+  EXPECT_FALSE(refused("http://h/api?q=%zz%252e"));
   EXPECT_TRUE(refused("http://[zz]/"));
   EXPECT_TRUE(refused("http://h%2eevil/"));
 }

@@ -146,12 +146,39 @@ std::optional<HttpUrl> parse_http_url(std::string_view text, std::string& error)
     }
     start = slash + 1;
   }
-  for (std::size_t i = 0; i + 2 < path.size(); ++i)
-    if (path[i] == '%' && ((path[i + 1] == '2' && lower(path[i + 2]) == 'f') ||
-                           (path[i + 1] == '5' && lower(path[i + 2]) == 'c'))) {
+  // Percent-encodings in the path: well-formed ("%" and two hex digits),
+  // and none a server may decode into a way out from under a prefix: an
+  // encoded slash or backslash, NUL, an encoded "%" before a dot, slash or
+  // backslash (decoded twice, "%252e" is "."), or an overlong UTF-8 lead
+  // byte ("%c0%ae" is "." to a lenient decoder).  A plain "%25" stays.
+  auto byte_at = [&](std::size_t i) {
+    return static_cast<int>(std::stoi(std::string(path.substr(i + 1, 2)), nullptr, 16));
+  };
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '%') continue;
+    if (i + 2 >= path.size() || !is_hex(path[i + 1]) || !is_hex(path[i + 2])) {
+      error = "has a malformed percent-encoding in its path (\"%\" and two hex digits)";
+      return std::nullopt;
+    }
+    const int b = byte_at(i);
+    // The byte an encoding right after this one stands for, else -1.
+    const int next = i + 5 < path.size() && path[i + 3] == '%' && is_hex(path[i + 4]) && is_hex(path[i + 5])
+                         ? byte_at(i + 3)
+                         : -1;
+    // What an encoded "%" would be decoded with, the second time.
+    std::string twice;
+    if (b == '%' && i + 4 < path.size()) twice = {lower(path[i + 3]), lower(path[i + 4])};
+    if (b == '/' || b == '\\') {
       error = "has an encoded slash or backslash in its path";
       return std::nullopt;
     }
+    if (b == 0 || twice == "2e" || twice == "2f" || twice == "5c" || b == 0xc0 || b == 0xc1 || b >= 0xf5 ||
+        (b == 0xe0 && next >= 0x80 && next <= 0x9f) || (b == 0xf0 && next >= 0x80 && next <= 0x8f)) {
+      error = "has a percent-encoding in its path that a server may decode into another path (NUL, \"%25\" "
+              "before a dot or slash, an overlong UTF-8 byte)";
+      return std::nullopt;
+    }
+  }
   url.target = path.empty() ? "/" : std::string(path);
   url.target += rest.substr(q);
   return url;
