@@ -1329,7 +1329,8 @@ asio::awaitable<void> Job::run_step(std::string sid) {
     bool failed_late = false;  // the step failed after its deadline passed (killed for it)
     bool recorded = false;     // a sql step's step_completed committed with it
     std::size_t output_bytes = 0;  // its output as compact JSON (the event's, count_result)
-    if (kind != "sql" && kind != "action" && kind != "run") began();  // (those once they ask for a slot)
+    if (kind != "sql" && kind != "action" && kind != "run" && kind != "http")
+      began();  // (those once they ask for a slot)
     try {
       if (kind == "action") {
         co_await step_action(sid, step, out_text);
@@ -1683,6 +1684,7 @@ asio::awaitable<void> Job::step_http(const std::string& sid, const json& step, s
   // order asked; a stop, a sibling's failure, the lease or the shutdown
   // ends the wait (the step's killer).
   auto slot = w_.step_processes().hold();
+  began(&w_.step_processes());  // its step waits (counted) or runs
   if (!slot.ticket->granted) {
     w_.pool_short(w_.step_processes());
     core::log("debug", "step waiting for a step process", {{"job_id", id_str(id())}, {"step", sid}});
