@@ -4419,6 +4419,7 @@ DECLARE
 	v_depth bigint;
 	v_seq int;
 	v_other bigint;
+	v_other_status bgexec.job_status;
 BEGIN
 	-- A job's queue never changes: read without a lock, to lock the queue
 	-- first.  Only of a job the caller may act on: another role's job must
@@ -4441,14 +4442,13 @@ BEGIN
 	-- here naming the key and the job; a retry racing that job's submit
 	-- raises the index's own 23505.
 	IF j.unique_key IS NOT NULL THEN
-		SELECT x.id INTO v_other FROM bgexec.job x
+		SELECT x.id, x.status INTO v_other, v_other_status FROM bgexec.job x
 		 WHERE x.owner = j.owner AND x.unique_key = j.unique_key
 		   AND x.status IN ('queued', 'running', 'suspended');
 		IF FOUND THEN
 			RAISE EXCEPTION 'job % has unique_key "%", held by active job %', j.id, j.unique_key, v_other
 				USING ERRCODE = 'unique_violation',
-				      DETAIL = format('job %s is %s', v_other,
-				                      (SELECT x.status FROM bgexec.job x WHERE x.id = v_other)),
+				      DETAIL = format('job %s is %s', v_other, v_other_status),
 				      HINT = 'retry it when that job has ended';
 		END IF;
 	END IF;
